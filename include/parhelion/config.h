@@ -1,0 +1,52 @@
+// Config: one point of a kernel's configuration space, and ConfigSpec: that space.
+//
+// A ConfigSpec is derived from a traced kernel (its Tile IR) and a target: one block size per
+// tiled dimension with its domain, a loop order per multi-dimensional launch, and the parallel
+// split over threads. A Config prints as one line of JSON that parses back, so a user can pin
+// the configuration a tuner found:
+//   {"block_sizes":[8,1024],"loop_orders":[[0,1]],"num_threads":2}
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace parhelion {
+
+struct Config {
+  std::vector<int64_t> block_sizes;          // one per ConfigSpec::block_sizes entry
+  std::vector<std::vector<int>> loop_orders;  // one per ConfigSpec::loop_orders entry; outer first
+  int num_threads = 0;                        // grid points run on this many threads
+
+  std::string to_json() const;
+  // Parses a Config; throws UserError on malformed JSON, unknown keys or wrong types.
+  static Config from_json(const std::string& json);
+  bool operator==(const Config&) const = default;
+};
+
+struct BlockSizeSpec {
+  int block_id = 0;               // the Tile IR's block-size symbol ($bN)
+  int64_t extent = 1;             // the longest range it tiles
+  std::vector<int64_t> choices;   // the domain: powers of two up to covering the extent
+  std::string defined_at;         // the user's source line of the loop
+};
+
+struct LoopOrderSpec {
+  int launch = 0;  // index among the kernel's launches
+  int dims = 0;    // the launch's grid rank; an order is a permutation of 0..dims-1
+};
+
+struct ConfigSpec {
+  std::vector<BlockSizeSpec> block_sizes;
+  std::vector<LoopOrderSpec> loop_orders;
+  int max_threads = 1;
+
+  // Throws UserError naming the key and its domain if `c` is not a point of this space.
+  void validate(const Config& c) const;
+  // A readable description of the space (one knob per line).
+  std::string describe() const;
+  // Number of points, saturating at INT64_MAX.
+  int64_t size() const;
+};
+
+}  // namespace parhelion

@@ -1,0 +1,171 @@
+// Kernel: a traced, specialized, JIT-compiled kernel you call like a function.
+//
+//   ph::Tensor add(ph::Tensor x, ph::Tensor y) { ... }
+//   ph::Kernel add_kernel("add", add);
+//   ph::Array out = add_kernel(x, y);    // traces, compiles and caches on first use
+//
+// Each distinct input signature (shapes, strides, dtypes) is traced and compiled once; later
+// calls with the same signature reuse it, and a second process finds the compiled object in
+// the on-disk cache. The configuration is the heuristic default unless one is pinned.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "parhelion/array.h"
+#include "parhelion/config.h"
+#include "parhelion/lang.h"
+
+namespace parhelion {
+
+// One runtime argument: a tensor or a scalar.
+struct Arg {
+  const Array* array = nullptr;
+  double scalar = 0;
+  Arg(const Array& a) : array(&a) {}  // NOLINT
+  Arg(double s) : scalar(s) {}        // NOLINT
+  bool is_tensor() const { return array != nullptr; }
+};
+
+// A kernel specialized for one signature and compiled for one config: every stage printable.
+class CompiledKernel {
+ public:
+  struct Impl;
+  explicit CompiledKernel(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+  std::string ir() const;            // Tile IR text
+  std::string block_ir() const;      // Block IR text
+  std::string source() const;        // generated C++
+  std::string source_path() const;   // where the generated C++ lies in the cache
+  const ConfigSpec& config_spec() const;
+  const Config& config() const;
+  bool cache_hit() const;            // the compiled object came from the cache
+  double compile_seconds() const;
+  int64_t footprint_bytes() const;
+  // Runs on these arguments (their signature must be the one this was compiled for).
+  std::vector<Array> run(const std::vector<Arg>& args) const;
+
+  Impl& impl() const { return *impl_; }
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+class KernelBase {
+ public:
+  // Builds the kernel's body on symbolic arguments; returns its outputs.
+  struct TraceArg {
+    Tensor tensor;
+    Scalar scalar;
+  };
+  using TraceFn = std::function<std::vector<Tensor>(const std::vector<TraceArg>&)>;
+
+  KernelBase(std::string name, std::vector<bool> arg_is_tensor, TraceFn trace);
+  virtual ~KernelBase();
+
+  const std::string& name() const { return name_; }
+  int num_args() const { return static_cast<int>(arg_is_tensor_.size()); }
+  bool arg_is_tensor(int i) const { return arg_is_tensor_.at(i); }
+
+  // Traces and compiles for the signature of `args` (cached), with `config` if given, else
+  // the pinned config, else the heuristic default.
+  CompiledKernel compile(const std::vector<Arg>& args, const Config* config = nullptr);
+  // Runs on `args`; returns the kernel's outputs.
+  std::vector<Array> run(const std::vector<Arg>& args);
+
+  // Pins a config for every later call (validated against each signature's ConfigSpec).
+  void pin_config(const Config& c);
+  void unpin_config();
+
+ private:
+  std::string name_;
+  std::vector<bool> arg_is_tensor_;
+  TraceFn trace_;
+  std::mutex mu_;
+  std::unique_ptr<Config> pinned_;
+  struct Cache;
+  std::unique_ptr<Cache> cache_;
+};
+
+namespace detail {
+template <class T>
+struct ArgTraits;
+template <>
+struct ArgTraits<Tensor> {
+  using Host = const Array&;
+  static constexpr bool is_tensor = true;
+  static Tensor from(const KernelBase::TraceArg& a) { return a.tensor; }
+};
+template <>
+struct ArgTraits<Scalar> {
+  using Host = double;
+  static constexpr bool is_tensor = false;
+  static Scalar from(const KernelBase::TraceArg& a) { return a.scalar; }
+};
+template <class T>
+struct ArgTraits<const T&> : ArgTraits<T> {};
+
+template <class R>
+struct ResultTraits;
+template <>
+struct ResultTraits<Tensor> {
+  using Host = Array;
+  static std::vector<Tensor> flatten(const Tensor& t) { return {t}; }
+  static Host unflatten(std::vector<Array> v) { return std::move(v.at(0)); }
+};
+template <class... T>
+struct ResultTraits<std::tuple<T...>> {
+  using Host = std::tuple<std::conditional_t<true, Array, T>...>;
+  static std::vector<Tensor> flatten(const std::tuple<T...>& t) {
+    return std::apply([](const auto&... x) { return std::vector<Tensor>{x...}; }, t);
+  }
+  template <size_t... I>
+  static Host unflatten_impl(std::vector<Array>& v, std::index_sequence<I...>) {
+    return Host{std::move(v.at(I))...};
+  }
+  static Host unflatten(std::vector<Array> v) { return unflatten_impl(v, std::index_sequence_for<T...>{}); }
+};
+template <>
+struct ResultTraits<void> {
+  using Host = void;
+};
+}  // namespace detail
+
+template <class Fn>
+class Kernel;
+
+template <class R, class... Args>
+class Kernel<R(Args...)> : public KernelBase {
+ public:
+  using HostResult = typename detail::ResultTraits<R>::Host;
+
+  Kernel(std::string name, R (*fn)(Args...))
+      : KernelBase(std::move(name), {detail::ArgTraits<Args>::is_tensor...},
+                   [fn](const std::vector<TraceArg>& a) { return invoke(fn, a, std::index_sequence_for<Args...>{}); }) {}
+
+  HostResult operator()(typename detail::ArgTraits<Args>::Host... args) {
+    std::vector<Array> out = run({Arg(args)...});
+    if constexpr (!std::is_void_v<R>) return detail::ResultTraits<R>::unflatten(std::move(out));
+  }
+
+ private:
+  template <size_t... I>
+  static std::vector<Tensor> invoke(R (*fn)(Args...), const std::vector<TraceArg>& a, std::index_sequence<I...>) {
+    if constexpr (std::is_void_v<R>) {
+      fn(detail::ArgTraits<Args>::from(a[I])...);
+      return {};
+    } else {
+      return detail::ResultTraits<R>::flatten(fn(detail::ArgTraits<Args>::from(a[I])...));
+    }
+  }
+};
+
+template <class R, class... Args>
+Kernel(std::string, R (*)(Args...)) -> Kernel<R(Args...)>;
+
+}  // namespace parhelion

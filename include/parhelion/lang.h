@@ -1,0 +1,331 @@
+// The Parhelion kernel language: C++ in the tile style of PyTorch's Helion.
+//
+// A kernel is a plain C++ function over `Tensor`s (and `Scalar`s). Parhelion runs it once per
+// input signature (shapes, strides, dtypes) to trace it:
+//   - code outside tile loops is host code: shape arithmetic, allocation, argument checks;
+//   - each top-level `tile(...)`/`grid(...)` loop becomes one kernel launch over a grid;
+//   - nested loops are device loops; indexing a tensor with tiles loads or stores a block;
+//   - `Var` is state carried across device-loop iterations.
+// Every operation records the caller's source line, so mistakes are reported there.
+//
+//   ph::Tensor add(ph::Tensor x, ph::Tensor y) {
+//     auto out = ph::empty_like(x);
+//     for (auto tile : ph::tile(out.sizes())) out[tile] = x[tile] + y[tile];
+//     return out;
+//   }
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "parhelion/array.h"
+#include "parhelion/dtype.h"
+
+namespace parhelion {
+
+using Loc = std::source_location;
+
+class Tensor;
+class Var;
+class Scalar;
+class Tile;
+
+// A block-size symbol: `register_block_size(n)` makes one that several tile loops can share.
+struct BlockSizeRef {
+  int id = -1;
+};
+BlockSizeRef register_block_size(int64_t extent, Loc loc = Loc::current());
+
+// One dimension of a tile loop: a range [begin, end) and how its block size is chosen.
+struct Extent {
+  int64_t begin = 0, end = 0;
+  int block_id = -1;      // a registered block size, shared with other loops
+  int64_t fixed_block = 0;  // a block size fixed by the kernel (not tuned)
+  Extent(int64_t n) : end(n) {}  // NOLINT: `tile(n)` reads best
+  Extent(int n) : end(n) {}      // NOLINT
+  Extent(int64_t b, int64_t e) : begin(b), end(e) {}
+  Extent block(BlockSizeRef b) const { Extent x = *this; x.block_id = b.id; return x; }
+  Extent block(int64_t n) const { Extent x = *this; x.fixed_block = n; return x; }
+};
+inline Extent range(int64_t end) { return Extent(int64_t{0}, end); }
+inline Extent range(int64_t begin, int64_t end) { return Extent(begin, end); }
+
+// One dimension of a tile loop, inside the loop's body.
+class Tile {
+ public:
+  Tile() = default;
+  explicit Tile(int id) : id_(id) {}
+  int id() const { return id_; }
+  Tensor begin(Loc loc = Loc::current()) const;  // i64 scalar: first index of this block
+  Tensor end(Loc loc = Loc::current()) const;    // i64 scalar: one past its last valid index
+  Tensor index(Loc loc = Loc::current()) const;  // i64 [tile]: the indices of this block
+
+ private:
+  int id_ = -1;
+};
+
+// The tiles of a multi-dimensional loop over a runtime-sized shape (`tile(x.sizes())`).
+class Tiles {
+ public:
+  explicit Tiles(std::vector<Tile> t) : tiles_(std::move(t)) {}
+  const Tile& operator[](size_t i) const { return tiles_.at(i); }
+  size_t size() const { return tiles_.size(); }
+  const std::vector<Tile>& tiles() const { return tiles_; }
+
+ private:
+  std::vector<Tile> tiles_;
+};
+
+struct AllTag {};
+inline constexpr AllTag all{};  // index with the whole dimension
+
+// One index of a tensor subscript: a tile (or several), `all`, or an integer.
+struct Index {
+  enum Kind { TileK, AllK, IntK, ScalarK } kind;
+  std::vector<Tile> tiles;
+  int64_t integer = 0;
+  int value = -1;
+  Loc loc;
+  Index(const Tile& t, Loc l = Loc::current()) : kind(TileK), tiles{t}, loc(l) {}
+  Index(const Tiles& t, Loc l = Loc::current()) : kind(TileK), tiles(t.tiles()), loc(l) {}
+  Index(AllTag, Loc l = Loc::current()) : kind(AllK), loc(l) {}
+  Index(int64_t i, Loc l = Loc::current()) : kind(IntK), integer(i), loc(l) {}
+  Index(int i, Loc l = Loc::current()) : kind(IntK), integer(i), loc(l) {}
+  Index(const Tensor& scalar, Loc l = Loc::current());
+};
+
+// An operand of a DSL operation: a tensor block, a Var, a Scalar argument or a number.
+// Converting to it records the user's source line.
+struct Operand {
+  enum Kind { TensorK, NumberK } kind;
+  int value = -1;       // TensorK: a device value id (materialized on conversion)
+  double number = 0;
+  bool is_int = false;  // NumberK: an integer literal (i64) rather than a float
+  Loc loc;
+  Operand(const Tensor& t, Loc l = Loc::current());
+  Operand(const Var& v, Loc l = Loc::current());
+  Operand(const Scalar& s, Loc l = Loc::current());
+  Operand(double x, Loc l = Loc::current()) : kind(NumberK), number(x), loc(l) {}
+  Operand(float x, Loc l = Loc::current()) : kind(NumberK), number(x), loc(l) {}
+  Operand(int x, Loc l = Loc::current()) : kind(NumberK), number(x), is_int(true), loc(l) {}
+  Operand(int64_t x, Loc l = Loc::current())
+      : kind(NumberK), number(static_cast<double>(x)), is_int(true), loc(l) {}
+};
+
+// One dimension of a block shape for zeros/full/empty inside device code: a tile or a size.
+struct DimSpec {
+  int tile = -1;
+  int64_t size = 1;
+  DimSpec(const Tile& t) : tile(t.id()) {}  // NOLINT
+  DimSpec(int64_t n) : size(n) {}           // NOLINT
+  DimSpec(int n) : size(n) {}               // NOLINT
+};
+
+// A tensor inside a kernel being traced: a host tensor (argument or allocation) or a device
+// block value. Indexing a host tensor inside a tile loop loads a block; assigning to the
+// indexed expression stores one.
+class Tensor {
+ public:
+  Tensor() = default;
+
+  int rank() const;
+  Shape sizes() const;                   // host tensors only: concrete sizes
+  int64_t size(int dim) const;
+  template <size_t N>
+  std::array<int64_t, N> sizes(Loc loc = Loc::current()) const {
+    check_rank(static_cast<int>(N), loc);
+    std::array<int64_t, N> a{};
+    for (size_t i = 0; i < N; ++i) a[i] = size(static_cast<int>(i));
+    return a;
+  }
+  DType dtype() const;
+  bool is_block() const { return kind_ == BlockK; }
+
+  // Subscript: x[t0, t1], x[tile, ph::all], x[i, tile] (C++23 multi-argument operator[]);
+  // x(t0, t1) is the same for older compilers.
+  // (Fixed arities rather than a template, so that each Index records the caller's line.)
+  Tensor operator[](const Index& a) const { return subscript({a}); }
+#if defined(__cpp_multidimensional_subscript) && __cpp_multidimensional_subscript >= 202110L
+  Tensor operator[](const Index& a, const Index& b) const { return subscript({a, b}); }
+  Tensor operator[](const Index& a, const Index& b, const Index& c) const { return subscript({a, b, c}); }
+  Tensor operator[](const Index& a, const Index& b, const Index& c, const Index& d) const {
+    return subscript({a, b, c, d});
+  }
+#endif
+  Tensor operator()(const Index& a) const { return subscript({a}); }
+  Tensor operator()(const Index& a, const Index& b) const { return subscript({a, b}); }
+  Tensor operator()(const Index& a, const Index& b, const Index& c) const { return subscript({a, b, c}); }
+  Tensor operator()(const Index& a, const Index& b, const Index& c, const Index& d) const {
+    return subscript({a, b, c, d});
+  }
+
+  Tensor unsqueeze(int axis, Loc loc = Loc::current()) const;
+  Tensor to(DType dtype, Loc loc = Loc::current()) const;
+
+  // `x[tile] = value` stores (assignment to an indexed expression); `t = u` rebinds a handle.
+  void operator=(const Operand& value) &&;
+  Tensor& operator=(const Tensor&) & = default;
+
+  // Internal: used by the tracer.
+  enum Kind { NoneK, HostK, BlockK };
+  static Tensor host(int tensor_id) { Tensor t; t.kind_ = HostK; t.id_ = tensor_id; return t; }
+  static Tensor block(int value_id) { Tensor t; t.kind_ = BlockK; t.id_ = value_id; return t; }
+  Kind kind() const { return kind_; }
+  int id() const { return id_; }
+
+ private:
+  Tensor subscript(const std::vector<Index>& idx) const;
+  void check_rank(int n, Loc loc) const;
+  Kind kind_ = NoneK;
+  int id_ = -1;
+  // Set on the result of a subscript of a host tensor: where an assignment stores.
+  int store_tensor_ = -1;
+  std::vector<int> store_index_;  // (kind, tile, value) triples of the subscript
+  int store_line_ = 0;
+  const char* store_file_ = nullptr;
+};
+
+// A scalar kernel argument (a runtime value, not specialized on): eps, scale, ...
+class Scalar {
+ public:
+  Scalar() = default;
+  explicit Scalar(int param) : param_(param) {}
+  int param() const { return param_; }
+
+ private:
+  int param_ = -1;
+};
+
+// Loop-carried state. Declare it in a tile loop, assign it in a nested loop.
+class Var {
+ public:
+  Var(const Tensor& init, Loc loc = Loc::current());  // NOLINT: `Var m = ph::full(...)`
+  Var(const Var&) = delete;
+  Var& operator=(const Operand& value);
+  Var& operator=(const Tensor& value) { return *this = Operand(value); }
+  Var& operator=(const Var& other) { return *this = Operand(other); }
+  int slot() const { return slot_; }
+  Tensor unsqueeze(int axis, Loc loc = Loc::current()) const;
+
+ private:
+  int slot_ = -1;
+};
+
+// --- host code: allocation and checks ---------------------------------------------------------
+Tensor empty(const Shape& shape, DType dtype = DType::f32, Loc loc = Loc::current());
+Tensor empty_like(const Tensor& t, Loc loc = Loc::current());
+Tensor empty_like(const Tensor& t, DType dtype, Loc loc = Loc::current());
+// zeros/full: host allocations in host code, blocks inside tile loops.
+Tensor zeros(std::initializer_list<DimSpec> shape, DType dtype = DType::f32, Loc loc = Loc::current());
+Tensor zeros(const Shape& shape, DType dtype = DType::f32, Loc loc = Loc::current());
+Tensor full(std::initializer_list<DimSpec> shape, double value, DType dtype = DType::f32,
+            Loc loc = Loc::current());
+Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Loc loc = Loc::current());
+Tensor zeros_like(const Tensor& t, Loc loc = Loc::current());
+// Host-side argument checks: throw a UserError at the caller's line when `ok` is false.
+void expect(bool ok, const std::string& what, Loc loc = Loc::current());
+void expect_dtype(const Tensor& t, std::initializer_list<DType> allowed, Loc loc = Loc::current());
+
+// --- loops ------------------------------------------------------------------------------------
+namespace detail {
+// Opens a tile/grid loop in the trace; the range-for body runs once, symbolically.
+std::vector<Tile> open_loop(const std::vector<Extent>& dims, bool grid, Loc loc);
+void close_loop();
+
+template <class Deref>
+class LoopRange {
+ public:
+  LoopRange(std::vector<Extent> dims, bool grid, Loc loc)
+      : dims_(std::move(dims)), grid_(grid), loc_(loc) {}
+  struct Sentinel {};
+  class Iterator {
+   public:
+    explicit Iterator(std::vector<Tile> t) : tiles_(std::move(t)) {}
+    Deref operator*() const {
+      if constexpr (std::is_same_v<Deref, Tile>) return tiles_[0];
+      else if constexpr (std::is_same_v<Deref, Tiles>) return Tiles(tiles_);
+      else {
+        Deref a{};
+        for (size_t i = 0; i < a.size(); ++i) a[i] = tiles_[i];
+        return a;
+      }
+    }
+    Iterator& operator++() {
+      done_ = true;
+      close_loop();
+      return *this;
+    }
+    bool operator!=(Sentinel) const { return !done_; }
+
+   private:
+    std::vector<Tile> tiles_;
+    bool done_ = false;
+  };
+  Iterator begin() { return Iterator(open_loop(dims_, grid_, loc_)); }
+  Sentinel end() { return {}; }
+
+ private:
+  std::vector<Extent> dims_;
+  bool grid_;
+  Loc loc_;
+};
+}  // namespace detail
+
+// tile(n), tile(m, n), tile(b, m, n): block loops; tile(x.sizes()): any rank.
+// At the top level a tile loop is one launch over a grid; nested, a device loop.
+detail::LoopRange<Tile> tile(const Extent& a, Loc loc = Loc::current());
+detail::LoopRange<std::array<Tile, 2>> tile(const Extent& a, const Extent& b, Loc loc = Loc::current());
+detail::LoopRange<std::array<Tile, 3>> tile(const Extent& a, const Extent& b, const Extent& c,
+                                            Loc loc = Loc::current());
+detail::LoopRange<Tiles> tile(const Shape& sizes, Loc loc = Loc::current());
+// grid(n): a loop over single indices (each iteration's tile is one element; use it as an
+// integer index or `.begin()`).
+detail::LoopRange<Tile> grid(const Extent& a, Loc loc = Loc::current());
+detail::LoopRange<std::array<Tile, 2>> grid(const Extent& a, const Extent& b, Loc loc = Loc::current());
+
+// --- device code: pointwise, reductions, shapes -----------------------------------------------
+Tensor operator+(const Operand& a, const Operand& b);
+Tensor operator-(const Operand& a, const Operand& b);
+Tensor operator*(const Operand& a, const Operand& b);
+Tensor operator/(const Operand& a, const Operand& b);
+Tensor operator-(const Operand& a);
+Tensor operator<(const Operand& a, const Operand& b);
+Tensor operator<=(const Operand& a, const Operand& b);
+Tensor operator>(const Operand& a, const Operand& b);
+Tensor operator>=(const Operand& a, const Operand& b);
+Tensor operator==(const Operand& a, const Operand& b);
+Tensor operator!=(const Operand& a, const Operand& b);
+Tensor operator&&(const Operand& a, const Operand& b);
+Tensor operator||(const Operand& a, const Operand& b);
+Tensor operator!(const Operand& a);
+
+Tensor exp(const Operand& x);
+Tensor log(const Operand& x);
+Tensor sqrt(const Operand& x);
+Tensor rsqrt(const Operand& x);
+Tensor tanh(const Operand& x);
+Tensor sigmoid(const Operand& x);
+Tensor silu(const Operand& x);
+Tensor gelu(const Operand& x);  // tanh approximation
+Tensor abs(const Operand& x);
+Tensor maximum(const Operand& a, const Operand& b);
+Tensor minimum(const Operand& a, const Operand& b);
+Tensor pow(const Operand& a, const Operand& b);
+Tensor where(const Operand& cond, const Operand& a, const Operand& b);
+Tensor cast(const Operand& x, DType dtype);
+
+// Reductions over `axis` (negative counts from the end); over a tile dimension they cover
+// the block's valid elements only.
+Tensor sum(const Operand& x, int axis, bool keepdim = false);
+Tensor amax(const Operand& x, int axis, bool keepdim = false);
+Tensor amin(const Operand& x, int axis, bool keepdim = false);
+Tensor mean(const Operand& x, int axis, bool keepdim = false);
+
+Tensor unsqueeze(const Operand& x, int axis);
+Tensor arange(int64_t n, Loc loc = Loc::current());  // i64 [n]: 0..n-1
+
+}  // namespace parhelion

@@ -1,0 +1,9 @@
+// Parhelion: a C++ tile-kernel language and autotuning compiler. Include this header.
+#pragma once
+
+#include "parhelion/array.h"
+#include "parhelion/config.h"
+#include "parhelion/dtype.h"
+#include "parhelion/error.h"
+#include "parhelion/kernel.h"
+#include "parhelion/lang.h"

@@ -1,0 +1,226 @@
+// Naive reference implementations of the kernel library (see references.h).
+#include "kernels/references.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace parhelion::ref {
+namespace {
+
+[[noreturn]] void fail(const char* fn, const std::string& msg) {
+  throw std::invalid_argument(std::string("ref::") + fn + ": " + msg);
+}
+
+// Checks that `a` is a defined, contiguous floating array.
+void check_float(const char* fn, const char* name, const Array& a) {
+  if (!a.defined()) fail(fn, std::string(name) + " is undefined");
+  if (!is_floating(a.dtype()))
+    fail(fn, std::string(name) + " must be f32/bf16/f16, got " + std::string(dtype_name(a.dtype())));
+  if (!a.is_contiguous()) fail(fn, std::string(name) + " must be contiguous");
+}
+
+void check_rank(const char* fn, const char* name, const Array& a, int rank) {
+  if (a.rank() != rank)
+    fail(fn, std::string(name) + " must have rank " + std::to_string(rank) + ", got shape " +
+                 shape_to_string(a.shape()));
+}
+
+void check_same_shape(const char* fn, const char* na, const Array& a, const char* nb,
+                      const Array& b) {
+  if (a.shape() != b.shape())
+    fail(fn, std::string(na) + " and " + nb + " shapes differ: " + shape_to_string(a.shape()) +
+                 " vs " + shape_to_string(b.shape()));
+}
+
+// A [N] vector whose length must equal the last dim of a [M,N] input.
+void check_row_vector(const char* fn, const char* name, const Array& v, int64_t n) {
+  check_float(fn, name, v);
+  if (v.rank() != 1 || v.dim(0) != n)
+    fail(fn, std::string(name) + " must have shape [" + std::to_string(n) + "], got " +
+                 shape_to_string(v.shape()));
+}
+
+// Applies f(x, y) elementwise over two same-shape float arrays.
+template <class F>
+Array binary(const char* fn, const Array& a, const Array& b, F f) {
+  check_float(fn, "a", a);
+  check_float(fn, "b", b);
+  check_same_shape(fn, "a", a, "b", b);
+  Array out = Array::empty(a.shape(), DType::f32);
+  for (int64_t i = 0; i < a.numel(); ++i) out.set(i, f(a.get(i), b.get(i)));
+  return out;
+}
+
+}  // namespace
+
+// out = x + y
+Array add(const Array& x, const Array& y) {
+  return binary("add", x, y, [](double a, double b) { return a + b; });
+}
+
+// out = e^x
+Array exp(const Array& x) {
+  check_float("exp", "x", x);
+  Array out = Array::empty(x.shape(), DType::f32);
+  for (int64_t i = 0; i < x.numel(); ++i) out.set(i, std::exp(x.get(i)));
+  return out;
+}
+
+// out[r, j] = e^(x[r, j] - m_r) / sum_k e^(x[r, k] - m_r), m_r = max_k x[r, k]; rows = last dim.
+Array softmax(const Array& x) {
+  check_float("softmax", "x", x);
+  if (x.rank() < 1) fail("softmax", "x must have rank >= 1");
+  Array out = Array::empty(x.shape(), DType::f32);
+  const int64_t n = x.dim(-1);
+  if (n == 0) return out;
+  const int64_t rows = x.numel() / n;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t base = r * n;
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, x.get(base + j));
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) sum += std::exp(x.get(base + j) - m);
+    for (int64_t j = 0; j < n; ++j) out.set(base + j, std::exp(x.get(base + j) - m) / sum);
+  }
+  return out;
+}
+
+// out[i, j] = (x[i, j] - mu_i) / sqrt(var_i + eps) * w[j] + b[j], var_i = mean_j (x - mu_i)^2
+Array layer_norm(const Array& x, const Array& w, const Array& b, double eps) {
+  check_float("layer_norm", "x", x);
+  check_rank("layer_norm", "x", x, 2);
+  const int64_t m = x.dim(0), n = x.dim(1);
+  check_row_vector("layer_norm", "w", w, n);
+  check_row_vector("layer_norm", "b", b, n);
+  Array out = Array::empty(x.shape(), DType::f32);
+  for (int64_t i = 0; i < m; ++i) {
+    double mu = 0, var = 0;
+    for (int64_t j = 0; j < n; ++j) mu += x.get(i * n + j);
+    mu /= static_cast<double>(n);
+    for (int64_t j = 0; j < n; ++j) var += (x.get(i * n + j) - mu) * (x.get(i * n + j) - mu);
+    var /= static_cast<double>(n);
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    for (int64_t j = 0; j < n; ++j)
+      out.set(i * n + j, (x.get(i * n + j) - mu) * rstd * w.get(j) + b.get(j));
+  }
+  return out;
+}
+
+namespace {
+// rstd_i = 1 / sqrt(mean_j x[i, j]^2 + eps) for row i of x [M,N].
+double row_rstd(const Array& x, int64_t i, int64_t n, double eps) {
+  double ss = 0;
+  for (int64_t j = 0; j < n; ++j) ss += x.get(i * n + j) * x.get(i * n + j);
+  return 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+}
+}  // namespace
+
+// out[i, j] = x[i, j] * rstd_i * w[j]
+Array rms_norm(const Array& x, const Array& w, double eps) {
+  check_float("rms_norm", "x", x);
+  check_rank("rms_norm", "x", x, 2);
+  const int64_t m = x.dim(0), n = x.dim(1);
+  check_row_vector("rms_norm", "w", w, n);
+  Array out = Array::empty(x.shape(), DType::f32);
+  for (int64_t i = 0; i < m; ++i) {
+    const double r = row_rstd(x, i, n, eps);
+    for (int64_t j = 0; j < n; ++j) out.set(i * n + j, x.get(i * n + j) * r * w.get(j));
+  }
+  return out;
+}
+
+// With g = grad_out, r = rstd_i (dr/dx[i, j] = -r^3 x[i, j] / N):
+//   dw[j]    = sum_i g[i, j] x[i, j] r_i
+//   dx[i, j] = r_i w[j] g[i, j] - r_i^3 x[i, j] / N * sum_k g[i, k] w[k] x[i, k]
+std::pair<Array, Array> rms_norm_backward(const Array& grad_out, const Array& x, const Array& w,
+                                          double eps) {
+  const char* fn = "rms_norm_backward";
+  check_float(fn, "x", x);
+  check_rank(fn, "x", x, 2);
+  check_float(fn, "grad_out", grad_out);
+  check_same_shape(fn, "grad_out", grad_out, "x", x);
+  const int64_t m = x.dim(0), n = x.dim(1);
+  check_row_vector(fn, "w", w, n);
+  Array dx = Array::empty(x.shape(), DType::f32);
+  std::vector<double> dw(static_cast<size_t>(n), 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    const double r = row_rstd(x, i, n, eps);
+    double dot = 0;  // sum_k g w x over the row
+    for (int64_t k = 0; k < n; ++k) dot += grad_out.get(i * n + k) * w.get(k) * x.get(i * n + k);
+    const double c = r * r * r * dot / static_cast<double>(n);
+    for (int64_t j = 0; j < n; ++j) {
+      const double g = grad_out.get(i * n + j), xv = x.get(i * n + j);
+      dx.set(i * n + j, r * w.get(j) * g - c * xv);
+      dw[static_cast<size_t>(j)] += g * xv * r;
+    }
+  }
+  Array dw_out = Array::empty({n}, DType::f32);
+  for (int64_t j = 0; j < n; ++j) dw_out.set(j, dw[static_cast<size_t>(j)]);
+  return {std::move(dx), std::move(dw_out)};
+}
+
+// out = a / (1 + e^-a) * b
+Array swiglu(const Array& a, const Array& b) {
+  return binary("swiglu", a, b, [](double u, double v) { return u / (1.0 + std::exp(-u)) * v; });
+}
+
+// out = 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))) * b
+Array geglu(const Array& a, const Array& b) {
+  return binary("geglu", a, b, [](double u, double v) {
+    const double k = std::sqrt(2.0 / std::numbers::pi);
+    return 0.5 * u * (1.0 + std::tanh(k * (u + 0.044715 * u * u * u))) * v;
+  });
+}
+
+// loss[n] = m_n + log sum_v e^(logits[n, v] - m_n) - logits[n, labels[n]], m_n = max_v logits[n, v]
+Array cross_entropy(const Array& logits, const Array& labels) {
+  const char* fn = "cross_entropy";
+  check_float(fn, "logits", logits);
+  check_rank(fn, "logits", logits, 2);
+  if (!labels.defined()) fail(fn, "labels is undefined");
+  if (!is_integer(labels.dtype()))
+    fail(fn, "labels must be i32/i64, got " + std::string(dtype_name(labels.dtype())));
+  if (!labels.is_contiguous()) fail(fn, "labels must be contiguous");
+  const int64_t rows = logits.dim(0), v = logits.dim(1);
+  if (labels.rank() != 1 || labels.dim(0) != rows)
+    fail(fn, "labels must have shape [" + std::to_string(rows) + "], got " +
+                 shape_to_string(labels.shape()));
+  Array out = Array::empty({rows}, DType::f32);
+  for (int64_t i = 0; i < rows; ++i) {
+    const double lab = labels.get(i);
+    if (!(lab >= 0 && lab < static_cast<double>(v)))
+      fail(fn, "label " + std::to_string(static_cast<int64_t>(lab)) + " at row " +
+                   std::to_string(i) + " is out of range [0, " + std::to_string(v) + ")");
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < v; ++j) mx = std::max(mx, logits.get(i * v + j));
+    double sum = 0;
+    for (int64_t j = 0; j < v; ++j) sum += std::exp(logits.get(i * v + j) - mx);
+    out.set(i, mx + std::log(sum) - logits.get(i * v + static_cast<int64_t>(lab)));
+  }
+  return out;
+}
+
+// mean[i] = sum_j x[i, j] / N; var[i] = sum_j (x[i, j] - mean[i])^2 / N (two passes)
+std::pair<Array, Array> welford(const Array& x) {
+  check_float("welford", "x", x);
+  check_rank("welford", "x", x, 2);
+  const int64_t m = x.dim(0), n = x.dim(1);
+  if (n == 0) fail("welford", "x must have at least one column");
+  Array mean = Array::empty({m}, DType::f32), var = Array::empty({m}, DType::f32);
+  for (int64_t i = 0; i < m; ++i) {
+    double mu = 0, ss = 0;
+    for (int64_t j = 0; j < n; ++j) mu += x.get(i * n + j);
+    mu /= static_cast<double>(n);
+    for (int64_t j = 0; j < n; ++j) ss += (x.get(i * n + j) - mu) * (x.get(i * n + j) - mu);
+    mean.set(i, mu);
+    var.set(i, ss / static_cast<double>(n));
+  }
+  return {std::move(mean), std::move(var)};
+}
+
+}  // namespace parhelion::ref

@@ -1,0 +1,36 @@
+// Naive reference implementations of the kernel library, used to check compiled kernels.
+//
+// Plain loops, computed in double. Inputs may be any floating dtype (f32/bf16/f16) and must be
+// contiguous row-major; they are read through Array::get, which widens to double. Results are new
+// contiguous f32 Arrays. Shape or dtype mismatches throw std::invalid_argument.
+#pragma once
+
+#include <utility>
+
+#include "parhelion/array.h"
+
+namespace parhelion::ref {
+
+// y = x + y, elementwise; same shape.
+Array add(const Array& x, const Array& y);
+// y = e^x, elementwise.
+Array exp(const Array& x);
+// y[..., j] = e^(x[..., j] - max) / sum_k e^(x[..., k] - max), over the last dim; rank >= 1.
+Array softmax(const Array& x);
+// y[i, j] = (x[i, j] - mean_i) / sqrt(var_i + eps) * w[j] + b[j]; x [M,N], w,b [N], biased var.
+Array layer_norm(const Array& x, const Array& w, const Array& b, double eps);
+// y[i, j] = x[i, j] * rstd_i * w[j], rstd_i = 1 / sqrt(mean_j x[i, j]^2 + eps); x [M,N], w [N].
+Array rms_norm(const Array& x, const Array& w, double eps);
+// Gradients of rms_norm given grad_out = dL/dy [M,N]; returns (dx [M,N], dw [N]).
+std::pair<Array, Array> rms_norm_backward(const Array& grad_out, const Array& x, const Array& w,
+                                          double eps);
+// y = silu(a) * b, silu(a) = a / (1 + e^-a); same shape.
+Array swiglu(const Array& a, const Array& b);
+// y = gelu(a) * b, gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); same shape.
+Array geglu(const Array& a, const Array& b);
+// loss[n] = logsumexp(logits[n, :]) - logits[n, labels[n]]; logits [N,V] float, labels [N] int.
+Array cross_entropy(const Array& logits, const Array& labels);
+// Per-row (mean [M], population variance [M]) of x [M,N], two-pass in double.
+std::pair<Array, Array> welford(const Array& x);
+
+}  // namespace parhelion::ref

@@ -1,0 +1,516 @@
+#include "backend/cpu/codegen.h"
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <sstream>
+
+#include "backend/cpu/runtime_source.h"
+#include "ir/printer.h"
+#include "parhelion/error.h"
+
+namespace parhelion::backend::cpu {
+namespace {
+
+using ir::BinaryFn;
+using ir::Dim;
+using ir::Op;
+using ir::OpKind;
+using ir::ReduceFn;
+using ir::UnaryFn;
+using Idx = std::vector<std::string>;
+
+std::string c_type(DType compute) {
+  switch (compute) {
+    case DType::f32: return "float";
+    case DType::i64: return "int64_t";
+    case DType::boolean: return "bool";
+    default: throw InternalError("not a compute dtype");
+  }
+}
+
+std::string storage_type(DType d) {
+  switch (d) {
+    case DType::f32: return "float";
+    case DType::bf16: case DType::f16: return "uint16_t";
+    case DType::i32: return "int32_t";
+    case DType::i64: return "int64_t";
+    case DType::boolean: return "uint8_t";
+  }
+  throw InternalError("unknown dtype");
+}
+
+std::string literal(double v, DType compute) {
+  if (compute == DType::i64) return "int64_t(" + std::to_string(static_cast<long long>(v)) + "LL)";
+  if (compute == DType::boolean) return v != 0 ? "true" : "false";
+  if (std::isnan(v)) return "__builtin_nanf(\"\")";
+  if (std::isinf(v)) return v > 0 ? "__builtin_inff()" : "(-__builtin_inff())";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9gf", v);
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s.insert(s.size() - 1, ".0");
+  return "(" + s + ")";
+}
+
+class LaunchEmitter {
+ public:
+  LaunchEmitter(const lower::BlockProgram& p, const lower::LaunchPlan& L) : p_(p), L_(L), fn_(*p.fn) {}
+
+  std::string run() {
+    line("extern \"C\" void " + launch_symbol(L_.index) +
+         "(void* const* ph_tensors, const double* ph_scalars, char* ph_scratch, int64_t ph_step_begin, "
+         "int64_t ph_step_end) {");
+    ++depth_;
+    declare_tensors();
+    for (size_t i = 0; i < fn_.scalar_params.size(); ++i)
+      line("const float sp" + std::to_string(i) + " = static_cast<float>(ph_scalars[" + std::to_string(i) + "]);");
+    line("(void)ph_scalars; (void)ph_scratch;");
+    for (const lower::Scratch& s : L_.scratch)
+      line(c_type(s.dtype) + "* __restrict " + scratch_name(s) + " = reinterpret_cast<" + c_type(s.dtype) +
+           "*>(ph_scratch + " + std::to_string(s.offset) + ");");
+    line("for (int64_t ph_step = ph_step_begin; ph_step < ph_step_end; ++ph_step) {");
+    ++depth_;
+    line("int64_t ph_rest = ph_step;");
+    for (int i = static_cast<int>(L_.grid.size()) - 1; i >= 0; --i) {
+      const lower::GridDim& g = L_.grid[i];
+      std::string t = tname(g.tile);
+      if (i > 0) {
+        line("const int64_t g_" + t + " = ph_rest % " + std::to_string(g.steps) + "; ph_rest /= " +
+             std::to_string(g.steps) + ";");
+      } else {
+        line("const int64_t g_" + t + " = ph_rest;");
+      }
+      line("const int64_t off_" + t + " = " + std::to_string(g.begin) + " + g_" + t + " * " + std::to_string(g.block) + ";");
+      line("const int64_t n_" + t + " = ph_min_i64(" + std::to_string(g.block) + ", " +
+           std::to_string(g.begin + g.extent) + " - off_" + t + ");");
+      line("(void)n_" + t + ";");
+    }
+    line("(void)ph_rest;");
+    block(L_.op->body);
+    --depth_;
+    line("}");
+    --depth_;
+    line("}");
+    return os_.str();
+  }
+
+ private:
+  // --- output helpers ---
+  void line(const std::string& s) { os_ << std::string(depth_ * 2, ' ') << s << "\n"; }
+  std::string tname(int tile) const { return ir::tile_name(fn_, tile); }
+  std::string scratch_name(const lower::Scratch& s) const {
+    return s.var >= 0 ? "var" + std::to_string(s.var) : "m" + std::to_string(s.value);
+  }
+  const ir::Type& type(int v) const { return fn_.type_of(v); }
+  int64_t block_of(int tile) const { return p_.block_of_tile(tile); }
+
+  void declare_tensors() {
+    std::vector<bool> used(fn_.tensors.size(), false);
+    ir::walk(L_.op->body, [&](const Op& op) {
+      if (op.tensor >= 0) used[op.tensor] = true;
+    });
+    for (size_t t = 0; t < fn_.tensors.size(); ++t) {
+      if (!used[t]) continue;
+      std::string ty = storage_type(fn_.tensors[t].dtype);
+      line(ty + "* __restrict T" + std::to_string(t) + " = static_cast<" + ty + "*>(ph_tensors[" +
+           std::to_string(t) + "]);");
+    }
+  }
+
+  // --- loop nests ---
+  // Emits loops over `shape` (valid elements only); `body(idx)` emits the innermost statements.
+  void nest(const std::vector<Dim>& shape, const std::function<void(const Idx&)>& body,
+            const std::string& simd_clause = "", size_t inner_from = 0) {
+    Idx idx(shape.size());
+    int opened = 0;
+    std::vector<size_t> loops;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (!shape[d].is_one()) loops.push_back(d);
+    for (size_t k = 0; k < shape.size(); ++k) {
+      const Dim& d = shape[k];
+      if (d.is_one()) {
+        idx[k] = "0";
+        continue;
+      }
+      std::string i = "i" + std::to_string(k);
+      idx[k] = i;
+      std::string bound = d.kind == Dim::Tile ? "n_" + tname(d.tile) : std::to_string(d.size);
+      if (!loops.empty() && k == loops.back() && k >= inner_from)
+        line("#pragma omp simd" + (simd_clause.empty() ? "" : " " + simd_clause));
+      line("for (int64_t " + i + " = 0; " + i + " < " + bound + "; ++" + i + ") {");
+      ++depth_;
+      ++opened;
+    }
+    body(idx);
+    for (int k = 0; k < opened; ++k) {
+      --depth_;
+      line("}");
+    }
+  }
+
+  // The index of a value of shape `shape` inside a nest with indices `idx` (right-aligned,
+  // size-1 dims broadcast).
+  Idx broadcast(const std::vector<Dim>& shape, const Idx& idx) const {
+    Idx r(shape.size());
+    size_t off = idx.size() - shape.size();
+    for (size_t k = 0; k < shape.size(); ++k) r[k] = shape[k].is_one() ? "0" : idx[off + k];
+    return r;
+  }
+
+  std::string linear(const std::vector<int64_t>& capacity, const Idx& idx) const {
+    std::string s;
+    int64_t stride = 1;
+    for (int k = static_cast<int>(idx.size()) - 1; k >= 0; --k) {
+      if (idx[k] != "0") {
+        std::string term = stride == 1 ? idx[k] : idx[k] + " * " + std::to_string(stride);
+        s = s.empty() ? term : term + " + " + s;
+      }
+      stride *= capacity[k];
+    }
+    return s.empty() ? "0" : s;
+  }
+
+  std::string scratch_ref(const lower::Scratch& s, const Idx& idx) const {
+    return scratch_name(s) + "[" + linear(s.capacity, idx) + "]";
+  }
+
+  // --- expressions ---
+  std::string expr(int v, const Idx& idx) {
+    if (type(v).rank() == 0) return "s" + std::to_string(v);
+    auto m = L_.materialized.find(v);
+    if (m != L_.materialized.end()) return scratch_ref(L_.scratch[m->second], idx);
+    return op_expr(*def_.at(v), idx);
+  }
+
+  std::string operand(const Op& op, int k, const Idx& idx) {
+    int v = op.operands[k];
+    return expr(v, broadcast(type(v).shape, idx));
+  }
+
+  std::string address(const Op& op, const Idx& idx) {
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    std::string s;
+    size_t j = 0;
+    for (size_t d = 0; d < op.index.size(); ++d) {
+      const ir::IndexItem& ix = op.index[d];
+      std::string pos;
+      if (ix.kind == ir::IndexItem::Tile) {
+        if (fn_.tiles[ix.tile].is_grid) pos = "off_" + tname(ix.tile);
+        else pos = "(off_" + tname(ix.tile) + " + " + idx[j++] + ")";
+      } else if (ix.kind == ir::IndexItem::All) {
+        pos = idx[j++];
+      } else {
+        pos = "(" + expr(ix.value, {}) + ")";
+      }
+      if (t.shape[d] == 1 && ix.kind != ir::IndexItem::Scalar) continue;  // position is 0
+      std::string term = t.strides[d] == 1 ? pos : pos + " * " + std::to_string(t.strides[d]);
+      s += (s.empty() ? "" : " + ") + term;
+    }
+    return "T" + std::to_string(op.tensor) + "[" + (s.empty() ? "0" : s) + "]";
+  }
+
+  std::string load_expr(const Op& op, const Idx& idx) {
+    std::string a = address(op, idx);
+    switch (fn_.tensors[op.tensor].dtype) {
+      case DType::f32: return a;
+      case DType::bf16: return "ph_rt::bf16_to_f32(" + a + ")";
+      case DType::f16: return "ph_rt::f16_to_f32(" + a + ")";
+      case DType::i32: return "static_cast<int64_t>(" + a + ")";
+      case DType::i64: return a;
+      case DType::boolean: return "(" + a + " != 0)";
+    }
+    throw InternalError("bad dtype");
+  }
+
+  std::string store_value(DType dt, DType from, const std::string& v) {
+    switch (dt) {
+      case DType::f32: return from == DType::f32 ? v : "static_cast<float>(" + v + ")";
+      case DType::bf16: return "ph_rt::f32_to_bf16(static_cast<float>(" + v + "))";
+      case DType::f16: return "ph_rt::f32_to_f16(static_cast<float>(" + v + "))";
+      case DType::i32: return "static_cast<int32_t>(" + v + ")";
+      case DType::i64: return "static_cast<int64_t>(" + v + ")";
+      case DType::boolean: return "static_cast<uint8_t>(" + v + " != 0)";
+    }
+    throw InternalError("bad dtype");
+  }
+
+  std::string unary_expr(UnaryFn f, DType dt, const std::string& a) {
+    switch (f) {
+      case UnaryFn::neg: return "(-" + a + ")";
+      case UnaryFn::exp: return "ph_rt::exp(" + a + ")";
+      case UnaryFn::log: return "ph_rt::log(" + a + ")";
+      case UnaryFn::sqrt: return "ph_rt::sqrt(" + a + ")";
+      case UnaryFn::rsqrt: return "ph_rt::rsqrt(" + a + ")";
+      case UnaryFn::tanh: return "ph_rt::tanh(" + a + ")";
+      case UnaryFn::sigmoid: return "ph_rt::sigmoid(" + a + ")";
+      case UnaryFn::silu: return "ph_rt::silu(" + a + ")";
+      case UnaryFn::gelu: return "ph_rt::gelu(" + a + ")";
+      case UnaryFn::abs: return dt == DType::f32 ? "ph_rt::abs(" + a + ")" : "ph_abs_i64(" + a + ")";
+      case UnaryFn::logical_not: return "(!" + a + ")";
+    }
+    throw InternalError("bad unary");
+  }
+
+  std::string binary_expr(BinaryFn f, DType result, DType ta, DType tb, std::string a, std::string b) {
+    if (result == DType::f32) {  // mixed f32/i64 arithmetic computes in f32
+      if (ta != DType::f32) a = "static_cast<float>(" + a + ")";
+      if (tb != DType::f32) b = "static_cast<float>(" + b + ")";
+    }
+    switch (f) {
+      case BinaryFn::add: return "(" + a + " + " + b + ")";
+      case BinaryFn::sub: return "(" + a + " - " + b + ")";
+      case BinaryFn::mul: return "(" + a + " * " + b + ")";
+      case BinaryFn::div: return "(" + a + " / " + b + ")";
+      case BinaryFn::maximum: return "ph_max(" + a + ", " + b + ")";
+      case BinaryFn::minimum: return "ph_min(" + a + ", " + b + ")";
+      case BinaryFn::pow: return "ph_pow(" + a + ", " + b + ")";
+      case BinaryFn::lt: return "(" + a + " < " + b + ")";
+      case BinaryFn::le: return "(" + a + " <= " + b + ")";
+      case BinaryFn::gt: return "(" + a + " > " + b + ")";
+      case BinaryFn::ge: return "(" + a + " >= " + b + ")";
+      case BinaryFn::eq: return "(" + a + " == " + b + ")";
+      case BinaryFn::ne: return "(" + a + " != " + b + ")";
+      case BinaryFn::logical_and: return "(" + a + " && " + b + ")";
+      case BinaryFn::logical_or: return "(" + a + " || " + b + ")";
+    }
+    throw InternalError("bad binary");
+  }
+
+  std::string cast_expr(DType to, DType from, const std::string& a) {
+    switch (to) {
+      case DType::f32: return from == DType::f32 ? a : "static_cast<float>(" + a + ")";
+      case DType::bf16: return "ph_rt::bf16_to_f32(ph_rt::f32_to_bf16(static_cast<float>(" + a + ")))";
+      case DType::f16: return "ph_rt::f16_to_f32(ph_rt::f32_to_f16(static_cast<float>(" + a + ")))";
+      case DType::i32: return "static_cast<int64_t>(static_cast<int32_t>(" + a + "))";
+      case DType::i64: return "static_cast<int64_t>(" + a + ")";
+      case DType::boolean: return "(" + a + " != 0)";
+    }
+    throw InternalError("bad cast");
+  }
+
+  // The expression of a pointwise op at element `idx` of its own shape.
+  std::string op_expr(const Op& op, const Idx& idx) {
+    DType rt = type(op.result).dtype;
+    switch (op.kind) {
+      case OpKind::Load: return load_expr(op, idx);
+      case OpKind::Constant: case OpKind::Full: return literal(op.number, rt);
+      case OpKind::ScalarParam: return "sp" + std::to_string(op.param);
+      case OpKind::TileBegin: return "off_" + tname(op.tile);
+      case OpKind::TileEnd: return "(off_" + tname(op.tile) + " + n_" + tname(op.tile) + ")";
+      case OpKind::TileIndex: return "(off_" + tname(op.tile) + " + " + idx[0] + ")";
+      case OpKind::Arange: return "static_cast<int64_t>(" + idx[0] + ")";
+      case OpKind::VarGet: {
+        const lower::Scratch& s = L_.scratch[L_.var_scratch.at(op.var)];
+        return scratch_ref(s, idx);
+      }
+      case OpKind::Unary:
+        return unary_expr(static_cast<UnaryFn>(op.fn), type(op.operands[0]).dtype, operand(op, 0, idx));
+      case OpKind::Binary:
+        return binary_expr(static_cast<BinaryFn>(op.fn), rt, type(op.operands[0]).dtype,
+                           type(op.operands[1]).dtype, operand(op, 0, idx), operand(op, 1, idx));
+      case OpKind::Where: {
+        std::string a = operand(op, 1, idx), b = operand(op, 2, idx);
+        if (rt == DType::f32 && type(op.operands[1]).dtype != DType::f32) a = "static_cast<float>(" + a + ")";
+        if (rt == DType::f32 && type(op.operands[2]).dtype != DType::f32) b = "static_cast<float>(" + b + ")";
+        return "(" + operand(op, 0, idx) + " ? " + a + " : " + b + ")";
+      }
+      case OpKind::Cast: return cast_expr(op.dtype, type(op.operands[0]).dtype, operand(op, 0, idx));
+      case OpKind::Unsqueeze: {
+        Idx inner = idx;
+        inner.erase(inner.begin() + op.axis);
+        return expr(op.operands[0], inner);
+      }
+      default: throw InternalError(std::string("no expression for op ") + std::string(ir::op_name(op)));
+    }
+  }
+
+  // --- statements ---
+  void block(const std::vector<Op>& ops) {
+    for (const Op& op : ops) {
+      if (op.result >= 0) def_[op.result] = &op;
+      statement(op);
+    }
+  }
+
+  void statement(const Op& op) {
+    switch (op.kind) {
+      case OpKind::Loop: return loop(op);
+      case OpKind::Store: return store(op);
+      case OpKind::VarDecl: case OpKind::VarSet: return var_write(op);
+      case OpKind::Reduce: return reduce(op);
+      default: break;
+    }
+    if (op.result < 0) return;
+    const ir::Type& t = type(op.result);
+    if (t.rank() == 0) {
+      line("const " + c_type(t.dtype) + " s" + std::to_string(op.result) + " = " + op_expr(op, {}) + ";");
+      return;
+    }
+    auto m = L_.materialized.find(op.result);
+    if (m == L_.materialized.end()) return;  // fused into its consumers
+    const lower::Scratch& s = L_.scratch[m->second];
+    line("{  // materialize %" + std::to_string(op.result) + " (" + std::string(ir::op_name(op)) + ")");
+    ++depth_;
+    nest(t.shape, [&](const Idx& idx) { line(scratch_ref(s, idx) + " = " + op_expr(op, idx) + ";"); });
+    --depth_;
+    line("}");
+  }
+
+  void loop(const Op& op) {
+    line("// loop at " + op.loc.str());
+    for (int tile : op.loop_tiles) {
+      const ir::TileInfo& t = fn_.tiles[tile];
+      std::string n = tname(tile);
+      int64_t b = block_of(tile);
+      line("for (int64_t off_" + n + " = " + std::to_string(t.begin) + "; off_" + n + " < " +
+           std::to_string(t.end) + "; off_" + n + " += " + std::to_string(b) + ") {");
+      ++depth_;
+      line("const int64_t n_" + n + " = ph_min_i64(" + std::to_string(b) + ", " + std::to_string(t.end) +
+           " - off_" + n + ");");
+      line("(void)n_" + n + ";");
+    }
+    block(op.body);
+    for (size_t i = 0; i < op.loop_tiles.size(); ++i) {
+      --depth_;
+      line("}");
+    }
+  }
+
+  void store(const Op& op) {
+    ir::Type target;
+    ir::Op probe = op;
+    // The stored region has the shape a load of the same index would have.
+    std::vector<Dim> shape;
+    size_t d = 0;
+    for (const ir::IndexItem& ix : op.index) {
+      if (ix.kind == ir::IndexItem::Tile && !fn_.tiles[ix.tile].is_grid) shape.push_back(Dim::of_tile(ix.tile));
+      else if (ix.kind == ir::IndexItem::All) shape.push_back(Dim::constant(fn_.tensors[op.tensor].shape[d]));
+      ++d;
+    }
+    DType dt = fn_.tensors[op.tensor].dtype;
+    DType from = type(op.operands[0]).dtype;
+    line("{  // store at " + op.loc.str());
+    ++depth_;
+    nest(shape, [&](const Idx& idx) {
+      line(address(op, idx) + " = " + store_value(dt, from, operand(op, 0, idx)) + ";");
+    });
+    --depth_;
+    line("}");
+  }
+
+  void var_write(const Op& op) {
+    const lower::Scratch& s = L_.scratch[L_.var_scratch.at(op.var)];
+    const ir::Type& vt = fn_.vars[op.var].type;
+    line("{  // " + std::string(op.kind == OpKind::VarDecl ? "init" : "assign") + " var v" +
+         std::to_string(op.var) + " at " + op.loc.str());
+    ++depth_;
+    nest(vt.shape, [&](const Idx& idx) { line(scratch_ref(s, idx) + " = " + operand(op, 0, idx) + ";"); });
+    --depth_;
+    line("}");
+  }
+
+  void reduce(const Op& op) {
+    auto f = static_cast<ReduceFn>(op.fn);
+    const ir::Type& in = type(op.operands[0]);
+    const ir::Type& out = type(op.result);
+    DType dt = out.dtype;
+    std::string ty = c_type(dt);
+    std::string init = f == ReduceFn::max   ? (dt == DType::f32 ? "(-__builtin_inff())" : "INT64_MIN")
+                       : f == ReduceFn::min ? (dt == DType::f32 ? "__builtin_inff()" : "INT64_MAX")
+                                            : literal(0, dt);
+    auto combine = [&](const std::string& acc, const std::string& x) {
+      if (f == ReduceFn::max) return "ph_max(" + acc + ", " + x + ")";
+      if (f == ReduceFn::min) return "ph_min(" + acc + ", " + x + ")";
+      return acc + " + " + x;
+    };
+    const Dim& rd = in.shape[op.axis];
+    std::string count = rd.kind == Dim::Tile ? "n_" + tname(rd.tile) : std::to_string(rd.size);
+    auto finalize = [&](const std::string& acc) {
+      return f == ReduceFn::mean ? "(" + acc + ") / static_cast<float>(" + count + ")" : acc;
+    };
+    // The output element of input element `idx`.
+    auto out_idx = [&](const Idx& idx) {
+      Idx o = idx;
+      if (op.keepdim) o[op.axis] = "0";
+      else o.erase(o.begin() + op.axis);
+      return o;
+    };
+    bool scalar = out.rank() == 0;
+    auto m = L_.materialized.find(op.result);
+    PH_CHECK(scalar || m != L_.materialized.end(), "reduction result not materialized");
+    auto out_ref = [&](const Idx& o) {
+      return scalar ? "s" + std::to_string(op.result) : scratch_ref(L_.scratch[m->second], o);
+    };
+    if (scalar) line(ty + " s" + std::to_string(op.result) + ";");
+    line("{  // " + std::string(ir::reduce_name(f)) + " over axis " + std::to_string(op.axis) + " at " + op.loc.str());
+    ++depth_;
+    const char* clause = f == ReduceFn::max ? "reduction(max:acc)" : f == ReduceFn::min ? "reduction(min:acc)"
+                                                                                       : "reduction(+:acc)";
+    if (op.axis == in.rank() - 1) {
+      // Reduce along the innermost dimension: a scalar accumulator per output element.
+      std::vector<Dim> outer(in.shape.begin(), in.shape.end() - 1);
+      nest(outer, [&](const Idx& oidx) {
+        line(ty + " acc = " + init + ";");
+        Idx full = oidx;
+        full.push_back(rd.is_one() ? "0" : "ir");
+        if (!rd.is_one()) {
+          line("#pragma omp simd " + std::string(clause));
+          line("for (int64_t ir = 0; ir < " + count + "; ++ir) {");
+          ++depth_;
+          line("acc = " + combine("acc", expr(op.operands[0], full)) + ";");
+          --depth_;
+          line("}");
+        } else {
+          line("acc = " + combine("acc", expr(op.operands[0], full)) + ";");
+        }
+        line(out_ref(out_idx(full)) + " = " + finalize("acc") + ";");
+      }, "", SIZE_MAX);
+    } else {
+      // Reduce along an outer dimension: accumulate into the output block, vectorized along
+      // the innermost (kept) dimension.
+      nest(out.shape, [&](const Idx& o) { line(out_ref(o) + " = " + init + ";"); });
+      nest(in.shape, [&](const Idx& idx) {
+        std::string r = out_ref(out_idx(idx));
+        line(r + " = " + combine(r, expr(op.operands[0], idx)) + ";");
+      });
+      if (f == ReduceFn::mean) nest(out.shape, [&](const Idx& o) { line(out_ref(o) + " = " + finalize(out_ref(o)) + ";"); });
+    }
+    --depth_;
+    line("}");
+  }
+
+  const lower::BlockProgram& p_;
+  const lower::LaunchPlan& L_;
+  const ir::Function& fn_;
+  std::map<int, const Op*> def_;
+  std::ostringstream os_;
+  int depth_ = 0;
+};
+
+const char* kPrelude = R"(
+static inline int64_t ph_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t ph_abs_i64(int64_t a) { return a < 0 ? -a : a; }
+template <class T> static inline T ph_max(T a, T b) { return a > b ? a : b; }
+template <class T> static inline T ph_min(T a, T b) { return a < b ? a : b; }
+static inline float ph_pow(float a, float b) { return ph_rt::exp(b * ph_rt::log(a)); }
+)";
+
+}  // namespace
+
+std::string launch_symbol(int index) { return "ph_launch_" + std::to_string(index); }
+
+std::string generate_source(const lower::BlockProgram& p) {
+  std::ostringstream os;
+  os << "// Generated by Parhelion: kernel " << p.fn->name << ", target " << p.target.name << "\n";
+  os << "// config " << p.config.to_json() << "\n";
+  os << "#include <cstdint>\n#include <cstring>\n";
+  os << runtime_header_source();
+  os << kPrelude << "\n";
+  for (const lower::LaunchPlan& L : p.launches) {
+    os << "// launch " << L.index << " at " << L.op->loc.str() << "\n";
+    os << LaunchEmitter(p, L).run() << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace parhelion::backend::cpu

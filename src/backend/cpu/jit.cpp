@@ -1,0 +1,176 @@
+#include "backend/cpu/jit.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "parhelion/error.h"
+
+namespace parhelion::backend::cpu {
+namespace fs = std::filesystem;
+namespace {
+
+std::atomic<int> g_invocations{0};
+
+// 128-bit FNV-1a-style hash from two independent 64-bit lanes: cache keys, not security.
+std::string hash_hex(const std::string& s) {
+  uint64_t h1 = 1469598103934665603ull, h2 = 0x9e3779b97f4a7c15ull;
+  for (unsigned char c : s) {
+    h1 = (h1 ^ c) * 1099511628211ull;
+    h2 = (h2 ^ c) * 0x100000001b3ull + 0x632be59bd9b4e019ull;
+    h2 ^= h2 >> 29;
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h1),
+                static_cast<unsigned long long>(h2));
+  return buf;
+}
+
+std::string run_capture(const std::string& cmd, int* status) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    *status = -1;
+    return out;
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  *status = pclose(p);
+  return out;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string r = "'";
+  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+std::mutex g_mu;
+std::map<std::string, std::weak_ptr<Module>> g_loaded;
+
+}  // namespace
+
+Module::~Module() {
+  if (handle_) dlclose(handle_);
+}
+
+void* Module::symbol(const std::string& name) const {
+  void* s = dlsym(handle_, name.c_str());
+  if (!s) throw InternalError("symbol " + name + " missing from " + path_);
+  return s;
+}
+
+std::string cache_dir() {
+  if (const char* d = std::getenv("PARHELION_CACHE_DIR"); d && *d) return d;
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/parhelion";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/parhelion";
+  return "/tmp/parhelion-cache";
+}
+
+std::string compiler_command() {
+  const char* cxx = std::getenv("CXX");
+  return cxx && *cxx ? cxx : "c++";
+}
+
+std::string compiler_identity() {
+  static std::mutex mu;
+  static std::map<std::string, std::string> ids;
+  std::lock_guard<std::mutex> lock(mu);
+  std::string cxx = compiler_command();
+  auto it = ids.find(cxx);
+  if (it != ids.end()) return it->second;
+  int status = 0;
+  std::string out = run_capture(cxx + " --version 2>&1", &status);
+  std::string first = out.substr(0, out.find('\n'));
+  if (status != 0 || first.empty()) first = "unknown compiler " + cxx;
+  ids[cxx] = first;
+  return first;
+}
+
+std::string compiler_flags() {
+  // -march=native: the JIT compiles on the machine that runs the code, so the host's ISA
+  // (AVX-512, AVX2, ...) is used without assuming it. No -ffast-math: NaN/inf semantics stay;
+  // -fno-trapping-math and -fno-math-errno let selects and sqrt vectorize.
+  return "-std=c++17 -O3 -march=native -fPIC -shared -fopenmp-simd -ffp-contract=fast "
+         "-fno-math-errno -fno-trapping-math -fno-semantic-interposition";
+}
+
+int compiler_invocations() { return g_invocations.load(); }
+
+JitResult jit_compile(const std::string& source) {
+  JitResult r;
+  std::string flags = compiler_flags();
+  r.key = hash_hex(source + "\n//" + compiler_identity() + "\n//" + flags);
+  std::string dir = cache_dir() + "/jit";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw UserError("cannot create the kernel cache directory " + dir + ": " + ec.message());
+  std::string base = dir + "/" + r.key;
+  r.source_path = base + ".cpp";
+  std::string so = base + ".so";
+
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (auto m = g_loaded[r.key].lock()) {
+      r.module = m;
+      r.cache_hit = true;
+      return r;
+    }
+  }
+  if (!fs::exists(so)) {
+    std::string tag = std::to_string(getpid()) + "." + std::to_string(std::hash<std::string>{}(source) & 0xffff);
+    std::string tmp_src = base + ".cpp.tmp." + tag;
+    {
+      std::ofstream f(tmp_src);
+      f << source;
+      if (!f) throw UserError("cannot write generated source " + tmp_src);
+    }
+    fs::rename(tmp_src, r.source_path, ec);
+    std::string tmp_so = base + ".so.tmp." + tag;
+    std::string cmd = compiler_command() + " " + flags + " " + shell_quote(r.source_path) + " -o " +
+                      shell_quote(tmp_so) + " 2>&1";
+    auto t0 = std::chrono::steady_clock::now();
+    int status = 0;
+    g_invocations++;
+    std::string log = run_capture(cmd, &status);
+    r.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (status != 0 || !fs::exists(tmp_so)) {
+      fs::remove(tmp_so, ec);
+      std::istringstream is(log);
+      std::string ln, head;
+      for (int i = 0; i < 30 && std::getline(is, ln); ++i) head += "  " + ln + "\n";
+      throw CompileError("the C++ compiler failed on generated code " + r.source_path + "\n  command: " + cmd +
+                             "\n" + head,
+                         r.source_path);
+    }
+    fs::rename(tmp_so, so, ec);
+    if (ec) throw UserError("cannot move compiled kernel into the cache: " + ec.message());
+  } else {
+    r.cache_hit = true;
+  }
+  void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    // A corrupt or truncated cache entry: drop it and compile again once.
+    std::string err = dlerror();
+    fs::remove(so, ec);
+    if (r.cache_hit) return jit_compile(source);
+    throw CompileError("cannot load compiled kernel " + so + ": " + err, r.source_path);
+  }
+  r.module = std::make_shared<Module>(h, so);
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_loaded[r.key] = r.module;
+  return r;
+}
+
+}  // namespace parhelion::backend::cpu

@@ -1,0 +1,254 @@
+// ph_math.h - branch-free float math for Parhelion-generated CPU kernels.
+//
+// Generated kernels are compiled without -ffast-math, so libm calls inside a
+// `#pragma omp simd` loop stay scalar calls (or block vectorization entirely).
+// Everything here is written as straight-line float/int arithmetic, bit casts
+// and ternary selects, which GCC/Clang if-convert into packed AVX2/AVX-512 code.
+//
+// Rules followed throughout (keep them when editing):
+//  * No branches on data: special cases are computed unconditionally and
+//    merged with `cond ? a : b` at the end.
+//  * No float->int conversions: they are UB for NaN/out-of-range inputs and
+//    we need NaN to flow through. Integers are extracted from float bit
+//    patterns instead, always in uint32_t arithmetic (no signed overflow).
+//  * Polynomials are written as plain a*b+c; -ffp-contract=fast turns them
+//    into FMAs, but the accuracy does not depend on that.
+//  * Coefficients are Chebyshev-node interpolants (near-minimax) computed in
+//    long double for this file, or plain Taylor terms where those suffice.
+//
+// Measured accuracy (tests/test_ph_math.cpp, against double-precision std::):
+//   exp  <= ~1.2e-7 rel on [-87,88]     log  <= ~1.2e-7 rel on positive normals
+//   tanh <= ~1.2e-7 abs                 sigmoid/silu/gelu see the test for bounds
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace ph_rt {
+
+// memcpy rather than __builtin_bit_cast so the header also works with older
+// compilers; a 4-byte memcpy compiles to a register move.
+static inline uint32_t f2u(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+static inline float u2f(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+
+static inline float abs(float x) { return u2f(f2u(x) & 0x7fffffffu); }
+
+// Selects that GCC cannot turn back into branches. With a plain ternary whose
+// arm is a computed value, GCC's sinking pass moves that computation into the
+// arm's basic block; under the default -ftrapping-math the if-converter then
+// refuses to speculate the (possibly trapping) float ops and the whole loop
+// stays scalar. A bitwise blend has no control flow to sink into. Ternaries
+// Even constant-armed ternaries are avoided: GCC jump-threads them (e.g. the
+// exp input clamps) into per-case paths, which blocks AVX2 vectorization.
+static inline uint32_t selu(bool c, uint32_t a, uint32_t b) {
+  uint32_t m = 0u - (uint32_t)c;
+  return (a & m) | (b & ~m);
+}
+static inline float self(bool c, float a, float b) { return u2f(selu(c, f2u(a), f2u(b))); }
+
+// sqrt must be exactly rounded (kernels compare against the reference). With
+// -fno-math-errno (or fast-math) __builtin_sqrtf becomes (v)sqrtps. Under the
+// default -fmath-errno GCC keeps a scalar sqrtf call for the errno case and
+// refuses to vectorize, so we compute it ourselves:
+//  1. ~1e-10-accurate approximation in double (bit-trick seed + 3 Newton steps
+//     on 1/sqrt: error 3.4e-2 -> 1.8e-3 -> 4.7e-6 -> 3.3e-11).
+//  2. c = (float)s is then the correctly rounded result or one ulp off. The
+//     midpoints between c and its neighbours have <= 25 significant bits, so
+//     their squares are exact in double and comparing them with x decides the
+//     rounding exactly (sqrt of a float is never exactly a midpoint).
+static inline float sqrt(float x) {
+#if defined(__NO_MATH_ERRNO__) || defined(__FAST_MATH__)
+  return __builtin_sqrtf(x);
+#else
+  double d = (double)x;
+  uint64_t db;
+  std::memcpy(&db, &d, 8);
+  uint64_t yb = 0x5fe6eb50c7b537a9ull - (db >> 1);
+  double y;
+  std::memcpy(&y, &yb, 8);
+  const double h = 0.5 * d;
+  y = y * (1.5 - h * y * y);
+  y = y * (1.5 - h * y * y);
+  y = y * (1.5 - h * y * y);
+  float c = (float)(d * y);
+  uint32_t cb = f2u(c);
+  double cd = (double)c;
+  // For c = +0 the "previous" float is a NaN pattern: compares are false, fine.
+  double mhi = 0.5 * (cd + (double)u2f(cb + 1u));
+  double mlo = 0.5 * (cd + (double)u2f(cb - 1u));
+  cb = selu(mhi * mhi < d, cb + 1u, cb);
+  cb = selu(mlo * mlo > d, cb - 1u, cb);
+  float r = u2f(cb);
+  r = self(x == u2f(0x7f800000u), x, r);  // the Newton steps give NaN for inf
+  r = self(x < 0.0f, u2f(0x7fc00000u), r);
+  return r;  // NaN in -> NaN out; -0 -> -0 via d*y
+#endif
+}
+// A true division instead of an rsqrt14/Newton approximation: kernels (e.g.
+// norms) expect the same result as the reference 1/sqrt.
+static inline float rsqrt(float x) { return 1.0f / sqrt(x); }
+
+// exp(x) = 2^n * e^r with n = round(x/ln2), |r| <= ln2/2.
+static inline float exp(float x) {
+  // Clamp so that n stays in [-150, 128]: below -104 the result rounds to +0,
+  // above 89 it is +inf either way. NaN fails both compares and passes through.
+  x = self(x < -104.0f, -104.0f, x);
+  x = self(x > 89.0f, 89.0f, x);
+  // Round-to-nearest via the 1.5*2^23 trick: after the add the integer n sits
+  // in the low mantissa bits of t, so no (UB-prone) float->int conversion.
+  const float magic = 12582912.0f;  // 0x1.8p23
+  float t = x * 1.44269504088896341f + magic;
+  float n = t - magic;
+  int32_t ni = (int32_t)(f2u(t) - f2u(magic));
+  // Cody-Waite split of ln2: ln2_hi has 8 trailing zero bits, so n*ln2_hi is
+  // exact for |n| <= 256 even when the compiler does not fuse.
+  float r = x - n * 0.693145751953125f;
+  r = r - n * 1.42860682030941723e-6f;
+  // e^r = 1 + r + r^2*Q(r); Q interpolated on [-ln2/2, ln2/2], err ~2e-9.
+  float q = 1.39261836e-3f;
+  q = q * r + 8.36317905e-3f;
+  q = q * r + 4.16665546e-2f;
+  q = q * r + 1.66665770e-1f;
+  q = q * r + 0.5f;
+  float p = (q * (r * r) + r) + 1.0f;
+  // Scale by 2^n in two steps (n = n1 + n2, both in [-75, 64]) so each factor
+  // is a normal float: this yields correct subnormals and overflow to +inf
+  // from the multiply itself, with no extra selects.
+  int32_t n1 = ni >> 1;  // arithmetic shift (guaranteed since C++20, GCC always)
+  int32_t n2 = ni - n1;
+  float s1 = u2f((uint32_t)(n1 + 127) << 23);
+  float s2 = u2f((uint32_t)(n2 + 127) << 23);
+  return (p * s1) * s2;
+}
+
+// log(x) = e*ln2 + log(m), m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact).
+static inline float log(float x) {
+  // Subnormals: prescale by 2^23 so the exponent/mantissa split below works.
+  // One select only, its exponent is reused for the correction of e (a second
+  // select on the same condition gets jump-threaded into control flow).
+  float scale = self(x < 1.17549435e-38f, 8388608.0f, 1.0f);
+  uint32_t ix = f2u(x * scale);
+  // Re-bias around sqrt(1/2) (0x3f3504f3) so that m lands in [0.707, 1.414):
+  // keeps |log(m)| <= ln2/2 and the final e*ln2 + log(m) cancels at most 2x.
+  uint32_t d = ix - 0x3f3504f3u;
+  int32_t e = (int32_t)d >> 23;  // arithmetic shift
+  float m = u2f(ix - ((uint32_t)e << 23));
+  float ef = (float)(e - (int32_t)((f2u(scale) >> 23) - 127u));
+  float f = m - 1.0f;
+  // With s = f/(2+f): log(1+f) = 2*atanh(s) = 2s + T(s^2)*s and 2s = f - s*f,
+  // hence log(1+f) = f - s*(f - T). The leading f is exact, so the rounding
+  // of s only affects the O(f^2) correction. |s| <= 0.1716, s^2 <= 0.0295, the
+  // Taylor series of T truncated after s^8 is good to ~2e-9 relative.
+  float s = f / (2.0f + f);
+  float z = s * s;
+  float T = 2.0f / 9.0f;
+  T = T * z + 2.0f / 7.0f;
+  T = T * z + 2.0f / 5.0f;
+  T = T * z + 2.0f / 3.0f;
+  T = T * z;
+  float l1p = f - s * (f - T);
+  float r = ef * 0.693145751953125f + (l1p + ef * 1.42860682030941723e-6f);
+  const float inf = u2f(0x7f800000u);
+  r = self(x == inf, inf, r);
+  r = self(x == 0.0f, -inf, r);  // covers -0 too
+  r = self(x < 0.0f, u2f(0x7fc00000u), r);
+  r = self(x != x, x, r);  // keep the input NaN's payload
+  return r;
+}
+
+// tanh: odd polynomial near 0 (where 1 - 2/(e^2x+1) would cancel), the
+// exp form elsewhere. Both are evaluated and selected, which is what the
+// vectorizer would do with a branch anyway.
+static inline float tanh(float x) {
+  float a = abs(x);
+  // tanh(a) = a + a^3*P(a^2), P interpolated on a in [0, 0.625].
+  float z = a * a;
+  float P = 2.29274482e-3f;
+  P = P * z - 8.34394552e-3f;
+  P = P * z + 2.17689187e-2f;
+  P = P * z - 5.39592596e-2f;
+  P = P * z + 1.33333036e-1f;
+  P = P * z - 3.33333332e-1f;
+  float small = (a * z) * P + a;
+  // 1 - 2/(e^2a + 1): exp overflows to inf for a > 44 giving exactly 1, and the
+  // expression is already 1.0f for a > ~9, so no explicit saturation needed.
+  float big = 1.0f - 2.0f / (exp(2.0f * a) + 1.0f);
+  float r = self(a < 0.625f, small, big);
+  // Reattach the sign (also makes tanh(-0) = -0 and keeps NaN a NaN).
+  return u2f(f2u(r) | (f2u(x) & 0x80000000u));
+}
+
+// 1/(1+e^-x): e^-x -> inf gives 0, e^-x -> 0 gives 1, never inf/inf.
+static inline float sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }
+
+// x*sigmoid(x). Written as a quotient so large negative x gives -0 without
+// going through 0*x; the only inf/inf case is x = -inf, clamped to -FLT_MAX.
+static inline float silu(float x) {
+  float xc = self(x < -3.40282347e38f, -3.40282347e38f, x);
+  return xc / (1.0f + exp(-x));
+}
+
+// GELU, tanh approximation. Uses 0.5*(1+tanh(u)) = sigmoid(2u), which avoids
+// the catastrophic cancellation of 1+tanh(u) for negative x (relative error
+// stays small in the left tail) and saves the tanh select.
+static inline float gelu(float x) {
+  // 2*sqrt(2/pi) and 2*sqrt(2/pi)*0.044715. x^3 may overflow to +-inf for
+  // |x| > ~1e12; exp then gives 0 or inf and the quotient is still x or -0.
+  const float k0 = 1.59576912160573071f, k1 = 0.0713548162726008f;
+  float u2 = x * (k0 + k1 * (x * x));
+  float xc = self(x < -3.40282347e38f, -3.40282347e38f, x);
+  return xc / (1.0f + exp(-u2));
+}
+
+// ---- bf16 / f16 conversions (round to nearest even) -------------------------
+
+static inline float bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
+
+static inline uint16_t f32_to_bf16(float x) {
+  uint32_t u = f2u(x);
+  // Adding 0x7fff plus the lsb of the kept half rounds ties to even; a carry
+  // out of the mantissa bumps the exponent, and max-float rounds to inf as
+  // IEEE requires.
+  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  // NaN: truncate instead (rounding could carry into inf/sign) and force the
+  // quiet bit so a payload living only in the low 16 bits survives as a NaN.
+  uint32_t nan = (u >> 16) | 0x40u;
+  bool is_nan = (u & 0x7fffffffu) > 0x7f800000u;
+  return (uint16_t)selu(is_nan, nan, rounded);
+}
+
+static inline float f16_to_f32(uint16_t h) {
+  uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
+  uint32_t em = (uint32_t)h & 0x7fffu;
+  uint32_t e5 = em >> 10;
+  // Normal: shift exponent+mantissa into place and rebias 15 -> 127.
+  uint32_t normal = (em << 13) + (112u << 23);
+  // Inf/NaN: rebias once more so exponent 31 becomes 255, payload preserved.
+  uint32_t infnan = normal + (112u << 23);
+  // Zero/subnormal: the value is mantissa * 2^-24, exact in float.
+  uint32_t subn = f2u((float)(int32_t)em * 5.9604644775390625e-8f);
+  uint32_t r = selu(e5 == 0, subn, selu(e5 == 31, infnan, normal));
+  return u2f(r | sign);
+}
+
+static inline uint16_t f32_to_f16(float x) {
+  uint32_t u = f2u(x);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  uint32_t a = u & 0x7fffffffu;
+  // Normal range: rebias 127 -> 15 and round the 13 dropped bits to nearest
+  // even; a carry propagates into the exponent, up to 0x7c00 (inf) for
+  // |x| >= 65520, exactly the IEEE overflow threshold.
+  uint32_t normal = (a - (112u << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
+  // Subnormal range (|x| < 2^-14): adding 0.5f lines the f16 subnormal ulp
+  // (2^-24) up with the float ulp at 0.5, so the FPU's own round-to-nearest-
+  // even does the rounding; the low bits are the f16 mantissa (0x400 when it
+  // rounds up to the smallest normal, which is also the right encoding).
+  uint32_t subn = f2u(u2f(a) + 0.5f) - 0x3f000000u;
+  uint32_t r = selu(a < 0x38800000u, subn, normal);
+  r = selu(a >= 0x477ff000u, 0x7c00u, r);
+  // NaN: keep the top payload bits, set the quiet bit so it cannot become inf.
+  r = selu(a > 0x7f800000u, 0x7e00u | ((a >> 13) & 0x3ffu), r);
+  return (uint16_t)(r | sign);
+}
+
+}  // namespace ph_rt

@@ -1,0 +1,8 @@
+// The text of the runtime header (runtime/ph_math.h) that every generated translation unit
+// starts with. Embedded into the library at build time (see CMakeLists.txt), so generated code
+// does not depend on where the sources live.
+#pragma once
+
+namespace parhelion::backend::cpu {
+const char* runtime_header_source();
+}

@@ -1,0 +1,105 @@
+#include "parhelion/config.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <sstream>
+
+#include "parhelion/error.h"
+
+namespace parhelion {
+
+using nlohmann::json;
+
+std::string Config::to_json() const {
+  json j;
+  j["block_sizes"] = block_sizes;
+  j["loop_orders"] = loop_orders;
+  j["num_threads"] = num_threads;
+  return j.dump();
+}
+
+Config Config::from_json(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw UserError("invalid config JSON: " + std::string(e.what()) + "\n  in: " + text);
+  }
+  if (!j.is_object()) throw UserError("invalid config: expected a JSON object like " + Config{}.to_json());
+  Config c;
+  for (auto& [key, value] : j.items()) {
+    try {
+      if (key == "block_sizes") c.block_sizes = value.get<std::vector<int64_t>>();
+      else if (key == "loop_orders") c.loop_orders = value.get<std::vector<std::vector<int>>>();
+      else if (key == "num_threads") c.num_threads = value.get<int>();
+      else
+        throw UserError("invalid config: unknown key '" + key +
+                        "' (known: block_sizes, loop_orders, num_threads)");
+    } catch (const json::exception&) {
+      throw UserError("invalid config: '" + key + "' has the wrong type (" + value.dump() + "); expected " +
+                      (key == "block_sizes"   ? "a list of integers"
+                       : key == "loop_orders" ? "a list of integer lists"
+                                              : "an integer"));
+    }
+  }
+  return c;
+}
+
+static std::string list_str(const std::vector<int64_t>& v) {
+  std::string s = "{";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "}";
+}
+
+void ConfigSpec::validate(const Config& c) const {
+  if (c.block_sizes.size() != block_sizes.size())
+    throw UserError("invalid config: block_sizes has " + std::to_string(c.block_sizes.size()) +
+                    " entries; this kernel has " + std::to_string(block_sizes.size()) + " tunable block sizes");
+  for (size_t i = 0; i < block_sizes.size(); ++i) {
+    const auto& ch = block_sizes[i].choices;
+    if (std::find(ch.begin(), ch.end(), c.block_sizes[i]) == ch.end())
+      throw UserError("invalid config: block_sizes[" + std::to_string(i) + "] = " +
+                      std::to_string(c.block_sizes[i]) + " is out of its domain " + list_str(ch) +
+                      " (the loop at " + block_sizes[i].defined_at + ", extent " +
+                      std::to_string(block_sizes[i].extent) + ")");
+  }
+  if (c.loop_orders.size() != loop_orders.size())
+    throw UserError("invalid config: loop_orders has " + std::to_string(c.loop_orders.size()) +
+                    " entries; this kernel has " + std::to_string(loop_orders.size()) +
+                    " multi-dimensional launches");
+  for (size_t i = 0; i < loop_orders.size(); ++i) {
+    std::vector<int> p = c.loop_orders[i];
+    std::sort(p.begin(), p.end());
+    std::vector<int> want(loop_orders[i].dims);
+    std::iota(want.begin(), want.end(), 0);
+    if (p != want)
+      throw UserError("invalid config: loop_orders[" + std::to_string(i) + "] must be a permutation of 0.." +
+                      std::to_string(loop_orders[i].dims - 1));
+  }
+  if (c.num_threads < 1 || c.num_threads > max_threads)
+    throw UserError("invalid config: num_threads = " + std::to_string(c.num_threads) + " is out of its domain 1.." +
+                    std::to_string(max_threads));
+}
+
+std::string ConfigSpec::describe() const {
+  std::ostringstream os;
+  for (size_t i = 0; i < block_sizes.size(); ++i)
+    os << "block_sizes[" << i << "]: " << list_str(block_sizes[i].choices) << "  ($b" << block_sizes[i].block_id
+       << ", extent " << block_sizes[i].extent << ", loop at " << block_sizes[i].defined_at << ")\n";
+  for (size_t i = 0; i < loop_orders.size(); ++i)
+    os << "loop_orders[" << i << "]: permutations of " << loop_orders[i].dims << " grid dims (launch "
+       << loop_orders[i].launch << ")\n";
+  os << "num_threads: 1.." << max_threads << "\n";
+  return os.str();
+}
+
+int64_t ConfigSpec::size() const {
+  __int128 n = max_threads;
+  for (const auto& b : block_sizes) n *= static_cast<int64_t>(b.choices.size());
+  for (const auto& l : loop_orders)
+    for (int k = 2; k <= l.dims; ++k) n *= k;
+  return n > INT64_MAX ? INT64_MAX : static_cast<int64_t>(n);
+}
+
+}  // namespace parhelion

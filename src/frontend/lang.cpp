@@ -1,0 +1,537 @@
+// The DSL's operations: each checks its operands against the typing rules, reporting a
+// violation at the user's line, and appends one op to the trace.
+#include "parhelion/lang.h"
+
+#include "frontend/tracer.h"
+#include "ir/printer.h"
+#include "ir/type_rules.h"
+#include "parhelion/error.h"
+
+namespace parhelion {
+
+using frontend::Tracer;
+using ir::BinaryFn;
+using ir::Dim;
+using ir::Op;
+using ir::OpKind;
+using ir::Type;
+using ir::UnaryFn;
+
+namespace {
+
+Tracer& tracer(const Loc& loc) { return Tracer::current(loc); }
+
+std::string describe(const Tracer& T, int value) {
+  return ir::type_to_string(const_cast<Tracer&>(T).fn(), const_cast<Tracer&>(T).fn().type_of(value));
+}
+
+int emit_value(Tracer& T, Op op, Type t, const Loc& loc) {
+  op.result = T.new_value(std::move(t));
+  return T.emit(std::move(op), loc);
+}
+
+int constant(Tracer& T, double v, DType dtype, const Loc& loc) {
+  Op op{OpKind::Constant};
+  op.number = v;
+  return emit_value(T, op, Type{dtype, {}}, loc);
+}
+
+// The value of an operand; a literal takes the dtype of its partner (`hint`).
+int value_of(Tracer& T, const Operand& o, DType hint = DType::f32) {
+  if (o.kind == Operand::TensorK) return o.value;
+  DType dt = (o.is_int && hint == DType::i64) ? DType::i64 : DType::f32;
+  return constant(T, o.number, dt, o.loc);
+}
+
+DType dtype_of(Tracer& T, const Operand& o) {
+  if (o.kind == Operand::TensorK) return T.fn().type_of(o.value).dtype;
+  return o.is_int ? DType::i64 : DType::f32;
+}
+
+Tensor unary(UnaryFn f, const Operand& x) {
+  Tracer& T = tracer(x.loc);
+  T.require_device(std::string(ir::unary_name(f)).c_str(), x.loc);
+  int v = value_of(T, x);
+  Type t = T.fn().type_of(v);
+  if (f == UnaryFn::logical_not) {
+    if (t.dtype != DType::boolean) T.fail("logical not needs a boolean block, got " + describe(T, v), x.loc);
+  } else if (t.dtype == DType::boolean) {
+    T.fail(std::string(ir::unary_name(f)) + " needs a numeric block, got " + describe(T, v), x.loc);
+  } else if (f != UnaryFn::neg && f != UnaryFn::abs && t.dtype == DType::i64) {
+    // Transcendentals of integer blocks compute in f32, as torch does.
+    Op c{OpKind::Cast};
+    c.operands = {v};
+    c.dtype = DType::f32;
+    t.dtype = DType::f32;
+    v = emit_value(T, c, t, x.loc);
+  }
+  Op op{OpKind::Unary};
+  op.fn = static_cast<int>(f);
+  op.operands = {v};
+  return Tensor::block(emit_value(T, op, t, x.loc));
+}
+
+Tensor binary(BinaryFn f, const Operand& a, const Operand& b) {
+  Tracer& T = tracer(a.loc);
+  T.require_device(std::string(ir::binary_name(f)).c_str(), a.loc);
+  int va = value_of(T, a, dtype_of(T, b));
+  int vb = value_of(T, b, dtype_of(T, a));
+  const Type &ta = T.fn().type_of(va), &tb = T.fn().type_of(vb);
+  Type t;
+  std::string err = ir::broadcast_shapes(T.fn(), ta.shape, tb.shape, &t.shape);
+  if (!err.empty()) T.fail(std::string(ir::binary_name(f)) + ": " + err, a.loc);
+  err = ir::binary_dtype(f, ta.dtype, tb.dtype, &t.dtype);
+  if (!err.empty()) T.fail(err, a.loc);
+  Op op{OpKind::Binary};
+  op.fn = static_cast<int>(f);
+  op.operands = {va, vb};
+  return Tensor::block(emit_value(T, op, t, a.loc));
+}
+
+Tensor reduce(ir::ReduceFn f, const Operand& x, int axis, bool keepdim) {
+  Tracer& T = tracer(x.loc);
+  T.require_device(std::string(ir::reduce_name(f)).c_str(), x.loc);
+  int v = value_of(T, x);
+  Type t;
+  int a = axis;
+  std::string err = ir::reduce_type(T.fn(), T.fn().type_of(v), &a, keepdim, &t);
+  if (!err.empty()) T.fail(std::string(ir::reduce_name(f)) + ": " + err, x.loc);
+  if (f == ir::ReduceFn::mean && t.dtype == DType::i64) {
+    Op c{OpKind::Cast};
+    c.operands = {v};
+    c.dtype = DType::f32;
+    Type ct = T.fn().type_of(v);
+    ct.dtype = DType::f32;
+    v = emit_value(T, c, ct, x.loc);
+    t.dtype = DType::f32;
+  }
+  Op op{OpKind::Reduce};
+  op.fn = static_cast<int>(f);
+  op.axis = a;
+  op.keepdim = keepdim;
+  op.operands = {v};
+  return Tensor::block(emit_value(T, op, t, x.loc));
+}
+
+std::vector<Dim> block_dims(Tracer& T, std::initializer_list<DimSpec> shape, const Loc& loc) {
+  std::vector<Dim> dims;
+  for (const DimSpec& d : shape) {
+    if (d.tile >= 0) {
+      if (!T.tile_in_scope(d.tile))
+        T.fail("tile " + ir::tile_name(T.fn(), d.tile) + " used outside the loop that defines it", loc);
+      if (T.fn().tiles[d.tile].is_grid)
+        T.fail("a grid index is a single element; it cannot size a block dimension", loc);
+      dims.push_back(Dim::of_tile(d.tile));
+    } else {
+      if (d.size < 0) T.fail("negative block dimension " + std::to_string(d.size), loc);
+      dims.push_back(Dim::constant(d.size));
+    }
+  }
+  return dims;
+}
+
+Tensor device_full(Tracer& T, std::vector<Dim> dims, double value, DType dtype, const Loc& loc) {
+  Op op{OpKind::Full};
+  op.number = value;
+  return Tensor::block(emit_value(T, op, Type{compute_dtype(dtype), std::move(dims)}, loc));
+}
+
+Tensor host_alloc(const Shape& shape, DType dtype, bool fill, double value, const Loc& loc) {
+  Tracer& T = tracer(loc);
+  return Tensor::host(T.add_alloc(shape, dtype, fill, value, loc));
+}
+
+}  // namespace
+
+// --- Tile -------------------------------------------------------------------------------------
+
+static Tensor tile_op(OpKind kind, int tile, const Loc& loc) {
+  Tracer& T = tracer(loc);
+  T.require_device("a tile's begin/end/index", loc);
+  if (!T.tile_in_scope(tile)) T.fail("tile used outside the loop that defines it", loc);
+  Op op{kind};
+  op.tile = tile;
+  Type t{DType::i64, {}};
+  if (kind == OpKind::TileIndex) {
+    if (T.fn().tiles[tile].is_grid) T.fail("index() of a grid index; use it directly", loc);
+    t.shape = {Dim::of_tile(tile)};
+  }
+  return Tensor::block(emit_value(T, op, t, loc));
+}
+
+Tensor Tile::begin(Loc loc) const { return tile_op(OpKind::TileBegin, id_, loc); }
+Tensor Tile::end(Loc loc) const { return tile_op(OpKind::TileEnd, id_, loc); }
+Tensor Tile::index(Loc loc) const { return tile_op(OpKind::TileIndex, id_, loc); }
+
+BlockSizeRef register_block_size(int64_t extent, Loc loc) {
+  Tracer& T = tracer(loc);
+  if (T.in_device()) T.fail("register_block_size belongs in host code, before the loops", loc);
+  if (extent < 0) T.fail("register_block_size of a negative extent", loc);
+  return BlockSizeRef{T.new_block_size(std::max<int64_t>(1, extent), 0, loc)};
+}
+
+// --- Index / Operand --------------------------------------------------------------------------
+
+Index::Index(const Tensor& scalar, Loc l) : kind(ScalarK), loc(l) {
+  Tracer& T = tracer(l);
+  if (scalar.kind() != Tensor::BlockK || T.fn().type_of(scalar.id()).rank() != 0 ||
+      T.fn().type_of(scalar.id()).dtype != DType::i64)
+    T.fail("a tensor index must be a tile, ph::all, an integer, or an integer scalar", l);
+  value = scalar.id();
+}
+
+Operand::Operand(const Tensor& t, Loc l) : kind(TensorK), loc(l) {
+  if (t.kind() == Tensor::NoneK) throw UserError("use of an uninitialized ph::Tensor", l);
+  if (t.kind() == Tensor::HostK)
+    throw UserError("a whole tensor (" + tracer(l).fn().tensors[t.id()].name +
+                        ") used as a value; index it with tiles to load a block (x[tile])",
+                    l);
+  value = t.id();
+}
+
+Operand::Operand(const Var& v, Loc l) : kind(TensorK), loc(l) {
+  Tracer& T = tracer(l);
+  T.require_device("reading a ph::Var", l);
+  Op op{OpKind::VarGet};
+  op.var = v.slot();
+  value = emit_value(T, op, T.fn().vars.at(v.slot()).type, l);
+}
+
+Operand::Operand(const Scalar& s, Loc l) : kind(TensorK), loc(l) {
+  Tracer& T = tracer(l);
+  T.require_device("using a scalar argument", l);
+  if (s.param() < 0) T.fail("use of an uninitialized ph::Scalar", l);
+  Op op{OpKind::ScalarParam};
+  op.param = s.param();
+  value = emit_value(T, op, Type{DType::f32, {}}, l);
+}
+
+// --- Tensor -----------------------------------------------------------------------------------
+
+int Tensor::rank() const {
+  Tracer& T = tracer(Loc::current());
+  if (kind_ == HostK) return static_cast<int>(T.fn().tensors[id_].shape.size());
+  if (kind_ == BlockK) return T.fn().type_of(id_).rank();
+  throw UserError("rank() of an uninitialized ph::Tensor");
+}
+
+void Tensor::check_rank(int n, Loc loc) const {
+  if (rank() != n)
+    throw UserError("expected a rank-" + std::to_string(n) + " tensor, got rank " + std::to_string(rank()), loc);
+}
+
+Shape Tensor::sizes() const {
+  Tracer& T = tracer(Loc::current());
+  if (kind_ != HostK)
+    throw UserError("sizes() of a block inside a tile loop is symbolic; use the tensor's sizes "
+                    "in host code");
+  return T.fn().tensors[id_].shape;
+}
+
+int64_t Tensor::size(int dim) const {
+  Shape s = sizes();
+  int d = dim < 0 ? dim + static_cast<int>(s.size()) : dim;
+  if (d < 0 || d >= static_cast<int>(s.size()))
+    throw UserError("size(" + std::to_string(dim) + ") of a rank-" + std::to_string(s.size()) + " tensor");
+  return s[d];
+}
+
+DType Tensor::dtype() const {
+  Tracer& T = tracer(Loc::current());
+  if (kind_ == HostK) return T.fn().tensors[id_].dtype;
+  if (kind_ == BlockK) return T.fn().type_of(id_).dtype;
+  throw UserError("dtype() of an uninitialized ph::Tensor");
+}
+
+Tensor Tensor::subscript(const std::vector<Index>& idx) const {
+  const Loc& loc = idx.front().loc;
+  Tracer& T = tracer(loc);
+  T.require_device("indexing a tensor", loc);
+  if (kind_ != HostK)
+    T.fail("only tensors (kernel arguments and allocations) can be indexed; a block inside a "
+           "tile loop cannot",
+           loc);
+  std::vector<ir::IndexItem> items;
+  for (const Index& i : idx) {
+    if (i.kind == Index::TileK) {
+      for (const Tile& t : i.tiles) {
+        if (t.id() < 0 || !T.tile_in_scope(t.id()))
+          T.fail("tile used outside the loop that defines it", loc);
+        items.push_back({ir::IndexItem::Tile, t.id(), -1});
+      }
+    } else if (i.kind == Index::AllK) {
+      items.push_back({ir::IndexItem::All, -1, -1});
+    } else if (i.kind == Index::IntK) {
+      const Shape& shape = T.fn().tensors[id_].shape;
+      size_t d = items.size();
+      if (d < shape.size() && (i.integer < 0 || i.integer >= shape[d]))
+        T.fail("index " + std::to_string(i.integer) + " is out of bounds for dimension " +
+                   std::to_string(d) + " of size " + std::to_string(shape[d]),
+               loc);
+      items.push_back({ir::IndexItem::Scalar, -1, constant(T, static_cast<double>(i.integer), DType::i64, loc)});
+    } else {
+      items.push_back({ir::IndexItem::Scalar, -1, i.value});
+    }
+  }
+  Type t;
+  std::string err = ir::load_type(T.fn(), id_, items, &t);
+  if (!err.empty()) T.fail(err, loc);
+  Op op{OpKind::Load};
+  op.tensor = id_;
+  op.index = items;
+  Tensor r = Tensor::block(emit_value(T, op, t, loc));
+  r.store_tensor_ = id_;
+  for (const ir::IndexItem& it : items) {
+    r.store_index_.push_back(it.kind);
+    r.store_index_.push_back(it.tile);
+    r.store_index_.push_back(it.value);
+  }
+  r.store_file_ = loc.file_name();
+  r.store_line_ = static_cast<int>(loc.line());
+  return r;
+}
+
+void Tensor::operator=(const Operand& value) && {
+  Tracer& T = tracer(value.loc);
+  if (store_tensor_ < 0)
+    T.fail("assignment to a block value; only an indexed tensor (out[tile] = ...) can be stored to",
+           value.loc);
+  Op op{OpKind::Store};
+  op.tensor = store_tensor_;
+  for (size_t i = 0; i < store_index_.size(); i += 3)
+    op.index.push_back({static_cast<ir::IndexItem::Kind>(store_index_[i]), store_index_[i + 1],
+                        store_index_[i + 2]});
+  const Type& target = T.fn().type_of(id_);
+  int v = value_of(T, value, target.dtype);
+  std::vector<Dim> b;
+  std::string err = ir::broadcast_shapes(T.fn(), target.shape, T.fn().type_of(v).shape, &b);
+  if (!err.empty() || !(b == target.shape))
+    T.fail("cannot store a block of shape " + ir::dims_to_string(T.fn(), T.fn().type_of(v).shape) +
+               " into " + T.fn().tensors[store_tensor_].name + "[...] of shape " +
+               ir::dims_to_string(T.fn(), target.shape),
+           value.loc);
+  op.operands = {v};
+  T.emit(op, value.loc);
+}
+
+Tensor Tensor::unsqueeze(int axis, Loc loc) const { return parhelion::unsqueeze(Operand(*this, loc), axis); }
+Tensor Tensor::to(DType dtype, Loc loc) const { return cast(Operand(*this, loc), dtype); }
+
+// --- Var --------------------------------------------------------------------------------------
+
+Var::Var(const Tensor& init, Loc loc) {
+  Tracer& T = tracer(loc);
+  T.require_device("a ph::Var", loc);
+  Operand o(init, loc);
+  ir::VarInfo info;
+  info.id = static_cast<int>(T.fn().vars.size());
+  info.type = T.fn().type_of(o.value);
+  info.loc = frontend::to_loc(loc);
+  T.fn().vars.push_back(info);
+  slot_ = info.id;
+  Op op{OpKind::VarDecl};
+  op.var = slot_;
+  op.operands = {o.value};
+  T.emit(op, loc);
+}
+
+Var& Var::operator=(const Operand& value) {
+  Tracer& T = tracer(value.loc);
+  T.require_device("assigning a ph::Var", value.loc);
+  const Type& vt = T.fn().vars.at(slot_).type;
+  int v = value_of(T, value, vt.dtype);
+  Type t = T.fn().type_of(v);
+  std::vector<Dim> b;
+  std::string err = ir::broadcast_shapes(T.fn(), vt.shape, t.shape, &b);
+  if (!err.empty() || !(b == vt.shape))
+    T.fail("cannot assign a block of shape " + ir::dims_to_string(T.fn(), t.shape) +
+               " to a ph::Var of shape " + ir::dims_to_string(T.fn(), vt.shape),
+           value.loc);
+  if (t.dtype != vt.dtype) {
+    if (t.dtype == DType::boolean || vt.dtype == DType::boolean)
+      T.fail("cannot assign a " + std::string(dtype_name(t.dtype)) + " block to a " +
+                 std::string(dtype_name(vt.dtype)) + " ph::Var",
+             value.loc);
+    Op c{OpKind::Cast};
+    c.operands = {v};
+    c.dtype = vt.dtype;
+    t.dtype = vt.dtype;
+    v = emit_value(T, c, t, value.loc);
+  }
+  Op op{OpKind::VarSet};
+  op.var = slot_;
+  op.operands = {v};
+  T.emit(op, value.loc);
+  return *this;
+}
+
+Tensor Var::unsqueeze(int axis, Loc loc) const { return parhelion::unsqueeze(Operand(*this, loc), axis); }
+
+// --- host code --------------------------------------------------------------------------------
+
+Tensor empty(const Shape& shape, DType dtype, Loc loc) { return host_alloc(shape, dtype, false, 0, loc); }
+Tensor empty_like(const Tensor& t, Loc loc) { return empty_like(t, t.dtype(), loc); }
+Tensor empty_like(const Tensor& t, DType dtype, Loc loc) {
+  if (t.kind() != Tensor::HostK) throw UserError("empty_like needs a tensor argument, not a block", loc);
+  return host_alloc(t.sizes(), dtype, false, 0, loc);
+}
+Tensor zeros_like(const Tensor& t, Loc loc) {
+  if (t.kind() != Tensor::HostK) throw UserError("zeros_like needs a tensor argument, not a block", loc);
+  return host_alloc(t.sizes(), t.dtype(), true, 0, loc);
+}
+
+Tensor full(std::initializer_list<DimSpec> shape, double value, DType dtype, Loc loc) {
+  Tracer& T = tracer(loc);
+  if (T.in_device()) return device_full(T, block_dims(T, shape, loc), value, dtype, loc);
+  Shape s;
+  for (const DimSpec& d : shape) {
+    if (d.tile >= 0) T.fail("a tile dimension in host code (outside any tile loop)", loc);
+    s.push_back(d.size);
+  }
+  return host_alloc(s, dtype, true, value, loc);
+}
+Tensor full(const Shape& shape, double value, DType dtype, Loc loc) {
+  Tracer& T = tracer(loc);
+  if (T.in_device()) {
+    std::vector<Dim> dims;
+    for (int64_t d : shape) dims.push_back(Dim::constant(d));
+    return device_full(T, dims, value, dtype, loc);
+  }
+  return host_alloc(shape, dtype, true, value, loc);
+}
+Tensor zeros(std::initializer_list<DimSpec> shape, DType dtype, Loc loc) { return full(shape, 0.0, dtype, loc); }
+Tensor zeros(const Shape& shape, DType dtype, Loc loc) { return full(shape, 0.0, dtype, loc); }
+
+void expect(bool ok, const std::string& what, Loc loc) {
+  if (!ok) throw UserError(what, loc);
+}
+
+void expect_dtype(const Tensor& t, std::initializer_list<DType> allowed, Loc loc) {
+  DType d = t.dtype();
+  std::string names;
+  for (DType a : allowed) {
+    if (a == d) return;
+    names += (names.empty() ? "" : ", ") + std::string(dtype_name(a));
+  }
+  throw UserError("unsupported dtype " + std::string(dtype_name(d)) + "; expected one of " + names, loc);
+}
+
+// --- loops ------------------------------------------------------------------------------------
+
+namespace detail {
+std::vector<Tile> open_loop(const std::vector<Extent>& dims, bool grid, Loc loc) {
+  return tracer(loc).open_loop(dims, grid, loc);
+}
+void close_loop() {
+  if (Tracer* T = Tracer::active()) T->close_loop();
+}
+}  // namespace detail
+
+detail::LoopRange<Tile> tile(const Extent& a, Loc loc) { return {{a}, false, loc}; }
+detail::LoopRange<std::array<Tile, 2>> tile(const Extent& a, const Extent& b, Loc loc) {
+  return {{a, b}, false, loc};
+}
+detail::LoopRange<std::array<Tile, 3>> tile(const Extent& a, const Extent& b, const Extent& c, Loc loc) {
+  return {{a, b, c}, false, loc};
+}
+detail::LoopRange<Tiles> tile(const Shape& sizes, Loc loc) {
+  std::vector<Extent> dims(sizes.begin(), sizes.end());
+  return {dims, false, loc};
+}
+detail::LoopRange<Tile> grid(const Extent& a, Loc loc) { return {{a}, true, loc}; }
+detail::LoopRange<std::array<Tile, 2>> grid(const Extent& a, const Extent& b, Loc loc) {
+  return {{a, b}, true, loc};
+}
+
+// --- device ops -------------------------------------------------------------------------------
+
+Tensor operator+(const Operand& a, const Operand& b) { return binary(BinaryFn::add, a, b); }
+Tensor operator-(const Operand& a, const Operand& b) { return binary(BinaryFn::sub, a, b); }
+Tensor operator*(const Operand& a, const Operand& b) { return binary(BinaryFn::mul, a, b); }
+Tensor operator/(const Operand& a, const Operand& b) { return binary(BinaryFn::div, a, b); }
+Tensor operator-(const Operand& a) { return unary(UnaryFn::neg, a); }
+Tensor operator<(const Operand& a, const Operand& b) { return binary(BinaryFn::lt, a, b); }
+Tensor operator<=(const Operand& a, const Operand& b) { return binary(BinaryFn::le, a, b); }
+Tensor operator>(const Operand& a, const Operand& b) { return binary(BinaryFn::gt, a, b); }
+Tensor operator>=(const Operand& a, const Operand& b) { return binary(BinaryFn::ge, a, b); }
+Tensor operator==(const Operand& a, const Operand& b) { return binary(BinaryFn::eq, a, b); }
+Tensor operator!=(const Operand& a, const Operand& b) { return binary(BinaryFn::ne, a, b); }
+Tensor operator&&(const Operand& a, const Operand& b) { return binary(BinaryFn::logical_and, a, b); }
+Tensor operator||(const Operand& a, const Operand& b) { return binary(BinaryFn::logical_or, a, b); }
+Tensor operator!(const Operand& a) { return unary(UnaryFn::logical_not, a); }
+
+Tensor exp(const Operand& x) { return unary(UnaryFn::exp, x); }
+Tensor log(const Operand& x) { return unary(UnaryFn::log, x); }
+Tensor sqrt(const Operand& x) { return unary(UnaryFn::sqrt, x); }
+Tensor rsqrt(const Operand& x) { return unary(UnaryFn::rsqrt, x); }
+Tensor tanh(const Operand& x) { return unary(UnaryFn::tanh, x); }
+Tensor sigmoid(const Operand& x) { return unary(UnaryFn::sigmoid, x); }
+Tensor silu(const Operand& x) { return unary(UnaryFn::silu, x); }
+Tensor gelu(const Operand& x) { return unary(UnaryFn::gelu, x); }
+Tensor abs(const Operand& x) { return unary(UnaryFn::abs, x); }
+Tensor maximum(const Operand& a, const Operand& b) { return binary(BinaryFn::maximum, a, b); }
+Tensor minimum(const Operand& a, const Operand& b) { return binary(BinaryFn::minimum, a, b); }
+Tensor pow(const Operand& a, const Operand& b) { return binary(BinaryFn::pow, a, b); }
+
+Tensor where(const Operand& cond, const Operand& a, const Operand& b) {
+  Tracer& T = tracer(cond.loc);
+  T.require_device("where", cond.loc);
+  int vc = value_of(T, cond);
+  int va = value_of(T, a, dtype_of(T, b));
+  int vb = value_of(T, b, dtype_of(T, a));
+  const Type &tc = T.fn().type_of(vc), &ta = T.fn().type_of(va), &tb = T.fn().type_of(vb);
+  if (tc.dtype != DType::boolean) T.fail("where: the condition must be a boolean block (a comparison)", cond.loc);
+  if ((ta.dtype == DType::boolean) != (tb.dtype == DType::boolean))
+    T.fail("where: cannot mix boolean and numeric branches", cond.loc);
+  Type t;
+  std::vector<Dim> ab;
+  std::string err = ir::broadcast_shapes(T.fn(), ta.shape, tb.shape, &ab);
+  if (err.empty()) err = ir::broadcast_shapes(T.fn(), tc.shape, ab, &t.shape);
+  if (!err.empty()) T.fail("where: " + err, cond.loc);
+  t.dtype = (ta.dtype == DType::f32 || tb.dtype == DType::f32) ? DType::f32 : ta.dtype;
+  Op op{OpKind::Where};
+  op.operands = {vc, va, vb};
+  return Tensor::block(emit_value(T, op, t, cond.loc));
+}
+
+Tensor cast(const Operand& x, DType dtype) {
+  Tracer& T = tracer(x.loc);
+  T.require_device("cast", x.loc);
+  int v = value_of(T, x);
+  Type t = T.fn().type_of(v);
+  t.dtype = compute_dtype(dtype);
+  Op op{OpKind::Cast};
+  op.operands = {v};
+  op.dtype = dtype;
+  return Tensor::block(emit_value(T, op, t, x.loc));
+}
+
+Tensor sum(const Operand& x, int axis, bool keepdim) { return reduce(ir::ReduceFn::sum, x, axis, keepdim); }
+Tensor amax(const Operand& x, int axis, bool keepdim) { return reduce(ir::ReduceFn::max, x, axis, keepdim); }
+Tensor amin(const Operand& x, int axis, bool keepdim) { return reduce(ir::ReduceFn::min, x, axis, keepdim); }
+Tensor mean(const Operand& x, int axis, bool keepdim) { return reduce(ir::ReduceFn::mean, x, axis, keepdim); }
+
+Tensor unsqueeze(const Operand& x, int axis) {
+  Tracer& T = tracer(x.loc);
+  T.require_device("unsqueeze", x.loc);
+  int v = value_of(T, x);
+  Type t = T.fn().type_of(v);
+  int a = axis < 0 ? axis + t.rank() + 1 : axis;
+  if (a < 0 || a > t.rank())
+    T.fail("unsqueeze(" + std::to_string(axis) + ") of a block of rank " + std::to_string(t.rank()), x.loc);
+  t.shape.insert(t.shape.begin() + a, Dim::constant(1));
+  Op op{OpKind::Unsqueeze};
+  op.axis = a;
+  op.operands = {v};
+  return Tensor::block(emit_value(T, op, t, x.loc));
+}
+
+Tensor arange(int64_t n, Loc loc) {
+  Tracer& T = tracer(loc);
+  T.require_device("arange", loc);
+  if (n < 0) T.fail("arange of a negative length", loc);
+  Op op{OpKind::Arange};
+  return Tensor::block(emit_value(T, op, Type{DType::i64, {Dim::constant(n)}}, loc));
+}
+
+}  // namespace parhelion

@@ -1,0 +1,172 @@
+#include "frontend/tracer.h"
+
+#include <algorithm>
+
+#include "ir/dce.h"
+#include "ir/printer.h"
+#include "parhelion/error.h"
+
+namespace parhelion::frontend {
+namespace {
+thread_local Tracer* g_active = nullptr;
+}
+
+ir::SourceLoc to_loc(const std::source_location& loc) {
+  return ir::SourceLoc{loc.file_name(), static_cast<int>(loc.line())};
+}
+
+Tracer::Tracer(std::string kernel_name) : previous_(g_active) {
+  fn_.name = std::move(kernel_name);
+  g_active = this;
+}
+
+Tracer::~Tracer() { g_active = previous_; }
+
+Tracer* Tracer::active() { return g_active; }
+
+Tracer& Tracer::current(const std::source_location& loc) {
+  if (!g_active)
+    throw UserError("Parhelion DSL used outside a kernel trace: call the kernel through "
+                    "ph::Kernel, not directly",
+                    loc);
+  return *g_active;
+}
+
+void Tracer::fail(const std::string& msg, const std::source_location& loc) { throw UserError(msg, loc); }
+
+void Tracer::require_device(const char* what, const std::source_location& loc) {
+  if (!in_device())
+    fail(std::string(what) + " is device code: it must be inside a ph::tile or ph::grid loop "
+                             "(outside them is host code, which only allocates and checks)",
+         loc);
+}
+
+Tensor Tracer::add_tensor_param(const ArgSpec& spec) {
+  ir::TensorInfo t;
+  t.name = "arg" + std::to_string(fn_.num_tensor_params + static_cast<int>(fn_.scalar_params.size()));
+  t.shape = spec.shape;
+  t.strides = spec.strides;
+  t.dtype = spec.dtype;
+  t.origin = ir::TensorInfo::Param;
+  t.param_index = fn_.num_tensor_params++;
+  fn_.tensors.push_back(t);
+  return Tensor::host(static_cast<int>(fn_.tensors.size()) - 1);
+}
+
+Scalar Tracer::add_scalar_param() {
+  int idx = static_cast<int>(fn_.scalar_params.size());
+  fn_.scalar_params.push_back("arg" + std::to_string(fn_.num_tensor_params + idx));
+  return Scalar(idx);
+}
+
+int Tracer::add_alloc(const Shape& shape, DType dtype, bool fill, double value,
+                      const std::source_location& loc) {
+  if (in_device())
+    fail("allocating a tensor inside a tile loop; allocate outputs in host code, before the loop", loc);
+  for (int64_t d : shape)
+    if (d < 0) fail("negative size in shape " + shape_to_string(shape), loc);
+  ir::TensorInfo t;
+  t.name = "buf" + std::to_string(fn_.tensors.size() - fn_.num_tensor_params);
+  t.shape = shape;
+  t.strides = contiguous_strides(shape);
+  t.dtype = dtype;
+  t.origin = ir::TensorInfo::Alloc;
+  fn_.tensors.push_back(t);
+  ir::Op op{ir::OpKind::Alloc};
+  op.tensor = static_cast<int>(fn_.tensors.size()) - 1;
+  op.has_fill = fill;
+  op.number = value;
+  op.loc = to_loc(loc);
+  fn_.body.push_back(op);
+  return op.tensor;
+}
+
+int Tracer::new_value(ir::Type t) {
+  fn_.values.push_back(std::move(t));
+  return static_cast<int>(fn_.values.size()) - 1;
+}
+
+int Tracer::emit(ir::Op op, const std::source_location& loc) {
+  PH_CHECK(in_device(), "device op emitted in host code");
+  op.loc = to_loc(loc);
+  int r = op.result;
+  regions_.back()->body.push_back(std::move(op));
+  return r;
+}
+
+int Tracer::new_block_size(int64_t extent, int64_t fixed, const std::source_location& loc) {
+  ir::BlockSize b;
+  b.id = static_cast<int>(fn_.block_sizes.size());
+  b.extent = extent;
+  b.fixed = fixed;
+  b.loc = to_loc(loc);
+  fn_.block_sizes.push_back(b);
+  return b.id;
+}
+
+std::vector<Tile> Tracer::open_loop(const std::vector<Extent>& dims, bool grid,
+                                    const std::source_location& loc) {
+  if (dims.empty()) fail("a tile loop needs at least one dimension", loc);
+  ir::Op op{in_device() ? ir::OpKind::Loop : ir::OpKind::Launch};
+  op.loc = to_loc(loc);
+  std::vector<Tile> tiles;
+  for (const Extent& e : dims) {
+    if (e.end < e.begin || e.begin < 0)
+      fail("tile loop over an empty or negative range " + std::to_string(e.begin) + ".." +
+               std::to_string(e.end),
+           loc);
+    ir::TileInfo t;
+    t.id = static_cast<int>(fn_.tiles.size());
+    t.begin = e.begin;
+    t.end = e.end;
+    t.is_grid = grid;
+    t.loc = op.loc;
+    int64_t extent = std::max<int64_t>(1, e.end - e.begin);
+    if (grid) {
+      t.block = new_block_size(extent, 1, loc);
+    } else if (e.block_id >= 0) {
+      if (e.block_id >= static_cast<int>(fn_.block_sizes.size()))
+        fail("unknown block size (register it with ph::register_block_size in this kernel)", loc);
+      t.block = e.block_id;
+      auto& b = fn_.block_sizes[e.block_id];
+      b.extent = std::max(b.extent, extent);
+    } else if (e.fixed_block > 0) {
+      t.block = new_block_size(extent, e.fixed_block, loc);
+    } else {
+      t.block = new_block_size(extent, 0, loc);
+    }
+    fn_.tiles.push_back(t);
+    op.loop_tiles.push_back(t.id);
+    tiles.emplace_back(t.id);
+  }
+  std::vector<ir::Op>& parent = in_device() ? regions_.back()->body : fn_.body;
+  parent.push_back(std::move(op));
+  regions_.push_back(&parent.back());
+  for (const Tile& t : tiles) open_tiles_.push_back(t.id());
+  return tiles;
+}
+
+void Tracer::close_loop() {
+  PH_CHECK(!regions_.empty(), "close_loop without an open loop");
+  for (size_t i = 0; i < regions_.back()->loop_tiles.size(); ++i) open_tiles_.pop_back();
+  regions_.pop_back();
+}
+
+bool Tracer::tile_in_scope(int tile) const {
+  return std::find(open_tiles_.begin(), open_tiles_.end(), tile) != open_tiles_.end();
+}
+
+ir::Function Tracer::finish(const std::vector<Tensor>& outputs) {
+  PH_CHECK(regions_.empty(), "trace finished inside a loop");
+  for (const Tensor& t : outputs) {
+    if (t.kind() != Tensor::HostK)
+      throw UserError("kernel " + fn_.name +
+                      " returned a block value; a kernel returns tensors (allocate one with "
+                      "ph::empty_like and store into it)");
+    fn_.outputs.push_back(t.id());
+  }
+  ir::eliminate_dead_code(fn_);
+  return std::move(fn_);
+}
+
+}  // namespace parhelion::frontend

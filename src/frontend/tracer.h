@@ -1,0 +1,65 @@
+// The tracer: records the Tile IR while a kernel function runs on symbolic tensors.
+//
+// One Tracer is active per thread while a kernel is traced. The DSL (lang.cpp) appends ops to
+// the innermost open region; range-for loops open and close regions (see detail::LoopRange).
+#pragma once
+
+#include <functional>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "parhelion/lang.h"
+
+namespace parhelion::frontend {
+
+// What the kernel is called with: a tensor signature or a scalar.
+struct ArgSpec {
+  bool is_tensor = true;
+  Shape shape, strides;
+  DType dtype = DType::f32;
+};
+
+class Tracer {
+ public:
+  explicit Tracer(std::string kernel_name);
+  ~Tracer();
+  Tracer(const Tracer&) = delete;
+
+  static Tracer& current(const std::source_location& loc);  // throws outside a trace
+  static Tracer* active();
+
+  ir::Function& fn() { return fn_; }
+  bool in_device() const { return !regions_.empty(); }
+
+  Tensor add_tensor_param(const ArgSpec& spec);
+  Scalar add_scalar_param();
+  int add_alloc(const Shape& shape, DType dtype, bool fill, double value, const std::source_location& loc);
+
+  int new_value(ir::Type t);
+  // Appends a device op; returns its result value id (or -1).
+  int emit(ir::Op op, const std::source_location& loc);
+  [[noreturn]] void fail(const std::string& msg, const std::source_location& loc);
+  void require_device(const char* what, const std::source_location& loc);
+
+  std::vector<Tile> open_loop(const std::vector<Extent>& dims, bool grid, const std::source_location& loc);
+  void close_loop();
+  int new_block_size(int64_t extent, int64_t fixed, const std::source_location& loc);
+
+  // Ends the trace: records the outputs and returns the finished Function.
+  ir::Function finish(const std::vector<Tensor>& outputs);
+
+  // Tiles open at this point (outermost first); a tile of a closed loop is out of scope.
+  bool tile_in_scope(int tile) const;
+
+ private:
+  ir::Function fn_;
+  std::vector<ir::Op*> regions_;  // open Launch/Loop ops, innermost last
+  std::vector<int> open_tiles_;
+  Tracer* previous_;
+};
+
+ir::SourceLoc to_loc(const std::source_location& loc);
+
+}  // namespace parhelion::frontend

@@ -1,0 +1,177 @@
+// Tile IR: the traced kernel, before any configuration is chosen.
+//
+// Semantics.
+// - A Function has host tensors (parameters and allocations), scalar parameters, and a host
+//   body: allocations and launches, in program order. Host code is fully specialized: every
+//   host tensor has a concrete shape, strides and dtype.
+// - A Launch is one top-level tile/grid loop: one kernel launch over a grid whose points are
+//   the loop's iterations. Its body is device code. A nested Loop is a device loop.
+// - Every loop dimension is a Tile: an iteration range [begin, end) cut into blocks of a
+//   block size symbol (BlockSize). A grid dimension is a tile whose block size is fixed at 1.
+//   The last block of a range may be partial (ragged): only its valid elements exist; loads,
+//   stores and reductions never touch the others.
+// - Device values are blocks: a compute dtype (f32, i64, bool) and a shape whose dims are
+//   either a Tile (extent = that tile's current block) or a constant. Rank 0 is a scalar.
+//   Binary ops broadcast with numpy rules (size-1 constant dims stretch).
+// - Vars are loop-carried state: mutable blocks declared in device code, read (VarGet) and
+//   written (VarSet) in program order. Backends hold them in fast-memory scratch.
+// - Values are SSA: defined once, used only inside the region (or nested regions) that
+//   defines them. The verifier checks this and every shape rule.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "parhelion/array.h"
+#include "parhelion/dtype.h"
+
+namespace parhelion::ir {
+
+// Where in the user's source an op was written.
+struct SourceLoc {
+  std::string file;
+  int line = 0;
+  std::string str() const { return file.empty() ? "<unknown>" : file + ":" + std::to_string(line); }
+};
+
+struct Dim {
+  enum Kind : uint8_t { Const, Tile } kind = Const;
+  int64_t size = 1;  // Const: the size
+  int tile = -1;     // Tile: tile id
+  static Dim constant(int64_t n) { return {Const, n, -1}; }
+  static Dim of_tile(int t) { return {Tile, 0, t}; }
+  bool operator==(const Dim& o) const {
+    return kind == o.kind && (kind == Const ? size == o.size : tile == o.tile);
+  }
+  bool is_one() const { return kind == Const && size == 1; }
+};
+
+struct Type {
+  DType dtype = DType::f32;  // a compute dtype: f32, i64 or boolean
+  std::vector<Dim> shape;
+  int rank() const { return static_cast<int>(shape.size()); }
+  bool operator==(const Type& o) const = default;
+};
+
+struct BlockSize {
+  int id = 0;
+  int64_t extent = 1;   // the largest range length of the tiles that use it
+  int64_t fixed = 0;    // > 0: fixed by the kernel (tile(n, 64), grid loops); not a config knob
+  SourceLoc loc;
+};
+
+struct TileInfo {
+  int id = 0;
+  int block = 0;  // BlockSize id
+  int64_t begin = 0, end = 0;
+  bool is_grid = false;  // from ph::grid(): block size 1, used as a scalar index
+  SourceLoc loc;
+  int64_t extent() const { return end - begin; }
+};
+
+struct TensorInfo {
+  std::string name;
+  Shape shape, strides;
+  DType dtype = DType::f32;
+  enum Origin : uint8_t { Param, Alloc } origin = Param;
+  int param_index = -1;  // Param: index among the kernel's tensor arguments
+};
+
+struct VarInfo {
+  int id = 0;
+  Type type;
+  SourceLoc loc;
+};
+
+enum class OpKind : uint8_t {
+  // host
+  Alloc,   // tensor; fill = none (empty) or number
+  Launch,  // loop_tiles; body
+  // device control
+  Loop,    // loop_tiles; body
+  // device values
+  Load,         // tensor[index] -> block
+  Store,        // tensor[index] = operands[0]
+  Constant,     // number
+  ScalarParam,  // scalar argument `param`
+  TileBegin,    // tile -> i64 scalar: first index of the current block
+  TileEnd,      // tile -> i64 scalar: one past the last valid index of the current block
+  TileIndex,    // tile -> i64 [tile]: the indices of the current block
+  Arange,       // i64 [n]: 0..n-1 (shape[0] constant)
+  Full,         // block of `number` with the result type
+  Unary,        // fn
+  Binary,       // fn
+  Where,        // operands: cond, a, b
+  Cast,         // dtype: rounds through bf16/f16, converts between f32/i64/bool
+  Reduce,       // fn, axis, keepdim
+  Unsqueeze,    // axis: inserts a size-1 dim
+  VarDecl,      // var = operands[0]
+  VarGet,       // var
+  VarSet,       // var = operands[0]
+};
+
+enum class UnaryFn : uint8_t {
+  neg, exp, log, sqrt, rsqrt, tanh, sigmoid, silu, gelu, abs, logical_not
+};
+enum class BinaryFn : uint8_t { add, sub, mul, div, maximum, minimum, pow, lt, le, gt, ge, eq, ne,
+                                logical_and, logical_or };
+enum class ReduceFn : uint8_t { sum, max, min, mean };
+
+struct IndexItem {
+  enum Kind : uint8_t { Tile, All, Scalar } kind = All;
+  int tile = -1;   // Tile
+  int value = -1;  // Scalar: an i64 rank-0 value id
+};
+
+struct Op {
+  OpKind kind;
+  int result = -1;            // value id, or -1
+  std::vector<int> operands;  // value ids
+  int fn = 0;                 // UnaryFn / BinaryFn / ReduceFn
+  int axis = 0;
+  bool keepdim = false;
+  bool has_fill = false;      // Alloc: zeros/full
+  double number = 0;          // Constant / Full / Alloc fill
+  DType dtype = DType::f32;   // Cast target
+  int tensor = -1;            // Alloc / Load / Store
+  std::vector<IndexItem> index;  // Load / Store
+  int var = -1;               // VarDecl / VarGet / VarSet
+  int param = -1;             // ScalarParam
+  int tile = -1;              // TileBegin / TileEnd / TileIndex
+  std::vector<int> loop_tiles;   // Launch / Loop
+  std::vector<Op> body;          // Launch / Loop
+  SourceLoc loc;
+};
+
+struct Function {
+  std::string name;
+  std::vector<TensorInfo> tensors;
+  int num_tensor_params = 0;
+  std::vector<std::string> scalar_params;
+  std::vector<BlockSize> block_sizes;
+  std::vector<TileInfo> tiles;
+  std::vector<VarInfo> vars;
+  std::vector<Type> values;    // type of every value id
+  std::vector<Op> body;        // host ops
+  std::vector<int> outputs;    // tensor ids returned to the caller
+
+  const Type& type_of(int value) const { return values.at(value); }
+};
+
+std::string_view op_name(const Op& op);
+std::string_view unary_name(UnaryFn f);
+std::string_view binary_name(BinaryFn f);
+std::string_view reduce_name(ReduceFn f);
+bool is_comparison(BinaryFn f);
+
+// Visits every op in pre-order (a loop before its body).
+template <class F>
+void walk(const std::vector<Op>& ops, F&& f) {
+  for (const Op& op : ops) {
+    f(op);
+    walk(op.body, f);
+  }
+}
+
+}  // namespace parhelion::ir

@@ -1,0 +1,138 @@
+#include "ir/printer.h"
+
+#include <sstream>
+
+namespace parhelion::ir {
+namespace {
+
+std::string number_str(double v) {
+  std::ostringstream os;
+  os.precision(9);
+  os << v;
+  return os.str();
+}
+
+class Printer {
+ public:
+  explicit Printer(const Function& fn) : fn_(fn) {}
+
+  std::string run() {
+    os_ << "kernel " << fn_.name << "(";
+    bool first = true;
+    for (const TensorInfo& t : fn_.tensors) {
+      if (t.origin != TensorInfo::Param) continue;
+      os_ << (first ? "" : ", ") << t.name << ": " << dtype_name(t.dtype) << shape_to_string(t.shape);
+      if (t.strides != contiguous_strides(t.shape)) os_ << " strides=" << shape_to_string(t.strides);
+      first = false;
+    }
+    for (const std::string& s : fn_.scalar_params) {
+      os_ << (first ? "" : ", ") << s << ": scalar";
+      first = false;
+    }
+    os_ << ") -> (";
+    for (size_t i = 0; i < fn_.outputs.size(); ++i)
+      os_ << (i ? ", " : "") << fn_.tensors[fn_.outputs[i]].name;
+    os_ << ")\n";
+    for (const BlockSize& b : fn_.block_sizes) {
+      os_ << "  $b" << b.id << " = block_size(extent=" << b.extent;
+      if (b.fixed) os_ << ", fixed=" << b.fixed;
+      os_ << ")\n";
+    }
+    ops(fn_.body, 1);
+    return os_.str();
+  }
+
+ private:
+  void ops(const std::vector<Op>& body, int depth) {
+    for (const Op& op : body) one(op, depth);
+  }
+
+  std::string val(int v) { return "%" + std::to_string(v); }
+
+  std::string index_str(const Op& op) {
+    std::string s = fn_.tensors[op.tensor].name + "[";
+    for (size_t i = 0; i < op.index.size(); ++i) {
+      const IndexItem& it = op.index[i];
+      s += i ? ", " : "";
+      if (it.kind == IndexItem::Tile) s += tile_name(fn_, it.tile);
+      else if (it.kind == IndexItem::All) s += ":";
+      else s += val(it.value);
+    }
+    return s + "]";
+  }
+
+  void one(const Op& op, int depth) {
+    std::string ind(depth * 2, ' ');
+    os_ << ind;
+    if (op.result >= 0) os_ << val(op.result) << " = ";
+    switch (op.kind) {
+      case OpKind::Alloc: {
+        const TensorInfo& t = fn_.tensors[op.tensor];
+        os_ << t.name << " = " << op_name(op) << " " << dtype_name(t.dtype) << shape_to_string(t.shape);
+        if (op.has_fill) os_ << " fill=" << number_str(op.number);
+        os_ << "\n";
+        return;
+      }
+      case OpKind::Launch:
+      case OpKind::Loop: {
+        os_ << op_name(op) << " ";
+        for (size_t i = 0; i < op.loop_tiles.size(); ++i) {
+          const TileInfo& t = fn_.tiles[op.loop_tiles[i]];
+          os_ << (i ? ", " : "") << tile_name(fn_, t.id) << " in " << t.begin << ".." << t.end
+              << " by $b" << t.block;
+        }
+        os_ << " {\n";
+        ops(op.body, depth + 1);
+        os_ << ind << "}\n";
+        return;
+      }
+      case OpKind::Load: os_ << "load " << index_str(op); break;
+      case OpKind::Store: os_ << "store " << index_str(op) << ", " << val(op.operands[0]) << "\n"; return;
+      case OpKind::Constant: os_ << "const " << number_str(op.number); break;
+      case OpKind::ScalarParam: os_ << "scalar_param " << fn_.scalar_params[op.param]; break;
+      case OpKind::TileBegin:
+      case OpKind::TileEnd:
+      case OpKind::TileIndex: os_ << op_name(op) << " " << tile_name(fn_, op.tile); break;
+      case OpKind::Arange: os_ << "arange"; break;
+      case OpKind::Full: os_ << "full " << number_str(op.number); break;
+      case OpKind::Cast: os_ << "cast " << val(op.operands[0]) << " to " << dtype_name(op.dtype); break;
+      case OpKind::Reduce:
+        os_ << op_name(op) << " " << val(op.operands[0]) << " axis=" << op.axis
+            << (op.keepdim ? " keepdim" : "");
+        break;
+      case OpKind::Unsqueeze: os_ << "unsqueeze " << val(op.operands[0]) << " axis=" << op.axis; break;
+      case OpKind::VarDecl: os_ << "var v" << op.var << " = " << val(op.operands[0]) << "\n"; return;
+      case OpKind::VarGet: os_ << "var_get v" << op.var; break;
+      case OpKind::VarSet: os_ << "var_set v" << op.var << ", " << val(op.operands[0]) << "\n"; return;
+      default: {
+        os_ << op_name(op);
+        for (size_t i = 0; i < op.operands.size(); ++i) os_ << (i ? ", " : " ") << val(op.operands[i]);
+      }
+    }
+    if (op.result >= 0) os_ << " : " << type_to_string(fn_, fn_.type_of(op.result));
+    os_ << "\n";
+  }
+
+  const Function& fn_;
+  std::ostringstream os_;
+};
+
+}  // namespace
+
+std::string tile_name(const Function& fn, int tile) {
+  return (fn.tiles.at(tile).is_grid ? "g" : "t") + std::to_string(tile);
+}
+
+std::string type_to_string(const Function& fn, const Type& t) {
+  std::string s(dtype_name(t.dtype));
+  s += "[";
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    s += i ? "," : "";
+    s += t.shape[i].kind == Dim::Tile ? tile_name(fn, t.shape[i].tile) : std::to_string(t.shape[i].size);
+  }
+  return s + "]";
+}
+
+std::string print(const Function& fn) { return Printer(fn).run(); }
+
+}  // namespace parhelion::ir

@@ -1,0 +1,27 @@
+// The Tile IR's typing rules, shared by the tracer (which reports violations against the user's
+// line) and the verifier (which re-checks a whole Function). Each returns an error message, or
+// an empty string when the rule holds.
+#pragma once
+
+#include <string>
+
+#include "ir/ir.h"
+
+namespace parhelion::ir {
+
+// Numpy broadcasting of two block shapes (aligned right; const size-1 dims stretch).
+std::string broadcast_shapes(const Function& fn, const std::vector<Dim>& a,
+                             const std::vector<Dim>& b, std::vector<Dim>* out);
+
+// The type a load of tensor[index] produces, checking the index against the tensor's shape.
+std::string load_type(const Function& fn, int tensor, const std::vector<IndexItem>& index, Type* out);
+
+// The type of a reduction of `in` over `axis` (may be negative), normalizing `axis`.
+std::string reduce_type(const Function& fn, const Type& in, int* axis, bool keepdim, Type* out);
+
+// The result dtype of a binary op on two compute dtypes.
+std::string binary_dtype(BinaryFn f, DType a, DType b, DType* out);
+
+std::string dims_to_string(const Function& fn, const std::vector<Dim>& dims);
+
+}  // namespace parhelion::ir

@@ -1,0 +1,196 @@
+#include "lower/fusion.h"
+
+#include <map>
+#include <vector>
+
+#include "ir/type_rules.h"
+
+namespace parhelion::lower {
+namespace {
+
+using ir::Op;
+using ir::OpKind;
+
+struct OpInfo {
+  const Op* op;
+  int pos;
+  std::vector<int> loops;  // positions of the enclosing Loop ops, outermost first
+};
+
+bool is_pointwise(OpKind k) {
+  switch (k) {
+    case OpKind::Load: case OpKind::Constant: case OpKind::Full: case OpKind::TileIndex:
+    case OpKind::Arange: case OpKind::Unary: case OpKind::Binary: case OpKind::Where:
+    case OpKind::Cast: case OpKind::Unsqueeze: case OpKind::VarGet: case OpKind::ScalarParam:
+    case OpKind::TileBegin: case OpKind::TileEnd:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_transcendental(const Op& op) {
+  if (op.kind == OpKind::Unary) {
+    auto f = static_cast<ir::UnaryFn>(op.fn);
+    return f != ir::UnaryFn::neg && f != ir::UnaryFn::abs && f != ir::UnaryFn::logical_not;
+  }
+  return op.kind == OpKind::Binary && (static_cast<ir::BinaryFn>(op.fn) == ir::BinaryFn::pow ||
+                                       static_cast<ir::BinaryFn>(op.fn) == ir::BinaryFn::div);
+}
+
+class Fusion {
+ public:
+  Fusion(const ir::Function& fn, const Op& launch) : fn_(fn) {
+    std::vector<int> loops;
+    collect(launch.body, loops);
+  }
+
+  std::set<int> run() {
+    // Forward: the cost and the Vars/tensors read by each value's fused expression tree.
+    for (const OpInfo& i : ops_) {
+      const Op& op = *i.op;
+      if (op.result < 0) continue;
+      Tree& t = tree_[op.result];
+      t.size = 1;
+      t.transcendental = is_transcendental(op);
+      if (op.kind == OpKind::VarGet) t.vars.insert(op.var);
+      if (op.kind == OpKind::Load) t.tensors.insert(op.tensor);
+      if (!is_pointwise(op.kind)) continue;
+      for (int v : op.operands) {
+        if (!is_pointwise(ops_[def_.at(v)].op->kind) || rank(v) == 0) continue;
+        const Tree& o = tree_[v];
+        t.size += o.size;
+        t.transcendental |= o.transcendental;
+        t.vars.insert(o.vars.begin(), o.vars.end());
+        t.tensors.insert(o.tensors.begin(), o.tensors.end());
+      }
+    }
+    // Backward: decide each value after all of its users are decided.
+    for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) {
+      const Op& op = *it->op;
+      if (op.result < 0 || rank(op.result) == 0) continue;
+      if (op.kind == OpKind::Reduce) {
+        chosen_.insert(op.result);
+        continue;
+      }
+      if (!is_pointwise(op.kind)) continue;
+      std::set<int> consumers = consumers_of(op.result);
+      const Tree& t = tree_[op.result];
+      bool expensive = t.transcendental || t.size > 6;
+      bool materialize = false;
+      for (int c : consumers) {
+        if (hazard(*it, ops_[c], t)) materialize = true;
+        if (expensive && (nest_shape(ops_[c]) != fn_.type_of(op.result).shape ||
+                          !encloses_same_loops(*it, ops_[c])))
+          materialize = true;
+      }
+      if (expensive && consumers.size() >= 2) materialize = true;
+      if (materialize) chosen_.insert(op.result);
+    }
+    return chosen_;
+  }
+
+ private:
+  struct Tree {
+    int size = 0;
+    bool transcendental = false;
+    std::set<int> vars, tensors;
+  };
+
+  void collect(const std::vector<Op>& body, std::vector<int>& loops) {
+    for (const Op& op : body) {
+      int pos = static_cast<int>(ops_.size());
+      ops_.push_back({&op, pos, loops});
+      if (op.result >= 0) def_[op.result] = pos;
+      for (int v : op.operands) users_[v].push_back(pos);
+      for (const auto& ix : op.index)
+        if (ix.kind == ir::IndexItem::Scalar) users_[ix.value].push_back(pos);
+      if (op.kind == OpKind::VarSet || op.kind == OpKind::VarDecl) var_writes_.push_back(pos);
+      if (op.kind == OpKind::Store) tensor_writes_.push_back(pos);
+      if (op.kind == OpKind::Loop) {
+        loops.push_back(pos);
+        collect(op.body, loops);
+        loops.pop_back();
+      }
+    }
+  }
+
+  int rank(int v) const { return fn_.type_of(v).rank(); }
+
+  std::set<int> consumers_of(int v) {
+    std::set<int> out;
+    auto u = users_.find(v);
+    if (u == users_.end()) return out;
+    for (int pos : u->second) {
+      const Op& user = *ops_[pos].op;
+      bool root = user.result < 0 || chosen_.count(user.result) || !is_pointwise(user.kind) ||
+                  rank(user.result) == 0;
+      if (root) {
+        out.insert(pos);
+      } else {
+        std::set<int> c = consumers_of(user.result);
+        out.insert(c.begin(), c.end());
+      }
+    }
+    return out;
+  }
+
+  // The shape of the loop nest that evaluates a consumer.
+  std::vector<ir::Dim> nest_shape(const OpInfo& c) const {
+    const Op& op = *c.op;
+    switch (op.kind) {
+      case OpKind::Reduce: return fn_.type_of(op.operands[0]).shape;
+      case OpKind::VarDecl: case OpKind::VarSet: return fn_.vars[op.var].type.shape;
+      case OpKind::Store: {
+        ir::Type t;  // the store covers the indexed region
+        ir::load_type(fn_, op.tensor, op.index, &t);
+        return t.shape;
+      }
+      default: return op.result >= 0 ? fn_.type_of(op.result).shape : std::vector<ir::Dim>{};
+    }
+  }
+
+  static bool encloses_same_loops(const OpInfo& def, const OpInfo& c) { return def.loops == c.loops; }
+
+  // Would evaluating the value at consumer `c` (instead of at its definition) observe a write?
+  bool hazard(const OpInfo& def, const OpInfo& c, const Tree& t) const {
+    auto between = [&](int w) {
+      if (w > def.pos && w < c.pos) return true;
+      // A write inside a loop that encloses the consumer but not the definition runs between
+      // the definition and the consumer's next trip.
+      for (int l : c.loops) {
+        bool def_inside = false;
+        for (int dl : def.loops) def_inside |= dl == l;
+        if (!def_inside && w > l && inside(w, l)) return true;
+      }
+      return false;
+    };
+    for (int w : var_writes_)
+      if (t.vars.count(ops_[w].op->var) && between(w)) return true;
+    for (int w : tensor_writes_)
+      if (t.tensors.count(ops_[w].op->tensor) && between(w)) return true;
+    return false;
+  }
+
+  bool inside(int pos, int loop) const {
+    for (int l : ops_[pos].loops)
+      if (l == loop) return true;
+    return false;
+  }
+
+  const ir::Function& fn_;
+  std::vector<OpInfo> ops_;
+  std::map<int, int> def_;  // value id -> position of its defining op
+  std::map<int, std::vector<int>> users_;
+  std::vector<int> var_writes_, tensor_writes_;
+  std::map<int, Tree> tree_;
+  std::set<int> chosen_;
+};
+
+}  // namespace
+
+std::set<int> choose_materialized(const ir::Function& fn, const Op& launch) {
+  return Fusion(fn, launch).run();
+}
+
+}  // namespace parhelion::lower

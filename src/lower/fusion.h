@@ -1,0 +1,24 @@
+// Fusion: which device values become arrays in scratch and which are recomputed inside the
+// loop nest of their consumer.
+//
+// A pointwise value (load, arithmetic, cast, ...) is normally fused: its consumer's loop nest
+// evaluates it per element, in registers. It is materialized (computed once into scratch)
+// when fusing would be wrong or wasteful:
+//   - a Var it reads is assigned, or a tensor it loads is stored to, between its definition
+//     and a consumer (fusing would read the new contents);
+//   - it is not cheap (beyond loads, constants and index arithmetic) and is consumed by two or
+//     more loop nests, broadcast into a larger nest, or used inside a device loop that does not
+//     define it (recomputed every trip).
+// Reductions are always materialized (each has its own loop nest); rank-0 values are scalars.
+#pragma once
+
+#include <set>
+
+#include "ir/ir.h"
+
+namespace parhelion::lower {
+
+// Returns the ids of the values of `launch` to materialize.
+std::set<int> choose_materialized(const ir::Function& fn, const ir::Op& launch);
+
+}  // namespace parhelion::lower

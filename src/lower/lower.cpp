@@ -1,0 +1,308 @@
+#include "lower/lower.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "ir/printer.h"
+#include "lower/fusion.h"
+#include "parhelion/error.h"
+
+namespace parhelion::lower {
+namespace {
+
+using ir::Op;
+using ir::OpKind;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t next_pow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+std::vector<int> tunable_block_ids(const ir::Function& fn) {
+  std::vector<int> ids;
+  for (const ir::BlockSize& b : fn.block_sizes)
+    if (b.fixed == 0) ids.push_back(b.id);
+  return ids;
+}
+
+int64_t compute_bytes(DType d) { return d == DType::f32 ? 4 : d == DType::i64 ? 8 : 1; }
+
+class Planner {
+ public:
+  Planner(const ir::Function& fn, const Config& config, const Target& target) {
+    p_.fn = &fn;
+    p_.config = config;
+    p_.target = target;
+  }
+
+  BlockProgram run() {
+    const ir::Function& fn = *p_.fn;
+    p_.block_size.resize(fn.block_sizes.size());
+    std::vector<int> tunable = tunable_block_ids(fn);
+    for (const ir::BlockSize& b : fn.block_sizes) p_.block_size[b.id] = b.fixed;
+    for (size_t i = 0; i < tunable.size(); ++i) p_.block_size[tunable[i]] = p_.config.block_sizes.at(i);
+    int order_index = 0, launch_index = 0;
+    for (const Op& op : fn.body) {
+      if (op.kind != OpKind::Launch) continue;
+      LaunchPlan L;
+      L.op = &op;
+      L.index = launch_index++;
+      std::vector<int> order(op.loop_tiles.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+      if (order.size() >= 2) order = p_.config.loop_orders.at(order_index++);
+      for (int d : order) {
+        const ir::TileInfo& t = fn.tiles[op.loop_tiles[d]];
+        GridDim g{t.id, t.begin, t.extent(), p_.block_of_tile(t.id), 0};
+        g.steps = ceil_div(g.extent, g.block);
+        L.total_steps *= g.steps;
+        L.grid.push_back(g);
+      }
+      L.num_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p_.config.num_threads, L.total_steps)));
+      plan_operands(L, op.body);
+      plan_scratch(L, op);
+      plan_inner_loops(L, op.body);
+      p_.footprint_bytes = std::max(p_.footprint_bytes, L.footprint_bytes);
+      p_.launches.push_back(std::move(L));
+    }
+    return std::move(p_);
+  }
+
+ private:
+  std::string block_dim_str(int tile) {
+    return std::to_string(p_.block_of_tile(tile));
+  }
+
+  void plan_operands(LaunchPlan& L, const std::vector<Op>& body) {
+    const ir::Function& fn = *p_.fn;
+    ir::walk(body, [&](const Op& op) {
+      if (op.kind != OpKind::Load && op.kind != OpKind::Store) return;
+      const ir::TensorInfo& t = fn.tensors[op.tensor];
+      BlockSpec s;
+      s.tensor = op.tensor;
+      s.written = op.kind == OpKind::Store;
+      int64_t elems = 1;
+      for (size_t d = 0; d < op.index.size(); ++d) {
+        const ir::IndexItem& ix = op.index[d];
+        if (ix.kind == ir::IndexItem::Tile) {
+          int64_t b = p_.block_of_tile(ix.tile);
+          s.block_shape.push_back(fn.tiles[ix.tile].is_grid ? "1" : std::to_string(b));
+          s.index_map.push_back(ir::tile_name(fn, ix.tile) + (fn.tiles[ix.tile].is_grid ? "" : "*" + std::to_string(b)));
+          elems *= fn.tiles[ix.tile].is_grid ? 1 : b;
+        } else if (ix.kind == ir::IndexItem::All) {
+          s.block_shape.push_back(std::to_string(t.shape[d]));
+          s.index_map.push_back("0");
+          elems *= t.shape[d];
+        } else {
+          s.block_shape.push_back("1");
+          s.index_map.push_back("%" + std::to_string(ix.value));
+        }
+      }
+      s.block_bytes = elems * dtype_size(t.dtype);
+      for (const BlockSpec& o : L.operands)
+        if (o.tensor == s.tensor && o.index_map == s.index_map) {
+          const_cast<BlockSpec&>(o).written |= s.written;
+          return;
+        }
+      L.working_set_bytes += s.block_bytes;
+      L.operands.push_back(std::move(s));
+    });
+  }
+
+  int64_t capacity(const ir::Dim& d) {
+    return d.kind == ir::Dim::Const ? d.size : p_.block_of_tile(d.tile);
+  }
+
+  void add_scratch(LaunchPlan& L, Scratch s, const ir::Type& t) {
+    s.dtype = t.dtype;
+    int64_t n = 1;
+    for (const ir::Dim& d : t.shape) {
+      s.capacity.push_back(capacity(d));
+      n *= s.capacity.back();
+    }
+    s.bytes = std::max<int64_t>(1, n) * compute_bytes(t.dtype);
+    s.offset = L.scratch_bytes;
+    L.scratch_bytes += (s.bytes + 63) / 64 * 64;
+    L.scratch.push_back(std::move(s));
+  }
+
+  void plan_scratch(LaunchPlan& L, const Op& launch) {
+    const ir::Function& fn = *p_.fn;
+    ir::walk(launch.body, [&](const Op& op) {
+      if (op.kind != OpKind::VarDecl) return;
+      Scratch s;
+      s.name = "v" + std::to_string(op.var);
+      s.var = op.var;
+      L.var_scratch[op.var] = static_cast<int>(L.scratch.size());
+      add_scratch(L, s, fn.vars[op.var].type);
+    });
+    for (int v : choose_materialized(fn, launch)) {
+      Scratch s;
+      s.name = "%" + std::to_string(v);
+      s.value = v;
+      L.materialized[v] = static_cast<int>(L.scratch.size());
+      add_scratch(L, s, fn.type_of(v));
+    }
+    L.footprint_bytes = L.scratch_bytes;
+    for (const BlockSpec& b : L.operands)
+      if (b.mode == BlockSpec::Staged) L.footprint_bytes += b.block_bytes;
+    L.working_set_bytes += L.scratch_bytes;
+  }
+
+  void plan_inner_loops(LaunchPlan& L, const std::vector<Op>& body) {
+    ir::walk(body, [&](const Op& op) {
+      if (op.kind != OpKind::Loop) return;
+      for (int t : op.loop_tiles) {
+        const ir::TileInfo& ti = p_.fn->tiles[t];
+        InnerLoop il{t, ti.extent(), p_.block_of_tile(t), 0, "stream"};
+        il.trips = ceil_div(il.extent, il.block);
+        L.inner_loops.push_back(il);
+      }
+    });
+  }
+
+  BlockProgram p_;
+};
+
+}  // namespace
+
+ConfigSpec derive_config_spec(const ir::Function& fn, const Target& target) {
+  ConfigSpec spec;
+  for (int id : tunable_block_ids(fn)) {
+    const ir::BlockSize& b = fn.block_sizes[id];
+    BlockSizeSpec s;
+    s.block_id = id;
+    s.extent = b.extent;
+    s.defined_at = b.loc.str();
+    int64_t top = std::min<int64_t>(next_pow2(b.extent), 16384);
+    for (int64_t c = 1; c <= top; c <<= 1) s.choices.push_back(c);
+    spec.block_sizes.push_back(s);
+  }
+  int launch = 0;
+  for (const Op& op : fn.body) {
+    if (op.kind != OpKind::Launch) continue;
+    if (op.loop_tiles.size() >= 2) spec.loop_orders.push_back({launch, static_cast<int>(op.loop_tiles.size())});
+    ++launch;
+  }
+  spec.max_threads = target.threads;
+  return spec;
+}
+
+BlockProgram plan(const ir::Function& fn, const Config& config, const Target& target) {
+  return Planner(fn, config, target).run();
+}
+
+BlockProgram lower(const ir::Function& fn, const Config& config, const Target& target) {
+  derive_config_spec(fn, target).validate(config);
+  BlockProgram p = plan(fn, config, target);
+  for (const LaunchPlan& L : p.launches)
+    if (L.footprint_bytes > target.fast_memory_bytes) {
+      std::string what;
+      for (const Scratch& s : L.scratch) what += (what.empty() ? "" : ", ") + s.name + " " + format_bytes(s.bytes);
+      throw UserError("config " + config.to_json() + " does not fit: launch " + std::to_string(L.index) +
+                      " of kernel " + fn.name + " needs " + format_bytes(L.footprint_bytes) +
+                      " of fast memory per grid step (" + what + "); the target has " +
+                      format_bytes(target.fast_memory_bytes) + ". Use smaller block sizes.");
+    }
+  return p;
+}
+
+Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Target& target) {
+  Config c;
+  c.num_threads = spec.max_threads;
+  for (const LoopOrderSpec& l : spec.loop_orders) {
+    std::vector<int> order(l.dims);
+    for (int i = 0; i < l.dims; ++i) order[i] = i;
+    c.loop_orders.push_back(order);
+  }
+  c.block_sizes.assign(spec.block_sizes.size(), 1);
+  // Which block ids tile a tensor's contiguous (last) dimension: grow those first, so rows of
+  // a block are long unit-stride runs that vectorize.
+  std::vector<int> contiguous(fn.block_sizes.size(), 0);
+  ir::walk(fn.body, [&](const Op& op) {
+    if ((op.kind == OpKind::Load || op.kind == OpKind::Store) && !op.index.empty() &&
+        op.index.back().kind == ir::IndexItem::Tile)
+      contiguous[fn.tiles[op.index.back().tile].block] = 1;
+  });
+  std::vector<size_t> order(spec.block_sizes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return contiguous[spec.block_sizes[a].block_id] > contiguous[spec.block_sizes[b].block_id];
+  });
+  // A grid step should touch a quarter of fast memory at most, and leave 4 steps per thread.
+  const int64_t budget = std::max<int64_t>(16 << 10, target.fast_memory_bytes / 4);
+  auto acceptable = [&](const Config& cand) {
+    BlockProgram p = plan(fn, cand, target);
+    for (const LaunchPlan& L : p.launches) {
+      if (L.working_set_bytes > budget || L.footprint_bytes > target.fast_memory_bytes) return false;
+    }
+    return true;
+  };
+  auto enough_steps = [&](const Config& cand) {
+    BlockProgram p = plan(fn, cand, target);
+    for (const LaunchPlan& L : p.launches) {
+      int64_t max_steps = 1;
+      for (const GridDim& g : L.grid) max_steps *= g.extent;
+      if (L.total_steps < std::min<int64_t>(4 * spec.max_threads, max_steps)) return false;
+    }
+    return true;
+  };
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t i : order) {
+      const auto& choices = spec.block_sizes[i].choices;
+      if (c.block_sizes[i] >= choices.back()) continue;
+      Config cand = c;
+      cand.block_sizes[i] *= 2;
+      if (acceptable(cand) && enough_steps(cand)) {
+        c = cand;
+        grew = true;
+        break;  // restart from the highest-priority dimension
+      }
+    }
+  }
+  return c;
+}
+
+std::string print(const BlockProgram& p) {
+  const ir::Function& fn = *p.fn;
+  std::ostringstream os;
+  os << "block_program " << fn.name << " target=" << p.target.name << " (fast memory "
+     << format_bytes(p.target.fast_memory_bytes) << ", " << p.target.threads << " threads)\n";
+  os << "  config " << p.config.to_json() << "\n";
+  for (size_t i = 0; i < fn.block_sizes.size(); ++i)
+    os << "  $b" << i << " = " << p.block_size[i] << (fn.block_sizes[i].fixed ? " (fixed)" : "") << "\n";
+  for (const LaunchPlan& L : p.launches) {
+    os << "  launch " << L.index << ": grid (";
+    for (size_t i = 0; i < L.grid.size(); ++i) {
+      const GridDim& g = L.grid[i];
+      os << (i ? ", " : "") << ir::tile_name(fn, g.tile) << ": " << g.extent << "/" << g.block << " = "
+         << g.steps;
+    }
+    os << ") = " << L.total_steps << " steps on " << L.num_threads << " thread"
+       << (L.num_threads > 1 ? "s" : "") << "\n";
+    for (const BlockSpec& b : L.operands) {
+      const ir::TensorInfo& t = fn.tensors[b.tensor];
+      os << "    " << (b.written ? "out " : "in  ") << t.name << " " << dtype_name(t.dtype) << " block [";
+      for (size_t d = 0; d < b.block_shape.size(); ++d) os << (d ? ", " : "") << b.block_shape[d];
+      os << "] at (";
+      for (size_t d = 0; d < b.index_map.size(); ++d) os << (d ? ", " : "") << b.index_map[d];
+      os << ") " << (b.mode == BlockSpec::Direct ? "direct" : "staged") << " " << format_bytes(b.block_bytes) << "\n";
+    }
+    for (const Scratch& s : L.scratch) {
+      os << "    scratch " << s.name << " " << dtype_name(s.dtype) << " [";
+      for (size_t d = 0; d < s.capacity.size(); ++d) os << (d ? ", " : "") << s.capacity[d];
+      os << "] " << format_bytes(s.bytes) << " @" << s.offset << "\n";
+    }
+    for (const InnerLoop& il : L.inner_loops)
+      os << "    inner loop " << ir::tile_name(fn, il.tile) << ": " << il.extent << "/" << il.block << " = "
+         << il.trips << " trips, " << il.strategy << "\n";
+    os << "    footprint " << format_bytes(L.footprint_bytes) << " of " << format_bytes(p.target.fast_memory_bytes)
+       << ", working set " << format_bytes(L.working_set_bytes) << " per step\n";
+  }
+  return os.str();
+}
+
+}  // namespace parhelion::lower

@@ -1,0 +1,107 @@
+#include "parhelion/dtype.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "parhelion/error.h"
+
+namespace parhelion {
+
+int64_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::bf16: return 2;
+    case DType::f16: return 2;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+    case DType::boolean: return 1;
+  }
+  throw InternalError("unknown dtype");
+}
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+    case DType::boolean: return "bool";
+  }
+  throw InternalError("unknown dtype");
+}
+
+std::optional<DType> parse_dtype(std::string_view n) {
+  if (n == "f32" || n == "float32") return DType::f32;
+  if (n == "bf16" || n == "bfloat16") return DType::bf16;
+  if (n == "f16" || n == "float16") return DType::f16;
+  if (n == "i32" || n == "int32") return DType::i32;
+  if (n == "i64" || n == "int64") return DType::i64;
+  if (n == "bool") return DType::boolean;
+  return std::nullopt;
+}
+
+bool is_floating(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
+bool is_integer(DType t) { return t == DType::i32 || t == DType::i64; }
+
+DType compute_dtype(DType t) {
+  if (is_floating(t)) return DType::f32;
+  if (is_integer(t)) return DType::i64;
+  return DType::boolean;
+}
+
+uint16_t f32_to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if (std::isnan(x)) return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fff + ((u >> 16) & 1);  // round to nearest even
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float bf16_to_f32(uint16_t x) {
+  uint32_t u = static_cast<uint32_t>(x) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t f32_to_f16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  uint32_t sign = (u >> 16) & 0x8000;
+  uint32_t absu = u & 0x7fffffff;
+  if (absu > 0x7f800000) return static_cast<uint16_t>(sign | 0x7e00);  // NaN
+  if (absu >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // overflow -> inf
+  if (absu < 0x38800000) {  // result is subnormal (or zero) in f16
+    // Scale into the subnormal range with an exact float add: rounding happens in hardware.
+    float f;
+    std::memcpy(&f, &absu, 4);
+    f += 0.5f;  // 2^-1: its ulp equals the f16 subnormal step 2^-24
+    uint32_t r;
+    std::memcpy(&r, &f, 4);
+    return static_cast<uint16_t>(sign | (r - 0x3f000000));
+  }
+  uint32_t mant_odd = (absu >> 13) & 1;
+  absu += 0xc8000fff + mant_odd;  // rebias exponent (-112 << 23) and round to nearest even
+  return static_cast<uint16_t>(sign | (absu >> 13));
+}
+
+float f16_to_f32(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  float f;
+  if (exp == 0) {
+    f = std::ldexp(static_cast<float>(mant), -24);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    u |= sign;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  uint32_t u = exp == 0x1f ? (sign | 0x7f800000 | (mant << 13))
+                           : (sign | ((exp + 112) << 23) | (mant << 13));
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace parhelion
