@@ -1,1 +1,69 @@
+// Row normalizations and statistics over the last dimension of x [M,N].
+#include "kernels/kernels.h"
 
+namespace parhelion::kernels {
+namespace {
+namespace ph = parhelion;
+
+ph::Tensor layer_norm_body(ph::Tensor x, ph::Tensor w, ph::Tensor b, ph::Scalar eps) {
+  auto [m, n] = x.sizes<2>();
+  ph::expect(w.sizes() == Shape{n} && b.sizes() == Shape{n},
+             "layer_norm: weight and bias must have shape [" + std::to_string(n) + "]");
+  auto out = ph::empty_like(x);
+  for (auto rows : ph::tile(m)) {
+    auto v = x[rows, ph::all];
+    auto centered = v - ph::mean(v, -1, true);
+    auto var = ph::mean(centered * centered, -1, true);
+    out[rows, ph::all] = centered * ph::rsqrt(var + eps) * w[ph::all] + b[ph::all];
+  }
+  return out;
+}
+
+ph::Tensor rms_norm_body(ph::Tensor x, ph::Tensor w, ph::Scalar eps) {
+  auto [m, n] = x.sizes<2>();
+  ph::expect(w.sizes() == Shape{n}, "rms_norm: weight must have shape [" + std::to_string(n) + "]");
+  auto out = ph::empty_like(x);
+  for (auto rows : ph::tile(m)) {
+    auto v = x[rows, ph::all];
+    auto rstd = ph::rsqrt(ph::mean(v * v, -1, true) + eps);
+    out[rows, ph::all] = v * rstd * w[ph::all];
+  }
+  return out;
+}
+
+// Row mean and (population) variance, streaming column blocks: each block's mean and sum of
+// squared deviations are merged into the running ones (Chan et al.), which stays accurate
+// where the one-pass sum-of-squares formula cancels.
+std::tuple<ph::Tensor, ph::Tensor> welford_body(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto mean_out = ph::empty({m}, DType::f32);
+  auto var_out = ph::empty({m}, DType::f32);
+  for (auto rows : ph::tile(m)) {
+    ph::Var count = ph::zeros({});
+    ph::Var mean = ph::zeros({rows});
+    ph::Var m2 = ph::zeros({rows});
+    for (auto cols : ph::tile(n)) {
+      auto v = x[rows, cols];
+      auto block_count = ph::cast(cols.end() - cols.begin(), DType::f32);
+      auto block_mean = ph::mean(v, -1);
+      auto dev = v - block_mean.unsqueeze(-1);
+      auto block_m2 = ph::sum(dev * dev, -1);
+      auto total = count + block_count;
+      auto delta = block_mean - mean;
+      mean = mean + delta * (block_count / total);
+      m2 = m2 + block_m2 + delta * delta * (count * block_count / total);
+      count = total;
+    }
+    mean_out[rows] = mean;
+    var_out[rows] = m2 / static_cast<double>(n);
+  }
+  return {mean_out, var_out};
+}
+
+}  // namespace
+
+Kernel<Tensor(Tensor, Tensor, Tensor, Scalar)> layer_norm("layer_norm", layer_norm_body);
+Kernel<Tensor(Tensor, Tensor, Scalar)> rms_norm("rms_norm", rms_norm_body);
+Kernel<std::tuple<Tensor, Tensor>(Tensor)> welford("welford", welford_body);
+
+}  // namespace parhelion::kernels

@@ -1,1 +1,185 @@
+#include "kernels/registry.h"
 
+#include <cmath>
+
+#include "kernels/kernels.h"
+#include "kernels/references.h"
+
+namespace parhelion::kernels {
+namespace {
+
+const std::vector<DType> kFloat = {DType::f32, DType::bf16, DType::f16};
+
+void need_rank(const std::string& name, const Shape& s, int lo, int hi, const std::string& help) {
+  if (static_cast<int>(s.size()) < lo || static_cast<int>(s.size()) > hi)
+    throw UserError(name + " takes a shape " + help + ", got " + shape_to_string(s));
+  for (int64_t d : s)
+    if (d <= 0) throw UserError(name + ": every dimension must be positive, got " + shape_to_string(s));
+}
+
+double numel(const Shape& s) { return static_cast<double>(shape_numel(s)); }
+
+Inputs unary_inputs(const Shape& s, DType dt, uint64_t seed, double lo = -1, double hi = 1) {
+  return Inputs{{Array::random(s, dt, seed, lo, hi)}, {}};
+}
+Inputs binary_inputs(const Shape& s, DType dt, uint64_t seed) {
+  return Inputs{{Array::random(s, dt, seed, -2, 2), Array::random(s, dt, seed + 1, -2, 2)}, {}};
+}
+
+std::vector<KernelEntry> build() {
+  std::vector<KernelEntry> r;
+  auto elementwise = [&](const std::string& name, const std::string& summary, KernelBase& k, int inputs,
+                         std::function<Array(const Inputs&)> ref, double flops_per_elem) {
+    KernelEntry e;
+    e.name = name;
+    e.summary = summary;
+    e.shape_help = "any rank, e.g. 4096,4096";
+    e.dtypes = kFloat;
+    e.default_shape = {4096, 4096};
+    e.kernel = &k;
+    e.make_inputs = [name, inputs](const Shape& s, DType dt, uint64_t seed) {
+      need_rank(name, s, 1, 8, "of any rank");
+      return inputs == 1 ? unary_inputs(s, dt, seed) : binary_inputs(s, dt, seed);
+    };
+    e.reference = [ref](const Inputs& in) { return std::vector<Array>{ref(in)}; };
+    e.bytes = [inputs](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) * (inputs + 1); };
+    e.flops = [flops_per_elem](const Shape& s) { return numel(s) * flops_per_elem; };
+    r.push_back(e);
+  };
+  elementwise("add", "out = x + y", add, 2, [](const Inputs& in) { return ref::add(in.tensors[0], in.tensors[1]); }, 1);
+  elementwise("exp", "out = exp(x)", exp, 1, [](const Inputs& in) { return ref::exp(in.tensors[0]); }, 1);
+  elementwise("swiglu", "out = silu(a) * b", swiglu, 2,
+              [](const Inputs& in) { return ref::swiglu(in.tensors[0], in.tensors[1]); }, 4);
+  elementwise("geglu", "out = gelu(a) * b (tanh approximation)", geglu, 2,
+              [](const Inputs& in) { return ref::geglu(in.tensors[0], in.tensors[1]); }, 8);
+
+  auto rowwise = [&](const std::string& name, const std::string& summary, KernelBase& k, int rank,
+                     const std::string& help, Shape def) {
+    KernelEntry e;
+    e.name = name;
+    e.summary = summary;
+    e.shape_help = help;
+    e.min_rank = e.max_rank = rank;
+    e.dtypes = kFloat;
+    e.default_shape = def;
+    e.kernel = &k;
+    e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) * 2; };
+    e.flops = [](const Shape& s) { return numel(s) * 5; };
+    return e;
+  };
+  for (auto [name, kern, rank] : {std::tuple{"softmax", &softmax, 2}, std::tuple{"softmax_two_pass", &softmax_two_pass, 2},
+                                  std::tuple{"batch_softmax", &batch_softmax, 3}}) {
+    std::string help = rank == 2 ? "M,N" : "B,M,N";
+    KernelEntry e = rowwise(name, "softmax over the last dimension", *kern, rank, help,
+                            rank == 2 ? Shape{8192, 2048} : Shape{16, 512, 2048});
+    std::string n = name;
+    e.make_inputs = [n, rank, help](const Shape& s, DType dt, uint64_t seed) {
+      need_rank(n, s, rank, rank, help);
+      return unary_inputs(s, dt, seed, -4, 4);
+    };
+    e.reference = [](const Inputs& in) { return std::vector<Array>{ref::softmax(in.tensors[0])}; };
+    r.push_back(e);
+  }
+  r.back().summary = "softmax over the last dimension of [B,M,N]";
+  r[r.size() - 2].summary = "softmax over long rows: two passes over column blocks (online max/sum)";
+
+  {
+    KernelEntry e = rowwise("layer_norm", "(x - mean) / sqrt(var + eps) * w + b over rows of [M,N]", layer_norm, 2,
+                            "M,N", {8192, 2048});
+    e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+      need_rank("layer_norm", s, 2, 2, "M,N");
+      return Inputs{{Array::random(s, dt, seed, -2, 2), Array::random({s[1]}, dt, seed + 1, 0.5, 1.5),
+                     Array::random({s[1]}, dt, seed + 2, -0.5, 0.5)},
+                    {1e-5}};
+    };
+    e.reference = [](const Inputs& in) {
+      return std::vector<Array>{ref::layer_norm(in.tensors[0], in.tensors[1], in.tensors[2], in.scalars[0])};
+    };
+    r.push_back(e);
+  }
+  {
+    KernelEntry e = rowwise("rms_norm", "x * rsqrt(mean(x^2) + eps) * w over rows of [M,N]", rms_norm, 2, "M,N",
+                            {8192, 2048});
+    e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+      need_rank("rms_norm", s, 2, 2, "M,N");
+      return Inputs{{Array::random(s, dt, seed, -2, 2), Array::random({s[1]}, dt, seed + 1, 0.5, 1.5)}, {1e-5}};
+    };
+    e.reference = [](const Inputs& in) {
+      return std::vector<Array>{ref::rms_norm(in.tensors[0], in.tensors[1], in.scalars[0])};
+    };
+    r.push_back(e);
+  }
+  {
+    KernelEntry e = rowwise("welford", "row mean and variance of [M,N], streamed (Chan/Welford merge)", welford, 2,
+                            "M,N", {8192, 2048});
+    e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+      need_rank("welford", s, 2, 2, "M,N");
+      return unary_inputs(s, dt, seed, 3, 5);  // an offset mean: where naive formulas cancel
+    };
+    e.reference = [](const Inputs& in) {
+      auto [m, v] = ref::welford(in.tensors[0]);
+      return std::vector<Array>{m, v};
+    };
+    e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) + s[0] * 8.0; };
+    r.push_back(e);
+  }
+  {
+    KernelEntry e = rowwise("cross_entropy", "per-row loss of logits [N,V] with integer labels [N]", cross_entropy, 2,
+                            "N,V", {4096, 32000});
+    e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+      need_rank("cross_entropy", s, 2, 2, "N,V");
+      Array labels = Array::random({s[0]}, DType::i64, seed + 1, 0, static_cast<double>(s[1]));
+      return Inputs{{Array::random(s, dt, seed, -4, 4), labels}, {}};
+    };
+    e.reference = [](const Inputs& in) {
+      return std::vector<Array>{ref::cross_entropy(in.tensors[0], in.tensors[1])};
+    };
+    e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) + s[0] * 12.0; };
+    r.push_back(e);
+  }
+  return r;
+}
+
+}  // namespace
+
+std::vector<Arg> Inputs::args() const {
+  std::vector<Arg> a;
+  for (const Array& t : tensors) a.emplace_back(t);
+  for (double s : scalars) a.emplace_back(s);
+  return a;
+}
+
+const std::vector<KernelEntry>& registry() {
+  static const std::vector<KernelEntry> r = build();
+  return r;
+}
+
+const KernelEntry& find_kernel(const std::string& name) {
+  std::string names;
+  for (const KernelEntry& e : registry()) {
+    if (e.name == name) return e;
+    names += (names.empty() ? "" : ", ") + e.name;
+  }
+  throw UserError("unknown kernel '" + name + "'; known kernels: " + names);
+}
+
+Closeness compare(const Array& out, const Array& ref, DType dtype) {
+  if (out.shape() != ref.shape())
+    throw UserError("output shape " + shape_to_string(out.shape()) + " differs from the reference's " +
+                    shape_to_string(ref.shape()));
+  double atol = 2e-5, rtol = 2e-5;
+  if (dtype == DType::bf16) atol = rtol = 1.6e-2;
+  if (dtype == DType::f16) atol = rtol = 2e-3;
+  Closeness c;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    double o = out.get(i), r = ref.get(i);
+    double err = std::abs(o - r);
+    if (std::isnan(o) != std::isnan(r) || (std::isinf(r) && o != r)) err = INFINITY;
+    if (std::isnan(err)) err = 0;  // both NaN
+    c.max_abs_err = std::max(c.max_abs_err, err);
+    if (err > atol + rtol * std::abs(r)) c.ok = false;
+  }
+  return c;
+}
+
+}  // namespace parhelion::kernels

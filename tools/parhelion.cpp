@@ -1,1 +1,211 @@
+// The `parhelion` command-line tool: list, run and emit library kernels.
+//
+//   parhelion list
+//   parhelion run KERNEL --shape 1000,1003 [--dtype f32|bf16|f16] [--config JSON] [--seed N] [--json]
+//   parhelion emit KERNEL --shape ... [--dtype ...] [--stage ir|spec|block|code] [--config JSON]
+//
+// Exit status: 0 success, 1 a result outside tolerance, 2 bad input, 3 the C++ compiler
+// failed, 4 an internal error.
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
 
+#include "kernels/registry.h"
+#include "lower/target.h"
+#include "tools/timing.h"
+
+namespace ph = parhelion;
+using nlohmann::json;
+
+namespace {
+
+const char* kUsage = R"(usage:
+  parhelion list
+  parhelion run KERNEL --shape D0,D1,... [--dtype f32|bf16|f16] [--config JSON] [--seed N] [--reps N] [--json]
+  parhelion emit KERNEL --shape D0,D1,... [--dtype ...] [--stage ir|spec|block|code] [--config JSON]
+)";
+
+struct Options {
+  std::string command, kernel;
+  std::map<std::string, std::string> flags;
+  bool json = false;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  std::vector<std::string> pos;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--json") {
+      o.json = true;
+    } else if (a == "-h" || a == "--help") {
+      o.command = "help";
+    } else if (a.rfind("--", 0) == 0) {
+      std::string key = a.substr(2), value;
+      auto eq = key.find('=');
+      if (eq != std::string::npos) {
+        value = key.substr(eq + 1);
+        key = key.substr(0, eq);
+      } else {
+        if (i + 1 >= argc) throw ph::UserError("option --" + key + " needs a value");
+        value = argv[++i];
+      }
+      static const std::vector<std::string> known = {"shape", "dtype", "config", "seed", "stage", "reps"};
+      if (std::find(known.begin(), known.end(), key) == known.end())
+        throw ph::UserError("unknown option --" + key + "\n" + kUsage);
+      o.flags[key] = value;
+    } else {
+      pos.push_back(a);
+    }
+  }
+  if (o.command.empty()) o.command = pos.empty() ? "help" : pos[0];
+  if (pos.size() > 1) o.kernel = pos[1];
+  if (pos.size() > 2) throw ph::UserError("unexpected argument '" + pos[2] + "'\n" + kUsage);
+  return o;
+}
+
+ph::Shape parse_shape(const std::string& s) {
+  ph::Shape shape;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      long long v = std::stoll(item, &used);
+      if (used != item.size() || v <= 0) throw std::invalid_argument(item);
+      shape.push_back(v);
+    } catch (const std::exception&) {
+      throw ph::UserError("--shape: '" + item + "' is not a positive integer (expected e.g. --shape 1000,1003)");
+    }
+  }
+  if (shape.empty()) throw ph::UserError("--shape is empty (expected e.g. --shape 1000,1003)");
+  return shape;
+}
+
+struct Prepared {
+  const ph::kernels::KernelEntry* entry;
+  ph::Shape shape;
+  ph::DType dtype = ph::DType::f32;
+  ph::kernels::Inputs inputs;
+  std::unique_ptr<ph::Config> config;
+};
+
+Prepared prepare(const Options& o) {
+  if (o.kernel.empty()) throw ph::UserError("missing KERNEL (see `parhelion list`)\n" + std::string(kUsage));
+  Prepared p;
+  p.entry = &ph::kernels::find_kernel(o.kernel);
+  auto it = o.flags.find("shape");
+  p.shape = it != o.flags.end() ? parse_shape(it->second) : p.entry->default_shape;
+  if (auto d = o.flags.find("dtype"); d != o.flags.end()) {
+    auto dt = ph::parse_dtype(d->second);
+    if (!dt || std::find(p.entry->dtypes.begin(), p.entry->dtypes.end(), *dt) == p.entry->dtypes.end()) {
+      std::string names;
+      for (ph::DType t : p.entry->dtypes) names += (names.empty() ? "" : ", ") + std::string(ph::dtype_name(t));
+      throw ph::UserError("--dtype " + d->second + " is not supported by " + p.entry->name + " (supported: " + names + ")");
+    }
+    p.dtype = *dt;
+  }
+  uint64_t seed = 0;
+  if (auto s = o.flags.find("seed"); s != o.flags.end()) seed = std::stoull(s->second);
+  p.inputs = p.entry->make_inputs(p.shape, p.dtype, seed);
+  if (auto c = o.flags.find("config"); c != o.flags.end())
+    p.config = std::make_unique<ph::Config>(ph::Config::from_json(c->second));
+  return p;
+}
+
+int cmd_list(const Options& o) {
+  if (o.json) {
+    for (const auto& e : ph::kernels::registry())
+      std::cout << json{{"kernel", e.name}, {"summary", e.summary}, {"shape", e.shape_help}}.dump() << "\n";
+    return 0;
+  }
+  for (const auto& e : ph::kernels::registry())
+    std::printf("%-18s %-28s %s\n", e.name.c_str(), ("[" + e.shape_help + "]").c_str(), e.summary.c_str());
+  return 0;
+}
+
+int cmd_run(const Options& o) {
+  Prepared p = prepare(o);
+  auto args = p.inputs.args();
+  ph::CompiledKernel k = p.entry->kernel->compile(args, p.config.get());
+  std::vector<ph::Array> out = k.run(args);
+  std::vector<ph::Array> want = p.entry->reference(p.inputs);
+  double err = 0;
+  bool ok = out.size() == want.size();
+  for (size_t i = 0; i < out.size() && i < want.size(); ++i) {
+    auto c = ph::kernels::compare(out[i], want[i], p.dtype);
+    err = std::max(err, c.max_abs_err);
+    ok = ok && c.ok;
+  }
+  int reps = o.flags.count("reps") ? std::stoi(o.flags.at("reps")) : 10;
+  auto t = ph::tools::time_it([&] { k.run(args); }, 2, reps);
+  double gbps = p.entry->bytes(p.shape, p.dtype) / (t.median_ms * 1e6);
+  if (o.json) {
+    std::cout << json{{"kernel", p.entry->name},
+                      {"shape", p.shape},
+                      {"dtype", ph::dtype_name(p.dtype)},
+                      {"target", "cpu"},
+                      {"config", json::parse(k.config().to_json())},
+                      {"max_abs_err", err},
+                      {"ok", ok},
+                      {"median_ms", t.median_ms},
+                      {"gbps", gbps},
+                      {"reps", t.reps},
+                      {"compile_seconds", k.compile_seconds()},
+                      {"cache_hit", k.cache_hit()},
+                      {"source", k.source_path()}}
+                     .dump()
+              << "\n";
+  } else {
+    std::printf("kernel      %s %s %s\n", p.entry->name.c_str(), ph::shape_to_string(p.shape).c_str(),
+                std::string(ph::dtype_name(p.dtype)).c_str());
+    std::printf("config      %s\n", k.config().to_json().c_str());
+    std::printf("compiled    %s (%s)\n", k.source_path().c_str(),
+                k.cache_hit() ? "cache hit" : ("compiled in " + std::to_string(k.compile_seconds()) + " s").c_str());
+    std::printf("check       max abs error %.3g vs reference: %s\n", err, ok ? "ok" : "MISMATCH");
+    std::printf("time        median %.4f ms over %d runs (min %.4f), %.1f GB/s\n", t.median_ms, t.reps, t.min_ms, gbps);
+  }
+  return ok ? 0 : 1;
+}
+
+int cmd_emit(const Options& o) {
+  Prepared p = prepare(o);
+  std::string stage = o.flags.count("stage") ? o.flags.at("stage") : "code";
+  if (stage != "ir" && stage != "spec" && stage != "block" && stage != "code")
+    throw ph::UserError("--stage must be one of ir, spec, block, code; got '" + stage + "'");
+  ph::CompiledKernel k = p.entry->kernel->compile(p.inputs.args(), p.config.get());
+  if (stage == "ir") std::cout << k.ir();
+  else if (stage == "spec") std::cout << k.config_spec().describe() << "default: " << k.config().to_json() << "\n";
+  else if (stage == "block") std::cout << k.block_ir();
+  else std::cout << k.source();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Options o = parse(argc, argv);
+    if (o.command == "help") {
+      std::cout << kUsage;
+      return argc > 1 ? 0 : 2;
+    }
+    if (o.command == "list") return cmd_list(o);
+    if (o.command == "run") return cmd_run(o);
+    if (o.command == "emit") return cmd_emit(o);
+    throw ph::UserError("unknown command '" + o.command + "'\n" + kUsage);
+  } catch (const ph::UserError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const ph::CompileError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 4;
+  }
+}

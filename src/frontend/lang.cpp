@@ -186,6 +186,10 @@ Operand::Operand(const Tensor& t, Loc l) : kind(TensorK), loc(l) {
     throw UserError("a whole tensor (" + tracer(l).fn().tensors[t.id()].name +
                         ") used as a value; index it with tiles to load a block (x[tile])",
                     l);
+  if (!tracer(l).value_in_scope(t.id()))
+    throw UserError("a block is used outside the tile loop that computes it (values do not escape "
+                    "their loop; carry state with a ph::Var, or store it to a tensor)",
+                    l);
   value = t.id();
 }
 

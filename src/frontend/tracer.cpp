@@ -83,6 +83,7 @@ int Tracer::add_alloc(const Shape& shape, DType dtype, bool fill, double value,
 
 int Tracer::new_value(ir::Type t) {
   fn_.values.push_back(std::move(t));
+  value_region_.push_back(open_region_ids_.empty() ? -1 : open_region_ids_.back());
   return static_cast<int>(fn_.values.size()) - 1;
 }
 
@@ -142,6 +143,7 @@ std::vector<Tile> Tracer::open_loop(const std::vector<Extent>& dims, bool grid,
   std::vector<ir::Op>& parent = in_device() ? regions_.back()->body : fn_.body;
   parent.push_back(std::move(op));
   regions_.push_back(&parent.back());
+  open_region_ids_.push_back(next_region_id_++);
   for (const Tile& t : tiles) open_tiles_.push_back(t.id());
   return tiles;
 }
@@ -150,6 +152,12 @@ void Tracer::close_loop() {
   PH_CHECK(!regions_.empty(), "close_loop without an open loop");
   for (size_t i = 0; i < regions_.back()->loop_tiles.size(); ++i) open_tiles_.pop_back();
   regions_.pop_back();
+  open_region_ids_.pop_back();
+}
+
+bool Tracer::value_in_scope(int value) const {
+  int r = value_region_.at(value);
+  return std::find(open_region_ids_.begin(), open_region_ids_.end(), r) != open_region_ids_.end();
 }
 
 bool Tracer::tile_in_scope(int tile) const {

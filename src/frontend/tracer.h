@@ -52,11 +52,16 @@ class Tracer {
 
   // Tiles open at this point (outermost first); a tile of a closed loop is out of scope.
   bool tile_in_scope(int tile) const;
+  // Whether a value's defining loop is still open (values do not escape their loop).
+  bool value_in_scope(int value) const;
 
  private:
   ir::Function fn_;
   std::vector<ir::Op*> regions_;  // open Launch/Loop ops, innermost last
   std::vector<int> open_tiles_;
+  std::vector<int> open_region_ids_;  // ids of the open loops, innermost last
+  std::vector<int> value_region_;     // the loop id that defines each value
+  int next_region_id_ = 0;
   Tracer* previous_;
 };
 

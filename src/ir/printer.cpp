@@ -39,6 +39,9 @@ class Printer {
       os_ << ")\n";
     }
     ops(fn_.body, 1);
+    os_ << "  return";
+    for (size_t i = 0; i < fn_.outputs.size(); ++i) os_ << (i ? ", " : " ") << fn_.tensors[fn_.outputs[i]].name;
+    os_ << "\n";
     return os_.str();
   }
 

@@ -13,24 +13,11 @@
 #include "lower/lower.h"
 #include "parhelion/error.h"
 #include "runtime/allocator.h"
+#include "runtime/compiled_kernel_impl.h"
 #include "runtime/thread_pool.h"
 
 namespace parhelion {
 
-using LaunchFn = void (*)(void* const*, const double*, char*, int64_t, int64_t);
-
-struct CompiledKernel::Impl {
-  std::string name;
-  std::vector<frontend::ArgSpec> signature;
-  std::vector<bool> arg_is_tensor;
-  ir::Function fn;
-  ConfigSpec spec;
-  Config config;
-  lower::BlockProgram program;
-  std::string source;
-  backend::cpu::JitResult jit;
-  std::vector<LaunchFn> launches;
-};
 
 struct KernelBase::Cache {
   std::map<std::string, std::shared_ptr<CompiledKernel::Impl>> by_key;

@@ -1,0 +1,33 @@
+# Parhelion: the two commands of the quick start, and a few more.
+#   make demo   install what is missing, build (Release), run the main job
+#   make test   install what is missing, build, run every test
+#   make bench  the memory-bound benchmark against STREAM, measured in the same run
+
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: demo test bench build deps sanitize clean
+
+deps:
+	@bash scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	@bash scripts/demo.sh $(BUILD)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	@$(BUILD)/bench/parhelion_bench_bandwidth --rounds 3
+
+# Address and undefined-behaviour sanitizers over the whole test suite.
+sanitize:
+	@$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DPARHELION_SANITIZE=ON -DPARHELION_BUILD_BENCH=OFF"
+
+clean:
+	rm -rf build build-asan

@@ -1,0 +1,29 @@
+// The kernel library: kernels written in the Parhelion language, as ready-to-call Kernels.
+// Each has an independent reference in references.h and an entry in the registry
+// (registry.h) that the CLI, the tests and the benchmarks share.
+#pragma once
+
+#include <parhelion/parhelion.h>
+
+namespace parhelion::kernels {
+
+// Elementwise (elementwise.cpp): any rank, operands of one shape.
+extern Kernel<Tensor(Tensor, Tensor)> add;
+extern Kernel<Tensor(Tensor)> exp;
+extern Kernel<Tensor(Tensor, Tensor)> swiglu;  // silu(a) * b
+extern Kernel<Tensor(Tensor, Tensor)> geglu;   // gelu(a) * b, tanh approximation
+
+// Softmax over the last dimension (softmax.cpp).
+extern Kernel<Tensor(Tensor)> softmax;           // [M,N], whole rows in one block
+extern Kernel<Tensor(Tensor)> softmax_two_pass;  // [M,N], rows streamed in column blocks
+extern Kernel<Tensor(Tensor)> batch_softmax;     // [B,M,N]
+
+// Normalizations and statistics over the last dimension of [M,N] (norms.cpp).
+extern Kernel<Tensor(Tensor, Tensor, Tensor, Scalar)> layer_norm;  // (x, weight, bias, eps)
+extern Kernel<Tensor(Tensor, Tensor, Scalar)> rms_norm;            // (x, weight, eps)
+extern Kernel<std::tuple<Tensor, Tensor>(Tensor)> welford;         // x -> (mean, var)
+
+// Losses (losses.cpp).
+extern Kernel<Tensor(Tensor, Tensor)> cross_entropy;  // (logits [N,V], labels [N]) -> loss [N]
+
+}  // namespace parhelion::kernels

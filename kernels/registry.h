@@ -1,0 +1,49 @@
+// The registry of library kernels: how to make inputs for a shape, run the kernel and its
+// reference, and how much work a call is. The CLI, the tests and the benchmarks share it.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <parhelion/parhelion.h>
+
+namespace parhelion::kernels {
+
+struct Inputs {
+  std::vector<Array> tensors;
+  std::vector<double> scalars;
+  std::vector<Arg> args() const;  // in the kernel's argument order
+};
+
+struct KernelEntry {
+  std::string name;
+  std::string summary;
+  std::string shape_help;       // e.g. "M,N"
+  int min_rank = 1, max_rank = 8;
+  std::vector<DType> dtypes;    // supported input dtypes
+  Shape default_shape;          // a benchmark-sized shape
+  KernelBase* kernel = nullptr;
+  // Seeded inputs for a shape and dtype (throws UserError on a shape it cannot take).
+  std::function<Inputs(const Shape&, DType, uint64_t seed)> make_inputs;
+  std::function<std::vector<Array>(const Inputs&)> reference;
+  // Minimum bytes a fused kernel must move, and its floating-point operations.
+  std::function<double(const Shape&, DType)> bytes;
+  std::function<double(const Shape&)> flops;
+
+  // Runs the kernel (through `compiled` if given, else the kernel's own config).
+  std::vector<Array> run(const Inputs& in) const { return kernel->run(in.args()); }
+};
+
+const std::vector<KernelEntry>& registry();
+// Finds a kernel by name; throws UserError listing the known names.
+const KernelEntry& find_kernel(const std::string& name);
+
+// Elementwise closeness with a dtype-aware tolerance: |out - ref| <= atol + rtol * |ref|.
+struct Closeness {
+  double max_abs_err = 0;
+  bool ok = true;
+};
+Closeness compare(const Array& out, const Array& ref, DType dtype);
+
+}  // namespace parhelion::kernels

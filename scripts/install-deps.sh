@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what building and testing Parhelion needs, from Debian's packages, if missing.
+# Idempotent and quiet when everything is there.
+set -euo pipefail
+
+need=()
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+command -v g++ >/dev/null 2>&1 || need+=(g++)
+command -v make >/dev/null 2>&1 || need+=(make)
+[ -f /usr/include/nlohmann/json.hpp ] || need+=(nlohmann-json3-dev)
+[ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
+if [ "${#need[@]}" -gt 0 ]; then
+  echo "install-deps: installing ${need[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi

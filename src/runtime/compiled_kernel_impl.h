@@ -1,0 +1,31 @@
+// What a CompiledKernel holds: every stage of one specialization, for the runtime, the tests
+// and tools that look inside (the public header keeps it opaque).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backend/cpu/jit.h"
+#include "frontend/tracer.h"
+#include "ir/ir.h"
+#include "lower/block_ir.h"
+#include "parhelion/kernel.h"
+
+namespace parhelion {
+
+using LaunchFn = void (*)(void* const*, const double*, char*, int64_t, int64_t);
+
+struct CompiledKernel::Impl {
+  std::string name;
+  std::vector<frontend::ArgSpec> signature;
+  std::vector<bool> arg_is_tensor;
+  ir::Function fn;
+  ConfigSpec spec;
+  Config config;
+  lower::BlockProgram program;
+  std::string source;
+  backend::cpu::JitResult jit;
+  std::vector<LaunchFn> launches;
+};
+
+}  // namespace parhelion

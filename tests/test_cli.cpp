@@ -1,0 +1,87 @@
+// The command-line tool: output formats and clear, non-zero exits on bad input.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Result {
+  int status;
+  std::string out;
+};
+
+Result cli(const std::string& args) {
+  std::string out;
+  FILE* p = popen((std::string(PARHELION_CLI) + " " + args + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+#define EXPECT_HAS(r, needle) EXPECT_NE((r).out.find(needle), std::string::npos) << (r).out
+
+TEST(Cli, ListsKernels) {
+  Result r = cli("list");
+  EXPECT_EQ(r.status, 0);
+  for (const char* k : {"add", "exp", "softmax", "softmax_two_pass", "layer_norm", "rms_norm", "swiglu", "geglu",
+                        "cross_entropy", "welford", "batch_softmax"})
+    EXPECT_HAS(r, k);
+}
+
+TEST(Cli, RunJsonHasTheContractFields) {
+  Result r = cli("run layer_norm --shape 31,257 --dtype bf16 --reps 2 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"kernel", "shape", "dtype", "target", "config", "max_abs_err", "ok", "median_ms"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["kernel"], "layer_norm");
+  EXPECT_EQ(j["shape"], nlohmann::json::array({31, 257}));
+  EXPECT_EQ(j["dtype"], "bf16");
+  EXPECT_EQ(j["target"], "cpu");
+  EXPECT_TRUE(j["ok"].get<bool>());
+  EXPECT_GT(j["median_ms"].get<double>(), 0);
+}
+
+TEST(Cli, RunWithPinnedConfigAndHumanOutput) {
+  Result r = cli("run softmax --shape 10,70 --reps 2 --config '{\"block_sizes\":[2],\"loop_orders\":[],\"num_threads\":1}'");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_HAS(r, "config      {\"block_sizes\":[2],\"loop_orders\":[],\"num_threads\":1}");
+  EXPECT_HAS(r, ": ok");
+}
+
+TEST(Cli, EmitsEveryStage) {
+  EXPECT_HAS(cli("emit add --shape 5,7 --stage ir"), "kernel add(arg0: f32[5,7], arg1: f32[5,7]) -> (buf0)");
+  EXPECT_HAS(cli("emit add --shape 5,7 --stage block"), "launch 0: grid");
+  EXPECT_HAS(cli("emit add --shape 5,7 --stage code"), "extern \"C\" void ph_launch_0(");
+  EXPECT_HAS(cli("emit add --shape 5,7 --stage spec"), "num_threads: 1..");
+}
+
+TEST(Cli, BadInputExitsNonZeroWithAClearMessage) {
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {"run nosuchkernel --shape 4", "unknown kernel 'nosuchkernel'; known kernels: add"},
+      {"run add --shape 4,x", "--shape: 'x' is not a positive integer"},
+      {"run add --shape 4,-3", "--shape: '-3' is not a positive integer"},
+      {"run softmax --shape 4", "softmax takes a shape M,N, got [4]"},
+      {"run add --shape 4 --dtype f64", "--dtype f64 is not supported by add"},
+      {"run add --shape 4 --config '{\"block_sizes\":'", "invalid config JSON"},
+      {"run add --shape 4 --config '{\"block_sizes\":[5],\"loop_orders\":[],\"num_threads\":1}'",
+       "block_sizes[0] = 5 is out of its domain"},
+      {"emit add --shape 4 --stage asm", "--stage must be one of ir, spec, block, code"},
+      {"run add --shape", "option --shape needs a value"},
+      {"run add --shape 4 --frobnicate 2", "unknown option --frobnicate"},
+      {"frobnicate", "unknown command 'frobnicate'"},
+  };
+  for (const Case& c : cases) {
+    Result r = cli(c.args);
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.out;
+    EXPECT_HAS(r, "error: ");
+    EXPECT_HAS(r, c.message);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,18 @@
+// Wall-clock timing for the CLI and the benchmarks: warm-up, then the median of repeats.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+namespace parhelion::tools {
+
+struct Timing {
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  int reps = 0;
+};
+
+// Runs fn `warmup` times, then repeats it until `reps` samples and at least `min_seconds`
+// have passed (capped at 10 * reps samples); reports the median.
+Timing time_it(const std::function<void()>& fn, int warmup = 2, int reps = 10, double min_seconds = 0.2);
+
+}  // namespace parhelion::tools
