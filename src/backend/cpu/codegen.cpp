@@ -1,5 +1,6 @@
 #include "backend/cpu/codegen.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -119,33 +120,100 @@ class LaunchEmitter {
 
   // --- loop nests ---
   // Emits loops over `shape` (valid elements only); `body(idx)` emits the innermost statements.
+  // The innermost loop carries `#pragma omp simd`, and reads that do not depend on its index
+  // (a row statistic broadcast along the row, a scalar) are hoisted out of it: g++ does not
+  // always do so itself, and then leaves the whole loop scalar.
   void nest(const std::vector<Dim>& shape, const std::function<void(const Idx&)>& body,
             const std::string& simd_clause = "", size_t inner_from = 0) {
     Idx idx(shape.size());
-    int opened = 0;
-    std::vector<size_t> loops;
+    int innermost = -1;
     for (size_t d = 0; d < shape.size(); ++d)
-      if (!shape[d].is_one()) loops.push_back(d);
+      if (!shape[d].is_one()) innermost = static_cast<int>(d);
+    int opened = 0;
     for (size_t k = 0; k < shape.size(); ++k) {
       const Dim& d = shape[k];
       if (d.is_one()) {
         idx[k] = "0";
         continue;
       }
-      std::string i = "i" + std::to_string(k);
-      idx[k] = i;
-      std::string bound = d.kind == Dim::Tile ? "n_" + tname(d.tile) : std::to_string(d.size);
-      if (!loops.empty() && k == loops.back() && k >= inner_from)
-        line("#pragma omp simd" + (simd_clause.empty() ? "" : " " + simd_clause));
-      line("for (int64_t " + i + " = 0; " + i + " < " + bound + "; ++" + i + ") {");
+      idx[k] = "i" + std::to_string(k);
+    }
+    for (size_t k = 0; k < shape.size(); ++k) {
+      if (shape[k].is_one()) continue;
+      if (static_cast<int>(k) == innermost && k >= inner_from) {
+        std::string pragma = "#pragma omp simd" + (simd_clause.empty() ? "" : " " + simd_clause);
+        hoisted_loop(idx[k], loop_header(shape[k], idx[k]), pragma, [&] { body(idx); });
+        for (int j = 0; j < opened; ++j) {
+          --depth_;
+          line("}");
+        }
+        return;
+      }
+      line(loop_header(shape[k], idx[k]));
       ++depth_;
       ++opened;
     }
     body(idx);
-    for (int k = 0; k < opened; ++k) {
+    for (int j = 0; j < opened; ++j) {
       --depth_;
       line("}");
     }
+  }
+
+  std::string loop_header(const Dim& d, const std::string& i) {
+    std::string bound = d.kind == Dim::Tile ? "n_" + tname(d.tile) : std::to_string(d.size);
+    return "for (int64_t " + i + " = 0; " + i + " < " + bound + "; ++" + i + ") {";
+  }
+
+  // Emits `pragma` + `header` + body + "}", with the body's reads that do not mention `var`
+  // hoisted into constants just before the loop.
+  void hoisted_loop(const std::string& var, const std::string& header, const std::string& pragma,
+                    const std::function<void()>& body) {
+    std::ostringstream saved;
+    std::swap(os_, saved);
+    std::string saved_var = hoist_var_;
+    std::vector<Hoisted> saved_decls;
+    std::swap(saved_decls, hoisted_);
+    hoist_var_ = var;
+    ++depth_;
+    body();
+    --depth_;
+    std::string inner = os_.str();
+    std::swap(os_, saved);
+    std::vector<Hoisted> decls;
+    std::swap(decls, hoisted_);
+    hoisted_ = std::move(saved_decls);
+    hoist_var_ = saved_var;
+    for (const Hoisted& h : decls) line("const " + h.type + " " + h.name + " = " + h.access + ";");
+    if (!pragma.empty()) line(pragma);
+    line(header);
+    os_ << inner;
+    line("}");
+  }
+
+  static bool mentions(const std::string& text, const std::string& var) {
+    for (size_t p = text.find(var); p != std::string::npos; p = text.find(var, p + 1)) {
+      bool left = p == 0 || !(std::isalnum(static_cast<unsigned char>(text[p - 1])) || text[p - 1] == '_');
+      size_t e = p + var.size();
+      bool right = e >= text.size() || !(std::isalnum(static_cast<unsigned char>(text[e])) || text[e] == '_');
+      if (left && right) return true;
+    }
+    return false;
+  }
+
+  bool is_hoisted(const std::string& e) const {
+    for (const Hoisted& h : hoisted_)
+      if (h.name == e) return true;
+    return false;
+  }
+
+  // A memory read, hoisted out of the current innermost loop when it does not depend on it.
+  std::string read(const std::string& access, DType compute) {
+    if (hoist_var_.empty() || mentions(access, hoist_var_)) return access;
+    for (const Hoisted& h : hoisted_)
+      if (h.access == access) return h.name;
+    hoisted_.push_back({"h" + std::to_string(hoist_counter_++), c_type(compute), access});
+    return hoisted_.back().name;
   }
 
   // The index of a value of shape `shape` inside a nest with indices `idx` (right-aligned,
@@ -178,7 +246,7 @@ class LaunchEmitter {
   std::string expr(int v, const Idx& idx) {
     if (type(v).rank() == 0) return "s" + std::to_string(v);
     auto m = L_.materialized.find(v);
-    if (m != L_.materialized.end()) return scratch_ref(L_.scratch[m->second], idx);
+    if (m != L_.materialized.end()) return read(scratch_ref(L_.scratch[m->second], idx), type(v).dtype);
     return op_expr(*def_.at(v), idx);
   }
 
@@ -292,7 +360,7 @@ class LaunchEmitter {
   std::string op_expr(const Op& op, const Idx& idx) {
     DType rt = type(op.result).dtype;
     switch (op.kind) {
-      case OpKind::Load: return load_expr(op, idx);
+      case OpKind::Load: return read(load_expr(op, idx), type(op.result).dtype);
       case OpKind::Constant: case OpKind::Full: return literal(op.number, rt);
       case OpKind::ScalarParam: return "sp" + std::to_string(op.param);
       case OpKind::TileBegin: return "off_" + tname(op.tile);
@@ -301,13 +369,21 @@ class LaunchEmitter {
       case OpKind::Arange: return "static_cast<int64_t>(" + idx[0] + ")";
       case OpKind::VarGet: {
         const lower::Scratch& s = L_.scratch[L_.var_scratch.at(op.var)];
-        return scratch_ref(s, idx);
+        return read(scratch_ref(s, idx), s.dtype);
       }
       case OpKind::Unary:
         return unary_expr(static_cast<UnaryFn>(op.fn), type(op.operands[0]).dtype, operand(op, 0, idx));
-      case OpKind::Binary:
+      case OpKind::Binary: {
+        std::string a = operand(op, 0, idx), b = operand(op, 1, idx);
+        // Division by a value hoisted out of the innermost loop (a row sum, a norm) becomes a
+        // multiplication by its reciprocal, computed once: vdivps per element would bound
+        // softmax-like kernels. Costs at most one extra rounding (<= 1 ulp more).
+        if (static_cast<BinaryFn>(op.fn) == BinaryFn::div && rt == DType::f32 && is_hoisted(b) &&
+            type(op.operands[1]).dtype == DType::f32)
+          return "(" + a + " * (1.0f / " + b + "))";
         return binary_expr(static_cast<BinaryFn>(op.fn), rt, type(op.operands[0]).dtype,
-                           type(op.operands[1]).dtype, operand(op, 0, idx), operand(op, 1, idx));
+                           type(op.operands[1]).dtype, a, b);
+      }
       case OpKind::Where: {
         std::string a = operand(op, 1, idx), b = operand(op, 2, idx);
         if (rt == DType::f32 && type(op.operands[1]).dtype != DType::f32) a = "static_cast<float>(" + a + ")";
@@ -444,25 +520,37 @@ class LaunchEmitter {
     if (scalar) line(ty + " s" + std::to_string(op.result) + ";");
     line("{  // " + std::string(ir::reduce_name(f)) + " over axis " + std::to_string(op.axis) + " at " + op.loc.str());
     ++depth_;
-    const char* clause = f == ReduceFn::max ? "reduction(max:acc)" : f == ReduceFn::min ? "reduction(min:acc)"
-                                                                                       : "reduction(+:acc)";
     if (op.axis == in.rank() - 1) {
-      // Reduce along the innermost dimension: a scalar accumulator per output element.
+      // Reduce along the innermost dimension into kLanes independent partial accumulators:
+      // the compiler keeps them in vector registers (an `omp simd reduction` clause makes
+      // g++ spill its accumulator every iteration), and two vectors hide the add latency.
       std::vector<Dim> outer(in.shape.begin(), in.shape.end() - 1);
       nest(outer, [&](const Idx& oidx) {
-        line(ty + " acc = " + init + ";");
         Idx full = oidx;
-        full.push_back(rd.is_one() ? "0" : "ir");
-        if (!rd.is_one()) {
-          line("#pragma omp simd " + std::string(clause));
-          line("for (int64_t ir = 0; ir < " + count + "; ++ir) {");
+        if (rd.is_one()) {
+          full.push_back("0");
+          line(out_ref(out_idx(full)) + " = " + finalize(combine(init, expr(op.operands[0], full))) + ";");
+          return;
+        }
+        line(ty + " accv[kLanes];");
+        line("for (int k = 0; k < kLanes; ++k) accv[k] = " + init + ";");
+        line("int64_t ir = 0;");
+        Idx lane = full;
+        lane.push_back("(ir + k)");
+        hoisted_loop("ir", "for (; ir + kLanes <= " + count + "; ir += kLanes) {", "", [&] {
+          line("#pragma omp simd");
+          line("for (int64_t k = 0; k < kLanes; ++k) {");
           ++depth_;
-          line("acc = " + combine("acc", expr(op.operands[0], full)) + ";");
+          line("accv[k] = " + combine("accv[k]", expr(op.operands[0], lane)) + ";");
           --depth_;
           line("}");
-        } else {
-          line("acc = " + combine("acc", expr(op.operands[0], full)) + ";");
-        }
+        });
+        Idx tail = full;
+        tail.push_back("ir");
+        line("for (; ir < " + count + "; ++ir) accv[0] = " + combine("accv[0]", expr(op.operands[0], tail)) + ";");
+        line(ty + " acc = accv[0];");
+        line("for (int k = 1; k < kLanes; ++k) acc = " + combine("acc", "accv[k]") + ";");
+        full.push_back("0");
         line(out_ref(out_idx(full)) + " = " + finalize("acc") + ";");
       }, "", SIZE_MAX);
     } else {
@@ -485,9 +573,16 @@ class LaunchEmitter {
   std::map<int, const Op*> def_;
   std::ostringstream os_;
   int depth_ = 0;
+  std::string hoist_var_;            // the innermost loop's index while its body is generated
+  struct Hoisted {
+    std::string name, type, access;
+  };
+  std::vector<Hoisted> hoisted_;     // reads to emit before that loop, as constants
+  int hoist_counter_ = 0;
 };
 
 const char* kPrelude = R"(
+static constexpr int kLanes = 32;  // partial accumulators per reduction (two AVX-512 vectors of f32)
 static inline int64_t ph_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t ph_abs_i64(int64_t a) { return a < 0 ? -a : a; }
 template <class T> static inline T ph_max(T a, T b) { return a > b ? a : b; }
