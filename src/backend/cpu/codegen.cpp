@@ -1,5 +1,6 @@
 #include "backend/cpu/codegen.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -402,10 +403,45 @@ class LaunchEmitter {
 
   // --- statements ---
   void block(const std::vector<Op>& ops) {
-    for (const Op& op : ops) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const Op& op = ops[i];
       if (op.result >= 0) def_[op.result] = &op;
+      if (fuses_into_next_reduction(ops, i)) continue;  // written by that reduction's loop
       statement(op);
     }
+  }
+
+  bool pointwise(const Op& op) const {
+    switch (op.kind) {
+      case OpKind::Load: case OpKind::Constant: case OpKind::Full: case OpKind::TileIndex:
+      case OpKind::Arange: case OpKind::Unary: case OpKind::Binary: case OpKind::Where:
+      case OpKind::Cast: case OpKind::Unsqueeze: case OpKind::VarGet: case OpKind::ScalarParam:
+      case OpKind::TileBegin: case OpKind::TileEnd:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // A materialized value whose first consumer is a reduction along its last axis is computed
+  // inside that reduction's loop (one pass: store each element and accumulate it) instead of
+  // in a loop of its own. Only pure, unmaterialized ops that do not read it may lie between.
+  bool fuses_into_next_reduction(const std::vector<Op>& ops, size_t i) {
+    const Op& op = ops[i];
+    if (op.result < 0 || !pointwise(op) || !L_.materialized.count(op.result) || type(op.result).rank() == 0)
+      return false;
+    for (size_t j = i + 1; j < ops.size(); ++j) {
+      const Op& next = ops[j];
+      bool uses = std::find(next.operands.begin(), next.operands.end(), op.result) != next.operands.end();
+      if (next.kind == OpKind::Reduce && uses) {
+        const ir::Type& in = type(op.result);
+        if (next.axis != in.rank() - 1 || in.shape.back().is_one()) return false;
+        deferred_[next.result] = &op;
+        return true;
+      }
+      if (uses || !pointwise(next) || next.result < 0 || L_.materialized.count(next.result)) return false;
+    }
+    return false;
   }
 
   void statement(const Op& op) {
@@ -537,17 +573,33 @@ class LaunchEmitter {
         line("int64_t ir = 0;");
         Idx lane = full;
         lane.push_back("(ir + k)");
+        Idx tail = full;
+        tail.push_back("ir");
+        // The element at `at`: read it, or (for a deferred producer) compute and store it.
+        auto element = [&](const Idx& at, const std::string& lane_acc) {
+          auto d = deferred_.find(op.result);
+          if (d == deferred_.end()) {
+            line(lane_acc + " = " + combine(lane_acc, expr(op.operands[0], at)) + ";");
+            return;
+          }
+          const Op& producer = *d->second;
+          line("const " + c_type(type(producer.result).dtype) + " e = " + op_expr(producer, at) + ";");
+          line(scratch_ref(L_.scratch[L_.materialized.at(producer.result)], at) + " = e;");
+          line(lane_acc + " = " + combine(lane_acc, "e") + ";");
+        };
         hoisted_loop("ir", "for (; ir + kLanes <= " + count + "; ir += kLanes) {", "", [&] {
           line("#pragma omp simd");
           line("for (int64_t k = 0; k < kLanes; ++k) {");
           ++depth_;
-          line("accv[k] = " + combine("accv[k]", expr(op.operands[0], lane)) + ";");
+          element(lane, "accv[k]");
           --depth_;
           line("}");
         });
-        Idx tail = full;
-        tail.push_back("ir");
-        line("for (; ir < " + count + "; ++ir) accv[0] = " + combine("accv[0]", expr(op.operands[0], tail)) + ";");
+        line("for (; ir < " + count + "; ++ir) {");
+        ++depth_;
+        element(tail, "accv[0]");
+        --depth_;
+        line("}");
         line(ty + " acc = accv[0];");
         line("for (int k = 1; k < kLanes; ++k) acc = " + combine("acc", "accv[k]") + ";");
         full.push_back("0");
@@ -571,6 +623,7 @@ class LaunchEmitter {
   const lower::LaunchPlan& L_;
   const ir::Function& fn_;
   std::map<int, const Op*> def_;
+  std::map<int, const Op*> deferred_;  // reduction result -> the producer its loop computes
   std::ostringstream os_;
   int depth_ = 0;
   std::string hoist_var_;            // the innermost loop's index while its body is generated
