@@ -125,6 +125,7 @@ struct IndexItem {
 };
 
 struct Op {
+  explicit Op(OpKind k) : kind(k) {}
   OpKind kind;
   int result = -1;            // value id, or -1
   std::vector<int> operands;  // value ids

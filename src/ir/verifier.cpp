@@ -26,7 +26,7 @@ class Verifier {
       }
     }
     for (int t : fn_.outputs)
-      check(t >= 0 && t < static_cast<int>(fn_.tensors.size()), {}, "bad output tensor");
+      if (t < 0 || t >= static_cast<int>(fn_.tensors.size())) throw InternalError("bad output tensor");
   }
 
  private:
