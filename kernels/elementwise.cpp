@@ -4,8 +4,11 @@
 namespace parhelion::kernels {
 namespace {
 namespace ph = parhelion;
+constexpr std::initializer_list<DType> kFloat = {DType::f32, DType::bf16, DType::f16};
 
 ph::Tensor add_body(ph::Tensor x, ph::Tensor y) {
+  ph::expect_dtype(x, kFloat);
+  ph::expect(y.dtype() == x.dtype(), "add: x and y must have the same dtype");
   ph::expect(x.sizes() == y.sizes(), "add: x and y must have the same shape, got " +
                                          shape_to_string(x.sizes()) + " and " + shape_to_string(y.sizes()));
   auto out = ph::empty_like(x);
@@ -14,12 +17,14 @@ ph::Tensor add_body(ph::Tensor x, ph::Tensor y) {
 }
 
 ph::Tensor exp_body(ph::Tensor x) {
+  ph::expect_dtype(x, kFloat);
   auto out = ph::empty_like(x);
   for (auto tile : ph::tile(out.sizes())) out[tile] = ph::exp(x[tile]);
   return out;
 }
 
 ph::Tensor swiglu_body(ph::Tensor a, ph::Tensor b) {
+  ph::expect_dtype(a, kFloat);
   ph::expect(a.sizes() == b.sizes(), "swiglu: a and b must have the same shape");
   auto out = ph::empty_like(a);
   for (auto tile : ph::tile(out.sizes())) out[tile] = ph::silu(a[tile]) * b[tile];
@@ -27,6 +32,7 @@ ph::Tensor swiglu_body(ph::Tensor a, ph::Tensor b) {
 }
 
 ph::Tensor geglu_body(ph::Tensor a, ph::Tensor b) {
+  ph::expect_dtype(a, kFloat);
   ph::expect(a.sizes() == b.sizes(), "geglu: a and b must have the same shape");
   auto out = ph::empty_like(a);
   for (auto tile : ph::tile(out.sizes())) out[tile] = ph::gelu(a[tile]) * b[tile];

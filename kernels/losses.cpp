@@ -14,6 +14,7 @@ ph::Tensor cross_entropy_body(ph::Tensor logits, ph::Tensor labels) {
   auto [n, v] = logits.sizes<2>();
   ph::expect(labels.sizes() == Shape{n}, "cross_entropy: labels must have shape [" + std::to_string(n) + "]");
   ph::expect_dtype(labels, {DType::i32, DType::i64});
+  ph::expect_dtype(logits, {DType::f32, DType::bf16, DType::f16});
   auto loss = ph::empty({n}, DType::f32);
   for (auto rows : ph::tile(n)) {
     auto label = labels[rows];

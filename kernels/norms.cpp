@@ -4,8 +4,10 @@
 namespace parhelion::kernels {
 namespace {
 namespace ph = parhelion;
+constexpr std::initializer_list<DType> kFloat = {DType::f32, DType::bf16, DType::f16};
 
 ph::Tensor layer_norm_body(ph::Tensor x, ph::Tensor w, ph::Tensor b, ph::Scalar eps) {
+  ph::expect_dtype(x, kFloat);
   auto [m, n] = x.sizes<2>();
   ph::expect(w.sizes() == Shape{n} && b.sizes() == Shape{n},
              "layer_norm: weight and bias must have shape [" + std::to_string(n) + "]");
@@ -20,6 +22,7 @@ ph::Tensor layer_norm_body(ph::Tensor x, ph::Tensor w, ph::Tensor b, ph::Scalar 
 }
 
 ph::Tensor rms_norm_body(ph::Tensor x, ph::Tensor w, ph::Scalar eps) {
+  ph::expect_dtype(x, kFloat);
   auto [m, n] = x.sizes<2>();
   ph::expect(w.sizes() == Shape{n}, "rms_norm: weight must have shape [" + std::to_string(n) + "]");
   auto out = ph::empty_like(x);
@@ -35,6 +38,7 @@ ph::Tensor rms_norm_body(ph::Tensor x, ph::Tensor w, ph::Scalar eps) {
 // squared deviations are merged into the running ones (Chan et al.), which stays accurate
 // where the one-pass sum-of-squares formula cancels.
 std::tuple<ph::Tensor, ph::Tensor> welford_body(ph::Tensor x) {
+  ph::expect_dtype(x, kFloat);
   auto [m, n] = x.sizes<2>();
   auto mean_out = ph::empty({m}, DType::f32);
   auto var_out = ph::empty({m}, DType::f32);

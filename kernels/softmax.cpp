@@ -6,9 +6,11 @@
 namespace parhelion::kernels {
 namespace {
 namespace ph = parhelion;
+constexpr std::initializer_list<DType> kFloat = {DType::f32, DType::bf16, DType::f16};
 
 // Whole rows in one block: max, exp, sum and normalize without leaving fast memory.
 ph::Tensor softmax_body(ph::Tensor x) {
+  ph::expect_dtype(x, kFloat);
   auto [m, n] = x.sizes<2>();
   auto out = ph::empty_like(x);
   for (auto rows : ph::tile(m)) {
@@ -22,6 +24,7 @@ ph::Tensor softmax_body(ph::Tensor x) {
 // Long rows: pass 1 streams column blocks keeping a running max and a rescaled sum (online
 // softmax); pass 2 streams them again to normalize. Fast memory holds one block, any n.
 ph::Tensor softmax_two_pass_body(ph::Tensor x) {
+  ph::expect_dtype(x, kFloat);
   auto [m, n] = x.sizes<2>();
   auto out = ph::empty_like(x);
   for (auto rows : ph::tile(m)) {
@@ -41,6 +44,7 @@ ph::Tensor softmax_two_pass_body(ph::Tensor x) {
 
 // [B,M,N]: the grid tiles batch and rows; each block holds whole rows.
 ph::Tensor batch_softmax_body(ph::Tensor x) {
+  ph::expect_dtype(x, kFloat);
   auto [b, m, n] = x.sizes<3>();
   auto out = ph::empty_like(x);
   for (auto [tb, tm] : ph::tile(b, m)) {

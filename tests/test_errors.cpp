@@ -233,3 +233,12 @@ TEST(Errors, CompilerFailureReportsSourcePathAndMessage) {
 }
 
 }  // namespace
+
+namespace {
+TEST(Errors, UnsupportedDtypeNamesTheCheck) {
+  ph::Array x = ph::Array::zeros({3, 4}, ph::DType::i32);
+  std::string msg = user_error_of([&] { ph::kernels::softmax(x); });
+  EXPECT_HAS(msg, "softmax.cpp:");
+  EXPECT_HAS(msg, "unsupported dtype i32; expected one of f32, bf16, f16");
+}
+}  // namespace
