@@ -41,7 +41,9 @@ struct Stream {
   int64_t n;
   ph::Array a, b, c;
   explicit Stream(int64_t elems)
-      : n(elems), a(ph::Array::full({elems}, 1.0, ph::DType::f32)), b(ph::Array::full({elems}, 2.0, ph::DType::f32)),
+      : n(elems),
+        a(ph::Array::full({elems}, 1.0, ph::DType::f32)),
+        b(ph::Array::full({elems}, 2.0, ph::DType::f32)),
         c(ph::Array::full({elems}, 0.5, ph::DType::f32)) {}
   void triad(int threads) {
     float *A = a.data_as<float>(), *B = b.data_as<float>(), *C = c.data_as<float>();
@@ -68,9 +70,12 @@ int main(int argc, char** argv) {
   int rounds = 3;
   bool as_json = false, quick = false;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--json")) as_json = true;
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--json"))
+      as_json = true;
+    else if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
+    else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc)
+      rounds = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: %s [--rounds N] [--json] [--quick]\n", argv[0]);
       return 2;
@@ -118,8 +123,8 @@ int main(int argc, char** argv) {
                          std::string(ph::dtype_name(dt)).c_str());
             return 1;
           }
-        p.row = Row{c.kernel, ph::shape_to_string(c.shape), std::string(ph::dtype_name(dt)), t,
-                    p.entry->bytes(c.shape, dt), {}};
+        p.row = Row{c.kernel, ph::shape_to_string(c.shape), std::string(ph::dtype_name(dt)),
+                    t,        p.entry->bytes(c.shape, dt),  {}};
         runs.push_back(std::move(p));
       }
   }
@@ -148,8 +153,14 @@ int main(int argc, char** argv) {
   for (const Row& r : all) {
     double ms = median(r.ms), gbps = r.bytes / (ms * 1e6), ratio = gbps / triad_gbps[r.threads];
     if (as_json)
-      std::printf("%s\n", json{{"kernel", r.name}, {"shape", r.shape}, {"dtype", r.dtype}, {"impl", r.name.rfind("stream", 0) == 0 ? "stream" : "parhelion"},
-                               {"threads", r.threads}, {"median_ms", ms}, {"gbps", gbps}, {"ratio_to_triad", ratio}}
+      std::printf("%s\n", json{{"kernel", r.name},
+                               {"shape", r.shape},
+                               {"dtype", r.dtype},
+                               {"impl", r.name.rfind("stream", 0) == 0 ? "stream" : "parhelion"},
+                               {"threads", r.threads},
+                               {"median_ms", ms},
+                               {"gbps", gbps},
+                               {"ratio_to_triad", ratio}}
                               .dump()
                               .c_str());
     else

@@ -18,7 +18,8 @@ int main() {
   ph::Array y = ph::Array::random({1000, 1003}, ph::DType::f32, 2);
   ph::Array out = add_kernel(x, y);
   double err = 0;
-  for (int64_t i = 0; i < out.numel(); ++i) err = std::max(err, std::abs(out.get(i) - double(float(x.get(i)) + float(y.get(i)))));
+  for (int64_t i = 0; i < out.numel(); ++i)
+    err = std::max(err, std::abs(out.get(i) - double(float(x.get(i)) + float(y.get(i)))));
   auto compiled = add_kernel.compile({x, y});
   std::printf("%s\n%s\nmax abs error %g\n", compiled.ir().c_str(), compiled.block_ir().c_str(), err);
   return err == 0 ? 0 : 1;

@@ -9,8 +9,8 @@ constexpr std::initializer_list<DType> kFloat = {DType::f32, DType::bf16, DType:
 ph::Tensor add_body(ph::Tensor x, ph::Tensor y) {
   ph::expect_dtype(x, kFloat);
   ph::expect(y.dtype() == x.dtype(), "add: x and y must have the same dtype");
-  ph::expect(x.sizes() == y.sizes(), "add: x and y must have the same shape, got " +
-                                         shape_to_string(x.sizes()) + " and " + shape_to_string(y.sizes()));
+  ph::expect(x.sizes() == y.sizes(), "add: x and y must have the same shape, got " + shape_to_string(x.sizes()) +
+                                         " and " + shape_to_string(y.sizes()));
   auto out = ph::empty_like(x);
   for (auto tile : ph::tile(out.sizes())) out[tile] = x[tile] + y[tile];
   return out;

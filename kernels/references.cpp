@@ -26,23 +26,21 @@ void check_float(const char* fn, const char* name, const Array& a) {
 
 void check_rank(const char* fn, const char* name, const Array& a, int rank) {
   if (a.rank() != rank)
-    fail(fn, std::string(name) + " must have rank " + std::to_string(rank) + ", got shape " +
-                 shape_to_string(a.shape()));
+    fail(fn,
+         std::string(name) + " must have rank " + std::to_string(rank) + ", got shape " + shape_to_string(a.shape()));
 }
 
-void check_same_shape(const char* fn, const char* na, const Array& a, const char* nb,
-                      const Array& b) {
+void check_same_shape(const char* fn, const char* na, const Array& a, const char* nb, const Array& b) {
   if (a.shape() != b.shape())
-    fail(fn, std::string(na) + " and " + nb + " shapes differ: " + shape_to_string(a.shape()) +
-                 " vs " + shape_to_string(b.shape()));
+    fail(fn, std::string(na) + " and " + nb + " shapes differ: " + shape_to_string(a.shape()) + " vs " +
+                 shape_to_string(b.shape()));
 }
 
 // A [N] vector whose length must equal the last dim of a [M,N] input.
 void check_row_vector(const char* fn, const char* name, const Array& v, int64_t n) {
   check_float(fn, name, v);
   if (v.rank() != 1 || v.dim(0) != n)
-    fail(fn, std::string(name) + " must have shape [" + std::to_string(n) + "], got " +
-                 shape_to_string(v.shape()));
+    fail(fn, std::string(name) + " must have shape [" + std::to_string(n) + "], got " + shape_to_string(v.shape()));
 }
 
 // Applies f(x, y) elementwise over two same-shape float arrays.
@@ -105,8 +103,7 @@ Array layer_norm(const Array& x, const Array& w, const Array& b, double eps) {
     for (int64_t j = 0; j < n; ++j) var += (x.get(i * n + j) - mu) * (x.get(i * n + j) - mu);
     var /= static_cast<double>(n);
     const double rstd = 1.0 / std::sqrt(var + eps);
-    for (int64_t j = 0; j < n; ++j)
-      out.set(i * n + j, (x.get(i * n + j) - mu) * rstd * w.get(j) + b.get(j));
+    for (int64_t j = 0; j < n; ++j) out.set(i * n + j, (x.get(i * n + j) - mu) * rstd * w.get(j) + b.get(j));
   }
   return out;
 }
@@ -137,8 +134,7 @@ Array rms_norm(const Array& x, const Array& w, double eps) {
 // With g = grad_out, r = rstd_i (dr/dx[i, j] = -r^3 x[i, j] / N):
 //   dw[j]    = sum_i g[i, j] x[i, j] r_i
 //   dx[i, j] = r_i w[j] g[i, j] - r_i^3 x[i, j] / N * sum_k g[i, k] w[k] x[i, k]
-std::pair<Array, Array> rms_norm_backward(const Array& grad_out, const Array& x, const Array& w,
-                                          double eps) {
+std::pair<Array, Array> rms_norm_backward(const Array& grad_out, const Array& x, const Array& w, double eps) {
   const char* fn = "rms_norm_backward";
   check_float(fn, "x", x);
   check_rank(fn, "x", x, 2);
@@ -183,19 +179,17 @@ Array cross_entropy(const Array& logits, const Array& labels) {
   check_float(fn, "logits", logits);
   check_rank(fn, "logits", logits, 2);
   if (!labels.defined()) fail(fn, "labels is undefined");
-  if (!is_integer(labels.dtype()))
-    fail(fn, "labels must be i32/i64, got " + std::string(dtype_name(labels.dtype())));
+  if (!is_integer(labels.dtype())) fail(fn, "labels must be i32/i64, got " + std::string(dtype_name(labels.dtype())));
   if (!labels.is_contiguous()) fail(fn, "labels must be contiguous");
   const int64_t rows = logits.dim(0), v = logits.dim(1);
   if (labels.rank() != 1 || labels.dim(0) != rows)
-    fail(fn, "labels must have shape [" + std::to_string(rows) + "], got " +
-                 shape_to_string(labels.shape()));
+    fail(fn, "labels must have shape [" + std::to_string(rows) + "], got " + shape_to_string(labels.shape()));
   Array out = Array::empty({rows}, DType::f32);
   for (int64_t i = 0; i < rows; ++i) {
     const double lab = labels.get(i);
     if (!(lab >= 0 && lab < static_cast<double>(v)))
-      fail(fn, "label " + std::to_string(static_cast<int64_t>(lab)) + " at row " +
-                   std::to_string(i) + " is out of range [0, " + std::to_string(v) + ")");
+      fail(fn, "label " + std::to_string(static_cast<int64_t>(lab)) + " at row " + std::to_string(i) +
+                   " is out of range [0, " + std::to_string(v) + ")");
     double mx = -std::numeric_limits<double>::infinity();
     for (int64_t j = 0; j < v; ++j) mx = std::max(mx, logits.get(i * v + j));
     double sum = 0;

@@ -22,8 +22,7 @@ Array layer_norm(const Array& x, const Array& w, const Array& b, double eps);
 // y[i, j] = x[i, j] * rstd_i * w[j], rstd_i = 1 / sqrt(mean_j x[i, j]^2 + eps); x [M,N], w [N].
 Array rms_norm(const Array& x, const Array& w, double eps);
 // Gradients of rms_norm given grad_out = dL/dy [M,N]; returns (dx [M,N], dw [N]).
-std::pair<Array, Array> rms_norm_backward(const Array& grad_out, const Array& x, const Array& w,
-                                          double eps);
+std::pair<Array, Array> rms_norm_backward(const Array& grad_out, const Array& x, const Array& w, double eps);
 // y = silu(a) * b, silu(a) = a / (1 + e^-a); same shape.
 Array swiglu(const Array& a, const Array& b);
 // y = gelu(a) * b, gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); same shape.

@@ -17,7 +17,9 @@ void need_rank(const std::string& name, const Shape& s, int lo, int hi, const st
     if (d <= 0) throw UserError(name + ": every dimension must be positive, got " + shape_to_string(s));
 }
 
-double numel(const Shape& s) { return static_cast<double>(shape_numel(s)); }
+double numel(const Shape& s) {
+  return static_cast<double>(shape_numel(s));
+}
 
 Inputs unary_inputs(const Shape& s, DType dt, uint64_t seed, double lo = -1, double hi = 1) {
   return Inputs{{Array::random(s, dt, seed, lo, hi)}, {}};
@@ -46,12 +48,16 @@ std::vector<KernelEntry> build() {
     e.flops = [flops_per_elem](const Shape& s) { return numel(s) * flops_per_elem; };
     r.push_back(e);
   };
-  elementwise("add", "out = x + y", add, 2, [](const Inputs& in) { return ref::add(in.tensors[0], in.tensors[1]); }, 1);
-  elementwise("exp", "out = exp(x)", exp, 1, [](const Inputs& in) { return ref::exp(in.tensors[0]); }, 1);
-  elementwise("swiglu", "out = silu(a) * b", swiglu, 2,
-              [](const Inputs& in) { return ref::swiglu(in.tensors[0], in.tensors[1]); }, 4);
-  elementwise("geglu", "out = gelu(a) * b (tanh approximation)", geglu, 2,
-              [](const Inputs& in) { return ref::geglu(in.tensors[0], in.tensors[1]); }, 8);
+  elementwise(
+      "add", "out = x + y", add, 2, [](const Inputs& in) { return ref::add(in.tensors[0], in.tensors[1]); }, 1);
+  elementwise(
+      "exp", "out = exp(x)", exp, 1, [](const Inputs& in) { return ref::exp(in.tensors[0]); }, 1);
+  elementwise(
+      "swiglu", "out = silu(a) * b", swiglu, 2,
+      [](const Inputs& in) { return ref::swiglu(in.tensors[0], in.tensors[1]); }, 4);
+  elementwise(
+      "geglu", "out = gelu(a) * b (tanh approximation)", geglu, 2,
+      [](const Inputs& in) { return ref::geglu(in.tensors[0], in.tensors[1]); }, 8);
 
   auto rowwise = [&](const std::string& name, const std::string& summary, KernelBase& k, int rank,
                      const std::string& help, Shape def) {
@@ -67,8 +73,9 @@ std::vector<KernelEntry> build() {
     e.flops = [](const Shape& s) { return numel(s) * 5; };
     return e;
   };
-  for (auto [name, kern, rank] : {std::tuple{"softmax", &softmax, 2}, std::tuple{"softmax_two_pass", &softmax_two_pass, 2},
-                                  std::tuple{"batch_softmax", &batch_softmax, 3}}) {
+  for (auto [name, kern, rank] :
+       {std::tuple{"softmax", &softmax, 2}, std::tuple{"softmax_two_pass", &softmax_two_pass, 2},
+        std::tuple{"batch_softmax", &batch_softmax, 3}}) {
     std::string help = rank == 2 ? "M,N" : "B,M,N";
     KernelEntry e = rowwise(name, "softmax over the last dimension", *kern, rank, help,
                             rank == 2 ? Shape{8192, 2048} : Shape{16, 512, 2048});
@@ -98,8 +105,8 @@ std::vector<KernelEntry> build() {
     r.push_back(e);
   }
   {
-    KernelEntry e = rowwise("rms_norm", "x * rsqrt(mean(x^2) + eps) * w over rows of [M,N]", rms_norm, 2, "M,N",
-                            {8192, 2048});
+    KernelEntry e =
+        rowwise("rms_norm", "x * rsqrt(mean(x^2) + eps) * w over rows of [M,N]", rms_norm, 2, "M,N", {8192, 2048});
     e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
       need_rank("rms_norm", s, 2, 2, "M,N");
       return Inputs{{Array::random(s, dt, seed, -2, 2), Array::random({s[1]}, dt, seed + 1, 0.5, 1.5)}, {1e-5}};
@@ -131,9 +138,7 @@ std::vector<KernelEntry> build() {
       Array labels = Array::random({s[0]}, DType::i64, seed + 1, 0, static_cast<double>(s[1]));
       return Inputs{{Array::random(s, dt, seed, -4, 4), labels}, {}};
     };
-    e.reference = [](const Inputs& in) {
-      return std::vector<Array>{ref::cross_entropy(in.tensors[0], in.tensors[1])};
-    };
+    e.reference = [](const Inputs& in) { return std::vector<Array>{ref::cross_entropy(in.tensors[0], in.tensors[1])}; };
     e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) + s[0] * 12.0; };
     r.push_back(e);
   }

@@ -19,10 +19,10 @@ struct Inputs {
 struct KernelEntry {
   std::string name;
   std::string summary;
-  std::string shape_help;       // e.g. "M,N"
+  std::string shape_help;  // e.g. "M,N"
   int min_rank = 1, max_rank = 8;
-  std::vector<DType> dtypes;    // supported input dtypes
-  Shape default_shape;          // a benchmark-sized shape
+  std::vector<DType> dtypes;  // supported input dtypes
+  Shape default_shape;        // a benchmark-sized shape
   KernelBase* kernel = nullptr;
   // Seeded inputs for a shape and dtype (throws UserError on a shape it cannot take).
   std::function<Inputs(const Shape&, DType, uint64_t seed)> make_inputs;

@@ -36,8 +36,7 @@ ph::Tensor softmax_two_pass_body(ph::Tensor x) {
       den = den * ph::exp(mx - new_mx) + ph::sum(ph::exp(v - new_mx.unsqueeze(-1)), -1);
       mx = new_mx;
     }
-    for (auto cols : ph::tile(n))
-      out[rows, cols] = ph::exp(x[rows, cols] - mx.unsqueeze(-1)) / den.unsqueeze(-1);
+    for (auto cols : ph::tile(n)) out[rows, cols] = ph::exp(x[rows, cols] - mx.unsqueeze(-1)) / den.unsqueeze(-1);
   }
   return out;
 }

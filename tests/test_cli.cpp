@@ -46,7 +46,8 @@ TEST(Cli, RunJsonHasTheContractFields) {
 }
 
 TEST(Cli, RunWithPinnedConfigAndHumanOutput) {
-  Result r = cli("run softmax --shape 10,70 --reps 2 --config '{\"block_sizes\":[2],\"loop_orders\":[],\"num_threads\":1}'");
+  Result r =
+      cli("run softmax --shape 10,70 --reps 2 --config '{\"block_sizes\":[2],\"loop_orders\":[],\"num_threads\":1}'");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_HAS(r, "config      {\"block_sizes\":[2],\"loop_orders\":[],\"num_threads\":1}");
   EXPECT_HAS(r, ": ok");

@@ -16,7 +16,9 @@ namespace ph = parhelion;
 
 namespace {
 
-std::string here(int line) { return std::string("test_errors.cpp:") + std::to_string(line) + ": "; }
+std::string here(int line) {
+  return std::string("test_errors.cpp:") + std::to_string(line) + ": ";
+}
 
 template <class F>
 std::string user_error_of(F&& f) {
@@ -40,11 +42,10 @@ TEST(Errors, WrongShapeAtCallNamesTheKernelCheck) {
   EXPECT_HAS(msg, "x and y must have the same shape, got [3,4] and [3,5]");
 }
 
-constexpr int kLineMismatch = __LINE__ + 4;
+constexpr int kLineMismatch = __LINE__ + 3;
 ph::Tensor unchecked_add(ph::Tensor x, ph::Tensor y) {
   auto out = ph::empty_like(x);
-  for (auto tile : ph::tile(out.sizes()))
-    out[tile] = x[tile] + y[tile];
+  for (auto tile : ph::tile(out.sizes())) out[tile] = x[tile] + y[tile];
   return out;
 }
 
@@ -79,11 +80,10 @@ TEST(Errors, WrittenArgumentOverlappingAnotherIsRejected) {
 
 // --- in the kernel ---------------------------------------------------------------------------------
 
-constexpr int kLineWrongDim = __LINE__ + 4;
+constexpr int kLineWrongDim = __LINE__ + 3;
 ph::Tensor transposed_tiles(ph::Tensor x) {
   auto out = ph::empty_like(x);
-  for (auto [tm, tn] : ph::tile(x.size(0), x.size(1)))
-    out[tm, tn] = x[tn, tm];
+  for (auto [tm, tn] : ph::tile(x.size(0), x.size(1))) out[tm, tn] = x[tn, tm];
   return out;
 }
 
@@ -123,7 +123,9 @@ ph::Tensor bad_broadcast(ph::Tensor x, ph::Tensor y) {
 
 TEST(Errors, BlocksThatDoNotBroadcast) {
   ph::Kernel k("bad_broadcast", bad_broadcast);
-  std::string msg = user_error_of([&] { k(ph::Array::zeros({4, 6}, ph::DType::f32), ph::Array::zeros({4, 6}, ph::DType::f32)); });
+  std::string msg = user_error_of([&] {
+    k(ph::Array::zeros({4, 6}, ph::DType::f32), ph::Array::zeros({4, 6}, ph::DType::f32));
+  });
   EXPECT_HAS(msg, here(kLineBroadcast));
   EXPECT_HAS(msg, "shapes [t0, t1] and [t0, 6] do not broadcast");
 }
@@ -171,7 +173,8 @@ TEST(Errors, DslOutsideAKernel) {
 TEST(Errors, InvalidConfigJson) {
   EXPECT_HAS(user_error_of([] { ph::Config::from_json("{\"block_sizes\": [4,"); }), "invalid config JSON");
   EXPECT_HAS(user_error_of([] { ph::Config::from_json("{\"block_size\": [4]}"); }), "unknown key 'block_size'");
-  EXPECT_HAS(user_error_of([] { ph::Config::from_json("{\"num_threads\": \"two\"}"); }), "'num_threads' has the wrong type");
+  EXPECT_HAS(user_error_of([] { ph::Config::from_json("{\"num_threads\": \"two\"}"); }),
+             "'num_threads' has the wrong type");
   EXPECT_HAS(user_error_of([] { ph::Config::from_json("[1,2]"); }), "expected a JSON object");
 }
 
@@ -227,8 +230,10 @@ TEST(Errors, CompilerFailureReportsSourcePathAndMessage) {
     EXPECT_HAS(msg, "the compiler fell over");
     EXPECT_TRUE(fs::exists(e.source_path()));
   }
-  if (old) setenv("CXX", saved.c_str(), 1);
-  else unsetenv("CXX");
+  if (old)
+    setenv("CXX", saved.c_str(), 1);
+  else
+    unsetenv("CXX");
   fs::remove_all(dir);
 }
 

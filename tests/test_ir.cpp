@@ -114,8 +114,8 @@ TEST(BlockIR, PrintsGridOperandsScratchAndFootprint) {
   std::string b = ph::kernels::softmax_two_pass.compile({x}, &c).block_ir();
   for (const char* want : {"launch 0: grid (t0: 1000/8 = 125) = 125 steps on 2 threads",
                            "in  arg0 f32 block [8, 512] at (t0*8, t1*512) direct 16.0 KiB",
-                           "out buf0 f32 block [8, 1024] at (t0*8, t2*1024) direct 32.0 KiB",
-                           "scratch v0 f32 [8] 32 B", "inner loop t1: 3000/512 = 6 trips", "footprint "})
+                           "out buf0 f32 block [8, 1024] at (t0*8, t2*1024) direct 32.0 KiB", "scratch v0 f32 [8] 32 B",
+                           "inner loop t1: 3000/512 = 6 trips", "footprint "})
     EXPECT_NE(b.find(want), std::string::npos) << want << "\n" << b;
 }
 

@@ -33,7 +33,8 @@ fs::path fresh_dir(const std::string& name) {
 
 TEST(JitCache, SecondProcessCompilesNothing) {
   fs::path dir = fresh_dir("cache");
-  std::string cmd = "PARHELION_CACHE_DIR=" + dir.string() + " " PARHELION_CLI " run softmax --shape 33,517 --reps 1 --json";
+  std::string cmd =
+      "PARHELION_CACHE_DIR=" + dir.string() + " " PARHELION_CLI " run softmax --shape 33,517 --reps 1 --json";
   int status = 0;
   auto first = nlohmann::json::parse(run(cmd, &status));
   ASSERT_EQ(status, 0);

@@ -138,10 +138,10 @@ ph::Tensor row_argmax_like(ph::Tensor x) {
   auto [m, n] = x.sizes<2>();
   auto out = ph::empty({m}, ph::DType::i64);
   for (auto row : ph::grid(m)) {
-    auto v = x[row, ph::all];                       // [n]
-    auto best = ph::amax(v, 0);                     // scalar
+    auto v = x[row, ph::all];    // [n]
+    auto best = ph::amax(v, 0);  // scalar
     auto idx = ph::where(v == best, ph::arange(n), n);
-    out[row] = ph::amin(idx, 0);                    // first index of the max
+    out[row] = ph::amin(idx, 0);  // first index of the max
   }
   return out;
 }

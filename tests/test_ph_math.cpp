@@ -23,8 +23,16 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-uint32_t bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-float fromBits(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float fromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 // Inputs: a uniform grid over [lo, hi] plus every `stride`-th float bit
 // pattern that falls inside [lo, hi] (covers all binades, incl. tiny values).
@@ -48,7 +56,10 @@ double maxRelErr(const std::vector<float>& xs, const std::function<float(float)>
   for (float x : xs) {
     double r = ref((double)x), y = (double)f(x);
     double e = std::fabs(y - r) / std::max(std::fabs(r), floor);
-    if (!(e <= m)) { m = e; *worst = x; }  // also catches NaN results
+    if (!(e <= m)) {
+      m = e;
+      *worst = x;
+    }  // also catches NaN results
   }
   return m;
 }
@@ -58,7 +69,10 @@ double maxAbsErr(const std::vector<float>& xs, const std::function<float(float)>
   double m = 0;
   for (float x : xs) {
     double e = std::fabs((double)f(x) - ref((double)x));
-    if (!(e <= m)) { m = e; *worst = x; }
+    if (!(e <= m)) {
+      m = e;
+      *worst = x;
+    }
   }
   return m;
 }
@@ -67,16 +81,23 @@ void report(const char* name, double err, float worst) {
   std::printf("  %-8s max err %.3e at x=%.9g\n", name, err, (double)worst);
 }
 
-double refSigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double refSigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
 // 0.5*x*(1 + tanh(u)) rewritten as x*sigmoid(2u): same function, but without
 // the cancellation that makes the tanh form useless (even in double) for x < -6.
-double geluArg(double x) { return std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x); }
-double refGelu(double x) { return x * refSigmoid(2.0 * geluArg(x)); }
+double geluArg(double x) {
+  return std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+}
+double refGelu(double x) {
+  return x * refSigmoid(2.0 * geluArg(x));
+}
 
 TEST(PhMath, Exp) {
   auto xs = sweep(-87.0f, 88.0f, 200000, 2003);
   float w = 0;
-  double e = maxRelErr(xs, ph_rt::exp, [](double x) { return std::exp(x); }, 0, &w);
+  double e = maxRelErr(
+      xs, ph_rt::exp, [](double x) { return std::exp(x); }, 0, &w);
   report("exp", e, w);
   EXPECT_LE(e, 3e-7);
   // Subnormal results: within one subnormal ulp (or 3e-7 relative).
@@ -105,7 +126,8 @@ TEST(PhMath, Log) {
   for (float x : sweep(0.0f, std::numeric_limits<float>::max(), 0, 1009)) {
     if (x > 0) xs.push_back(x);
   }
-  double e = maxRelErr(xs, ph_rt::log, [](double x) { return std::log(x); }, 0, &w);
+  double e = maxRelErr(
+      xs, ph_rt::log, [](double x) { return std::log(x); }, 0, &w);
   report("log", e, w);
   EXPECT_LE(e, 3e-7);
   EXPECT_EQ(ph_rt::log(1.0f), 0.0f);
@@ -121,7 +143,8 @@ TEST(PhMath, Log) {
 TEST(PhMath, Tanh) {
   auto xs = sweep(-12.0f, 12.0f, 400000, 2003);
   float w = 0;
-  double e = maxAbsErr(xs, ph_rt::tanh, [](double x) { return std::tanh(x); }, &w);
+  double e = maxAbsErr(
+      xs, ph_rt::tanh, [](double x) { return std::tanh(x); }, &w);
   report("tanh", e, w);
   EXPECT_LE(e, 2e-7);
   for (float x : xs) EXPECT_EQ(bits(ph_rt::tanh(-x)), bits(ph_rt::tanh(x)) ^ 0x80000000u) << x;
@@ -144,7 +167,8 @@ TEST(PhMath, SigmoidSiluGelu) {
   double e = maxRelErr(xs, ph_rt::sigmoid, refSigmoid, 0, &w);
   report("sigmoid", e, w);
   EXPECT_LE(e, 4e-7);
-  e = maxRelErr(xs, ph_rt::silu, [](double x) { return x * refSigmoid(x); }, 1e-37, &w);
+  e = maxRelErr(
+      xs, ph_rt::silu, [](double x) { return x * refSigmoid(x); }, 1e-37, &w);
   report("silu", e, w);
   EXPECT_LE(e, 5e-7);
   // gelu's left tail is ~x*exp(-2u) with 2u ~ 1.6x + 0.07x^3 computed in
@@ -159,7 +183,10 @@ TEST(PhMath, SigmoidSiluGelu) {
       continue;
     }
     double e2 = std::fabs(y - r) / (std::fabs(r) * (1.0 + std::fabs(2.0 * geluArg(x))));
-    if (!(e2 <= ge)) { ge = e2; w = x; }
+    if (!(e2 <= ge)) {
+      ge = e2;
+      w = x;
+    }
   }
   report("gelu", ge, w);
   EXPECT_LE(ge, 3e-7);
@@ -242,8 +269,10 @@ TEST(PhMath, Bf16) {
     float f = ph_rt::bf16_to_f32((uint16_t)h);
     ASSERT_EQ(bits(f), h << 16);
     uint16_t back = ph_rt::f32_to_bf16(f);
-    if (std::isnan(f)) ASSERT_EQ(back, (uint16_t)(h | 0x40)) << h;
-    else ASSERT_EQ(back, h) << h;
+    if (std::isnan(f))
+      ASSERT_EQ(back, (uint16_t)(h | 0x40)) << h;
+    else
+      ASSERT_EQ(back, h) << h;
   }
   // Ties to even, overflow, NaN with payload only in the dropped bits.
   EXPECT_EQ(ph_rt::f32_to_bf16(fromBits(0x3f808000u)), 0x3f80);  // 1+2^-8: tie, keep even
@@ -319,11 +348,11 @@ TEST(PhMath, F16) {
   EXPECT_EQ(ph_rt::f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);  // tie -> even (up)
   EXPECT_EQ(ph_rt::f32_to_f16(65504.0f), 0x7bff);
   EXPECT_EQ(ph_rt::f32_to_f16(65519.996f), 0x7bff);
-  EXPECT_EQ(ph_rt::f32_to_f16(65520.0f), 0x7c00);             // tie at max -> inf
+  EXPECT_EQ(ph_rt::f32_to_f16(65520.0f), 0x7c00);  // tie at max -> inf
   EXPECT_EQ(ph_rt::f32_to_f16(1e10f), 0x7c00);
   EXPECT_EQ(ph_rt::f32_to_f16(-kInf), 0xfc00);
-  EXPECT_EQ(ph_rt::f32_to_f16(0x1p-25f), 0x0000);             // half min subnormal -> 0
-  EXPECT_EQ(ph_rt::f32_to_f16(3 * 0x1p-25f), 0x0002);         // 1.5 ulp -> 2 (even)
+  EXPECT_EQ(ph_rt::f32_to_f16(0x1p-25f), 0x0000);      // half min subnormal -> 0
+  EXPECT_EQ(ph_rt::f32_to_f16(3 * 0x1p-25f), 0x0002);  // 1.5 ulp -> 2 (even)
   EXPECT_EQ(ph_rt::f32_to_f16(0x1p-24f), 0x0001);
   EXPECT_EQ(ph_rt::f32_to_f16(0x1p-14f - 0x1p-25f), 0x0400);  // max subnormal + tie -> min normal
   EXPECT_EQ(ph_rt::f32_to_f16(1e-10f), 0x0000);

@@ -23,8 +23,7 @@ Array ints(std::vector<int64_t> v, DType dt) {
 }
 
 // Checks shape, dtype f32 and every element against `want` to within `tol`.
-void expect_array(const Array& got, const Shape& shape, const std::vector<double>& want,
-                  double tol = 1e-6) {
+void expect_array(const Array& got, const Shape& shape, const std::vector<double>& want, double tol = 1e-6) {
   ASSERT_EQ(got.shape(), shape);
   EXPECT_EQ(got.dtype(), DType::f32);
   EXPECT_TRUE(got.is_contiguous());
@@ -41,9 +40,8 @@ TEST(RefAdd, Basic) {
 
 TEST(RefAdd, MixedLowPrecisionInputsGiveF32) {
   // 1.5, -0.25, 3, 8 are exact in bf16 and f16.
-  expect_array(ref::add(F({2, 2}, {1.5f, -0.25f, 3, 8}, DType::bf16),
-                        F({2, 2}, {1, 1, 1, 1}, DType::f16)),
-               {2, 2}, {2.5, 0.75, 4, 9});
+  expect_array(ref::add(F({2, 2}, {1.5f, -0.25f, 3, 8}, DType::bf16), F({2, 2}, {1, 1, 1, 1}, DType::f16)), {2, 2},
+               {2.5, 0.75, 4, 9});
 }
 
 TEST(RefAdd, ShapeMismatchThrows) {
@@ -52,8 +50,7 @@ TEST(RefAdd, ShapeMismatchThrows) {
 }
 
 TEST(RefExp, KnownValues) {
-  expect_array(ref::exp(F({4}, {0, 1, static_cast<float>(kLn2), -1})), {4},
-               {1, kE, 2, 1 / kE});
+  expect_array(ref::exp(F({4}, {0, 1, static_cast<float>(kLn2), -1})), {4}, {1, kE, 2, 1 / kE});
   EXPECT_THROW(ref::exp(ints({1}, DType::i64)), std::invalid_argument);
 }
 
@@ -69,8 +66,7 @@ TEST(RefSoftmax, UniformRowAndLargeShift) {
 
 TEST(RefSoftmax, BatchedRank3IsPerLastDimRow) {
   // [B=2, M=1, N=2]: each row normalized on its own.
-  expect_array(ref::softmax(F({2, 1, 2}, {0, static_cast<float>(kLn3), 5, 5})), {2, 1, 2},
-               {0.25, 0.75, 0.5, 0.5});
+  expect_array(ref::softmax(F({2, 1, 2}, {0, static_cast<float>(kLn3), 5, 5})), {2, 1, 2}, {0.25, 0.75, 0.5, 0.5});
 }
 
 TEST(RefSoftmax, RankZeroThrows) {
@@ -90,17 +86,15 @@ TEST(RefLayerNorm, TwoElementRow) {
 TEST(RefLayerNorm, MultipleRowsAndConstantRow) {
   // Row 1: [0, 4, 8] mean 4, var 32/3. Row 2 is constant: var 0, so (with eps > 0) output is b.
   const double eps = 0.25, s = std::sqrt(32.0 / 3 + eps);
-  expect_array(ref::layer_norm(F({2, 3}, {0, 4, 8, 5, 5, 5}), F({3}, {1, 1, 1}),
-                               F({3}, {0, 1, 2}), eps),
-               {2, 3}, {-4 / s, 1, 2 + 4 / s, 0, 1, 2}, 1e-5);
+  expect_array(ref::layer_norm(F({2, 3}, {0, 4, 8, 5, 5, 5}), F({3}, {1, 1, 1}), F({3}, {0, 1, 2}), eps), {2, 3},
+               {-4 / s, 1, 2 + 4 / s, 0, 1, 2}, 1e-5);
 }
 
 TEST(RefLayerNorm, BadShapesThrow) {
   auto x = F({1, 2}, {1, 3});
   EXPECT_THROW(ref::layer_norm(x, F({3}, {1, 1, 1}), F({2}, {0, 0}), 0.0), std::invalid_argument);
   EXPECT_THROW(ref::layer_norm(x, F({2}, {1, 1}), F({1, 2}, {0, 0}), 0.0), std::invalid_argument);
-  EXPECT_THROW(ref::layer_norm(F({2}, {1, 3}), F({2}, {1, 1}), F({2}, {0, 0}), 0.0),
-               std::invalid_argument);
+  EXPECT_THROW(ref::layer_norm(F({2}, {1, 3}), F({2}, {1, 1}), F({2}, {0, 0}), 0.0), std::invalid_argument);
 }
 
 TEST(RefRmsNorm, KnownValues) {
@@ -121,8 +115,8 @@ TEST(RefRmsNormBackward, SingleColumnIsSignFunction) {
 
 // Loss L = sum_ij y_ij g_ij of rms_norm, written out independently in double for finite
 // differences.
-double rms_loss(const std::vector<double>& x, const std::vector<double>& w,
-                const std::vector<double>& g, int64_t m, int64_t n, double eps) {
+double rms_loss(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& g, int64_t m,
+                int64_t n, double eps) {
   double loss = 0;
   for (int64_t i = 0; i < m; ++i) {
     double ms = 0;
@@ -156,8 +150,7 @@ TEST(RefRmsNormBackward, MatchesCentralFiniteDifference) {
     v[k] = orig;
     return (lp - lm) / (2 * h);
   };
-  for (size_t k : {0u, 3u, 7u, 11u, 14u})
-    EXPECT_NEAR(dx.get(static_cast<int64_t>(k)), fd(x, k), 1e-5) << "dx at " << k;
+  for (size_t k : {0u, 3u, 7u, 11u, 14u}) EXPECT_NEAR(dx.get(static_cast<int64_t>(k)), fd(x, k), 1e-5) << "dx at " << k;
   for (size_t j = 0; j < static_cast<size_t>(n); ++j)
     EXPECT_NEAR(dw.get(static_cast<int64_t>(j)), fd(w, j), 1e-5) << "dw at " << j;
 }
@@ -165,21 +158,19 @@ TEST(RefRmsNormBackward, MatchesCentralFiniteDifference) {
 TEST(RefRmsNormBackward, BadShapesThrow) {
   EXPECT_THROW(ref::rms_norm_backward(F({1, 3}, {1, 2, 3}), F({1, 2}, {1, 2}), F({2}, {1, 1}), 0),
                std::invalid_argument);
-  EXPECT_THROW(ref::rms_norm_backward(F({1, 2}, {1, 2}), F({1, 2}, {1, 2}), F({1}, {1}), 0),
-               std::invalid_argument);
+  EXPECT_THROW(ref::rms_norm_backward(F({1, 2}, {1, 2}), F({1, 2}, {1, 2}), F({1}, {1}), 0), std::invalid_argument);
 }
 
 TEST(RefSwiglu, KnownValues) {
   // silu(0) = 0; sigmoid(ln 3) = 3/4 so silu(ln 3) = 0.75 ln 3; silu(20) ~ 20, silu(-20) ~ 0.
-  expect_array(ref::swiglu(F({4}, {0, static_cast<float>(kLn3), 20, -20}), F({4}, {5, 2, 1, 1})),
-               {4}, {0, 1.5 * kLn3, 20, 0}, 1e-5);
+  expect_array(ref::swiglu(F({4}, {0, static_cast<float>(kLn3), 20, -20}), F({4}, {5, 2, 1, 1})), {4},
+               {0, 1.5 * kLn3, 20, 0}, 1e-5);
   EXPECT_THROW(ref::swiglu(F({2}, {0, 1}), F({3}, {0, 1, 2})), std::invalid_argument);
 }
 
 TEST(RefGeglu, KnownValues) {
   // Published tanh-GELU values: gelu(1) = 0.8411920, gelu(-1) = -0.1588080; gelu(0) = 0.
-  expect_array(ref::geglu(F({3}, {1, -1, 0}), F({3}, {1, 2, 7})), {3},
-               {0.8411920, -2 * 0.1588080, 0}, 1e-6);
+  expect_array(ref::geglu(F({3}, {1, -1, 0}), F({3}, {1, 2, 7})), {3}, {0.8411920, -2 * 0.1588080, 0}, 1e-6);
   // Odd/even split: gelu(x) - gelu(-x) = x exactly; large |x| saturates to relu.
   Array a = ref::geglu(F({4}, {2.5f, -2.5f, 10, -10}), F({4}, {1, 1, 3, 3}));
   EXPECT_NEAR(a.get(0) - a.get(1), 2.5, 1e-6);
@@ -190,10 +181,8 @@ TEST(RefGeglu, KnownValues) {
 
 TEST(RefCrossEntropy, UniformLogitsGiveLogV) {
   Array logits = F({2, 4}, {0, 0, 0, 0, 3, 3, 3, 3});
-  expect_array(ref::cross_entropy(logits, ints({0, 3}, DType::i64)), {2},
-               {std::log(4.0), std::log(4.0)});
-  expect_array(ref::cross_entropy(logits, ints({2, 1}, DType::i32)), {2},
-               {std::log(4.0), std::log(4.0)});
+  expect_array(ref::cross_entropy(logits, ints({0, 3}, DType::i64)), {2}, {std::log(4.0), std::log(4.0)});
+  expect_array(ref::cross_entropy(logits, ints({2, 1}, DType::i32)), {2}, {std::log(4.0), std::log(4.0)});
 }
 
 TEST(RefCrossEntropy, TwoClasses) {
@@ -210,8 +199,7 @@ TEST(RefCrossEntropy, BadLabelsThrow) {
   EXPECT_THROW(ref::cross_entropy(logits, ints({-1, 0}, DType::i32)), std::invalid_argument);
   EXPECT_THROW(ref::cross_entropy(logits, ints({0}, DType::i64)), std::invalid_argument);
   EXPECT_THROW(ref::cross_entropy(logits, F({2}, {0, 1})), std::invalid_argument);
-  EXPECT_THROW(ref::cross_entropy(F({6}, {0, 0, 0, 0, 0, 0}), ints({0, 1}, DType::i64)),
-               std::invalid_argument);
+  EXPECT_THROW(ref::cross_entropy(F({6}, {0, 0, 0, 0, 0, 0}), ints({0, 1}, DType::i64)), std::invalid_argument);
 }
 
 TEST(RefWelford, MeanAndPopulationVariance) {

@@ -30,8 +30,8 @@ TEST(Array, ShapesStridesAndConversions) {
 
 TEST(DType, RoundToNearestEven) {
   EXPECT_EQ(ph::f32_to_bf16(1.0f), 0x3f80);
-  EXPECT_EQ(ph::bf16_to_f32(ph::f32_to_bf16(1.00390625f)), 1.0f);        // tie -> even
-  EXPECT_EQ(ph::bf16_to_f32(ph::f32_to_bf16(1.01171875f)), 1.015625f);   // tie -> even (up)
+  EXPECT_EQ(ph::bf16_to_f32(ph::f32_to_bf16(1.00390625f)), 1.0f);       // tie -> even
+  EXPECT_EQ(ph::bf16_to_f32(ph::f32_to_bf16(1.01171875f)), 1.015625f);  // tie -> even (up)
   EXPECT_EQ(ph::f16_to_f32(ph::f32_to_f16(65504.0f)), 65504.0f);
   EXPECT_TRUE(std::isinf(ph::f16_to_f32(ph::f32_to_f16(70000.0f))));
   EXPECT_EQ(ph::f16_to_f32(ph::f32_to_f16(5.9604645e-08f)), 5.9604645e-08f);  // smallest subnormal
@@ -62,9 +62,10 @@ TEST(ThreadPool, RunsEveryWorkerOnceAndPropagatesExceptions) {
     ph::runtime::parallel_run(n, [&](int id) { mask.fetch_or(1 << id); });
     EXPECT_EQ(mask.load(), (1 << n) - 1);
   }
-  EXPECT_THROW(ph::runtime::parallel_run(2, [](int id) {
-                 if (id == 1) throw std::runtime_error("boom");
-               }),
+  EXPECT_THROW(ph::runtime::parallel_run(2,
+                                         [](int id) {
+                                           if (id == 1) throw std::runtime_error("boom");
+                                         }),
                std::runtime_error);
   std::atomic<int> count{0};
   for (int i = 0; i < 1000; ++i) ph::runtime::parallel_run(2, [&](int) { count++; });

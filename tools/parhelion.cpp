@@ -105,7 +105,8 @@ Prepared prepare(const Options& o) {
     if (!dt || std::find(p.entry->dtypes.begin(), p.entry->dtypes.end(), *dt) == p.entry->dtypes.end()) {
       std::string names;
       for (ph::DType t : p.entry->dtypes) names += (names.empty() ? "" : ", ") + std::string(ph::dtype_name(t));
-      throw ph::UserError("--dtype " + d->second + " is not supported by " + p.entry->name + " (supported: " + names + ")");
+      throw ph::UserError("--dtype " + d->second + " is not supported by " + p.entry->name + " (supported: " + names +
+                          ")");
     }
     p.dtype = *dt;
   }
@@ -178,10 +179,14 @@ int cmd_emit(const Options& o) {
   if (stage != "ir" && stage != "spec" && stage != "block" && stage != "code")
     throw ph::UserError("--stage must be one of ir, spec, block, code; got '" + stage + "'");
   ph::CompiledKernel k = p.entry->kernel->compile(p.inputs.args(), p.config.get());
-  if (stage == "ir") std::cout << k.ir();
-  else if (stage == "spec") std::cout << k.config_spec().describe() << "default: " << k.config().to_json() << "\n";
-  else if (stage == "block") std::cout << k.block_ir();
-  else std::cout << k.source();
+  if (stage == "ir")
+    std::cout << k.ir();
+  else if (stage == "spec")
+    std::cout << k.config_spec().describe() << "default: " << k.config().to_json() << "\n";
+  else if (stage == "block")
+    std::cout << k.block_ir();
+  else
+    std::cout << k.source();
   return 0;
 }
 

@@ -31,8 +31,7 @@ class Array {
   // Seeded uniform values in [lo, hi) (integers: [lo, hi) truncated).
   static Array random(Shape shape, DType dtype, uint64_t seed, double lo = -1.0, double hi = 1.0);
   // Wraps memory the caller owns (kept alive by `owner`, may be null); strides in elements.
-  static Array wrap(void* data, Shape shape, Shape strides, DType dtype,
-                    std::shared_ptr<void> owner = nullptr);
+  static Array wrap(void* data, Shape shape, Shape strides, DType dtype, std::shared_ptr<void> owner = nullptr);
   static Array from_floats(Shape shape, std::span<const float> values, DType dtype = DType::f32);
 
   const Shape& shape() const { return shape_; }
@@ -45,7 +44,9 @@ class Array {
   bool is_contiguous() const;
   void* data() const { return data_; }
   template <class T>
-  T* data_as() const { return static_cast<T*>(data_); }
+  T* data_as() const {
+    return static_cast<T*>(data_);
+  }
 
   // Element access by flat row-major index (respects strides), converted to/from double.
   double get(int64_t flat_index) const;

@@ -14,7 +14,7 @@
 namespace parhelion {
 
 struct Config {
-  std::vector<int64_t> block_sizes;          // one per ConfigSpec::block_sizes entry
+  std::vector<int64_t> block_sizes;           // one per ConfigSpec::block_sizes entry
   std::vector<std::vector<int>> loop_orders;  // one per ConfigSpec::loop_orders entry; outer first
   int num_threads = 0;                        // grid points run on this many threads
 
@@ -25,10 +25,10 @@ struct Config {
 };
 
 struct BlockSizeSpec {
-  int block_id = 0;               // the Tile IR's block-size symbol ($bN)
-  int64_t extent = 1;             // the longest range it tiles
-  std::vector<int64_t> choices;   // the domain: powers of two up to covering the extent
-  std::string defined_at;         // the user's source line of the loop
+  int block_id = 0;              // the Tile IR's block-size symbol ($bN)
+  int64_t extent = 1;            // the longest range it tiles
+  std::vector<int64_t> choices;  // the domain: powers of two up to covering the extent
+  std::string defined_at;        // the user's source line of the loop
 };
 
 struct LoopOrderSpec {

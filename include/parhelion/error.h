@@ -19,8 +19,7 @@ class UserError : public std::runtime_error {
 
 class InternalError : public std::logic_error {
  public:
-  explicit InternalError(const std::string& msg)
-      : std::logic_error("internal error (a bug in Parhelion): " + msg) {}
+  explicit InternalError(const std::string& msg) : std::logic_error("internal error (a bug in Parhelion): " + msg) {}
 };
 
 class CompileError : public std::runtime_error {
@@ -34,11 +33,10 @@ class CompileError : public std::runtime_error {
 };
 
 // Asserts an invariant of Parhelion's own code.
-#define PH_CHECK(cond, msg)                                                                  \
-  do {                                                                                       \
-    if (!(cond))                                                                             \
-      throw ::parhelion::InternalError(std::string(__FILE__) + ":" + std::to_string(__LINE__) + \
-                                       ": " + (msg));                                        \
+#define PH_CHECK(cond, msg)                                                                                    \
+  do {                                                                                                         \
+    if (!(cond))                                                                                               \
+      throw ::parhelion::InternalError(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + (msg)); \
   } while (0)
 
 }  // namespace parhelion

@@ -38,13 +38,13 @@ class CompiledKernel {
   struct Impl;
   explicit CompiledKernel(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-  std::string ir() const;            // Tile IR text
-  std::string block_ir() const;      // Block IR text
-  std::string source() const;        // generated C++
-  std::string source_path() const;   // where the generated C++ lies in the cache
+  std::string ir() const;           // Tile IR text
+  std::string block_ir() const;     // Block IR text
+  std::string source() const;       // generated C++
+  std::string source_path() const;  // where the generated C++ lies in the cache
   const ConfigSpec& config_spec() const;
   const Config& config() const;
-  bool cache_hit() const;            // the compiled object came from the cache
+  bool cache_hit() const;  // the compiled object came from the cache
   double compile_seconds() const;
   int64_t footprint_bytes() const;
   // Runs on these arguments (their signature must be the one this was compiled for).
@@ -146,7 +146,8 @@ class Kernel<R(Args...)> : public KernelBase {
 
   Kernel(std::string name, R (*fn)(Args...))
       : KernelBase(std::move(name), {detail::ArgTraits<Args>::is_tensor...},
-                   [fn](const std::vector<TraceArg>& a) { return invoke(fn, a, std::index_sequence_for<Args...>{}); }) {}
+                   [fn](const std::vector<TraceArg>& a) { return invoke(fn, a, std::index_sequence_for<Args...>{}); }) {
+  }
 
   HostResult operator()(typename detail::ArgTraits<Args>::Host... args) {
     std::vector<Array> out = run({Arg(args)...});

@@ -43,16 +43,28 @@ BlockSizeRef register_block_size(int64_t extent, Loc loc = Loc::current());
 // One dimension of a tile loop: a range [begin, end) and how its block size is chosen.
 struct Extent {
   int64_t begin = 0, end = 0;
-  int block_id = -1;      // a registered block size, shared with other loops
-  int64_t fixed_block = 0;  // a block size fixed by the kernel (not tuned)
+  int block_id = -1;             // a registered block size, shared with other loops
+  int64_t fixed_block = 0;       // a block size fixed by the kernel (not tuned)
   Extent(int64_t n) : end(n) {}  // NOLINT: `tile(n)` reads best
   Extent(int n) : end(n) {}      // NOLINT
   Extent(int64_t b, int64_t e) : begin(b), end(e) {}
-  Extent block(BlockSizeRef b) const { Extent x = *this; x.block_id = b.id; return x; }
-  Extent block(int64_t n) const { Extent x = *this; x.fixed_block = n; return x; }
+  Extent block(BlockSizeRef b) const {
+    Extent x = *this;
+    x.block_id = b.id;
+    return x;
+  }
+  Extent block(int64_t n) const {
+    Extent x = *this;
+    x.fixed_block = n;
+    return x;
+  }
 };
-inline Extent range(int64_t end) { return Extent(int64_t{0}, end); }
-inline Extent range(int64_t begin, int64_t end) { return Extent(begin, end); }
+inline Extent range(int64_t end) {
+  return Extent(int64_t{0}, end);
+}
+inline Extent range(int64_t begin, int64_t end) {
+  return Extent(begin, end);
+}
 
 // One dimension of a tile loop, inside the loop's body.
 class Tile {
@@ -102,7 +114,7 @@ struct Index {
 // Converting to it records the user's source line.
 struct Operand {
   enum Kind { TensorK, NumberK } kind;
-  int value = -1;       // TensorK: a device value id (materialized on conversion)
+  int value = -1;  // TensorK: a device value id (materialized on conversion)
   double number = 0;
   bool is_int = false;  // NumberK: an integer literal (i64) rather than a float
   Loc loc;
@@ -112,8 +124,7 @@ struct Operand {
   Operand(double x, Loc l = Loc::current()) : kind(NumberK), number(x), loc(l) {}
   Operand(float x, Loc l = Loc::current()) : kind(NumberK), number(x), loc(l) {}
   Operand(int x, Loc l = Loc::current()) : kind(NumberK), number(x), is_int(true), loc(l) {}
-  Operand(int64_t x, Loc l = Loc::current())
-      : kind(NumberK), number(static_cast<double>(x)), is_int(true), loc(l) {}
+  Operand(int64_t x, Loc l = Loc::current()) : kind(NumberK), number(static_cast<double>(x)), is_int(true), loc(l) {}
 };
 
 // One dimension of a block shape for zeros/full/empty inside device code: a tile or a size.
@@ -133,7 +144,7 @@ class Tensor {
   Tensor() = default;
 
   int rank() const;
-  Shape sizes() const;                   // host tensors only: concrete sizes
+  Shape sizes() const;  // host tensors only: concrete sizes
   int64_t size(int dim) const;
   template <size_t N>
   std::array<int64_t, N> sizes(Loc loc = Loc::current()) const {
@@ -150,15 +161,25 @@ class Tensor {
   // (Fixed arities rather than a template, so that each Index records the caller's line.)
   Tensor operator[](const Index& a) const { return subscript({a}); }
 #if defined(__cpp_multidimensional_subscript) && __cpp_multidimensional_subscript >= 202110L
-  Tensor operator[](const Index& a, const Index& b) const { return subscript({a, b}); }
-  Tensor operator[](const Index& a, const Index& b, const Index& c) const { return subscript({a, b, c}); }
+  Tensor operator[](const Index& a, const Index& b) const {
+    return subscript({a, b});
+  }
+  Tensor operator[](const Index& a, const Index& b, const Index& c) const {
+    return subscript({a, b, c});
+  }
   Tensor operator[](const Index& a, const Index& b, const Index& c, const Index& d) const {
     return subscript({a, b, c, d});
   }
 #endif
-  Tensor operator()(const Index& a) const { return subscript({a}); }
-  Tensor operator()(const Index& a, const Index& b) const { return subscript({a, b}); }
-  Tensor operator()(const Index& a, const Index& b, const Index& c) const { return subscript({a, b, c}); }
+  Tensor operator()(const Index& a) const {
+    return subscript({a});
+  }
+  Tensor operator()(const Index& a, const Index& b) const {
+    return subscript({a, b});
+  }
+  Tensor operator()(const Index& a, const Index& b, const Index& c) const {
+    return subscript({a, b, c});
+  }
   Tensor operator()(const Index& a, const Index& b, const Index& c, const Index& d) const {
     return subscript({a, b, c, d});
   }
@@ -172,10 +193,24 @@ class Tensor {
 
   // Internal: used by the tracer.
   enum Kind { NoneK, HostK, BlockK };
-  static Tensor host(int tensor_id) { Tensor t; t.kind_ = HostK; t.id_ = tensor_id; return t; }
-  static Tensor block(int value_id) { Tensor t; t.kind_ = BlockK; t.id_ = value_id; return t; }
-  Kind kind() const { return kind_; }
-  int id() const { return id_; }
+  static Tensor host(int tensor_id) {
+    Tensor t;
+    t.kind_ = HostK;
+    t.id_ = tensor_id;
+    return t;
+  }
+  static Tensor block(int value_id) {
+    Tensor t;
+    t.kind_ = BlockK;
+    t.id_ = value_id;
+    return t;
+  }
+  Kind kind() const {
+    return kind_;
+  }
+  int id() const {
+    return id_;
+  }
 
  private:
   Tensor subscript(const std::vector<Index>& idx) const;
@@ -222,8 +257,7 @@ Tensor empty_like(const Tensor& t, DType dtype, Loc loc = Loc::current());
 // zeros/full: host allocations in host code, blocks inside tile loops.
 Tensor zeros(std::initializer_list<DimSpec> shape, DType dtype = DType::f32, Loc loc = Loc::current());
 Tensor zeros(const Shape& shape, DType dtype = DType::f32, Loc loc = Loc::current());
-Tensor full(std::initializer_list<DimSpec> shape, double value, DType dtype = DType::f32,
-            Loc loc = Loc::current());
+Tensor full(std::initializer_list<DimSpec> shape, double value, DType dtype = DType::f32, Loc loc = Loc::current());
 Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Loc loc = Loc::current());
 Tensor zeros_like(const Tensor& t, Loc loc = Loc::current());
 // Host-side argument checks: throw a UserError at the caller's line when `ok` is false.
@@ -239,15 +273,16 @@ void close_loop();
 template <class Deref>
 class LoopRange {
  public:
-  LoopRange(std::vector<Extent> dims, bool grid, Loc loc)
-      : dims_(std::move(dims)), grid_(grid), loc_(loc) {}
+  LoopRange(std::vector<Extent> dims, bool grid, Loc loc) : dims_(std::move(dims)), grid_(grid), loc_(loc) {}
   struct Sentinel {};
   class Iterator {
    public:
     explicit Iterator(std::vector<Tile> t) : tiles_(std::move(t)) {}
     Deref operator*() const {
-      if constexpr (std::is_same_v<Deref, Tile>) return tiles_[0];
-      else if constexpr (std::is_same_v<Deref, Tiles>) return Tiles(tiles_);
+      if constexpr (std::is_same_v<Deref, Tile>)
+        return tiles_[0];
+      else if constexpr (std::is_same_v<Deref, Tiles>)
+        return Tiles(tiles_);
       else {
         Deref a{};
         for (size_t i = 0; i < a.size(); ++i) a[i] = tiles_[i];

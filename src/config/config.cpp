@@ -30,12 +30,14 @@ Config Config::from_json(const std::string& text) {
   Config c;
   for (auto& [key, value] : j.items()) {
     try {
-      if (key == "block_sizes") c.block_sizes = value.get<std::vector<int64_t>>();
-      else if (key == "loop_orders") c.loop_orders = value.get<std::vector<std::vector<int>>>();
-      else if (key == "num_threads") c.num_threads = value.get<int>();
+      if (key == "block_sizes")
+        c.block_sizes = value.get<std::vector<int64_t>>();
+      else if (key == "loop_orders")
+        c.loop_orders = value.get<std::vector<std::vector<int>>>();
+      else if (key == "num_threads")
+        c.num_threads = value.get<int>();
       else
-        throw UserError("invalid config: unknown key '" + key +
-                        "' (known: block_sizes, loop_orders, num_threads)");
+        throw UserError("invalid config: unknown key '" + key + "' (known: block_sizes, loop_orders, num_threads)");
     } catch (const json::exception&) {
       throw UserError("invalid config: '" + key + "' has the wrong type (" + value.dump() + "); expected " +
                       (key == "block_sizes"   ? "a list of integers"
@@ -59,15 +61,13 @@ void ConfigSpec::validate(const Config& c) const {
   for (size_t i = 0; i < block_sizes.size(); ++i) {
     const auto& ch = block_sizes[i].choices;
     if (std::find(ch.begin(), ch.end(), c.block_sizes[i]) == ch.end())
-      throw UserError("invalid config: block_sizes[" + std::to_string(i) + "] = " +
-                      std::to_string(c.block_sizes[i]) + " is out of its domain " + list_str(ch) +
-                      " (the loop at " + block_sizes[i].defined_at + ", extent " +
-                      std::to_string(block_sizes[i].extent) + ")");
+      throw UserError("invalid config: block_sizes[" + std::to_string(i) + "] = " + std::to_string(c.block_sizes[i]) +
+                      " is out of its domain " + list_str(ch) + " (the loop at " + block_sizes[i].defined_at +
+                      ", extent " + std::to_string(block_sizes[i].extent) + ")");
   }
   if (c.loop_orders.size() != loop_orders.size())
     throw UserError("invalid config: loop_orders has " + std::to_string(c.loop_orders.size()) +
-                    " entries; this kernel has " + std::to_string(loop_orders.size()) +
-                    " multi-dimensional launches");
+                    " entries; this kernel has " + std::to_string(loop_orders.size()) + " multi-dimensional launches");
   for (size_t i = 0; i < loop_orders.size(); ++i) {
     std::vector<int> p = c.loop_orders[i];
     std::sort(p.begin(), p.end());

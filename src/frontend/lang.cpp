@@ -19,7 +19,9 @@ using ir::UnaryFn;
 
 namespace {
 
-Tracer& tracer(const Loc& loc) { return Tracer::current(loc); }
+Tracer& tracer(const Loc& loc) {
+  return Tracer::current(loc);
+}
 
 std::string describe(const Tracer& T, int value) {
   return ir::type_to_string(const_cast<Tracer&>(T).fn(), const_cast<Tracer&>(T).fn().type_of(value));
@@ -159,9 +161,15 @@ static Tensor tile_op(OpKind kind, int tile, const Loc& loc) {
   return Tensor::block(emit_value(T, op, t, loc));
 }
 
-Tensor Tile::begin(Loc loc) const { return tile_op(OpKind::TileBegin, id_, loc); }
-Tensor Tile::end(Loc loc) const { return tile_op(OpKind::TileEnd, id_, loc); }
-Tensor Tile::index(Loc loc) const { return tile_op(OpKind::TileIndex, id_, loc); }
+Tensor Tile::begin(Loc loc) const {
+  return tile_op(OpKind::TileBegin, id_, loc);
+}
+Tensor Tile::end(Loc loc) const {
+  return tile_op(OpKind::TileEnd, id_, loc);
+}
+Tensor Tile::index(Loc loc) const {
+  return tile_op(OpKind::TileIndex, id_, loc);
+}
 
 BlockSizeRef register_block_size(int64_t extent, Loc loc) {
   Tracer& T = tracer(loc);
@@ -187,9 +195,10 @@ Operand::Operand(const Tensor& t, Loc l) : kind(TensorK), loc(l) {
                         ") used as a value; index it with tiles to load a block (x[tile])",
                     l);
   if (!tracer(l).value_in_scope(t.id()))
-    throw UserError("a block is used outside the tile loop that computes it (values do not escape "
-                    "their loop; carry state with a ph::Var, or store it to a tensor)",
-                    l);
+    throw UserError(
+        "a block is used outside the tile loop that computes it (values do not escape "
+        "their loop; carry state with a ph::Var, or store it to a tensor)",
+        l);
   value = t.id();
 }
 
@@ -227,8 +236,9 @@ void Tensor::check_rank(int n, Loc loc) const {
 Shape Tensor::sizes() const {
   Tracer& T = tracer(Loc::current());
   if (kind_ != HostK)
-    throw UserError("sizes() of a block inside a tile loop is symbolic; use the tensor's sizes "
-                    "in host code");
+    throw UserError(
+        "sizes() of a block inside a tile loop is symbolic; use the tensor's sizes "
+        "in host code");
   return T.fn().tensors[id_].shape;
 }
 
@@ -252,15 +262,15 @@ Tensor Tensor::subscript(const std::vector<Index>& idx) const {
   Tracer& T = tracer(loc);
   T.require_device("indexing a tensor", loc);
   if (kind_ != HostK)
-    T.fail("only tensors (kernel arguments and allocations) can be indexed; a block inside a "
-           "tile loop cannot",
-           loc);
+    T.fail(
+        "only tensors (kernel arguments and allocations) can be indexed; a block inside a "
+        "tile loop cannot",
+        loc);
   std::vector<ir::IndexItem> items;
   for (const Index& i : idx) {
     if (i.kind == Index::TileK) {
       for (const Tile& t : i.tiles) {
-        if (t.id() < 0 || !T.tile_in_scope(t.id()))
-          T.fail("tile used outside the loop that defines it", loc);
+        if (t.id() < 0 || !T.tile_in_scope(t.id())) T.fail("tile used outside the loop that defines it", loc);
         items.push_back({ir::IndexItem::Tile, t.id(), -1});
       }
     } else if (i.kind == Index::AllK) {
@@ -269,8 +279,8 @@ Tensor Tensor::subscript(const std::vector<Index>& idx) const {
       const Shape& shape = T.fn().tensors[id_].shape;
       size_t d = items.size();
       if (d < shape.size() && (i.integer < 0 || i.integer >= shape[d]))
-        T.fail("index " + std::to_string(i.integer) + " is out of bounds for dimension " +
-                   std::to_string(d) + " of size " + std::to_string(shape[d]),
+        T.fail("index " + std::to_string(i.integer) + " is out of bounds for dimension " + std::to_string(d) +
+                   " of size " + std::to_string(shape[d]),
                loc);
       items.push_back({ir::IndexItem::Scalar, -1, constant(T, static_cast<double>(i.integer), DType::i64, loc)});
     } else {
@@ -298,28 +308,29 @@ Tensor Tensor::subscript(const std::vector<Index>& idx) const {
 void Tensor::operator=(const Operand& value) && {
   Tracer& T = tracer(value.loc);
   if (store_tensor_ < 0)
-    T.fail("assignment to a block value; only an indexed tensor (out[tile] = ...) can be stored to",
-           value.loc);
+    T.fail("assignment to a block value; only an indexed tensor (out[tile] = ...) can be stored to", value.loc);
   Op op{OpKind::Store};
   op.tensor = store_tensor_;
   for (size_t i = 0; i < store_index_.size(); i += 3)
-    op.index.push_back({static_cast<ir::IndexItem::Kind>(store_index_[i]), store_index_[i + 1],
-                        store_index_[i + 2]});
+    op.index.push_back({static_cast<ir::IndexItem::Kind>(store_index_[i]), store_index_[i + 1], store_index_[i + 2]});
   const Type& target = T.fn().type_of(id_);
   int v = value_of(T, value, target.dtype);
   std::vector<Dim> b;
   std::string err = ir::broadcast_shapes(T.fn(), target.shape, T.fn().type_of(v).shape, &b);
   if (!err.empty() || !(b == target.shape))
-    T.fail("cannot store a block of shape " + ir::dims_to_string(T.fn(), T.fn().type_of(v).shape) +
-               " into " + T.fn().tensors[store_tensor_].name + "[...] of shape " +
-               ir::dims_to_string(T.fn(), target.shape),
+    T.fail("cannot store a block of shape " + ir::dims_to_string(T.fn(), T.fn().type_of(v).shape) + " into " +
+               T.fn().tensors[store_tensor_].name + "[...] of shape " + ir::dims_to_string(T.fn(), target.shape),
            value.loc);
   op.operands = {v};
   T.emit(op, value.loc);
 }
 
-Tensor Tensor::unsqueeze(int axis, Loc loc) const { return parhelion::unsqueeze(Operand(*this, loc), axis); }
-Tensor Tensor::to(DType dtype, Loc loc) const { return cast(Operand(*this, loc), dtype); }
+Tensor Tensor::unsqueeze(int axis, Loc loc) const {
+  return parhelion::unsqueeze(Operand(*this, loc), axis);
+}
+Tensor Tensor::to(DType dtype, Loc loc) const {
+  return cast(Operand(*this, loc), dtype);
+}
 
 // --- Var --------------------------------------------------------------------------------------
 
@@ -348,8 +359,8 @@ Var& Var::operator=(const Operand& value) {
   std::vector<Dim> b;
   std::string err = ir::broadcast_shapes(T.fn(), vt.shape, t.shape, &b);
   if (!err.empty() || !(b == vt.shape))
-    T.fail("cannot assign a block of shape " + ir::dims_to_string(T.fn(), t.shape) +
-               " to a ph::Var of shape " + ir::dims_to_string(T.fn(), vt.shape),
+    T.fail("cannot assign a block of shape " + ir::dims_to_string(T.fn(), t.shape) + " to a ph::Var of shape " +
+               ir::dims_to_string(T.fn(), vt.shape),
            value.loc);
   if (t.dtype != vt.dtype) {
     if (t.dtype == DType::boolean || vt.dtype == DType::boolean)
@@ -369,12 +380,18 @@ Var& Var::operator=(const Operand& value) {
   return *this;
 }
 
-Tensor Var::unsqueeze(int axis, Loc loc) const { return parhelion::unsqueeze(Operand(*this, loc), axis); }
+Tensor Var::unsqueeze(int axis, Loc loc) const {
+  return parhelion::unsqueeze(Operand(*this, loc), axis);
+}
 
 // --- host code --------------------------------------------------------------------------------
 
-Tensor empty(const Shape& shape, DType dtype, Loc loc) { return host_alloc(shape, dtype, false, 0, loc); }
-Tensor empty_like(const Tensor& t, Loc loc) { return empty_like(t, t.dtype(), loc); }
+Tensor empty(const Shape& shape, DType dtype, Loc loc) {
+  return host_alloc(shape, dtype, false, 0, loc);
+}
+Tensor empty_like(const Tensor& t, Loc loc) {
+  return empty_like(t, t.dtype(), loc);
+}
 Tensor empty_like(const Tensor& t, DType dtype, Loc loc) {
   if (t.kind() != Tensor::HostK) throw UserError("empty_like needs a tensor argument, not a block", loc);
   return host_alloc(t.sizes(), dtype, false, 0, loc);
@@ -403,8 +420,12 @@ Tensor full(const Shape& shape, double value, DType dtype, Loc loc) {
   }
   return host_alloc(shape, dtype, true, value, loc);
 }
-Tensor zeros(std::initializer_list<DimSpec> shape, DType dtype, Loc loc) { return full(shape, 0.0, dtype, loc); }
-Tensor zeros(const Shape& shape, DType dtype, Loc loc) { return full(shape, 0.0, dtype, loc); }
+Tensor zeros(std::initializer_list<DimSpec> shape, DType dtype, Loc loc) {
+  return full(shape, 0.0, dtype, loc);
+}
+Tensor zeros(const Shape& shape, DType dtype, Loc loc) {
+  return full(shape, 0.0, dtype, loc);
+}
 
 void expect(bool ok, const std::string& what, Loc loc) {
   if (!ok) throw UserError(what, loc);
@@ -431,7 +452,9 @@ void close_loop() {
 }
 }  // namespace detail
 
-detail::LoopRange<Tile> tile(const Extent& a, Loc loc) { return {{a}, false, loc}; }
+detail::LoopRange<Tile> tile(const Extent& a, Loc loc) {
+  return {{a}, false, loc};
+}
 detail::LoopRange<std::array<Tile, 2>> tile(const Extent& a, const Extent& b, Loc loc) {
   return {{a, b}, false, loc};
 }
@@ -442,40 +465,94 @@ detail::LoopRange<Tiles> tile(const Shape& sizes, Loc loc) {
   std::vector<Extent> dims(sizes.begin(), sizes.end());
   return {dims, false, loc};
 }
-detail::LoopRange<Tile> grid(const Extent& a, Loc loc) { return {{a}, true, loc}; }
+detail::LoopRange<Tile> grid(const Extent& a, Loc loc) {
+  return {{a}, true, loc};
+}
 detail::LoopRange<std::array<Tile, 2>> grid(const Extent& a, const Extent& b, Loc loc) {
   return {{a, b}, true, loc};
 }
 
 // --- device ops -------------------------------------------------------------------------------
 
-Tensor operator+(const Operand& a, const Operand& b) { return binary(BinaryFn::add, a, b); }
-Tensor operator-(const Operand& a, const Operand& b) { return binary(BinaryFn::sub, a, b); }
-Tensor operator*(const Operand& a, const Operand& b) { return binary(BinaryFn::mul, a, b); }
-Tensor operator/(const Operand& a, const Operand& b) { return binary(BinaryFn::div, a, b); }
-Tensor operator-(const Operand& a) { return unary(UnaryFn::neg, a); }
-Tensor operator<(const Operand& a, const Operand& b) { return binary(BinaryFn::lt, a, b); }
-Tensor operator<=(const Operand& a, const Operand& b) { return binary(BinaryFn::le, a, b); }
-Tensor operator>(const Operand& a, const Operand& b) { return binary(BinaryFn::gt, a, b); }
-Tensor operator>=(const Operand& a, const Operand& b) { return binary(BinaryFn::ge, a, b); }
-Tensor operator==(const Operand& a, const Operand& b) { return binary(BinaryFn::eq, a, b); }
-Tensor operator!=(const Operand& a, const Operand& b) { return binary(BinaryFn::ne, a, b); }
-Tensor operator&&(const Operand& a, const Operand& b) { return binary(BinaryFn::logical_and, a, b); }
-Tensor operator||(const Operand& a, const Operand& b) { return binary(BinaryFn::logical_or, a, b); }
-Tensor operator!(const Operand& a) { return unary(UnaryFn::logical_not, a); }
+Tensor operator+(const Operand& a, const Operand& b) {
+  return binary(BinaryFn::add, a, b);
+}
+Tensor operator-(const Operand& a, const Operand& b) {
+  return binary(BinaryFn::sub, a, b);
+}
+Tensor operator*(const Operand& a, const Operand& b) {
+  return binary(BinaryFn::mul, a, b);
+}
+Tensor operator/(const Operand& a, const Operand& b) {
+  return binary(BinaryFn::div, a, b);
+}
+Tensor operator-(const Operand& a) {
+  return unary(UnaryFn::neg, a);
+}
+Tensor operator<(const Operand& a, const Operand& b) {
+  return binary(BinaryFn::lt, a, b);
+}
+Tensor operator<=(const Operand& a, const Operand& b) {
+  return binary(BinaryFn::le, a, b);
+}
+Tensor operator>(const Operand& a, const Operand& b) {
+  return binary(BinaryFn::gt, a, b);
+}
+Tensor operator>=(const Operand& a, const Operand& b) {
+  return binary(BinaryFn::ge, a, b);
+}
+Tensor operator==(const Operand& a, const Operand& b) {
+  return binary(BinaryFn::eq, a, b);
+}
+Tensor operator!=(const Operand& a, const Operand& b) {
+  return binary(BinaryFn::ne, a, b);
+}
+Tensor operator&&(const Operand& a, const Operand& b) {
+  return binary(BinaryFn::logical_and, a, b);
+}
+Tensor operator||(const Operand& a, const Operand& b) {
+  return binary(BinaryFn::logical_or, a, b);
+}
+Tensor operator!(const Operand& a) {
+  return unary(UnaryFn::logical_not, a);
+}
 
-Tensor exp(const Operand& x) { return unary(UnaryFn::exp, x); }
-Tensor log(const Operand& x) { return unary(UnaryFn::log, x); }
-Tensor sqrt(const Operand& x) { return unary(UnaryFn::sqrt, x); }
-Tensor rsqrt(const Operand& x) { return unary(UnaryFn::rsqrt, x); }
-Tensor tanh(const Operand& x) { return unary(UnaryFn::tanh, x); }
-Tensor sigmoid(const Operand& x) { return unary(UnaryFn::sigmoid, x); }
-Tensor silu(const Operand& x) { return unary(UnaryFn::silu, x); }
-Tensor gelu(const Operand& x) { return unary(UnaryFn::gelu, x); }
-Tensor abs(const Operand& x) { return unary(UnaryFn::abs, x); }
-Tensor maximum(const Operand& a, const Operand& b) { return binary(BinaryFn::maximum, a, b); }
-Tensor minimum(const Operand& a, const Operand& b) { return binary(BinaryFn::minimum, a, b); }
-Tensor pow(const Operand& a, const Operand& b) { return binary(BinaryFn::pow, a, b); }
+Tensor exp(const Operand& x) {
+  return unary(UnaryFn::exp, x);
+}
+Tensor log(const Operand& x) {
+  return unary(UnaryFn::log, x);
+}
+Tensor sqrt(const Operand& x) {
+  return unary(UnaryFn::sqrt, x);
+}
+Tensor rsqrt(const Operand& x) {
+  return unary(UnaryFn::rsqrt, x);
+}
+Tensor tanh(const Operand& x) {
+  return unary(UnaryFn::tanh, x);
+}
+Tensor sigmoid(const Operand& x) {
+  return unary(UnaryFn::sigmoid, x);
+}
+Tensor silu(const Operand& x) {
+  return unary(UnaryFn::silu, x);
+}
+Tensor gelu(const Operand& x) {
+  return unary(UnaryFn::gelu, x);
+}
+Tensor abs(const Operand& x) {
+  return unary(UnaryFn::abs, x);
+}
+Tensor maximum(const Operand& a, const Operand& b) {
+  return binary(BinaryFn::maximum, a, b);
+}
+Tensor minimum(const Operand& a, const Operand& b) {
+  return binary(BinaryFn::minimum, a, b);
+}
+Tensor pow(const Operand& a, const Operand& b) {
+  return binary(BinaryFn::pow, a, b);
+}
 
 Tensor where(const Operand& cond, const Operand& a, const Operand& b) {
   Tracer& T = tracer(cond.loc);
@@ -510,10 +587,18 @@ Tensor cast(const Operand& x, DType dtype) {
   return Tensor::block(emit_value(T, op, t, x.loc));
 }
 
-Tensor sum(const Operand& x, int axis, bool keepdim) { return reduce(ir::ReduceFn::sum, x, axis, keepdim); }
-Tensor amax(const Operand& x, int axis, bool keepdim) { return reduce(ir::ReduceFn::max, x, axis, keepdim); }
-Tensor amin(const Operand& x, int axis, bool keepdim) { return reduce(ir::ReduceFn::min, x, axis, keepdim); }
-Tensor mean(const Operand& x, int axis, bool keepdim) { return reduce(ir::ReduceFn::mean, x, axis, keepdim); }
+Tensor sum(const Operand& x, int axis, bool keepdim) {
+  return reduce(ir::ReduceFn::sum, x, axis, keepdim);
+}
+Tensor amax(const Operand& x, int axis, bool keepdim) {
+  return reduce(ir::ReduceFn::max, x, axis, keepdim);
+}
+Tensor amin(const Operand& x, int axis, bool keepdim) {
+  return reduce(ir::ReduceFn::min, x, axis, keepdim);
+}
+Tensor mean(const Operand& x, int axis, bool keepdim) {
+  return reduce(ir::ReduceFn::mean, x, axis, keepdim);
+}
 
 Tensor unsqueeze(const Operand& x, int axis) {
   Tracer& T = tracer(x.loc);

@@ -20,24 +20,32 @@ Tracer::Tracer(std::string kernel_name) : previous_(g_active) {
   g_active = this;
 }
 
-Tracer::~Tracer() { g_active = previous_; }
+Tracer::~Tracer() {
+  g_active = previous_;
+}
 
-Tracer* Tracer::active() { return g_active; }
+Tracer* Tracer::active() {
+  return g_active;
+}
 
 Tracer& Tracer::current(const std::source_location& loc) {
   if (!g_active)
-    throw UserError("Parhelion DSL used outside a kernel trace: call the kernel through "
-                    "ph::Kernel, not directly",
-                    loc);
+    throw UserError(
+        "Parhelion DSL used outside a kernel trace: call the kernel through "
+        "ph::Kernel, not directly",
+        loc);
   return *g_active;
 }
 
-void Tracer::fail(const std::string& msg, const std::source_location& loc) { throw UserError(msg, loc); }
+void Tracer::fail(const std::string& msg, const std::source_location& loc) {
+  throw UserError(msg, loc);
+}
 
 void Tracer::require_device(const char* what, const std::source_location& loc) {
   if (!in_device())
-    fail(std::string(what) + " is device code: it must be inside a ph::tile or ph::grid loop "
-                             "(outside them is host code, which only allocates and checks)",
+    fail(std::string(what) +
+             " is device code: it must be inside a ph::tile or ph::grid loop "
+             "(outside them is host code, which only allocates and checks)",
          loc);
 }
 
@@ -59,10 +67,8 @@ Scalar Tracer::add_scalar_param() {
   return Scalar(idx);
 }
 
-int Tracer::add_alloc(const Shape& shape, DType dtype, bool fill, double value,
-                      const std::source_location& loc) {
-  if (in_device())
-    fail("allocating a tensor inside a tile loop; allocate outputs in host code, before the loop", loc);
+int Tracer::add_alloc(const Shape& shape, DType dtype, bool fill, double value, const std::source_location& loc) {
+  if (in_device()) fail("allocating a tensor inside a tile loop; allocate outputs in host code, before the loop", loc);
   for (int64_t d : shape)
     if (d < 0) fail("negative size in shape " + shape_to_string(shape), loc);
   ir::TensorInfo t;
@@ -105,17 +111,14 @@ int Tracer::new_block_size(int64_t extent, int64_t fixed, const std::source_loca
   return b.id;
 }
 
-std::vector<Tile> Tracer::open_loop(const std::vector<Extent>& dims, bool grid,
-                                    const std::source_location& loc) {
+std::vector<Tile> Tracer::open_loop(const std::vector<Extent>& dims, bool grid, const std::source_location& loc) {
   if (dims.empty()) fail("a tile loop needs at least one dimension", loc);
   ir::Op op{in_device() ? ir::OpKind::Loop : ir::OpKind::Launch};
   op.loc = to_loc(loc);
   std::vector<Tile> tiles;
   for (const Extent& e : dims) {
     if (e.end < e.begin || e.begin < 0)
-      fail("tile loop over an empty or negative range " + std::to_string(e.begin) + ".." +
-               std::to_string(e.end),
-           loc);
+      fail("tile loop over an empty or negative range " + std::to_string(e.begin) + ".." + std::to_string(e.end), loc);
     ir::TileInfo t;
     t.id = static_cast<int>(fn_.tiles.size());
     t.begin = e.begin;

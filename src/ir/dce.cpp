@@ -7,8 +7,12 @@ namespace {
 
 bool has_side_effects(const Op& op) {
   switch (op.kind) {
-    case OpKind::Alloc: case OpKind::Launch: case OpKind::Loop: case OpKind::Store:
-    case OpKind::VarDecl: case OpKind::VarSet:
+    case OpKind::Alloc:
+    case OpKind::Launch:
+    case OpKind::Loop:
+    case OpKind::Store:
+    case OpKind::VarDecl:
+    case OpKind::VarSet:
       return true;
     default:
       return false;

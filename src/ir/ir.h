@@ -41,9 +41,7 @@ struct Dim {
   int tile = -1;     // Tile: tile id
   static Dim constant(int64_t n) { return {Const, n, -1}; }
   static Dim of_tile(int t) { return {Tile, 0, t}; }
-  bool operator==(const Dim& o) const {
-    return kind == o.kind && (kind == Const ? size == o.size : tile == o.tile);
-  }
+  bool operator==(const Dim& o) const { return kind == o.kind && (kind == Const ? size == o.size : tile == o.tile); }
   bool is_one() const { return kind == Const && size == 1; }
 };
 
@@ -56,8 +54,8 @@ struct Type {
 
 struct BlockSize {
   int id = 0;
-  int64_t extent = 1;   // the largest range length of the tiles that use it
-  int64_t fixed = 0;    // > 0: fixed by the kernel (tile(n, 64), grid loops); not a config knob
+  int64_t extent = 1;  // the largest range length of the tiles that use it
+  int64_t fixed = 0;   // > 0: fixed by the kernel (tile(n, 64), grid loops); not a config knob
   SourceLoc loc;
 };
 
@@ -89,7 +87,7 @@ enum class OpKind : uint8_t {
   Alloc,   // tensor; fill = none (empty) or number
   Launch,  // loop_tiles; body
   // device control
-  Loop,    // loop_tiles; body
+  Loop,  // loop_tiles; body
   // device values
   Load,         // tensor[index] -> block
   Store,        // tensor[index] = operands[0]
@@ -111,11 +109,24 @@ enum class OpKind : uint8_t {
   VarSet,       // var = operands[0]
 };
 
-enum class UnaryFn : uint8_t {
-  neg, exp, log, sqrt, rsqrt, tanh, sigmoid, silu, gelu, abs, logical_not
+enum class UnaryFn : uint8_t { neg, exp, log, sqrt, rsqrt, tanh, sigmoid, silu, gelu, abs, logical_not };
+enum class BinaryFn : uint8_t {
+  add,
+  sub,
+  mul,
+  div,
+  maximum,
+  minimum,
+  pow,
+  lt,
+  le,
+  gt,
+  ge,
+  eq,
+  ne,
+  logical_and,
+  logical_or
 };
-enum class BinaryFn : uint8_t { add, sub, mul, div, maximum, minimum, pow, lt, le, gt, ge, eq, ne,
-                                logical_and, logical_or };
 enum class ReduceFn : uint8_t { sum, max, min, mean };
 
 struct IndexItem {
@@ -132,14 +143,14 @@ struct Op {
   int fn = 0;                 // UnaryFn / BinaryFn / ReduceFn
   int axis = 0;
   bool keepdim = false;
-  bool has_fill = false;      // Alloc: zeros/full
-  double number = 0;          // Constant / Full / Alloc fill
-  DType dtype = DType::f32;   // Cast target
-  int tensor = -1;            // Alloc / Load / Store
+  bool has_fill = false;         // Alloc: zeros/full
+  double number = 0;             // Constant / Full / Alloc fill
+  DType dtype = DType::f32;      // Cast target
+  int tensor = -1;               // Alloc / Load / Store
   std::vector<IndexItem> index;  // Load / Store
-  int var = -1;               // VarDecl / VarGet / VarSet
-  int param = -1;             // ScalarParam
-  int tile = -1;              // TileBegin / TileEnd / TileIndex
+  int var = -1;                  // VarDecl / VarGet / VarSet
+  int param = -1;                // ScalarParam
+  int tile = -1;                 // TileBegin / TileEnd / TileIndex
   std::vector<int> loop_tiles;   // Launch / Loop
   std::vector<Op> body;          // Launch / Loop
   SourceLoc loc;
@@ -153,9 +164,9 @@ struct Function {
   std::vector<BlockSize> block_sizes;
   std::vector<TileInfo> tiles;
   std::vector<VarInfo> vars;
-  std::vector<Type> values;    // type of every value id
-  std::vector<Op> body;        // host ops
-  std::vector<int> outputs;    // tensor ids returned to the caller
+  std::vector<Type> values;  // type of every value id
+  std::vector<Op> body;      // host ops
+  std::vector<int> outputs;  // tensor ids returned to the caller
 
   const Type& type_of(int value) const { return values.at(value); }
 };

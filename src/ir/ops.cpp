@@ -6,41 +6,61 @@ namespace parhelion::ir {
 
 std::string_view op_name(const Op& op) {
   switch (op.kind) {
-    case OpKind::Alloc: return op.has_fill ? "full" : "empty";
-    case OpKind::Launch: return "launch";
-    case OpKind::Loop: return "loop";
-    case OpKind::Load: return "load";
-    case OpKind::Store: return "store";
-    case OpKind::Constant: return "const";
-    case OpKind::ScalarParam: return "scalar_param";
-    case OpKind::TileBegin: return "tile_begin";
-    case OpKind::TileEnd: return "tile_end";
-    case OpKind::TileIndex: return "tile_index";
-    case OpKind::Arange: return "arange";
-    case OpKind::Full: return "full";
-    case OpKind::Unary: return unary_name(static_cast<UnaryFn>(op.fn));
-    case OpKind::Binary: return binary_name(static_cast<BinaryFn>(op.fn));
-    case OpKind::Where: return "where";
-    case OpKind::Cast: return "cast";
-    case OpKind::Reduce: return reduce_name(static_cast<ReduceFn>(op.fn));
-    case OpKind::Unsqueeze: return "unsqueeze";
-    case OpKind::VarDecl: return "var";
-    case OpKind::VarGet: return "var_get";
-    case OpKind::VarSet: return "var_set";
+    case OpKind::Alloc:
+      return op.has_fill ? "full" : "empty";
+    case OpKind::Launch:
+      return "launch";
+    case OpKind::Loop:
+      return "loop";
+    case OpKind::Load:
+      return "load";
+    case OpKind::Store:
+      return "store";
+    case OpKind::Constant:
+      return "const";
+    case OpKind::ScalarParam:
+      return "scalar_param";
+    case OpKind::TileBegin:
+      return "tile_begin";
+    case OpKind::TileEnd:
+      return "tile_end";
+    case OpKind::TileIndex:
+      return "tile_index";
+    case OpKind::Arange:
+      return "arange";
+    case OpKind::Full:
+      return "full";
+    case OpKind::Unary:
+      return unary_name(static_cast<UnaryFn>(op.fn));
+    case OpKind::Binary:
+      return binary_name(static_cast<BinaryFn>(op.fn));
+    case OpKind::Where:
+      return "where";
+    case OpKind::Cast:
+      return "cast";
+    case OpKind::Reduce:
+      return reduce_name(static_cast<ReduceFn>(op.fn));
+    case OpKind::Unsqueeze:
+      return "unsqueeze";
+    case OpKind::VarDecl:
+      return "var";
+    case OpKind::VarGet:
+      return "var_get";
+    case OpKind::VarSet:
+      return "var_set";
   }
   throw InternalError("unknown op kind");
 }
 
 std::string_view unary_name(UnaryFn f) {
-  static constexpr std::string_view names[] = {"neg",  "exp",     "log",  "sqrt", "rsqrt", "tanh",
+  static constexpr std::string_view names[] = {"neg",     "exp",  "log",  "sqrt", "rsqrt", "tanh",
                                                "sigmoid", "silu", "gelu", "abs",  "not"};
   return names[static_cast<int>(f)];
 }
 
 std::string_view binary_name(BinaryFn f) {
-  static constexpr std::string_view names[] = {"add", "sub", "mul", "div", "maximum",
-                                               "minimum", "pow", "lt", "le", "gt",
-                                               "ge", "eq", "ne", "and", "or"};
+  static constexpr std::string_view names[] = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "lt",
+                                               "le",  "gt",  "ge",  "eq",  "ne",      "and",     "or"};
   return names[static_cast<int>(f)];
 }
 
@@ -50,8 +70,8 @@ std::string_view reduce_name(ReduceFn f) {
 }
 
 bool is_comparison(BinaryFn f) {
-  return f == BinaryFn::lt || f == BinaryFn::le || f == BinaryFn::gt || f == BinaryFn::ge ||
-         f == BinaryFn::eq || f == BinaryFn::ne;
+  return f == BinaryFn::lt || f == BinaryFn::le || f == BinaryFn::gt || f == BinaryFn::ge || f == BinaryFn::eq ||
+         f == BinaryFn::ne;
 }
 
 }  // namespace parhelion::ir

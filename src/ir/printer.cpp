@@ -30,8 +30,7 @@ class Printer {
       first = false;
     }
     os_ << ") -> (";
-    for (size_t i = 0; i < fn_.outputs.size(); ++i)
-      os_ << (i ? ", " : "") << fn_.tensors[fn_.outputs[i]].name;
+    for (size_t i = 0; i < fn_.outputs.size(); ++i) os_ << (i ? ", " : "") << fn_.tensors[fn_.outputs[i]].name;
     os_ << ")\n";
     for (const BlockSize& b : fn_.block_sizes) {
       os_ << "  $b" << b.id << " = block_size(extent=" << b.extent;
@@ -57,9 +56,12 @@ class Printer {
     for (size_t i = 0; i < op.index.size(); ++i) {
       const IndexItem& it = op.index[i];
       s += i ? ", " : "";
-      if (it.kind == IndexItem::Tile) s += tile_name(fn_, it.tile);
-      else if (it.kind == IndexItem::All) s += ":";
-      else s += val(it.value);
+      if (it.kind == IndexItem::Tile)
+        s += tile_name(fn_, it.tile);
+      else if (it.kind == IndexItem::All)
+        s += ":";
+      else
+        s += val(it.value);
     }
     return s + "]";
   }
@@ -81,32 +83,54 @@ class Printer {
         os_ << op_name(op) << " ";
         for (size_t i = 0; i < op.loop_tiles.size(); ++i) {
           const TileInfo& t = fn_.tiles[op.loop_tiles[i]];
-          os_ << (i ? ", " : "") << tile_name(fn_, t.id) << " in " << t.begin << ".." << t.end
-              << " by $b" << t.block;
+          os_ << (i ? ", " : "") << tile_name(fn_, t.id) << " in " << t.begin << ".." << t.end << " by $b" << t.block;
         }
         os_ << " {\n";
         ops(op.body, depth + 1);
         os_ << ind << "}\n";
         return;
       }
-      case OpKind::Load: os_ << "load " << index_str(op); break;
-      case OpKind::Store: os_ << "store " << index_str(op) << ", " << val(op.operands[0]) << "\n"; return;
-      case OpKind::Constant: os_ << "const " << number_str(op.number); break;
-      case OpKind::ScalarParam: os_ << "scalar_param " << fn_.scalar_params[op.param]; break;
+      case OpKind::Load:
+        os_ << "load " << index_str(op);
+        break;
+      case OpKind::Store:
+        os_ << "store " << index_str(op) << ", " << val(op.operands[0]) << "\n";
+        return;
+      case OpKind::Constant:
+        os_ << "const " << number_str(op.number);
+        break;
+      case OpKind::ScalarParam:
+        os_ << "scalar_param " << fn_.scalar_params[op.param];
+        break;
       case OpKind::TileBegin:
       case OpKind::TileEnd:
-      case OpKind::TileIndex: os_ << op_name(op) << " " << tile_name(fn_, op.tile); break;
-      case OpKind::Arange: os_ << "arange"; break;
-      case OpKind::Full: os_ << "full " << number_str(op.number); break;
-      case OpKind::Cast: os_ << "cast " << val(op.operands[0]) << " to " << dtype_name(op.dtype); break;
-      case OpKind::Reduce:
-        os_ << op_name(op) << " " << val(op.operands[0]) << " axis=" << op.axis
-            << (op.keepdim ? " keepdim" : "");
+      case OpKind::TileIndex:
+        os_ << op_name(op) << " " << tile_name(fn_, op.tile);
         break;
-      case OpKind::Unsqueeze: os_ << "unsqueeze " << val(op.operands[0]) << " axis=" << op.axis; break;
-      case OpKind::VarDecl: os_ << "var v" << op.var << " = " << val(op.operands[0]) << "\n"; return;
-      case OpKind::VarGet: os_ << "var_get v" << op.var; break;
-      case OpKind::VarSet: os_ << "var_set v" << op.var << ", " << val(op.operands[0]) << "\n"; return;
+      case OpKind::Arange:
+        os_ << "arange";
+        break;
+      case OpKind::Full:
+        os_ << "full " << number_str(op.number);
+        break;
+      case OpKind::Cast:
+        os_ << "cast " << val(op.operands[0]) << " to " << dtype_name(op.dtype);
+        break;
+      case OpKind::Reduce:
+        os_ << op_name(op) << " " << val(op.operands[0]) << " axis=" << op.axis << (op.keepdim ? " keepdim" : "");
+        break;
+      case OpKind::Unsqueeze:
+        os_ << "unsqueeze " << val(op.operands[0]) << " axis=" << op.axis;
+        break;
+      case OpKind::VarDecl:
+        os_ << "var v" << op.var << " = " << val(op.operands[0]) << "\n";
+        return;
+      case OpKind::VarGet:
+        os_ << "var_get v" << op.var;
+        break;
+      case OpKind::VarSet:
+        os_ << "var_set v" << op.var << ", " << val(op.operands[0]) << "\n";
+        return;
       default: {
         os_ << op_name(op);
         for (size_t i = 0; i < op.operands.size(); ++i) os_ << (i ? ", " : " ") << val(op.operands[i]);
@@ -136,6 +160,8 @@ std::string type_to_string(const Function& fn, const Type& t) {
   return s + "]";
 }
 
-std::string print(const Function& fn) { return Printer(fn).run(); }
+std::string print(const Function& fn) {
+  return Printer(fn).run();
+}
 
 }  // namespace parhelion::ir

@@ -13,20 +13,24 @@ std::string dims_to_string(const Function& fn, const std::vector<Dim>& dims) {
   return s + "]";
 }
 
-std::string broadcast_shapes(const Function& fn, const std::vector<Dim>& a,
-                             const std::vector<Dim>& b, std::vector<Dim>* out) {
+std::string broadcast_shapes(const Function& fn, const std::vector<Dim>& a, const std::vector<Dim>& b,
+                             std::vector<Dim>* out) {
   size_t n = std::max(a.size(), b.size());
   std::vector<Dim> r(n);
   for (size_t i = 0; i < n; ++i) {
     const Dim* da = i < n - a.size() ? nullptr : &a[i - (n - a.size())];
     const Dim* db = i < n - b.size() ? nullptr : &b[i - (n - b.size())];
-    if (!da) r[i] = *db;
-    else if (!db) r[i] = *da;
-    else if (*da == *db || db->is_one()) r[i] = *da;
-    else if (da->is_one()) r[i] = *db;
+    if (!da)
+      r[i] = *db;
+    else if (!db)
+      r[i] = *da;
+    else if (*da == *db || db->is_one())
+      r[i] = *da;
+    else if (da->is_one())
+      r[i] = *db;
     else
-      return "shapes " + dims_to_string(fn, a) + " and " + dims_to_string(fn, b) +
-             " do not broadcast (dimension " + std::to_string(i) + ")";
+      return "shapes " + dims_to_string(fn, a) + " and " + dims_to_string(fn, b) + " do not broadcast (dimension " +
+             std::to_string(i) + ")";
   }
   *out = std::move(r);
   return "";
@@ -35,9 +39,8 @@ std::string broadcast_shapes(const Function& fn, const std::vector<Dim>& a,
 std::string load_type(const Function& fn, int tensor, const std::vector<IndexItem>& index, Type* out) {
   const TensorInfo& t = fn.tensors.at(tensor);
   if (index.size() != t.shape.size())
-    return "tensor " + t.name + " has rank " + std::to_string(t.shape.size()) + " (shape " +
-           shape_to_string(t.shape) + ") but is indexed with " + std::to_string(index.size()) +
-           " indices";
+    return "tensor " + t.name + " has rank " + std::to_string(t.shape.size()) + " (shape " + shape_to_string(t.shape) +
+           ") but is indexed with " + std::to_string(index.size()) + " indices";
   Type r;
   r.dtype = compute_dtype(t.dtype);
   for (size_t d = 0; d < index.size(); ++d) {
@@ -48,16 +51,15 @@ std::string load_type(const Function& fn, int tensor, const std::vector<IndexIte
       const TileInfo& ti = fn.tiles.at(it.tile);
       if (ti.end > t.shape[d] || ti.begin < 0)
         return "tile " + tile_name(fn, it.tile) + " ranges over " + std::to_string(ti.begin) + ".." +
-               std::to_string(ti.end) + " but indexes dimension " + std::to_string(d) + " of " +
-               t.name + ", which has size " + std::to_string(t.shape[d]) +
-               " (was the tile made for another dimension?)";
+               std::to_string(ti.end) + " but indexes dimension " + std::to_string(d) + " of " + t.name +
+               ", which has size " + std::to_string(t.shape[d]) + " (was the tile made for another dimension?)";
       if (ti.is_grid) continue;  // a grid index selects one element: the dimension drops
       r.shape.push_back(Dim::of_tile(it.tile));
     } else {
       const Type& vt = fn.type_of(it.value);
       if (vt.rank() != 0 || vt.dtype != DType::i64)
-        return "index " + std::to_string(d) + " of " + t.name +
-               " must be a tile, ph::all, or an integer scalar; got " + type_to_string(fn, vt);
+        return "index " + std::to_string(d) + " of " + t.name + " must be a tile, ph::all, or an integer scalar; got " +
+               type_to_string(fn, vt);
     }
   }
   *out = std::move(r);
@@ -68,13 +70,15 @@ std::string reduce_type(const Function& fn, const Type& in, int* axis, bool keep
   int rank = in.rank();
   int a = *axis < 0 ? *axis + rank : *axis;
   if (a < 0 || a >= rank)
-    return "reduction over axis " + std::to_string(*axis) + " of a block with shape " +
-           dims_to_string(fn, in.shape) + " (rank " + std::to_string(rank) + ")";
+    return "reduction over axis " + std::to_string(*axis) + " of a block with shape " + dims_to_string(fn, in.shape) +
+           " (rank " + std::to_string(rank) + ")";
   if (in.dtype == DType::boolean) return "cannot reduce a boolean block; cast it first";
   *axis = a;
   Type r = in;
-  if (keepdim) r.shape[a] = Dim::constant(1);
-  else r.shape.erase(r.shape.begin() + a);
+  if (keepdim)
+    r.shape[a] = Dim::constant(1);
+  else
+    r.shape.erase(r.shape.begin() + a);
   *out = std::move(r);
   return "";
 }
@@ -89,8 +93,8 @@ std::string binary_dtype(BinaryFn f, DType a, DType b, DType* out) {
     return std::string("operator ") + std::string(binary_name(f)) +
            " needs numeric operands; cast the boolean block first";
   // True division, as in torch: i64 / i64 is f32.
-  DType num = (a == DType::f32 || b == DType::f32 || f == BinaryFn::div || f == BinaryFn::pow)
-                  ? DType::f32 : DType::i64;
+  DType num =
+      (a == DType::f32 || b == DType::f32 || f == BinaryFn::div || f == BinaryFn::pow) ? DType::f32 : DType::i64;
   *out = is_comparison(f) ? DType::boolean : num;
   return "";
 }

@@ -10,8 +10,8 @@
 namespace parhelion::ir {
 
 // Numpy broadcasting of two block shapes (aligned right; const size-1 dims stretch).
-std::string broadcast_shapes(const Function& fn, const std::vector<Dim>& a,
-                             const std::vector<Dim>& b, std::vector<Dim>* out);
+std::string broadcast_shapes(const Function& fn, const std::vector<Dim>& a, const std::vector<Dim>& b,
+                             std::vector<Dim>* out);
 
 // The type a load of tensor[index] produces, checking the index against the tensor's shape.
 std::string load_type(const Function& fn, int tensor, const std::vector<IndexItem>& index, Type* out);

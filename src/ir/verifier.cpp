@@ -30,9 +30,7 @@ class Verifier {
   }
 
  private:
-  [[noreturn]] void fail(const Op& op, const std::string& msg) {
-    throw UserError(op.loc.str() + ": " + msg);
-  }
+  [[noreturn]] void fail(const Op& op, const std::string& msg) { throw UserError(op.loc.str() + ": " + msg); }
   void check(bool ok, const Op& op, const std::string& msg) {
     if (!ok) fail(op, "IR verification failed: " + msg);
   }
@@ -74,7 +72,9 @@ class Verifier {
         case OpKind::Alloc:
         case OpKind::Launch:
           fail(op, std::string(op_name(op)) + " must be in host code, not inside a tile loop");
-        case OpKind::Loop: device(op, scope, vars); continue;
+        case OpKind::Loop:
+          device(op, scope, vars);
+          continue;
         case OpKind::Load: {
           Type t;
           rule(op, load_type(fn_, op.tensor, op.index, &t));
@@ -147,6 +147,8 @@ class Verifier {
 
 }  // namespace
 
-void verify(const Function& fn) { Verifier(fn).run(); }
+void verify(const Function& fn) {
+  Verifier(fn).run();
+}
 
 }  // namespace parhelion::ir

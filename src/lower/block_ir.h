@@ -42,7 +42,7 @@ struct BlockSpec {
 struct Scratch {
   std::string name;  // "v3" for Var 3, "%12" for value 12
   int var = -1, value = -1;
-  DType dtype = DType::f32;   // compute dtype
+  DType dtype = DType::f32;       // compute dtype
   std::vector<int64_t> capacity;  // per dim
   int64_t bytes = 0;
   int64_t offset = 0;  // within the step's scratch area, 64-byte aligned
@@ -57,7 +57,7 @@ struct InnerLoop {
 struct LaunchPlan {
   const ir::Op* op = nullptr;
   int index = 0;
-  std::vector<GridDim> grid;   // in the launch's loop order, outermost first
+  std::vector<GridDim> grid;  // in the launch's loop order, outermost first
   int64_t total_steps = 1;
   int num_threads = 1;
   std::vector<BlockSpec> operands;
@@ -76,7 +76,7 @@ struct BlockProgram {
   Target target;
   std::vector<int64_t> block_size;  // by block-size id
   std::vector<LaunchPlan> launches;
-  int64_t footprint_bytes = 0;      // max over launches
+  int64_t footprint_bytes = 0;  // max over launches
 
   int64_t block_of_tile(int tile) const { return block_size.at(fn->tiles.at(tile).block); }
 };

@@ -19,10 +19,20 @@ struct OpInfo {
 
 bool is_pointwise(OpKind k) {
   switch (k) {
-    case OpKind::Load: case OpKind::Constant: case OpKind::Full: case OpKind::TileIndex:
-    case OpKind::Arange: case OpKind::Unary: case OpKind::Binary: case OpKind::Where:
-    case OpKind::Cast: case OpKind::Unsqueeze: case OpKind::VarGet: case OpKind::ScalarParam:
-    case OpKind::TileBegin: case OpKind::TileEnd:
+    case OpKind::Load:
+    case OpKind::Constant:
+    case OpKind::Full:
+    case OpKind::TileIndex:
+    case OpKind::Arange:
+    case OpKind::Unary:
+    case OpKind::Binary:
+    case OpKind::Where:
+    case OpKind::Cast:
+    case OpKind::Unsqueeze:
+    case OpKind::VarGet:
+    case OpKind::ScalarParam:
+    case OpKind::TileBegin:
+    case OpKind::TileEnd:
       return true;
     default:
       return false;
@@ -80,8 +90,7 @@ class Fusion {
       bool materialize = false;
       for (int c : consumers) {
         if (hazard(*it, ops_[c], t)) materialize = true;
-        if (expensive && (nest_shape(ops_[c]) != fn_.type_of(op.result).shape ||
-                          !encloses_same_loops(*it, ops_[c])))
+        if (expensive && (nest_shape(ops_[c]) != fn_.type_of(op.result).shape || !encloses_same_loops(*it, ops_[c])))
           materialize = true;
       }
       if (expensive && consumers.size() >= 2) materialize = true;
@@ -123,8 +132,7 @@ class Fusion {
     if (u == users_.end()) return out;
     for (int pos : u->second) {
       const Op& user = *ops_[pos].op;
-      bool root = user.result < 0 || chosen_.count(user.result) || !is_pointwise(user.kind) ||
-                  rank(user.result) == 0;
+      bool root = user.result < 0 || chosen_.count(user.result) || !is_pointwise(user.kind) || rank(user.result) == 0;
       if (root) {
         out.insert(pos);
       } else {
@@ -139,14 +147,18 @@ class Fusion {
   std::vector<ir::Dim> nest_shape(const OpInfo& c) const {
     const Op& op = *c.op;
     switch (op.kind) {
-      case OpKind::Reduce: return fn_.type_of(op.operands[0]).shape;
-      case OpKind::VarDecl: case OpKind::VarSet: return fn_.vars[op.var].type.shape;
+      case OpKind::Reduce:
+        return fn_.type_of(op.operands[0]).shape;
+      case OpKind::VarDecl:
+      case OpKind::VarSet:
+        return fn_.vars[op.var].type.shape;
       case OpKind::Store: {
         ir::Type t;  // the store covers the indexed region
         ir::load_type(fn_, op.tensor, op.index, &t);
         return t.shape;
       }
-      default: return op.result >= 0 ? fn_.type_of(op.result).shape : std::vector<ir::Dim>{};
+      default:
+        return op.result >= 0 ? fn_.type_of(op.result).shape : std::vector<ir::Dim>{};
     }
   }
 

@@ -13,7 +13,9 @@ namespace {
 using ir::Op;
 using ir::OpKind;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 int64_t next_pow2(int64_t n) {
   int64_t p = 1;
@@ -28,7 +30,9 @@ std::vector<int> tunable_block_ids(const ir::Function& fn) {
   return ids;
 }
 
-int64_t compute_bytes(DType d) { return d == DType::f32 ? 4 : d == DType::i64 ? 8 : 1; }
+int64_t compute_bytes(DType d) {
+  return d == DType::f32 ? 4 : d == DType::i64 ? 8 : 1;
+}
 
 class Planner {
  public:
@@ -71,9 +75,7 @@ class Planner {
   }
 
  private:
-  std::string block_dim_str(int tile) {
-    return std::to_string(p_.block_of_tile(tile));
-  }
+  std::string block_dim_str(int tile) { return std::to_string(p_.block_of_tile(tile)); }
 
   void plan_operands(LaunchPlan& L, const std::vector<Op>& body) {
     const ir::Function& fn = *p_.fn;
@@ -89,7 +91,8 @@ class Planner {
         if (ix.kind == ir::IndexItem::Tile) {
           int64_t b = p_.block_of_tile(ix.tile);
           s.block_shape.push_back(fn.tiles[ix.tile].is_grid ? "1" : std::to_string(b));
-          s.index_map.push_back(ir::tile_name(fn, ix.tile) + (fn.tiles[ix.tile].is_grid ? "" : "*" + std::to_string(b)));
+          s.index_map.push_back(ir::tile_name(fn, ix.tile) +
+                                (fn.tiles[ix.tile].is_grid ? "" : "*" + std::to_string(b)));
           elems *= fn.tiles[ix.tile].is_grid ? 1 : b;
         } else if (ix.kind == ir::IndexItem::All) {
           s.block_shape.push_back(std::to_string(t.shape[d]));
@@ -111,9 +114,7 @@ class Planner {
     });
   }
 
-  int64_t capacity(const ir::Dim& d) {
-    return d.kind == ir::Dim::Const ? d.size : p_.block_of_tile(d.tile);
-  }
+  int64_t capacity(const ir::Dim& d) { return d.kind == ir::Dim::Const ? d.size : p_.block_of_tile(d.tile); }
 
   void add_scratch(LaunchPlan& L, Scratch s, const ir::Type& t) {
     s.dtype = t.dtype;
@@ -278,11 +279,10 @@ std::string print(const BlockProgram& p) {
     os << "  launch " << L.index << ": grid (";
     for (size_t i = 0; i < L.grid.size(); ++i) {
       const GridDim& g = L.grid[i];
-      os << (i ? ", " : "") << ir::tile_name(fn, g.tile) << ": " << g.extent << "/" << g.block << " = "
-         << g.steps;
+      os << (i ? ", " : "") << ir::tile_name(fn, g.tile) << ": " << g.extent << "/" << g.block << " = " << g.steps;
     }
-    os << ") = " << L.total_steps << " steps on " << L.num_threads << " thread"
-       << (L.num_threads > 1 ? "s" : "") << "\n";
+    os << ") = " << L.total_steps << " steps on " << L.num_threads << " thread" << (L.num_threads > 1 ? "s" : "")
+       << "\n";
     for (const BlockSpec& b : L.operands) {
       const ir::TensorInfo& t = fn.tensors[b.tensor];
       os << "    " << (b.written ? "out " : "in  ") << t.name << " " << dtype_name(t.dtype) << " block [";
@@ -297,8 +297,8 @@ std::string print(const BlockProgram& p) {
       os << "] " << format_bytes(s.bytes) << " @" << s.offset << "\n";
     }
     for (const InnerLoop& il : L.inner_loops)
-      os << "    inner loop " << ir::tile_name(fn, il.tile) << ": " << il.extent << "/" << il.block << " = "
-         << il.trips << " trips, " << il.strategy << "\n";
+      os << "    inner loop " << ir::tile_name(fn, il.tile) << ": " << il.extent << "/" << il.block << " = " << il.trips
+         << " trips, " << il.strategy << "\n";
     os << "    footprint " << format_bytes(L.footprint_bytes) << " of " << format_bytes(p.target.fast_memory_bytes)
        << ", working set " << format_bytes(L.working_set_bytes) << " per step\n";
   }

@@ -16,9 +16,12 @@ int64_t parse_size(const std::string& s) {
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   std::string suf(end);
-  if (suf == "K" || suf == "k" || suf == "KiB") v *= 1024;
-  else if (suf == "M" || suf == "MiB") v *= 1024 * 1024;
-  else if (suf == "G" || suf == "GiB") v *= 1024.0 * 1024 * 1024;
+  if (suf == "K" || suf == "k" || suf == "KiB")
+    v *= 1024;
+  else if (suf == "M" || suf == "MiB")
+    v *= 1024 * 1024;
+  else if (suf == "G" || suf == "GiB")
+    v *= 1024.0 * 1024 * 1024;
   return static_cast<int64_t>(v);
 }
 
@@ -31,8 +34,8 @@ int64_t detect_l2_bytes() {
   }
   // cpuid 0x80000006: ECX[31:16] = L2 size in KiB (AMD and Intel).
   unsigned a, b, c, d;
-  if (__get_cpuid(0x80000000, &a, &b, &c, &d) && a >= 0x80000006 &&
-      __get_cpuid(0x80000006, &a, &b, &c, &d) && (c >> 16) > 0)
+  if (__get_cpuid(0x80000000, &a, &b, &c, &d) && a >= 0x80000006 && __get_cpuid(0x80000006, &a, &b, &c, &d) &&
+      (c >> 16) > 0)
     return static_cast<int64_t>(c >> 16) * 1024;
   return 1 << 20;
 }
@@ -81,9 +84,12 @@ const Target& Target::host() {
 
 std::string format_bytes(int64_t b) {
   char buf[64];
-  if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
-  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  if (b >= (1 << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+  else if (b >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
   return buf;
 }
 

@@ -46,7 +46,9 @@ Array Array::empty(Shape shape, DType dtype) {
   return a;
 }
 
-Array Array::zeros(Shape shape, DType dtype) { return full(std::move(shape), 0.0, dtype); }
+Array Array::zeros(Shape shape, DType dtype) {
+  return full(std::move(shape), 0.0, dtype);
+}
 
 Array Array::full(Shape shape, double value, DType dtype) {
   Array a = empty(std::move(shape), dtype);
@@ -87,7 +89,9 @@ Array Array::from_floats(Shape shape, std::span<const float> values, DType dtype
   return a;
 }
 
-bool Array::is_contiguous() const { return strides_ == contiguous_strides(shape_); }
+bool Array::is_contiguous() const {
+  return strides_ == contiguous_strides(shape_);
+}
 
 int64_t Array::offset_of(int64_t flat) const {
   int64_t off = 0;
@@ -101,12 +105,18 @@ int64_t Array::offset_of(int64_t flat) const {
 double Array::get(int64_t flat) const {
   int64_t o = offset_of(flat);
   switch (dtype_) {
-    case DType::f32: return static_cast<const float*>(data_)[o];
-    case DType::bf16: return bf16_to_f32(static_cast<const uint16_t*>(data_)[o]);
-    case DType::f16: return f16_to_f32(static_cast<const uint16_t*>(data_)[o]);
-    case DType::i32: return static_cast<const int32_t*>(data_)[o];
-    case DType::i64: return static_cast<double>(static_cast<const int64_t*>(data_)[o]);
-    case DType::boolean: return static_cast<const uint8_t*>(data_)[o];
+    case DType::f32:
+      return static_cast<const float*>(data_)[o];
+    case DType::bf16:
+      return bf16_to_f32(static_cast<const uint16_t*>(data_)[o]);
+    case DType::f16:
+      return f16_to_f32(static_cast<const uint16_t*>(data_)[o]);
+    case DType::i32:
+      return static_cast<const int32_t*>(data_)[o];
+    case DType::i64:
+      return static_cast<double>(static_cast<const int64_t*>(data_)[o]);
+    case DType::boolean:
+      return static_cast<const uint8_t*>(data_)[o];
   }
   throw InternalError("unknown dtype");
 }
@@ -114,12 +124,24 @@ double Array::get(int64_t flat) const {
 void Array::set(int64_t flat, double v) {
   int64_t o = offset_of(flat);
   switch (dtype_) {
-    case DType::f32: static_cast<float*>(data_)[o] = static_cast<float>(v); return;
-    case DType::bf16: static_cast<uint16_t*>(data_)[o] = f32_to_bf16(static_cast<float>(v)); return;
-    case DType::f16: static_cast<uint16_t*>(data_)[o] = f32_to_f16(static_cast<float>(v)); return;
-    case DType::i32: static_cast<int32_t*>(data_)[o] = static_cast<int32_t>(v); return;
-    case DType::i64: static_cast<int64_t*>(data_)[o] = static_cast<int64_t>(v); return;
-    case DType::boolean: static_cast<uint8_t*>(data_)[o] = v != 0; return;
+    case DType::f32:
+      static_cast<float*>(data_)[o] = static_cast<float>(v);
+      return;
+    case DType::bf16:
+      static_cast<uint16_t*>(data_)[o] = f32_to_bf16(static_cast<float>(v));
+      return;
+    case DType::f16:
+      static_cast<uint16_t*>(data_)[o] = f32_to_f16(static_cast<float>(v));
+      return;
+    case DType::i32:
+      static_cast<int32_t*>(data_)[o] = static_cast<int32_t>(v);
+      return;
+    case DType::i64:
+      static_cast<int64_t*>(data_)[o] = static_cast<int64_t>(v);
+      return;
+    case DType::boolean:
+      static_cast<uint8_t*>(data_)[o] = v != 0;
+      return;
   }
 }
 
@@ -135,12 +157,14 @@ Array Array::to(DType dtype) const {
   return a;
 }
 
-Array Array::clone() const { return to(dtype_); }
+Array Array::clone() const {
+  return to(dtype_);
+}
 
 double max_abs_diff(const Array& a, const Array& b) {
   if (a.shape() != b.shape())
-    throw UserError("max_abs_diff: shapes " + shape_to_string(a.shape()) + " and " +
-                    shape_to_string(b.shape()) + " differ");
+    throw UserError("max_abs_diff: shapes " + shape_to_string(a.shape()) + " and " + shape_to_string(b.shape()) +
+                    " differ");
   double m = 0;
   for (int64_t i = 0; i < a.numel(); ++i) {
     double x = a.get(i), y = b.get(i);

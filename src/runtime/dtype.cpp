@@ -9,24 +9,36 @@ namespace parhelion {
 
 int64_t dtype_size(DType t) {
   switch (t) {
-    case DType::f32: return 4;
-    case DType::bf16: return 2;
-    case DType::f16: return 2;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
-    case DType::boolean: return 1;
+    case DType::f32:
+      return 4;
+    case DType::bf16:
+      return 2;
+    case DType::f16:
+      return 2;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
+    case DType::boolean:
+      return 1;
   }
   throw InternalError("unknown dtype");
 }
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::boolean: return "bool";
+    case DType::f32:
+      return "f32";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::boolean:
+      return "bool";
   }
   throw InternalError("unknown dtype");
 }
@@ -41,8 +53,12 @@ std::optional<DType> parse_dtype(std::string_view n) {
   return std::nullopt;
 }
 
-bool is_floating(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
-bool is_integer(DType t) { return t == DType::i32 || t == DType::i64; }
+bool is_floating(DType t) {
+  return t == DType::f32 || t == DType::bf16 || t == DType::f16;
+}
+bool is_integer(DType t) {
+  return t == DType::i32 || t == DType::i64;
+}
 
 DType compute_dtype(DType t) {
   if (is_floating(t)) return DType::f32;
@@ -70,9 +86,9 @@ uint16_t f32_to_f16(float x) {
   std::memcpy(&u, &x, 4);
   uint32_t sign = (u >> 16) & 0x8000;
   uint32_t absu = u & 0x7fffffff;
-  if (absu > 0x7f800000) return static_cast<uint16_t>(sign | 0x7e00);  // NaN
+  if (absu > 0x7f800000) return static_cast<uint16_t>(sign | 0x7e00);   // NaN
   if (absu >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // overflow -> inf
-  if (absu < 0x38800000) {  // result is subnormal (or zero) in f16
+  if (absu < 0x38800000) {                                              // result is subnormal (or zero) in f16
     // Scale into the subnormal range with an exact float add: rounding happens in hardware.
     float f;
     std::memcpy(&f, &absu, 4);
@@ -98,8 +114,7 @@ float f16_to_f32(uint16_t h) {
     std::memcpy(&f, &u, 4);
     return f;
   }
-  uint32_t u = exp == 0x1f ? (sign | 0x7f800000 | (mant << 13))
-                           : (sign | ((exp + 112) << 23) | (mant << 13));
+  uint32_t u = exp == 0x1f ? (sign | 0x7f800000 | (mant << 13)) : (sign | ((exp + 112) << 23) | (mant << 13));
   std::memcpy(&f, &u, 4);
   return f;
 }

@@ -18,7 +18,6 @@
 
 namespace parhelion {
 
-
 struct KernelBase::Cache {
   std::map<std::string, std::shared_ptr<CompiledKernel::Impl>> by_key;
 };
@@ -70,15 +69,33 @@ std::pair<const char*, const char*> byte_range(const Array& a) {
 
 // --- CompiledKernel -----------------------------------------------------------------------------
 
-std::string CompiledKernel::ir() const { return ir::print(impl_->fn); }
-std::string CompiledKernel::block_ir() const { return lower::print(impl_->program); }
-std::string CompiledKernel::source() const { return impl_->source; }
-std::string CompiledKernel::source_path() const { return impl_->jit.source_path; }
-const ConfigSpec& CompiledKernel::config_spec() const { return impl_->spec; }
-const Config& CompiledKernel::config() const { return impl_->config; }
-bool CompiledKernel::cache_hit() const { return impl_->jit.cache_hit; }
-double CompiledKernel::compile_seconds() const { return impl_->jit.compile_seconds; }
-int64_t CompiledKernel::footprint_bytes() const { return impl_->program.footprint_bytes; }
+std::string CompiledKernel::ir() const {
+  return ir::print(impl_->fn);
+}
+std::string CompiledKernel::block_ir() const {
+  return lower::print(impl_->program);
+}
+std::string CompiledKernel::source() const {
+  return impl_->source;
+}
+std::string CompiledKernel::source_path() const {
+  return impl_->jit.source_path;
+}
+const ConfigSpec& CompiledKernel::config_spec() const {
+  return impl_->spec;
+}
+const Config& CompiledKernel::config() const {
+  return impl_->config;
+}
+bool CompiledKernel::cache_hit() const {
+  return impl_->jit.cache_hit;
+}
+double CompiledKernel::compile_seconds() const {
+  return impl_->jit.compile_seconds;
+}
+int64_t CompiledKernel::footprint_bytes() const {
+  return impl_->program.footprint_bytes;
+}
 
 std::vector<Array> CompiledKernel::run(const std::vector<Arg>& args) const {
   const Impl& K = *impl_;
@@ -87,8 +104,10 @@ std::vector<Array> CompiledKernel::run(const std::vector<Arg>& args) const {
   std::vector<double> scalars;
   int ti = 0;
   for (const Arg& a : args) {
-    if (a.is_tensor()) tensors[ti++] = *a.array;
-    else scalars.push_back(a.scalar);
+    if (a.is_tensor())
+      tensors[ti++] = *a.array;
+    else
+      scalars.push_back(a.scalar);
   }
   // Written arguments must not overlap any other argument: generated code assumes no aliasing.
   std::vector<bool> written(fn.tensors.size(), false);
@@ -115,7 +134,8 @@ std::vector<Array> CompiledKernel::run(const std::vector<Arg>& args) const {
       const ir::TensorInfo& t = fn.tensors[op.tensor];
       Array a = Array::empty(t.shape, t.dtype);
       if (op.has_fill) {
-        if (op.number == 0) std::memset(a.data(), 0, static_cast<size_t>(a.numel() * dtype_size(t.dtype)));
+        if (op.number == 0)
+          std::memset(a.data(), 0, static_cast<size_t>(a.numel() * dtype_size(t.dtype)));
         else
           for (int64_t i = 0; i < a.numel(); ++i) a.set(i, op.number);
       }
@@ -145,7 +165,9 @@ std::vector<Array> CompiledKernel::run(const std::vector<Arg>& args) const {
 // --- KernelBase ---------------------------------------------------------------------------------
 
 KernelBase::KernelBase(std::string name, std::vector<bool> arg_is_tensor, TraceFn trace)
-    : name_(std::move(name)), arg_is_tensor_(std::move(arg_is_tensor)), trace_(std::move(trace)),
+    : name_(std::move(name)),
+      arg_is_tensor_(std::move(arg_is_tensor)),
+      trace_(std::move(trace)),
       cache_(std::make_unique<Cache>()) {}
 
 KernelBase::~KernelBase() = default;
@@ -202,6 +224,8 @@ CompiledKernel KernelBase::compile(const std::vector<Arg>& args, const Config* c
   return CompiledKernel(K);
 }
 
-std::vector<Array> KernelBase::run(const std::vector<Arg>& args) { return compile(args).run(args); }
+std::vector<Array> KernelBase::run(const std::vector<Arg>& args) {
+  return compile(args).run(args);
+}
 
 }  // namespace parhelion

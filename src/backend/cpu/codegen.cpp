@@ -24,20 +24,30 @@ using Idx = std::vector<std::string>;
 
 std::string c_type(DType compute) {
   switch (compute) {
-    case DType::f32: return "float";
-    case DType::i64: return "int64_t";
-    case DType::boolean: return "bool";
-    default: throw InternalError("not a compute dtype");
+    case DType::f32:
+      return "float";
+    case DType::i64:
+      return "int64_t";
+    case DType::boolean:
+      return "bool";
+    default:
+      throw InternalError("not a compute dtype");
   }
 }
 
 std::string storage_type(DType d) {
   switch (d) {
-    case DType::f32: return "float";
-    case DType::bf16: case DType::f16: return "uint16_t";
-    case DType::i32: return "int32_t";
-    case DType::i64: return "int64_t";
-    case DType::boolean: return "uint8_t";
+    case DType::f32:
+      return "float";
+    case DType::bf16:
+    case DType::f16:
+      return "uint16_t";
+    case DType::i32:
+      return "int32_t";
+    case DType::i64:
+      return "int64_t";
+    case DType::boolean:
+      return "uint8_t";
   }
   throw InternalError("unknown dtype");
 }
@@ -77,12 +87,13 @@ class LaunchEmitter {
       const lower::GridDim& g = L_.grid[i];
       std::string t = tname(g.tile);
       if (i > 0) {
-        line("const int64_t g_" + t + " = ph_rest % " + std::to_string(g.steps) + "; ph_rest /= " +
-             std::to_string(g.steps) + ";");
+        line("const int64_t g_" + t + " = ph_rest % " + std::to_string(g.steps) +
+             "; ph_rest /= " + std::to_string(g.steps) + ";");
       } else {
         line("const int64_t g_" + t + " = ph_rest;");
       }
-      line("const int64_t off_" + t + " = " + std::to_string(g.begin) + " + g_" + t + " * " + std::to_string(g.block) + ";");
+      line("const int64_t off_" + t + " = " + std::to_string(g.begin) + " + g_" + t + " * " + std::to_string(g.block) +
+           ";");
       line("const int64_t n_" + t + " = ph_min_i64(" + std::to_string(g.block) + ", " +
            std::to_string(g.begin + g.extent) + " - off_" + t + ");");
       line("(void)n_" + t + ";");
@@ -114,8 +125,8 @@ class LaunchEmitter {
     for (size_t t = 0; t < fn_.tensors.size(); ++t) {
       if (!used[t]) continue;
       std::string ty = storage_type(fn_.tensors[t].dtype);
-      line(ty + "* __restrict T" + std::to_string(t) + " = static_cast<" + ty + "*>(ph_tensors[" +
-           std::to_string(t) + "]);");
+      line(ty + "* __restrict T" + std::to_string(t) + " = static_cast<" + ty + "*>(ph_tensors[" + std::to_string(t) +
+           "]);");
     }
   }
 
@@ -264,8 +275,10 @@ class LaunchEmitter {
       const ir::IndexItem& ix = op.index[d];
       std::string pos;
       if (ix.kind == ir::IndexItem::Tile) {
-        if (fn_.tiles[ix.tile].is_grid) pos = "off_" + tname(ix.tile);
-        else pos = "(off_" + tname(ix.tile) + " + " + idx[j++] + ")";
+        if (fn_.tiles[ix.tile].is_grid)
+          pos = "off_" + tname(ix.tile);
+        else
+          pos = "(off_" + tname(ix.tile) + " + " + idx[j++] + ")";
       } else if (ix.kind == ir::IndexItem::All) {
         pos = idx[j++];
       } else {
@@ -281,41 +294,64 @@ class LaunchEmitter {
   std::string load_expr(const Op& op, const Idx& idx) {
     std::string a = address(op, idx);
     switch (fn_.tensors[op.tensor].dtype) {
-      case DType::f32: return a;
-      case DType::bf16: return "ph_rt::bf16_to_f32(" + a + ")";
-      case DType::f16: return "ph_rt::f16_to_f32(" + a + ")";
-      case DType::i32: return "static_cast<int64_t>(" + a + ")";
-      case DType::i64: return a;
-      case DType::boolean: return "(" + a + " != 0)";
+      case DType::f32:
+        return a;
+      case DType::bf16:
+        return "ph_rt::bf16_to_f32(" + a + ")";
+      case DType::f16:
+        return "ph_rt::f16_to_f32(" + a + ")";
+      case DType::i32:
+        return "static_cast<int64_t>(" + a + ")";
+      case DType::i64:
+        return a;
+      case DType::boolean:
+        return "(" + a + " != 0)";
     }
     throw InternalError("bad dtype");
   }
 
   std::string store_value(DType dt, DType from, const std::string& v) {
     switch (dt) {
-      case DType::f32: return from == DType::f32 ? v : "static_cast<float>(" + v + ")";
-      case DType::bf16: return "ph_rt::f32_to_bf16(static_cast<float>(" + v + "))";
-      case DType::f16: return "ph_rt::f32_to_f16(static_cast<float>(" + v + "))";
-      case DType::i32: return "static_cast<int32_t>(" + v + ")";
-      case DType::i64: return "static_cast<int64_t>(" + v + ")";
-      case DType::boolean: return "static_cast<uint8_t>(" + v + " != 0)";
+      case DType::f32:
+        return from == DType::f32 ? v : "static_cast<float>(" + v + ")";
+      case DType::bf16:
+        return "ph_rt::f32_to_bf16(static_cast<float>(" + v + "))";
+      case DType::f16:
+        return "ph_rt::f32_to_f16(static_cast<float>(" + v + "))";
+      case DType::i32:
+        return "static_cast<int32_t>(" + v + ")";
+      case DType::i64:
+        return "static_cast<int64_t>(" + v + ")";
+      case DType::boolean:
+        return "static_cast<uint8_t>(" + v + " != 0)";
     }
     throw InternalError("bad dtype");
   }
 
   std::string unary_expr(UnaryFn f, DType dt, const std::string& a) {
     switch (f) {
-      case UnaryFn::neg: return "(-" + a + ")";
-      case UnaryFn::exp: return "ph_rt::exp(" + a + ")";
-      case UnaryFn::log: return "ph_rt::log(" + a + ")";
-      case UnaryFn::sqrt: return "ph_rt::sqrt(" + a + ")";
-      case UnaryFn::rsqrt: return "ph_rt::rsqrt(" + a + ")";
-      case UnaryFn::tanh: return "ph_rt::tanh(" + a + ")";
-      case UnaryFn::sigmoid: return "ph_rt::sigmoid(" + a + ")";
-      case UnaryFn::silu: return "ph_rt::silu(" + a + ")";
-      case UnaryFn::gelu: return "ph_rt::gelu(" + a + ")";
-      case UnaryFn::abs: return dt == DType::f32 ? "ph_rt::abs(" + a + ")" : "ph_abs_i64(" + a + ")";
-      case UnaryFn::logical_not: return "(!" + a + ")";
+      case UnaryFn::neg:
+        return "(-" + a + ")";
+      case UnaryFn::exp:
+        return "ph_rt::exp(" + a + ")";
+      case UnaryFn::log:
+        return "ph_rt::log(" + a + ")";
+      case UnaryFn::sqrt:
+        return "ph_rt::sqrt(" + a + ")";
+      case UnaryFn::rsqrt:
+        return "ph_rt::rsqrt(" + a + ")";
+      case UnaryFn::tanh:
+        return "ph_rt::tanh(" + a + ")";
+      case UnaryFn::sigmoid:
+        return "ph_rt::sigmoid(" + a + ")";
+      case UnaryFn::silu:
+        return "ph_rt::silu(" + a + ")";
+      case UnaryFn::gelu:
+        return "ph_rt::gelu(" + a + ")";
+      case UnaryFn::abs:
+        return dt == DType::f32 ? "ph_rt::abs(" + a + ")" : "ph_abs_i64(" + a + ")";
+      case UnaryFn::logical_not:
+        return "(!" + a + ")";
     }
     throw InternalError("bad unary");
   }
@@ -326,33 +362,54 @@ class LaunchEmitter {
       if (tb != DType::f32) b = "static_cast<float>(" + b + ")";
     }
     switch (f) {
-      case BinaryFn::add: return "(" + a + " + " + b + ")";
-      case BinaryFn::sub: return "(" + a + " - " + b + ")";
-      case BinaryFn::mul: return "(" + a + " * " + b + ")";
-      case BinaryFn::div: return "(" + a + " / " + b + ")";
-      case BinaryFn::maximum: return "ph_max(" + a + ", " + b + ")";
-      case BinaryFn::minimum: return "ph_min(" + a + ", " + b + ")";
-      case BinaryFn::pow: return "ph_pow(" + a + ", " + b + ")";
-      case BinaryFn::lt: return "(" + a + " < " + b + ")";
-      case BinaryFn::le: return "(" + a + " <= " + b + ")";
-      case BinaryFn::gt: return "(" + a + " > " + b + ")";
-      case BinaryFn::ge: return "(" + a + " >= " + b + ")";
-      case BinaryFn::eq: return "(" + a + " == " + b + ")";
-      case BinaryFn::ne: return "(" + a + " != " + b + ")";
-      case BinaryFn::logical_and: return "(" + a + " && " + b + ")";
-      case BinaryFn::logical_or: return "(" + a + " || " + b + ")";
+      case BinaryFn::add:
+        return "(" + a + " + " + b + ")";
+      case BinaryFn::sub:
+        return "(" + a + " - " + b + ")";
+      case BinaryFn::mul:
+        return "(" + a + " * " + b + ")";
+      case BinaryFn::div:
+        return "(" + a + " / " + b + ")";
+      case BinaryFn::maximum:
+        return "ph_max(" + a + ", " + b + ")";
+      case BinaryFn::minimum:
+        return "ph_min(" + a + ", " + b + ")";
+      case BinaryFn::pow:
+        return "ph_pow(" + a + ", " + b + ")";
+      case BinaryFn::lt:
+        return "(" + a + " < " + b + ")";
+      case BinaryFn::le:
+        return "(" + a + " <= " + b + ")";
+      case BinaryFn::gt:
+        return "(" + a + " > " + b + ")";
+      case BinaryFn::ge:
+        return "(" + a + " >= " + b + ")";
+      case BinaryFn::eq:
+        return "(" + a + " == " + b + ")";
+      case BinaryFn::ne:
+        return "(" + a + " != " + b + ")";
+      case BinaryFn::logical_and:
+        return "(" + a + " && " + b + ")";
+      case BinaryFn::logical_or:
+        return "(" + a + " || " + b + ")";
     }
     throw InternalError("bad binary");
   }
 
   std::string cast_expr(DType to, DType from, const std::string& a) {
     switch (to) {
-      case DType::f32: return from == DType::f32 ? a : "static_cast<float>(" + a + ")";
-      case DType::bf16: return "ph_rt::bf16_to_f32(ph_rt::f32_to_bf16(static_cast<float>(" + a + ")))";
-      case DType::f16: return "ph_rt::f16_to_f32(ph_rt::f32_to_f16(static_cast<float>(" + a + ")))";
-      case DType::i32: return "static_cast<int64_t>(static_cast<int32_t>(" + a + "))";
-      case DType::i64: return "static_cast<int64_t>(" + a + ")";
-      case DType::boolean: return "(" + a + " != 0)";
+      case DType::f32:
+        return from == DType::f32 ? a : "static_cast<float>(" + a + ")";
+      case DType::bf16:
+        return "ph_rt::bf16_to_f32(ph_rt::f32_to_bf16(static_cast<float>(" + a + ")))";
+      case DType::f16:
+        return "ph_rt::f16_to_f32(ph_rt::f32_to_f16(static_cast<float>(" + a + ")))";
+      case DType::i32:
+        return "static_cast<int64_t>(static_cast<int32_t>(" + a + "))";
+      case DType::i64:
+        return "static_cast<int64_t>(" + a + ")";
+      case DType::boolean:
+        return "(" + a + " != 0)";
     }
     throw InternalError("bad cast");
   }
@@ -361,13 +418,21 @@ class LaunchEmitter {
   std::string op_expr(const Op& op, const Idx& idx) {
     DType rt = type(op.result).dtype;
     switch (op.kind) {
-      case OpKind::Load: return read(load_expr(op, idx), type(op.result).dtype);
-      case OpKind::Constant: case OpKind::Full: return literal(op.number, rt);
-      case OpKind::ScalarParam: return "sp" + std::to_string(op.param);
-      case OpKind::TileBegin: return "off_" + tname(op.tile);
-      case OpKind::TileEnd: return "(off_" + tname(op.tile) + " + n_" + tname(op.tile) + ")";
-      case OpKind::TileIndex: return "(off_" + tname(op.tile) + " + " + idx[0] + ")";
-      case OpKind::Arange: return "static_cast<int64_t>(" + idx[0] + ")";
+      case OpKind::Load:
+        return read(load_expr(op, idx), type(op.result).dtype);
+      case OpKind::Constant:
+      case OpKind::Full:
+        return literal(op.number, rt);
+      case OpKind::ScalarParam:
+        return "sp" + std::to_string(op.param);
+      case OpKind::TileBegin:
+        return "off_" + tname(op.tile);
+      case OpKind::TileEnd:
+        return "(off_" + tname(op.tile) + " + n_" + tname(op.tile) + ")";
+      case OpKind::TileIndex:
+        return "(off_" + tname(op.tile) + " + " + idx[0] + ")";
+      case OpKind::Arange:
+        return "static_cast<int64_t>(" + idx[0] + ")";
       case OpKind::VarGet: {
         const lower::Scratch& s = L_.scratch[L_.var_scratch.at(op.var)];
         return read(scratch_ref(s, idx), s.dtype);
@@ -382,8 +447,8 @@ class LaunchEmitter {
         if (static_cast<BinaryFn>(op.fn) == BinaryFn::div && rt == DType::f32 && is_hoisted(b) &&
             type(op.operands[1]).dtype == DType::f32)
           return "(" + a + " * (1.0f / " + b + "))";
-        return binary_expr(static_cast<BinaryFn>(op.fn), rt, type(op.operands[0]).dtype,
-                           type(op.operands[1]).dtype, a, b);
+        return binary_expr(static_cast<BinaryFn>(op.fn), rt, type(op.operands[0]).dtype, type(op.operands[1]).dtype, a,
+                           b);
       }
       case OpKind::Where: {
         std::string a = operand(op, 1, idx), b = operand(op, 2, idx);
@@ -391,13 +456,15 @@ class LaunchEmitter {
         if (rt == DType::f32 && type(op.operands[2]).dtype != DType::f32) b = "static_cast<float>(" + b + ")";
         return "(" + operand(op, 0, idx) + " ? " + a + " : " + b + ")";
       }
-      case OpKind::Cast: return cast_expr(op.dtype, type(op.operands[0]).dtype, operand(op, 0, idx));
+      case OpKind::Cast:
+        return cast_expr(op.dtype, type(op.operands[0]).dtype, operand(op, 0, idx));
       case OpKind::Unsqueeze: {
         Idx inner = idx;
         inner.erase(inner.begin() + op.axis);
         return expr(op.operands[0], inner);
       }
-      default: throw InternalError(std::string("no expression for op ") + std::string(ir::op_name(op)));
+      default:
+        throw InternalError(std::string("no expression for op ") + std::string(ir::op_name(op)));
     }
   }
 
@@ -413,10 +480,20 @@ class LaunchEmitter {
 
   bool pointwise(const Op& op) const {
     switch (op.kind) {
-      case OpKind::Load: case OpKind::Constant: case OpKind::Full: case OpKind::TileIndex:
-      case OpKind::Arange: case OpKind::Unary: case OpKind::Binary: case OpKind::Where:
-      case OpKind::Cast: case OpKind::Unsqueeze: case OpKind::VarGet: case OpKind::ScalarParam:
-      case OpKind::TileBegin: case OpKind::TileEnd:
+      case OpKind::Load:
+      case OpKind::Constant:
+      case OpKind::Full:
+      case OpKind::TileIndex:
+      case OpKind::Arange:
+      case OpKind::Unary:
+      case OpKind::Binary:
+      case OpKind::Where:
+      case OpKind::Cast:
+      case OpKind::Unsqueeze:
+      case OpKind::VarGet:
+      case OpKind::ScalarParam:
+      case OpKind::TileBegin:
+      case OpKind::TileEnd:
         return true;
       default:
         return false;
@@ -446,11 +523,17 @@ class LaunchEmitter {
 
   void statement(const Op& op) {
     switch (op.kind) {
-      case OpKind::Loop: return loop(op);
-      case OpKind::Store: return store(op);
-      case OpKind::VarDecl: case OpKind::VarSet: return var_write(op);
-      case OpKind::Reduce: return reduce(op);
-      default: break;
+      case OpKind::Loop:
+        return loop(op);
+      case OpKind::Store:
+        return store(op);
+      case OpKind::VarDecl:
+      case OpKind::VarSet:
+        return var_write(op);
+      case OpKind::Reduce:
+        return reduce(op);
+      default:
+        break;
     }
     if (op.result < 0) return;
     const ir::Type& t = type(op.result);
@@ -474,11 +557,11 @@ class LaunchEmitter {
       const ir::TileInfo& t = fn_.tiles[tile];
       std::string n = tname(tile);
       int64_t b = block_of(tile);
-      line("for (int64_t off_" + n + " = " + std::to_string(t.begin) + "; off_" + n + " < " +
-           std::to_string(t.end) + "; off_" + n + " += " + std::to_string(b) + ") {");
+      line("for (int64_t off_" + n + " = " + std::to_string(t.begin) + "; off_" + n + " < " + std::to_string(t.end) +
+           "; off_" + n + " += " + std::to_string(b) + ") {");
       ++depth_;
-      line("const int64_t n_" + n + " = ph_min_i64(" + std::to_string(b) + ", " + std::to_string(t.end) +
-           " - off_" + n + ");");
+      line("const int64_t n_" + n + " = ph_min_i64(" + std::to_string(b) + ", " + std::to_string(t.end) + " - off_" +
+           n + ");");
       line("(void)n_" + n + ";");
     }
     block(op.body);
@@ -495,17 +578,18 @@ class LaunchEmitter {
     std::vector<Dim> shape;
     size_t d = 0;
     for (const ir::IndexItem& ix : op.index) {
-      if (ix.kind == ir::IndexItem::Tile && !fn_.tiles[ix.tile].is_grid) shape.push_back(Dim::of_tile(ix.tile));
-      else if (ix.kind == ir::IndexItem::All) shape.push_back(Dim::constant(fn_.tensors[op.tensor].shape[d]));
+      if (ix.kind == ir::IndexItem::Tile && !fn_.tiles[ix.tile].is_grid)
+        shape.push_back(Dim::of_tile(ix.tile));
+      else if (ix.kind == ir::IndexItem::All)
+        shape.push_back(Dim::constant(fn_.tensors[op.tensor].shape[d]));
       ++d;
     }
     DType dt = fn_.tensors[op.tensor].dtype;
     DType from = type(op.operands[0]).dtype;
     line("{  // store at " + op.loc.str());
     ++depth_;
-    nest(shape, [&](const Idx& idx) {
-      line(address(op, idx) + " = " + store_value(dt, from, operand(op, 0, idx)) + ";");
-    });
+    nest(shape,
+         [&](const Idx& idx) { line(address(op, idx) + " = " + store_value(dt, from, operand(op, 0, idx)) + ";"); });
     --depth_;
     line("}");
   }
@@ -513,8 +597,8 @@ class LaunchEmitter {
   void var_write(const Op& op) {
     const lower::Scratch& s = L_.scratch[L_.var_scratch.at(op.var)];
     const ir::Type& vt = fn_.vars[op.var].type;
-    line("{  // " + std::string(op.kind == OpKind::VarDecl ? "init" : "assign") + " var v" +
-         std::to_string(op.var) + " at " + op.loc.str());
+    line("{  // " + std::string(op.kind == OpKind::VarDecl ? "init" : "assign") + " var v" + std::to_string(op.var) +
+         " at " + op.loc.str());
     ++depth_;
     nest(vt.shape, [&](const Idx& idx) { line(scratch_ref(s, idx) + " = " + operand(op, 0, idx) + ";"); });
     --depth_;
@@ -543,8 +627,10 @@ class LaunchEmitter {
     // The output element of input element `idx`.
     auto out_idx = [&](const Idx& idx) {
       Idx o = idx;
-      if (op.keepdim) o[op.axis] = "0";
-      else o.erase(o.begin() + op.axis);
+      if (op.keepdim)
+        o[op.axis] = "0";
+      else
+        o.erase(o.begin() + op.axis);
       return o;
     };
     bool scalar = out.rank() == 0;
@@ -561,50 +647,53 @@ class LaunchEmitter {
       // the compiler keeps them in vector registers (an `omp simd reduction` clause makes
       // g++ spill its accumulator every iteration), and two vectors hide the add latency.
       std::vector<Dim> outer(in.shape.begin(), in.shape.end() - 1);
-      nest(outer, [&](const Idx& oidx) {
-        Idx full = oidx;
-        if (rd.is_one()) {
-          full.push_back("0");
-          line(out_ref(out_idx(full)) + " = " + finalize(combine(init, expr(op.operands[0], full))) + ";");
-          return;
-        }
-        line(ty + " accv[kLanes];");
-        line("for (int k = 0; k < kLanes; ++k) accv[k] = " + init + ";");
-        line("int64_t ir = 0;");
-        Idx lane = full;
-        lane.push_back("(ir + k)");
-        Idx tail = full;
-        tail.push_back("ir");
-        // The element at `at`: read it, or (for a deferred producer) compute and store it.
-        auto element = [&](const Idx& at, const std::string& lane_acc) {
-          auto d = deferred_.find(op.result);
-          if (d == deferred_.end()) {
-            line(lane_acc + " = " + combine(lane_acc, expr(op.operands[0], at)) + ";");
-            return;
-          }
-          const Op& producer = *d->second;
-          line("const " + c_type(type(producer.result).dtype) + " e = " + op_expr(producer, at) + ";");
-          line(scratch_ref(L_.scratch[L_.materialized.at(producer.result)], at) + " = e;");
-          line(lane_acc + " = " + combine(lane_acc, "e") + ";");
-        };
-        hoisted_loop("ir", "for (; ir + kLanes <= " + count + "; ir += kLanes) {", "", [&] {
-          line("#pragma omp simd");
-          line("for (int64_t k = 0; k < kLanes; ++k) {");
-          ++depth_;
-          element(lane, "accv[k]");
-          --depth_;
-          line("}");
-        });
-        line("for (; ir < " + count + "; ++ir) {");
-        ++depth_;
-        element(tail, "accv[0]");
-        --depth_;
-        line("}");
-        line(ty + " acc = accv[0];");
-        line("for (int k = 1; k < kLanes; ++k) acc = " + combine("acc", "accv[k]") + ";");
-        full.push_back("0");
-        line(out_ref(out_idx(full)) + " = " + finalize("acc") + ";");
-      }, "", SIZE_MAX);
+      nest(
+          outer,
+          [&](const Idx& oidx) {
+            Idx full = oidx;
+            if (rd.is_one()) {
+              full.push_back("0");
+              line(out_ref(out_idx(full)) + " = " + finalize(combine(init, expr(op.operands[0], full))) + ";");
+              return;
+            }
+            line(ty + " accv[kLanes];");
+            line("for (int k = 0; k < kLanes; ++k) accv[k] = " + init + ";");
+            line("int64_t ir = 0;");
+            Idx lane = full;
+            lane.push_back("(ir + k)");
+            Idx tail = full;
+            tail.push_back("ir");
+            // The element at `at`: read it, or (for a deferred producer) compute and store it.
+            auto element = [&](const Idx& at, const std::string& lane_acc) {
+              auto d = deferred_.find(op.result);
+              if (d == deferred_.end()) {
+                line(lane_acc + " = " + combine(lane_acc, expr(op.operands[0], at)) + ";");
+                return;
+              }
+              const Op& producer = *d->second;
+              line("const " + c_type(type(producer.result).dtype) + " e = " + op_expr(producer, at) + ";");
+              line(scratch_ref(L_.scratch[L_.materialized.at(producer.result)], at) + " = e;");
+              line(lane_acc + " = " + combine(lane_acc, "e") + ";");
+            };
+            hoisted_loop("ir", "for (; ir + kLanes <= " + count + "; ir += kLanes) {", "", [&] {
+              line("#pragma omp simd");
+              line("for (int64_t k = 0; k < kLanes; ++k) {");
+              ++depth_;
+              element(lane, "accv[k]");
+              --depth_;
+              line("}");
+            });
+            line("for (; ir < " + count + "; ++ir) {");
+            ++depth_;
+            element(tail, "accv[0]");
+            --depth_;
+            line("}");
+            line(ty + " acc = accv[0];");
+            line("for (int k = 1; k < kLanes; ++k) acc = " + combine("acc", "accv[k]") + ";");
+            full.push_back("0");
+            line(out_ref(out_idx(full)) + " = " + finalize("acc") + ";");
+          },
+          "", SIZE_MAX);
     } else {
       // Reduce along an outer dimension: accumulate into the output block, vectorized along
       // the innermost (kept) dimension.
@@ -613,7 +702,8 @@ class LaunchEmitter {
         std::string r = out_ref(out_idx(idx));
         line(r + " = " + combine(r, expr(op.operands[0], idx)) + ";");
       });
-      if (f == ReduceFn::mean) nest(out.shape, [&](const Idx& o) { line(out_ref(o) + " = " + finalize(out_ref(o)) + ";"); });
+      if (f == ReduceFn::mean)
+        nest(out.shape, [&](const Idx& o) { line(out_ref(o) + " = " + finalize(out_ref(o)) + ";"); });
     }
     --depth_;
     line("}");
@@ -626,11 +716,11 @@ class LaunchEmitter {
   std::map<int, const Op*> deferred_;  // reduction result -> the producer its loop computes
   std::ostringstream os_;
   int depth_ = 0;
-  std::string hoist_var_;            // the innermost loop's index while its body is generated
+  std::string hoist_var_;  // the innermost loop's index while its body is generated
   struct Hoisted {
     std::string name, type, access;
   };
-  std::vector<Hoisted> hoisted_;     // reads to emit before that loop, as constants
+  std::vector<Hoisted> hoisted_;  // reads to emit before that loop, as constants
   int hoist_counter_ = 0;
 };
 
@@ -645,7 +735,9 @@ static inline float ph_pow(float a, float b) { return ph_rt::exp(b * ph_rt::log(
 
 }  // namespace
 
-std::string launch_symbol(int index) { return "ph_launch_" + std::to_string(index); }
+std::string launch_symbol(int index) {
+  return "ph_launch_" + std::to_string(index);
+}
 
 std::string generate_source(const lower::BlockProgram& p) {
   std::ostringstream os;

@@ -106,7 +106,9 @@ std::string compiler_flags() {
          "-fno-math-errno -fno-trapping-math -fno-semantic-interposition";
 }
 
-int compiler_invocations() { return g_invocations.load(); }
+int compiler_invocations() {
+  return g_invocations.load();
+}
 
 JitResult jit_compile(const std::string& source) {
   JitResult r;
@@ -129,7 +131,7 @@ JitResult jit_compile(const std::string& source) {
     }
   }
   if (!fs::exists(so)) {
-    std::string tag = std::to_string(getpid()) + "." + std::to_string(std::hash<std::string>{}(source) & 0xffff);
+    std::string tag = std::to_string(getpid()) + "." + std::to_string(std::hash<std::string>{}(source)&0xffff);
     std::string tmp_src = base + ".cpp.tmp." + tag;
     {
       std::ofstream f(tmp_src);
@@ -138,8 +140,8 @@ JitResult jit_compile(const std::string& source) {
     }
     fs::rename(tmp_src, r.source_path, ec);
     std::string tmp_so = base + ".so.tmp." + tag;
-    std::string cmd = compiler_command() + " " + flags + " " + shell_quote(r.source_path) + " -o " +
-                      shell_quote(tmp_so) + " 2>&1";
+    std::string cmd =
+        compiler_command() + " " + flags + " " + shell_quote(r.source_path) + " -o " + shell_quote(tmp_so) + " 2>&1";
     auto t0 = std::chrono::steady_clock::now();
     int status = 0;
     g_invocations++;
@@ -150,9 +152,9 @@ JitResult jit_compile(const std::string& source) {
       std::istringstream is(log);
       std::string ln, head;
       for (int i = 0; i < 30 && std::getline(is, ln); ++i) head += "  " + ln + "\n";
-      throw CompileError("the C++ compiler failed on generated code " + r.source_path + "\n  command: " + cmd +
-                             "\n" + head,
-                         r.source_path);
+      throw CompileError(
+          "the C++ compiler failed on generated code " + r.source_path + "\n  command: " + cmd + "\n" + head,
+          r.source_path);
     }
     fs::rename(tmp_so, so, ec);
     if (ec) throw UserError("cannot move compiled kernel into the cache: " + ec.message());

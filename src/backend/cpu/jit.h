@@ -29,7 +29,7 @@ struct JitResult {
   std::shared_ptr<Module> module;
   std::string source_path;
   std::string key;
-  bool cache_hit = false;     // the object was already on disk (or loaded in this process)
+  bool cache_hit = false;  // the object was already on disk (or loaded in this process)
   double compile_seconds = 0;
 };
 
