@@ -4,6 +4,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/references.h"
+#include "tune/accuracy.h"
 
 namespace parhelion::kernels {
 namespace {
@@ -168,23 +169,6 @@ const KernelEntry& find_kernel(const std::string& name) {
   throw UserError("unknown kernel '" + name + "'; known kernels: " + names);
 }
 
-Closeness compare(const Array& out, const Array& ref, DType dtype) {
-  if (out.shape() != ref.shape())
-    throw UserError("output shape " + shape_to_string(out.shape()) + " differs from the reference's " +
-                    shape_to_string(ref.shape()));
-  double atol = 2e-5, rtol = 2e-5;
-  if (dtype == DType::bf16) atol = rtol = 1.6e-2;
-  if (dtype == DType::f16) atol = rtol = 2e-3;
-  Closeness c;
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    double o = out.get(i), r = ref.get(i);
-    double err = std::abs(o - r);
-    if (std::isnan(o) != std::isnan(r) || (std::isinf(r) && o != r)) err = INFINITY;
-    if (std::isnan(err)) err = 0;  // both NaN
-    c.max_abs_err = std::max(c.max_abs_err, err);
-    if (err > atol + rtol * std::abs(r)) c.ok = false;
-  }
-  return c;
-}
+Closeness compare(const Array& out, const Array& ref, DType dtype) { return tune::compare(out, ref, dtype); }
 
 }  // namespace parhelion::kernels

@@ -8,6 +8,8 @@
 
 #include <parhelion/parhelion.h>
 
+#include "tune/accuracy.h"
+
 namespace parhelion::kernels {
 
 struct Inputs {
@@ -40,10 +42,7 @@ const std::vector<KernelEntry>& registry();
 const KernelEntry& find_kernel(const std::string& name);
 
 // Elementwise closeness with a dtype-aware tolerance: |out - ref| <= atol + rtol * |ref|.
-struct Closeness {
-  double max_abs_err = 0;
-  bool ok = true;
-};
+using Closeness = tune::Closeness;
 Closeness compare(const Array& out, const Array& ref, DType dtype);
 
 }  // namespace parhelion::kernels

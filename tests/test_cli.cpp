@@ -53,6 +53,22 @@ TEST(Cli, RunWithPinnedConfigAndHumanOutput) {
   EXPECT_HAS(r, ": ok");
 }
 
+TEST(Cli, TuneJsonHasTheContractFields) {
+  Result r = cli("tune softmax --shape 20,300 --effort quick --budget 20 --seed 3 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  for (const char* k : {"kernel", "shape", "dtype", "target", "best_config", "best_ms", "default_ms", "candidates",
+                        "failed", "cache_hit", "seconds"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  Result again = cli("run softmax --shape 20,300 --tune quick --reps 2 --json");
+  ASSERT_EQ(again.status, 0) << again.out;
+  auto k = nlohmann::json::parse(again.out.substr(again.out.find('{')));
+  EXPECT_EQ(k["config"], j["best_config"]);  // the cached winner
+  EXPECT_TRUE(k["ok"].get<bool>());
+  EXPECT_NE(cli("tune softmax --shape 20,300 --effort fast").out.find("--effort must be none, quick or full"),
+            std::string::npos);
+}
+
 TEST(Cli, EmitsEveryStage) {
   EXPECT_HAS(cli("emit add --shape 5,7 --stage ir"), "kernel add(arg0: f32[5,7], arg1: f32[5,7]) -> (buf0)");
   EXPECT_HAS(cli("emit add --shape 5,7 --stage block"), "launch 0: grid");

@@ -3,9 +3,12 @@
 //   parhelion list
 //   parhelion run KERNEL --shape 1000,1003 [--dtype f32|bf16|f16] [--config JSON] [--seed N] [--json]
 //   parhelion emit KERNEL --shape ... [--dtype ...] [--stage ir|spec|block|code] [--config JSON]
+//   parhelion tune KERNEL --shape ... [--dtype ...] [--effort quick|full] [--budget SECONDS] [--seed N] [--json]
 //
 // Exit status: 0 success, 1 a result outside tolerance, 2 bad input, 3 the C++ compiler
 // failed, 4 an internal error.
+#include <unistd.h>
+
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -27,6 +30,9 @@ const char* kUsage = R"(usage:
   parhelion list
   parhelion run KERNEL --shape D0,D1,... [--dtype f32|bf16|f16] [--config JSON] [--seed N] [--reps N] [--json]
   parhelion emit KERNEL --shape D0,D1,... [--dtype ...] [--stage ir|spec|block|code] [--config JSON]
+  parhelion tune KERNEL --shape D0,D1,... [--dtype ...] [--effort quick|full] [--budget SECONDS] [--seed N] [--json]
+
+  run --tune quick|full   tunes first (or takes the cached winner), then runs the best config
 )";
 
 struct Options {
@@ -54,7 +60,8 @@ Options parse(int argc, char** argv) {
         if (i + 1 >= argc) throw ph::UserError("option --" + key + " needs a value");
         value = argv[++i];
       }
-      static const std::vector<std::string> known = {"shape", "dtype", "config", "seed", "stage", "reps"};
+      static const std::vector<std::string> known = {"shape", "dtype", "config", "seed",  "stage",
+                                                     "reps",  "tune",  "effort", "budget"};
       if (std::find(known.begin(), known.end(), key) == known.end())
         throw ph::UserError("unknown option --" + key + "\n" + kUsage);
       o.flags[key] = value;
@@ -118,6 +125,48 @@ Prepared prepare(const Options& o) {
   return p;
 }
 
+ph::TuneReport tune_for(const Options& o, const Prepared& p, const std::string& effort_flag) {
+  ph::TuneOptions opt;
+  std::string effort = o.flags.count(effort_flag) ? o.flags.at(effort_flag) : "quick";
+  if (!ph::parse_effort(effort, &opt.effort))
+    throw ph::UserError("--" + effort_flag + " must be none, quick or full; got '" + effort + "'");
+  if (auto b = o.flags.find("budget"); b != o.flags.end()) {
+    try {
+      opt.budget_seconds = std::stod(b->second);
+    } catch (const std::exception&) {
+      opt.budget_seconds = -1;
+    }
+    if (!(opt.budget_seconds > 0)) throw ph::UserError("--budget must be a positive number of seconds");
+  }
+  if (auto s = o.flags.find("seed"); s != o.flags.end()) opt.seed = std::stoull(s->second);
+  opt.progress = !o.json || isatty(2);
+  const ph::kernels::Inputs& in = p.inputs;
+  const ph::kernels::KernelEntry* e = p.entry;
+  opt.reference = [e, &in] { return e->reference(in); };
+  return p.entry->kernel->tune(p.inputs.args(), opt);
+}
+
+int cmd_tune(const Options& o) {
+  Prepared p = prepare(o);
+  ph::TuneReport r = tune_for(o, p, "effort");
+  if (o.json) {
+    json j = json::parse(r.to_json());
+    j["shape"] = p.shape;
+    j["dtype"] = ph::dtype_name(p.dtype);
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::printf("kernel      %s %s %s\n", p.entry->name.c_str(), ph::shape_to_string(p.shape).c_str(),
+              std::string(ph::dtype_name(p.dtype)).c_str());
+  std::printf("searched    %d candidates (%d failed, %d did not fit, %d duplicate code) in %.1f s%s\n", r.candidates,
+              r.failed, r.rejected, r.duplicates, r.seconds, r.cache_hit ? " (cached winner)" : "");
+  for (const std::string& f : r.failures) std::printf("  failed    %s\n", f.c_str());
+  std::printf("default     %.4f ms  %s\n", r.default_ms, r.default_config.to_json().c_str());
+  std::printf("best        %.4f ms  (%.2fx the default)\n", r.best_ms, r.speedup());
+  std::printf("pin it with --config '%s'\n", r.best_config.to_json().c_str());
+  return 0;
+}
+
 int cmd_list(const Options& o) {
   if (o.json) {
     for (const auto& e : ph::kernels::registry())
@@ -132,6 +181,10 @@ int cmd_list(const Options& o) {
 int cmd_run(const Options& o) {
   Prepared p = prepare(o);
   auto args = p.inputs.args();
+  if (o.flags.count("tune")) {
+    if (p.config) throw ph::UserError("--tune and --config exclude each other");
+    p.config = std::make_unique<ph::Config>(tune_for(o, p, "tune").best_config);
+  }
   ph::CompiledKernel k = p.entry->kernel->compile(args, p.config.get());
   std::vector<ph::Array> out = k.run(args);
   std::vector<ph::Array> want = p.entry->reference(p.inputs);
@@ -202,6 +255,7 @@ int main(int argc, char** argv) {
     if (o.command == "list") return cmd_list(o);
     if (o.command == "run") return cmd_run(o);
     if (o.command == "emit") return cmd_emit(o);
+    if (o.command == "tune") return cmd_tune(o);
     throw ph::UserError("unknown command '" + o.command + "'\n" + kUsage);
   } catch (const ph::UserError& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -20,6 +20,7 @@
 #include "parhelion/array.h"
 #include "parhelion/config.h"
 #include "parhelion/lang.h"
+#include "parhelion/tune.h"
 
 namespace parhelion {
 
@@ -77,6 +78,14 @@ class KernelBase {
   CompiledKernel compile(const std::vector<Arg>& args, const Config* config = nullptr);
   // Runs on `args`; returns the kernel's outputs.
   std::vector<Array> run(const std::vector<Arg>& args);
+
+  // Searches the config space for the fastest correct config for the signature of `args`
+  // (or returns the cached winner); see tune.h.
+  TuneReport tune(const std::vector<Arg>& args, const TuneOptions& options = {});
+
+  // The traced kernel for the signature of `args` (cached): Tile IR, ConfigSpec and the
+  // default config, before any code is generated.
+  std::shared_ptr<CompiledKernel::Impl> trace(const std::vector<Arg>& args);
 
   // Pins a config for every later call (validated against each signature's ConfigSpec).
   void pin_config(const Config& c);

@@ -7,3 +7,4 @@
 #include "parhelion/error.h"
 #include "parhelion/kernel.h"
 #include "parhelion/lang.h"
+#include "parhelion/tune.h"

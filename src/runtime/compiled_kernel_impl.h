@@ -20,6 +20,7 @@ struct CompiledKernel::Impl {
   std::vector<frontend::ArgSpec> signature;
   std::vector<bool> arg_is_tensor;
   ir::Function fn;
+  lower::Target target;
   ConfigSpec spec;
   Config config;
   lower::BlockProgram program;
@@ -27,5 +28,11 @@ struct CompiledKernel::Impl {
   backend::cpu::JitResult jit;
   std::vector<LaunchFn> launches;
 };
+
+// The stages after tracing, for callers that compile many configs of one trace (the tuner):
+// lower and generate code for `config` (throws UserError if it is invalid or does not fit)...
+std::shared_ptr<CompiledKernel::Impl> specialize(const CompiledKernel::Impl& traced, const Config& config);
+// ...then compile (or find in the disk cache) and load it.
+void load(CompiledKernel::Impl& k);
 
 }  // namespace parhelion

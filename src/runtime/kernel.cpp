@@ -19,7 +19,8 @@
 namespace parhelion {
 
 struct KernelBase::Cache {
-  std::map<std::string, std::shared_ptr<CompiledKernel::Impl>> by_key;
+  std::map<std::string, std::shared_ptr<CompiledKernel::Impl>> traced;  // by signature
+  std::map<std::string, std::shared_ptr<CompiledKernel::Impl>> by_key;  // by signature + config
 };
 
 namespace {
@@ -182,14 +183,12 @@ void KernelBase::unpin_config() {
   pinned_.reset();
 }
 
-CompiledKernel KernelBase::compile(const std::vector<Arg>& args, const Config* config) {
+std::shared_ptr<CompiledKernel::Impl> KernelBase::trace(const std::vector<Arg>& args) {
   check_args(*this, args);
   std::lock_guard<std::mutex> lock(mu_);
-  if (!config && pinned_) config = pinned_.get();
-  std::string key = signature_key(args) + "|" + (config ? config->to_json() : "default");
-  auto it = cache_->by_key.find(key);
-  if (it != cache_->by_key.end()) return CompiledKernel(it->second);
-
+  std::string key = signature_key(args);
+  auto it = cache_->traced.find(key);
+  if (it != cache_->traced.end()) return it->second;
   auto K = std::make_shared<CompiledKernel::Impl>();
   K->name = name_;
   K->arg_is_tensor = arg_is_tensor_;
@@ -212,14 +211,43 @@ CompiledKernel KernelBase::compile(const std::vector<Arg>& args, const Config* c
     K->fn = tracer.finish(outs);
   }
   ir::verify(K->fn);
-  const lower::Target& target = lower::Target::host();
-  K->spec = lower::derive_config_spec(K->fn, target);
-  K->config = config ? *config : lower::default_config(K->fn, K->spec, target);
-  K->program = lower::lower(K->fn, K->config, target);
+  K->target = lower::Target::host();
+  K->spec = lower::derive_config_spec(K->fn, K->target);
+  K->config = lower::default_config(K->fn, K->spec, K->target);
+  cache_->traced[key] = K;
+  return K;
+}
+
+std::shared_ptr<CompiledKernel::Impl> specialize(const CompiledKernel::Impl& traced, const Config& config) {
+  auto K = std::make_shared<CompiledKernel::Impl>();
+  K->name = traced.name;
+  K->arg_is_tensor = traced.arg_is_tensor;
+  K->signature = traced.signature;
+  K->fn = traced.fn;  // the Block IR points into this copy
+  K->target = traced.target;
+  K->spec = traced.spec;
+  K->config = config;
+  K->program = lower::lower(K->fn, K->config, K->target);
   K->source = backend::cpu::generate_source(K->program);
-  K->jit = backend::cpu::jit_compile(K->source);
-  for (const lower::LaunchPlan& L : K->program.launches)
-    K->launches.push_back(reinterpret_cast<LaunchFn>(K->jit.module->symbol(backend::cpu::launch_symbol(L.index))));
+  return K;
+}
+
+void load(CompiledKernel::Impl& K) {
+  K.jit = backend::cpu::jit_compile(K.source);
+  K.launches.clear();
+  for (const lower::LaunchPlan& L : K.program.launches)
+    K.launches.push_back(reinterpret_cast<LaunchFn>(K.jit.module->symbol(backend::cpu::launch_symbol(L.index))));
+}
+
+CompiledKernel KernelBase::compile(const std::vector<Arg>& args, const Config* config) {
+  std::shared_ptr<CompiledKernel::Impl> traced = trace(args);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!config && pinned_) config = pinned_.get();
+  std::string key = signature_key(args) + "|" + (config ? config->to_json() : "default");
+  auto it = cache_->by_key.find(key);
+  if (it != cache_->by_key.end()) return CompiledKernel(it->second);
+  auto K = specialize(*traced, config ? *config : traced->config);
+  load(*K);
   cache_->by_key[key] = K;
   return CompiledKernel(K);
 }

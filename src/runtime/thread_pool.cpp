@@ -1,5 +1,7 @@
 #include "runtime/thread_pool.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <exception>
@@ -81,9 +83,17 @@ class Pool {
   std::exception_ptr error_;
 };
 
+// After fork() only the forking thread exists in the child: the workers of the parent's pool
+// are gone, so the child starts a fresh pool (the old one is leaked, never joined).
+Pool* g_pool = nullptr;
+std::once_flag g_atfork_once;
+
 Pool& pool() {
-  static Pool p;
-  return p;
+  std::call_once(g_atfork_once, [] {
+    pthread_atfork(nullptr, nullptr, [] { g_pool = new Pool(); });
+    g_pool = new Pool();
+  });
+  return *g_pool;
 }
 
 }  // namespace

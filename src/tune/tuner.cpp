@@ -1,0 +1,308 @@
+// The autotuner: KernelBase::tune.
+//
+// 1. Trace the kernel for the signature; build the cache key; return the cached winner if any.
+// 2. Expected outputs: the caller's reference, else the default config's (run isolated).
+// 3. Search (effort quick: pattern search from the default and neighbouring shapes' winners;
+//    full: differential evolution, then pattern search), in batches. Each candidate is lowered
+//    (a config that does not fit fast memory is rejected before compiling), deduplicated by
+//    generated source, compiled in parallel, then run isolated in a child process: checked
+//    against the expected outputs, then timed (median of repeats).
+// 4. Re-time the finalists interleaved; store the winner.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "ir/printer.h"
+#include "parhelion/error.h"
+#include "parhelion/kernel.h"
+#include "runtime/compiled_kernel_impl.h"
+#include "tune/cache.h"
+#include "tune/isolate.h"
+#include "tune/search.h"
+
+namespace parhelion {
+
+const char* effort_name(Effort e) {
+  switch (e) {
+    case Effort::none:
+      return "none";
+    case Effort::quick:
+      return "quick";
+    case Effort::full:
+      return "full";
+  }
+  return "?";
+}
+
+bool parse_effort(const std::string& s, Effort* out) {
+  if (s == "none")
+    *out = Effort::none;
+  else if (s == "quick")
+    *out = Effort::quick;
+  else if (s == "full")
+    *out = Effort::full;
+  else
+    return false;
+  return true;
+}
+
+std::string TuneReport::to_json() const {
+  nlohmann::json j;
+  j["kernel"] = kernel;
+  j["signature"] = signature;
+  j["target"] = target;
+  j["best_config"] = nlohmann::json::parse(best_config.to_json());
+  j["default_config"] = nlohmann::json::parse(default_config.to_json());
+  j["best_ms"] = best_ms;
+  j["default_ms"] = default_ms;
+  j["speedup"] = speedup();
+  j["candidates"] = candidates;
+  j["failed"] = failed;
+  j["rejected"] = rejected;
+  j["duplicates"] = duplicates;
+  j["cache_hit"] = cache_hit;
+  j["cache_key"] = cache_key;
+  j["seconds"] = seconds;
+  j["failures"] = failures;
+  return j.dump();
+}
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+std::string signature_of(const CompiledKernel::Impl& k) {
+  std::string s;
+  for (const auto& a : k.signature)
+    s += a.is_tensor ? std::string(dtype_name(a.dtype)) + shape_to_string(a.shape) + ";" : "scalar;";
+  return s;
+}
+
+tune::CacheKey cache_key(const CompiledKernel::Impl& k) {
+  tune::CacheKey key;
+  key.kernel = k.name;
+  key.fingerprint = tune::hash_hex(ir::print(k.fn));
+  key.signature = signature_of(k);
+  for (const auto& a : k.signature) key.dtypes += a.is_tensor ? std::string(dtype_name(a.dtype)) + "," : "s,";
+  key.target = k.target.name;
+  key.hardware = k.target.cpu_model + "|" + k.target.features + "|" + std::to_string(k.target.threads) + " threads|" +
+                 std::to_string(k.target.fast_memory_bytes) + " B";
+  key.compiler = backend::cpu::compiler_identity() + "|" + backend::cpu::compiler_flags();
+  return key;
+}
+
+// The loosest dtype among inputs and outputs sets the tolerance.
+DType tolerance_dtype(const CompiledKernel::Impl& k) {
+  auto rank = [](DType d) { return d == DType::bf16 ? 2 : d == DType::f16 ? 1 : 0; };
+  DType worst = DType::f32;
+  for (const auto& t : k.fn.tensors)
+    if (rank(t.dtype) > rank(worst)) worst = t.dtype;
+  return worst;
+}
+
+// One line on stderr, rewritten in place on a terminal; elsewhere (a log) a line every 2 s.
+class Progress {
+ public:
+  Progress(bool on, std::string name, double budget)
+      : on_(on), tty_(isatty(2)), name_(std::move(name)), budget_(budget) {}
+  void update(int done, int planned, double best_ms, double default_ms, double elapsed) {
+    if (!on_ || (!tty_ && elapsed - last_ < 2.0)) return;
+    last_ = elapsed;
+    double estimate = done > 0 ? std::min(budget_, elapsed / done * planned) : budget_;
+    std::fprintf(stderr, "%s[tune %s] %d/%d candidates, best %.4f ms (%.2fx default), %.1f s elapsed, ~%.0f s left%s",
+                 tty_ ? "\r" : "", name_.c_str(), done, planned, best_ms, default_ms / best_ms, elapsed,
+                 std::max(0.0, estimate - elapsed), tty_ ? "   " : "\n");
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (on_ && tty_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  bool on_, tty_;
+  std::string name_;
+  double budget_, last_ = -1e9;
+};
+
+struct Measured {
+  Config config;
+  std::shared_ptr<CompiledKernel::Impl> kernel;
+  double ms = INFINITY;
+};
+
+}  // namespace
+
+TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt) {
+  auto t0 = clock_type::now();
+  std::shared_ptr<CompiledKernel::Impl> traced = trace(args);
+  TuneReport R;
+  R.kernel = name();
+  R.signature = signature_of(*traced);
+  R.target = traced->target.name;
+  R.default_config = traced->config;
+  tune::CacheKey key = cache_key(*traced);
+  R.cache_key = key.describe();
+
+  const char* force = std::getenv("PARHELION_FORCE_TUNE");
+  bool forced = force && std::string(force) == "1";
+  if (opt.use_cache && !forced && opt.effort != Effort::none) {
+    bool corrupt = false;
+    if (auto e = tune::cache_lookup(key, &corrupt)) {
+      try {
+        traced->spec.validate(e->best_config);
+        R.best_config = e->best_config;
+        R.best_ms = e->best_ms;
+        R.default_ms = e->default_ms;
+        R.cache_hit = true;
+        R.seconds = since(t0);
+        return R;
+      } catch (const UserError&) {
+        // A config that no longer fits the space (the kernel changed): tune again.
+      }
+    }
+  }
+
+  const double timeout = opt.candidate_timeout_seconds;
+  const DType tol = tolerance_dtype(*traced);
+  tune::TimingPlan plan;
+
+  // The default config: compiled, and (with no reference) the source of the expected outputs.
+  auto default_kernel = specialize(*traced, traced->config);
+  load(*default_kernel);
+  std::vector<Array> expected =
+      opt.reference ? opt.reference() : tune::outputs_isolated(CompiledKernel(default_kernel), args, timeout);
+
+  if (opt.effort == Effort::none) {
+    tune::RunResult r =
+        tune::run_isolated(CompiledKernel(default_kernel), args, expected, tol, Fault::none, timeout, plan);
+    if (!r.good()) throw UserError("kernel " + name() + ": the default config failed: " + r.describe());
+    R.best_config = R.default_config;
+    R.best_ms = R.default_ms = r.ms;
+    R.candidates = 1;
+    R.seconds = since(t0);
+    return R;
+  }
+
+  double budget = opt.budget_seconds > 0 ? opt.budget_seconds : opt.effort == Effort::quick ? 30.0 : 300.0;
+  int max_candidates = opt.effort == Effort::quick ? 40 : 400;
+  std::vector<Config> seeds = {traced->config};
+  if (opt.use_cache)
+    for (const Config& c : tune::cache_neighbours(key)) seeds.push_back(c);
+  std::unique_ptr<tune::SearchStrategy> search = opt.effort == Effort::quick
+                                                     ? tune::make_pattern_search(traced->spec, opt.seed, seeds)
+                                                     : tune::make_differential_evolution(traced->spec, opt.seed, seeds);
+
+  Progress progress(opt.progress, name(), budget);
+  std::map<std::string, double> by_source;  // generated source -> measured ms
+  std::vector<Measured> measured;
+  double best_ms = INFINITY;
+  const int batch_size = std::max(1, std::min(traced->target.threads, 4));
+
+  while (R.candidates < max_candidates && since(t0) < budget) {
+    std::vector<Config> batch = search->propose(batch_size);
+    if (batch.empty()) break;
+    // Lower and generate: reject what does not fit, skip duplicates of measured code.
+    std::vector<Measured> to_compile;
+    for (const Config& c : batch) {
+      ++R.candidates;
+      try {
+        Measured m{c, specialize(*traced, c)};
+        auto dup = by_source.find(m.kernel->source);
+        if (dup != by_source.end()) {
+          ++R.duplicates;
+          search->observe({c, dup->second, std::isfinite(dup->second)});
+          continue;
+        }
+        by_source[m.kernel->source] = INFINITY;
+        to_compile.push_back(std::move(m));
+      } catch (const UserError& e) {
+        ++R.rejected;
+        search->observe({c, 0, false});
+      }
+    }
+    // Compile in parallel (each compile is its own compiler process).
+    std::vector<std::string> compile_errors(to_compile.size());
+    std::vector<std::thread> workers;
+    for (size_t i = 0; i < to_compile.size(); ++i)
+      workers.emplace_back([&, i] {
+        try {
+          load(*to_compile[i].kernel);
+        } catch (const std::exception& e) {
+          compile_errors[i] = e.what();
+        }
+      });
+    for (auto& w : workers) w.join();
+    // Run each one isolated, one at a time (timings must not overlap).
+    for (size_t i = 0; i < to_compile.size(); ++i) {
+      Measured& m = to_compile[i];
+      tune::RunResult r;
+      if (!compile_errors[i].empty()) {
+        r.status = tune::RunResult::error;
+        r.detail = "compile failed: " + compile_errors[i].substr(0, compile_errors[i].find('\n'));
+      } else {
+        Fault fault = opt.inject_fault ? opt.inject_fault(m.config) : Fault::none;
+        r = tune::run_isolated(CompiledKernel(m.kernel), args, expected, tol, fault, timeout, plan);
+      }
+      if (r.good()) {
+        m.ms = r.ms;
+        by_source[m.kernel->source] = r.ms;
+        if (m.config == traced->config) R.default_ms = r.ms;
+        best_ms = std::min(best_ms, r.ms);
+        measured.push_back(m);
+      } else {
+        ++R.failed;
+        R.failures.push_back(m.config.to_json() + ": " + r.describe());
+      }
+      search->observe({m.config, r.ms, r.good()});
+    }
+    progress.update(R.candidates, max_candidates, best_ms, R.default_ms > 0 ? R.default_ms : best_ms, since(t0));
+  }
+  progress.finish();
+  if (measured.empty())
+    throw UserError("kernel " + name() + ": no config ran correctly (" + std::to_string(R.failed) + " failed, " +
+                    std::to_string(R.rejected) + " did not fit)" +
+                    (R.failures.empty() ? "" : "; first failure: " + R.failures.front()));
+
+  // Re-time the finalists (and the default) interleaved, three rounds; keep the median.
+  std::sort(measured.begin(), measured.end(), [](const Measured& a, const Measured& b) { return a.ms < b.ms; });
+  std::vector<Measured> finalists(measured.begin(), measured.begin() + std::min<size_t>(3, measured.size()));
+  bool default_in = false;
+  for (const Measured& m : finalists) default_in |= m.config == traced->config;
+  if (!default_in)
+    for (const Measured& m : measured)
+      if (m.config == traced->config) finalists.push_back(m);
+  std::vector<std::vector<double>> times(finalists.size());
+  for (int round = 0; round < 3; ++round)
+    for (size_t i = 0; i < finalists.size(); ++i) {
+      tune::RunResult r =
+          tune::run_isolated(CompiledKernel(finalists[i].kernel), args, expected, tol, Fault::none, timeout, plan);
+      times[i].push_back(r.good() ? r.ms : INFINITY);
+    }
+  size_t best = 0;
+  std::vector<double> med(finalists.size());
+  for (size_t i = 0; i < finalists.size(); ++i) {
+    std::sort(times[i].begin(), times[i].end());
+    med[i] = times[i][1];
+    if (finalists[i].config == traced->config) R.default_ms = med[i];
+    if (med[i] < med[best]) best = i;
+  }
+  R.best_config = finalists[best].config;
+  R.best_ms = med[best];
+  if (R.default_ms <= 0) R.default_ms = R.best_ms;  // the default failed: nothing to compare with
+  R.seconds = since(t0);
+  if (opt.use_cache) tune::cache_store(key, {R.best_config, R.best_ms, R.default_ms, R.signature});
+  return R;
+}
+
+}  // namespace parhelion

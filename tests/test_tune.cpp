@@ -1,0 +1,246 @@
+// The autotuner: reproducible seeded search, failing candidates skipped and counted, the cache
+// (round trip, key sensitivity, corrupt files), and `none` compiling one config.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu/jit.h"
+#include "kernels/kernels.h"
+#include "kernels/references.h"
+#include "tune/cache.h"
+#include "tune/search.h"
+
+namespace ph = parhelion;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh cache directory for one test, restored afterwards.
+class ScopedCache {
+ public:
+  explicit ScopedCache(const std::string& name)
+      : dir_(fs::temp_directory_path() / ("ph-tune-" + name + "-" + std::to_string(::getpid()))) {
+    fs::remove_all(dir_);
+    const char* old = std::getenv("PARHELION_CACHE_DIR");
+    old_ = old ? old : "";
+    setenv("PARHELION_CACHE_DIR", dir_.c_str(), 1);
+  }
+  ~ScopedCache() {
+    setenv("PARHELION_CACHE_DIR", old_.c_str(), 1);
+    fs::remove_all(dir_);
+  }
+
+ private:
+  fs::path dir_;
+  std::string old_;
+};
+
+ph::ConfigSpec toy_spec() {
+  ph::ConfigSpec s;
+  s.block_sizes = {{0, 1024, {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}, "x"},
+                   {1, 64, {1, 2, 4, 8, 16, 32, 64}, "y"}};
+  s.loop_orders = {{0, 2}};
+  s.max_threads = 2;
+  return s;
+}
+
+// A synthetic objective with one optimum: block 64 x 8, order [1,0], 2 threads.
+double objective(const ph::Config& c) {
+  double a = std::log2(static_cast<double>(c.block_sizes[0])) - 6,
+         b = std::log2(static_cast<double>(c.block_sizes[1])) - 3;
+  return 1 + a * a + 2 * b * b + (c.loop_orders[0][0] == 1 ? 0 : 0.5) + (c.num_threads == 2 ? 0 : 0.7);
+}
+
+std::vector<std::string> drive(ph::tune::SearchStrategy& s, int steps, double* best) {
+  std::vector<std::string> seen;
+  *best = INFINITY;
+  for (int i = 0; i < steps; ++i) {
+    auto batch = s.propose(2);
+    if (batch.empty()) break;
+    for (const auto& c : batch) {
+      seen.push_back(c.to_json());
+      double v = objective(c);
+      *best = std::min(*best, v);
+      s.observe({c, v, true});
+    }
+  }
+  return seen;
+}
+
+TEST(Search, SeededSearchesAreReproducible) {
+  ph::ConfigSpec spec = toy_spec();
+  ph::Config start{{1, 1}, {{0, 1}}, 1};
+  for (int kind = 0; kind < 3; ++kind) {
+    auto make = [&](uint64_t seed) -> std::unique_ptr<ph::tune::SearchStrategy> {
+      if (kind == 0) return ph::tune::make_random_search(spec, seed);
+      if (kind == 1) return ph::tune::make_pattern_search(spec, seed, {start});
+      return ph::tune::make_differential_evolution(spec, seed, {start});
+    };
+    double b1, b2, b3;
+    auto s1 = make(7), s2 = make(7), s3 = make(8);
+    auto a = drive(*s1, 30, &b1), b = drive(*s2, 30, &b2), c = drive(*s3, 30, &b3);
+    EXPECT_EQ(a, b) << s1->name();
+    if (kind != 1) {  // pattern search from one seed point is seed-independent
+      EXPECT_NE(a, c) << s1->name();
+    }
+    // No config is proposed twice.
+    std::set<std::string> unique(a.begin(), a.end());
+    EXPECT_EQ(unique.size(), a.size()) << s1->name();
+  }
+}
+
+TEST(Search, PatternSearchAndEvolutionFindTheOptimum) {
+  ph::ConfigSpec spec = toy_spec();
+  ph::Config start{{1, 1}, {{0, 1}}, 1};
+  double best;
+  auto p = ph::tune::make_pattern_search(spec, 1, {start});
+  drive(*p, 40, &best);
+  EXPECT_EQ(best, 1.0);
+  auto de = ph::tune::make_differential_evolution(spec, 1, {start});
+  drive(*de, 80, &best);
+  EXPECT_EQ(best, 1.0);
+}
+
+TEST(Search, CodecSnapsForeignConfigsIntoTheSpace) {
+  ph::ConfigSpec spec = toy_spec();
+  ph::tune::ConfigCodec codec(spec);
+  ph::Config foreign{{3000, 5}, {{1, 0}}, 8};
+  ph::Config snapped = codec.decode(codec.encode(foreign));
+  EXPECT_NO_THROW(spec.validate(snapped));
+  EXPECT_EQ(snapped.block_sizes, (std::vector<int64_t>{1024, 4}));
+  EXPECT_EQ(snapped.num_threads, 2);
+}
+
+ph::TuneOptions fast_options() {
+  ph::TuneOptions o;
+  o.effort = ph::Effort::quick;
+  o.progress = false;
+  o.budget_seconds = 60;
+  return o;
+}
+
+TEST(Tuner, FailingCandidatesAreSkippedAndCounted) {
+  ScopedCache cache("faults");
+  ph::Array x = ph::Array::random({37, 300}, ph::DType::f32, 1);
+  ph::TuneOptions o = fast_options();
+  o.candidate_timeout_seconds = 3;
+  std::atomic<int> calls{0};
+  int crash = 0, hang = 0, wrong = 0;
+  ph::Config default_config = ph::kernels::softmax.compile({x}).config();
+  o.inject_fault = [&](const ph::Config& c) {
+    if (c == default_config) return ph::Fault::none;
+    int n = calls++;
+    if (n == 1) return ++crash, ph::Fault::crash;
+    if (n == 2) return ++hang, ph::Fault::hang;
+    if (n == 3) return ++wrong, ph::Fault::wrong_result;
+    return ph::Fault::none;
+  };
+  ph::TuneReport r = ph::kernels::softmax.tune({x}, o);
+  ASSERT_EQ(crash + hang + wrong, 3);
+  EXPECT_EQ(r.failed, 3);
+  std::string all;
+  for (const auto& f : r.failures) all += f + "\n";
+  EXPECT_NE(all.find("crashed with signal 11"), std::string::npos) << all;
+  EXPECT_NE(all.find("timed out after"), std::string::npos) << all;
+  EXPECT_NE(all.find("wrong result"), std::string::npos) << all;
+  EXPECT_GT(r.candidates, 4);
+  EXPECT_GT(r.best_ms, 0);
+  EXPECT_NO_THROW(ph::kernels::softmax.compile({x}, &r.best_config));
+}
+
+TEST(Tuner, RejectsConfigsThatDoNotFitBeforeCompiling) {
+  ScopedCache cache("fit");
+  ph::Array x = ph::Array::random({64, 4096}, ph::DType::f32, 1);
+  ph::TuneReport r = ph::kernels::softmax.tune({x}, fast_options());
+  EXPECT_GT(r.rejected, 0);  // 64 rows of 4096 floats, materialized, exceed 1 MiB
+  EXPECT_EQ(r.failed, 0);
+}
+
+TEST(Tuner, CacheRoundTripKeysAndCorruptFiles) {
+  ScopedCache cache("cache");
+  ph::Array x = ph::Array::random({16, 100}, ph::DType::f32, 1);
+  ph::TuneReport first = ph::kernels::exp.tune({x}, fast_options());
+  EXPECT_FALSE(first.cache_hit);
+  ph::TuneReport second = ph::kernels::exp.tune({x}, fast_options());
+  EXPECT_TRUE(second.cache_hit);
+  EXPECT_EQ(second.best_config, first.best_config);
+  EXPECT_EQ(second.candidates, 0);
+
+  // A new shape or dtype is a new entry.
+  ph::Array y = ph::Array::random({16, 101}, ph::DType::f32, 1);
+  EXPECT_FALSE(ph::kernels::exp.tune({y}, fast_options()).cache_hit);
+  EXPECT_FALSE(ph::kernels::exp.tune({x.to(ph::DType::bf16)}, fast_options()).cache_hit);
+
+  // Every field of the key changes the entry; only the shape-independent ones, the family.
+  ph::tune::CacheKey k{"exp", "abc", "f32[16,100];", "f32,", "cpu", "hw", "g++"};
+  for (auto field : {&ph::tune::CacheKey::kernel, &ph::tune::CacheKey::fingerprint, &ph::tune::CacheKey::signature,
+                     &ph::tune::CacheKey::target, &ph::tune::CacheKey::hardware, &ph::tune::CacheKey::compiler}) {
+    ph::tune::CacheKey k2 = k;
+    k2.*field += "x";
+    EXPECT_NE(k2.entry_id(), k.entry_id());
+  }
+  ph::tune::CacheKey other_shape = k;
+  other_shape.signature = "f32[32,100];";
+  EXPECT_EQ(other_shape.family_id(), k.family_id());
+  ph::tune::CacheKey other_target = k;
+  other_target.target = "pallas";
+  EXPECT_NE(other_target.family_id(), k.family_id());
+
+  // A corrupt entry is ignored, and rewritten by the next tuning.
+  std::string path;
+  for (const auto& f : fs::recursive_directory_iterator(std::getenv("PARHELION_CACHE_DIR") + std::string("/tune")))
+    if (f.path().extension() == ".json") {
+      std::ifstream in(f.path());
+      std::string text((std::istreambuf_iterator<char>(in)), {});
+      if (text.find("f32[16,100]") != std::string::npos) path = f.path();
+    }
+  ASSERT_FALSE(path.empty());
+  { std::ofstream(path, std::ios::trunc) << "{\"best_config\": [not json"; }
+  ph::TuneReport third = ph::kernels::exp.tune({x}, fast_options());
+  EXPECT_FALSE(third.cache_hit);
+  EXPECT_TRUE(ph::kernels::exp.tune({x}, fast_options()).cache_hit);
+
+  // PARHELION_FORCE_TUNE=1 tunes again despite the entry.
+  setenv("PARHELION_FORCE_TUNE", "1", 1);
+  EXPECT_FALSE(ph::kernels::exp.tune({x}, fast_options()).cache_hit);
+  unsetenv("PARHELION_FORCE_TUNE");
+}
+
+TEST(Tuner, EffortNoneCompilesAtMostOneConfig) {
+  ScopedCache cache("none");
+  ph::Array x = ph::Array::random({9, 77}, ph::DType::f32, 3);
+  int before = ph::backend::cpu::compiler_invocations();
+  ph::TuneOptions o = fast_options();
+  o.effort = ph::Effort::none;
+  ph::TuneReport r = ph::kernels::rms_norm.tune({x, ph::Array::random({77}, ph::DType::f32, 4), 1e-5}, o);
+  EXPECT_LE(ph::backend::cpu::compiler_invocations() - before, 1);
+  EXPECT_EQ(r.candidates, 1);
+  EXPECT_EQ(r.best_config, r.default_config);
+}
+
+TEST(Tuner, NeighbouringShapesSeedTheSearch) {
+  ScopedCache cache("neighbours");
+  ph::Array a = ph::Array::random({64, 512}, ph::DType::f32, 1);
+  ph::TuneReport first = ph::kernels::softmax.tune({a}, fast_options());
+  std::vector<fs::path> entries;
+  for (const auto& f : fs::recursive_directory_iterator(std::getenv("PARHELION_CACHE_DIR") + std::string("/tune")))
+    if (f.path().extension() == ".json") entries.push_back(f.path());
+  ASSERT_EQ(entries.size(), 1u);
+  // The stored key, with another shape, finds the first winner as its neighbour.
+  std::ifstream in(entries[0]);
+  auto j = nlohmann::json::parse(in);
+  ph::tune::CacheKey k{j["key"]["kernel"], j["key"]["fingerprint"], "f32[64,520];",      j["key"]["dtypes"],
+                       j["key"]["target"], j["key"]["hardware"],    j["key"]["compiler"]};
+  auto seeds = ph::tune::cache_neighbours(k);
+  ASSERT_EQ(seeds.size(), 1u);
+  EXPECT_EQ(seeds[0], first.best_config);
+  ph::Array b = ph::Array::random({64, 520}, ph::DType::f32, 1);
+  ph::TuneReport r = ph::kernels::softmax.tune({b}, fast_options());
+  EXPECT_FALSE(r.cache_hit);
+  EXPECT_GT(r.best_ms, 0);
+}
+
+}  // namespace
