@@ -23,6 +23,15 @@ extern Kernel<Tensor(Tensor, Tensor, Tensor, Scalar)> layer_norm;  // (x, weight
 extern Kernel<Tensor(Tensor, Tensor, Scalar)> rms_norm;            // (x, weight, eps)
 extern Kernel<std::tuple<Tensor, Tensor>(Tensor)> welford;         // x -> (mean, var)
 
+// The matmul family (matmul.cpp): f32 accumulation, outputs in the first input's dtype.
+extern Kernel<Tensor(Tensor, Tensor)> matmul;            // [M,K] . [K,N]
+extern Kernel<Tensor(Tensor, Tensor)> bmm;               // [B,M,K] . [B,K,N]
+extern Kernel<Tensor(Tensor, Tensor)> broadcast_matmul;  // [B,M,K] . [K,N]
+// relu(x . w + bias) + residual: (x [M,K], w [K,N], bias [N], residual [M,N])
+extern Kernel<Tensor(Tensor, Tensor, Tensor, Tensor)> epilogue_subtiling;
+// layer_norm(x . w) * gamma + beta over N, eps 1e-5: (x [M,K], w [K,N], gamma [N], beta [N])
+extern Kernel<Tensor(Tensor, Tensor, Tensor, Tensor)> matmul_layernorm;
+
 // Losses (losses.cpp).
 extern Kernel<Tensor(Tensor, Tensor)> cross_entropy;  // (logits [N,V], labels [N]) -> loss [N]
 

@@ -217,4 +217,50 @@ std::pair<Array, Array> welford(const Array& x) {
   return {std::move(mean), std::move(var)};
 }
 
+// --- the matmul family ---------------------------------------------------------------------------
+
+Array matmul(const Array& x, const Array& y) {
+  if (x.rank() < 2 || y.rank() < 2 || x.dim(-1) != y.dim(-2) || (y.rank() > 2 && y.rank() != x.rank()))
+    throw std::invalid_argument("ref::matmul: shapes " + shape_to_string(x.shape()) + " and " +
+                                shape_to_string(y.shape()) + " do not multiply");
+  const int64_t m = x.dim(-2), k = x.dim(-1), n = y.dim(-1);
+  const int64_t batch = x.numel() / (m * k);
+  Shape out_shape = x.shape();
+  out_shape.back() = n;
+  Array out = Array::empty(out_shape, DType::f32);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t yb = y.rank() > 2 ? b : 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) s += x.get((b * m + i) * k + p) * y.get((yb * k + p) * n + j);
+        out.set((b * m + i) * n + j, s);
+      }
+  }
+  return out;
+}
+
+Array epilogue_subtiling(const Array& x, const Array& w, const Array& bias, const Array& residual) {
+  Array out = matmul(x, w);
+  const int64_t n = out.dim(-1);
+  for (int64_t i = 0; i < out.numel(); ++i) out.set(i, std::max(0.0, out.get(i) + bias.get(i % n)) + residual.get(i));
+  return out;
+}
+
+Array matmul_layernorm(const Array& x, const Array& w, const Array& gamma, const Array& beta) {
+  Array prod = matmul(x, w);
+  const int64_t m = prod.dim(0), n = prod.dim(1);
+  Array out = Array::empty({m, n}, DType::f32);
+  for (int64_t i = 0; i < m; ++i) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < n; ++j) mean += prod.get(i * n + j);
+    mean /= static_cast<double>(n);
+    for (int64_t j = 0; j < n; ++j) var += (prod.get(i * n + j) - mean) * (prod.get(i * n + j) - mean);
+    var /= static_cast<double>(n);
+    for (int64_t j = 0; j < n; ++j)
+      out.set(i * n + j, (prod.get(i * n + j) - mean) / std::sqrt(var + 1e-5) * gamma.get(j) + beta.get(j));
+  }
+  return out;
+}
+
 }  // namespace parhelion::ref

@@ -29,6 +29,12 @@ Array swiglu(const Array& a, const Array& b);
 Array geglu(const Array& a, const Array& b);
 // loss[n] = logsumexp(logits[n, :]) - logits[n, labels[n]]; logits [N,V] float, labels [N] int.
 Array cross_entropy(const Array& logits, const Array& labels);
+// out = x . y for x [..., M, K] and y [..., K, N] (y may be 2-D: shared across x's batch).
+Array matmul(const Array& x, const Array& y);
+// relu(x . w + bias) + residual.
+Array epilogue_subtiling(const Array& x, const Array& w, const Array& bias, const Array& residual);
+// layer_norm over the rows of x . w (eps 1e-5, biased variance), * gamma + beta.
+Array matmul_layernorm(const Array& x, const Array& w, const Array& gamma, const Array& beta);
 // Per-row (mean [M], population variance [M]) of x [M,N], two-pass in double.
 std::pair<Array, Array> welford(const Array& x);
 

@@ -143,6 +143,81 @@ std::vector<KernelEntry> build() {
     e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) + s[0] * 12.0; };
     r.push_back(e);
   }
+  // The matmul family: shapes name the problem, e.g. M,K,N; inputs in [-1, 1).
+  auto matmul_like = [&](const std::string& name, const std::string& summary, KernelBase& k, const std::string& help,
+                         Shape def, std::function<Inputs(const Shape&, DType, uint64_t)> make,
+                         std::function<Array(const Inputs&)> ref, std::function<double(const Shape&)> flops,
+                         std::function<double(const Shape&, DType)> bytes) {
+    KernelEntry e;
+    e.name = name;
+    e.summary = summary;
+    e.shape_help = help;
+    e.min_rank = e.max_rank = static_cast<int>(def.size());
+    e.dtypes = kFloat;
+    e.default_shape = def;
+    e.kernel = &k;
+    e.make_inputs = [name, help, make, n = def.size()](const Shape& s, DType dt, uint64_t seed) {
+      need_rank(name, s, static_cast<int>(n), static_cast<int>(n), help);
+      return make(s, dt, seed);
+    };
+    e.reference = [ref](const Inputs& in) { return std::vector<Array>{ref(in)}; };
+    e.flops = flops;
+    e.bytes = bytes;
+    r.push_back(e);
+  };
+  auto mnk_flops = [](const Shape& s) { return 2.0 * s[0] * s[1] * s[2]; };
+  auto mnk_bytes = [](const Shape& s, DType dt) {
+    return (1.0 * s[0] * s[1] + 1.0 * s[1] * s[2] + 1.0 * s[0] * s[2]) * dtype_size(dt);
+  };
+  auto rnd = [](Shape s, DType dt, uint64_t seed) { return Array::random(std::move(s), dt, seed); };
+  matmul_like(
+      "matmul", "x [M,K] . y [K,N]", matmul, "M,K,N", {2048, 2048, 2048},
+      [rnd](const Shape& s, DType dt, uint64_t seed) {
+        return Inputs{{rnd({s[0], s[1]}, dt, seed), rnd({s[1], s[2]}, dt, seed + 1)}, {}};
+      },
+      [](const Inputs& in) { return ref::matmul(in.tensors[0], in.tensors[1]); }, mnk_flops, mnk_bytes);
+  auto bmnk_flops = [](const Shape& s) { return 2.0 * s[0] * s[1] * s[2] * s[3]; };
+  matmul_like(
+      "bmm", "x [B,M,K] . y [B,K,N]", bmm, "B,M,K,N", {16, 512, 512, 512},
+      [rnd](const Shape& s, DType dt, uint64_t seed) {
+        return Inputs{{rnd({s[0], s[1], s[2]}, dt, seed), rnd({s[0], s[2], s[3]}, dt, seed + 1)}, {}};
+      },
+      [](const Inputs& in) { return ref::matmul(in.tensors[0], in.tensors[1]); }, bmnk_flops,
+      [](const Shape& s, DType dt) { return 1.0 * s[0] * (s[1] * s[2] + s[2] * s[3] + s[1] * s[3]) * dtype_size(dt); });
+  matmul_like(
+      "broadcast_matmul", "x [B,M,K] . y [K,N], y shared by the batch", broadcast_matmul, "B,M,K,N",
+      {16, 512, 512, 512},
+      [rnd](const Shape& s, DType dt, uint64_t seed) {
+        return Inputs{{rnd({s[0], s[1], s[2]}, dt, seed), rnd({s[2], s[3]}, dt, seed + 1)}, {}};
+      },
+      [](const Inputs& in) { return ref::matmul(in.tensors[0], in.tensors[1]); }, bmnk_flops,
+      [](const Shape& s, DType dt) {
+        return (1.0 * s[0] * (s[1] * s[2] + s[1] * s[3]) + 1.0 * s[2] * s[3]) * dtype_size(dt);
+      });
+  matmul_like(
+      "epilogue_subtiling", "relu(x [M,K] . w [K,N] + bias [N]) + residual [M,N], fused", epilogue_subtiling, "M,K,N",
+      {2048, 2048, 2048},
+      [rnd](const Shape& s, DType dt, uint64_t seed) {
+        return Inputs{{rnd({s[0], s[1]}, dt, seed), rnd({s[1], s[2]}, dt, seed + 1), rnd({s[2]}, dt, seed + 2),
+                       rnd({s[0], s[2]}, dt, seed + 3)},
+                      {}};
+      },
+      [](const Inputs& in) {
+        return ref::epilogue_subtiling(in.tensors[0], in.tensors[1], in.tensors[2], in.tensors[3]);
+      },
+      mnk_flops, mnk_bytes);
+  matmul_like(
+      "matmul_layernorm", "layer_norm(x [M,K] . w [K,N]) * gamma + beta over N, fused", matmul_layernorm, "M,K,N",
+      {2048, 2048, 1024},
+      [rnd](const Shape& s, DType dt, uint64_t seed) {
+        return Inputs{{rnd({s[0], s[1]}, dt, seed), rnd({s[1], s[2]}, dt, seed + 1),
+                       Array::random({s[2]}, dt, seed + 2, 0.5, 1.5), rnd({s[2]}, dt, seed + 3)},
+                      {}};
+      },
+      [](const Inputs& in) {
+        return ref::matmul_layernorm(in.tensors[0], in.tensors[1], in.tensors[2], in.tensors[3]);
+      },
+      mnk_flops, mnk_bytes);
   return r;
 }
 
@@ -169,6 +244,8 @@ const KernelEntry& find_kernel(const std::string& name) {
   throw UserError("unknown kernel '" + name + "'; known kernels: " + names);
 }
 
-Closeness compare(const Array& out, const Array& ref, DType dtype) { return tune::compare(out, ref, dtype); }
+Closeness compare(const Array& out, const Array& ref, DType dtype) {
+  return tune::compare(out, ref, dtype);
+}
 
 }  // namespace parhelion::kernels

@@ -13,6 +13,10 @@ namespace ph = parhelion;
 namespace {
 
 std::vector<ph::Shape> shapes_for(const ph::kernels::KernelEntry& e) {
+  // The matmul family: M, N, K of 1, not multiples of any block or micro-tile, and a prime.
+  if (e.name == "matmul" || e.name == "epilogue_subtiling" || e.name == "matmul_layernorm")
+    return {{1, 1, 1}, {1, 37, 5}, {13, 1, 29}, {37, 53, 1}, {67, 131, 97}};
+  if (e.name == "bmm" || e.name == "broadcast_matmul") return {{1, 1, 1, 1}, {3, 13, 29, 37}, {2, 33, 1, 17}};
   if (e.min_rank == 3) return {{1, 1, 1}, {3, 7, 1009}, {2, 33, 65}};
   if (e.min_rank == 2) return {{1, 1}, {1, 1009}, {37, 1}, {67, 1009}, {5, 4099}};
   return {{1}, {1009}, {1, 1}, {7, 1009}, {3, 5, 130}};

@@ -5,6 +5,7 @@
 // split over threads. A Config prints as one line of JSON that parses back, so a user can pin
 // the configuration a tuner found:
 //   {"block_sizes":[8,1024],"loop_orders":[[0,1]],"num_threads":2}
+// (kernels with dot products add "micro_kernels":[0], one choice per dot)
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,7 @@ struct Config {
   std::vector<int64_t> block_sizes;           // one per ConfigSpec::block_sizes entry
   std::vector<std::vector<int>> loop_orders;  // one per ConfigSpec::loop_orders entry; outer first
   int num_threads = 0;                        // grid points run on this many threads
+  std::vector<int> micro_kernels;             // per dot: index into its MicroKernelSpec choices
 
   std::string to_json() const;
   // Parses a Config; throws UserError on malformed JSON, unknown keys or wrong types.
@@ -31,6 +33,12 @@ struct BlockSizeSpec {
   std::string defined_at;        // the user's source line of the loop
 };
 
+// The register-blocked micro-kernel of one dot (e.g. "avx512_12x32"): the host's ones, best first.
+struct MicroKernelSpec {
+  std::vector<std::string> choices;
+  std::string defined_at;  // the user's source line of the dot
+};
+
 struct LoopOrderSpec {
   int launch = 0;  // index among the kernel's launches
   int dims = 0;    // the launch's grid rank; an order is a permutation of 0..dims-1
@@ -39,6 +47,7 @@ struct LoopOrderSpec {
 struct ConfigSpec {
   std::vector<BlockSizeSpec> block_sizes;
   std::vector<LoopOrderSpec> loop_orders;
+  std::vector<MicroKernelSpec> micro_kernels;
   int max_threads = 1;
 
   // Throws UserError naming the key and its domain if `c` is not a point of this space.

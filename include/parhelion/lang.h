@@ -361,6 +361,19 @@ Tensor amin(const Operand& x, int axis, bool keepdim = false);
 Tensor mean(const Operand& x, int axis, bool keepdim = false);
 
 Tensor unsqueeze(const Operand& x, int axis);
+Tensor transpose(const Operand& x);  // swaps the last two dimensions
+
+// Matrix products on blocks, accumulated in f32: a [..., M, K] . b [..., K, N] -> [..., M, N]
+// (leading batch dims broadcast). f32, bf16 or f16 data; bf16 x bf16 uses the CPU's bf16 dot
+// instructions where present. dot(a, b, acc) returns acc + a . b (addmm).
+Tensor dot(const Operand& a, const Operand& b);
+Tensor dot(const Operand& a, const Operand& b, const Operand& acc);
+inline Tensor bmm(const Operand& a, const Operand& b) {
+  return dot(a, b);
+}
+inline Tensor matmul(const Operand& a, const Operand& b) {
+  return dot(a, b);
+}
 Tensor arange(int64_t n, Loc loc = Loc::current());  // i64 [n]: 0..n-1
 
 }  // namespace parhelion

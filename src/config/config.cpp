@@ -16,6 +16,7 @@ std::string Config::to_json() const {
   j["block_sizes"] = block_sizes;
   j["loop_orders"] = loop_orders;
   j["num_threads"] = num_threads;
+  if (!micro_kernels.empty()) j["micro_kernels"] = micro_kernels;
   return j.dump();
 }
 
@@ -36,13 +37,17 @@ Config Config::from_json(const std::string& text) {
         c.loop_orders = value.get<std::vector<std::vector<int>>>();
       else if (key == "num_threads")
         c.num_threads = value.get<int>();
+      else if (key == "micro_kernels")
+        c.micro_kernels = value.get<std::vector<int>>();
       else
-        throw UserError("invalid config: unknown key '" + key + "' (known: block_sizes, loop_orders, num_threads)");
+        throw UserError("invalid config: unknown key '" + key +
+                        "' (known: block_sizes, loop_orders, num_threads, micro_kernels)");
     } catch (const json::exception&) {
       throw UserError("invalid config: '" + key + "' has the wrong type (" + value.dump() + "); expected " +
-                      (key == "block_sizes"   ? "a list of integers"
-                       : key == "loop_orders" ? "a list of integer lists"
-                                              : "an integer"));
+                      (key == "block_sizes"     ? "a list of integers"
+                       : key == "loop_orders"   ? "a list of integer lists"
+                       : key == "micro_kernels" ? "a list of integers"
+                                                : "an integer"));
     }
   }
   return c;
@@ -77,6 +82,15 @@ void ConfigSpec::validate(const Config& c) const {
       throw UserError("invalid config: loop_orders[" + std::to_string(i) + "] must be a permutation of 0.." +
                       std::to_string(loop_orders[i].dims - 1));
   }
+  if (c.micro_kernels.size() != micro_kernels.size())
+    throw UserError("invalid config: micro_kernels has " + std::to_string(c.micro_kernels.size()) +
+                    " entries; this kernel has " + std::to_string(micro_kernels.size()) + " dot products");
+  for (size_t i = 0; i < micro_kernels.size(); ++i)
+    if (c.micro_kernels[i] < 0 || c.micro_kernels[i] >= static_cast<int>(micro_kernels[i].choices.size()))
+      throw UserError("invalid config: micro_kernels[" + std::to_string(i) +
+                      "] = " + std::to_string(c.micro_kernels[i]) + " is out of its domain 0.." +
+                      std::to_string(micro_kernels[i].choices.size() - 1) + " (the dot at " +
+                      micro_kernels[i].defined_at + ")");
   if (c.num_threads < 1 || c.num_threads > max_threads)
     throw UserError("invalid config: num_threads = " + std::to_string(c.num_threads) + " is out of its domain 1.." +
                     std::to_string(max_threads));
@@ -90,6 +104,12 @@ std::string ConfigSpec::describe() const {
   for (size_t i = 0; i < loop_orders.size(); ++i)
     os << "loop_orders[" << i << "]: permutations of " << loop_orders[i].dims << " grid dims (launch "
        << loop_orders[i].launch << ")\n";
+  for (size_t i = 0; i < micro_kernels.size(); ++i) {
+    os << "micro_kernels[" << i << "]: ";
+    for (size_t j = 0; j < micro_kernels[i].choices.size(); ++j)
+      os << (j ? ", " : "") << j << "=" << micro_kernels[i].choices[j];
+    os << "  (dot at " << micro_kernels[i].defined_at << ")\n";
+  }
   os << "num_threads: 1.." << max_threads << "\n";
   return os.str();
 }
@@ -97,6 +117,7 @@ std::string ConfigSpec::describe() const {
 int64_t ConfigSpec::size() const {
   __int128 n = max_threads;
   for (const auto& b : block_sizes) n *= static_cast<int64_t>(b.choices.size());
+  for (const auto& m : micro_kernels) n *= static_cast<int64_t>(m.choices.size());
   for (const auto& l : loop_orders)
     for (int k = 2; k <= l.dims; ++k) n *= k;
   return n > INT64_MAX ? INT64_MAX : static_cast<int64_t>(n);

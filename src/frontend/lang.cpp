@@ -615,6 +615,44 @@ Tensor unsqueeze(const Operand& x, int axis) {
   return Tensor::block(emit_value(T, op, t, x.loc));
 }
 
+Tensor transpose(const Operand& x) {
+  Tracer& T = tracer(x.loc);
+  T.require_device("transpose", x.loc);
+  int v = value_of(T, x);
+  Type t = T.fn().type_of(v);
+  if (t.rank() < 2) T.fail("transpose needs a block of rank 2 or more, got " + describe(T, v), x.loc);
+  std::swap(t.shape[t.rank() - 1], t.shape[t.rank() - 2]);
+  Op op{OpKind::Transpose};
+  op.operands = {v};
+  return Tensor::block(emit_value(T, op, t, x.loc));
+}
+
+static Tensor dot_impl(const Operand& a, const Operand& b, const Operand* acc) {
+  Tracer& T = tracer(a.loc);
+  T.require_device("dot", a.loc);
+  int va = value_of(T, a), vb = value_of(T, b);
+  Type t;
+  std::string err = ir::dot_type(T.fn(), T.fn().type_of(va), T.fn().type_of(vb), &t);
+  if (!err.empty()) T.fail(err, a.loc);
+  Op op{OpKind::Dot};
+  op.operands = {va, vb};
+  if (acc) {
+    int vc = value_of(T, *acc);
+    if (!(T.fn().type_of(vc) == t))
+      T.fail("dot: the accumulator has type " + describe(T, vc) + "; expected " + ir::type_to_string(T.fn(), t),
+             acc->loc);
+    op.operands.push_back(vc);
+  }
+  return Tensor::block(emit_value(T, op, t, a.loc));
+}
+
+Tensor dot(const Operand& a, const Operand& b) {
+  return dot_impl(a, b, nullptr);
+}
+Tensor dot(const Operand& a, const Operand& b, const Operand& acc) {
+  return dot_impl(a, b, &acc);
+}
+
 Tensor arange(int64_t n, Loc loc) {
   Tracer& T = tracer(loc);
   T.require_device("arange", loc);

@@ -104,6 +104,8 @@ enum class OpKind : uint8_t {
   Cast,         // dtype: rounds through bf16/f16, converts between f32/i64/bool
   Reduce,       // fn, axis, keepdim
   Unsqueeze,    // axis: inserts a size-1 dim
+  Dot,          // operands: a [..., M, K], b [..., K, N] (, acc [..., M, N]) -> f32 [..., M, N]
+  Transpose,    // swaps the last two dims (a view)
   VarDecl,      // var = operands[0]
   VarGet,       // var
   VarSet,       // var = operands[0]

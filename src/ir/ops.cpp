@@ -42,6 +42,10 @@ std::string_view op_name(const Op& op) {
       return reduce_name(static_cast<ReduceFn>(op.fn));
     case OpKind::Unsqueeze:
       return "unsqueeze";
+    case OpKind::Dot:
+      return "dot";
+    case OpKind::Transpose:
+      return "transpose";
     case OpKind::VarDecl:
       return "var";
     case OpKind::VarGet:

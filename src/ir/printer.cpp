@@ -122,6 +122,10 @@ class Printer {
       case OpKind::Unsqueeze:
         os_ << "unsqueeze " << val(op.operands[0]) << " axis=" << op.axis;
         break;
+      case OpKind::Dot:
+        os_ << "dot " << val(op.operands[0]) << ", " << val(op.operands[1]);
+        if (op.operands.size() > 2) os_ << " acc=" << val(op.operands[2]);
+        break;
       case OpKind::VarDecl:
         os_ << "var v" << op.var << " = " << val(op.operands[0]) << "\n";
         return;

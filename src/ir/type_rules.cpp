@@ -83,6 +83,30 @@ std::string reduce_type(const Function& fn, const Type& in, int* axis, bool keep
   return "";
 }
 
+std::string dot_type(const Function& fn, const Type& a, const Type& b, Type* out) {
+  if (a.rank() < 2 || b.rank() < 2)
+    return "dot needs operands of rank 2 or more ([..., M, K] and [..., K, N]); got " + dims_to_string(fn, a.shape) +
+           " and " + dims_to_string(fn, b.shape);
+  if (a.dtype != DType::f32 || b.dtype != DType::f32) return "dot needs floating operands";
+  const Dim& ka = a.shape[a.rank() - 1];
+  const Dim& kb = b.shape[b.rank() - 2];
+  if (!(ka == kb))
+    return "dot: the contracted dimensions differ: " + dims_to_string(fn, {ka}) + " (last of " +
+           dims_to_string(fn, a.shape) + ") and " + dims_to_string(fn, {kb}) + " (second to last of " +
+           dims_to_string(fn, b.shape) + ")";
+  std::vector<Dim> batch;
+  std::vector<Dim> ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
+  std::string err = broadcast_shapes(fn, ba, bb, &batch);
+  if (!err.empty()) return "dot: batch dimensions: " + err;
+  Type r;
+  r.dtype = DType::f32;
+  r.shape = batch;
+  r.shape.push_back(a.shape[a.rank() - 2]);
+  r.shape.push_back(b.shape[b.rank() - 1]);
+  *out = std::move(r);
+  return "";
+}
+
 std::string binary_dtype(BinaryFn f, DType a, DType b, DType* out) {
   if (f == BinaryFn::logical_and || f == BinaryFn::logical_or) {
     if (a != DType::boolean || b != DType::boolean) return "logical ops need boolean operands";

@@ -19,6 +19,10 @@ std::string load_type(const Function& fn, int tensor, const std::vector<IndexIte
 // The type of a reduction of `in` over `axis` (may be negative), normalizing `axis`.
 std::string reduce_type(const Function& fn, const Type& in, int* axis, bool keepdim, Type* out);
 
+// The type of dot(a, b): a [..., M, K] . b [..., K, N] -> f32 [..., M, N]; leading (batch)
+// dims broadcast; K must be the same dimension (the same tile, or the same size).
+std::string dot_type(const Function& fn, const Type& a, const Type& b, Type* out);
+
 // The result dtype of a binary op on two compute dtypes.
 std::string binary_dtype(BinaryFn f, DType a, DType b, DType* out);
 

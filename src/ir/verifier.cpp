@@ -135,6 +135,15 @@ class Verifier {
           expect_type(op, t);
           continue;
         }
+        case OpKind::Dot: {
+          Type t;
+          rule(op, dot_type(fn_, fn_.type_of(op.operands[0]), fn_.type_of(op.operands[1]), &t));
+          if (op.operands.size() > 2 && !(fn_.type_of(op.operands[2]) == t))
+            fail(op, "dot: the accumulator must have the result's type " + type_to_string(fn_, t));
+          define(op, op.result, scope);
+          expect_type(op, t);
+          continue;
+        }
         default:
           if (op.result >= 0) define(op, op.result, scope);
       }

@@ -42,6 +42,7 @@ struct BlockSpec {
 struct Scratch {
   std::string name;  // "v3" for Var 3, "%12" for value 12
   int var = -1, value = -1;
+  int workspace_of = -1;          // a dot's packing workspace: the dot's result id
   DType dtype = DType::f32;       // compute dtype
   std::vector<int64_t> capacity;  // per dim
   int64_t bytes = 0;
@@ -63,8 +64,10 @@ struct LaunchPlan {
   std::vector<BlockSpec> operands;
   std::vector<Scratch> scratch;
   std::vector<InnerLoop> inner_loops;
-  std::map<int, int> materialized;  // value id -> scratch index
-  std::map<int, int> var_scratch;   // var id -> scratch index
+  std::map<int, int> materialized;   // value id -> scratch index
+  std::map<int, int> var_scratch;    // var id -> scratch index
+  std::map<int, int> dot_workspace;  // dot result id -> scratch index of its packing workspace
+  std::map<int, int> dot_into_var;   // dot result id -> the Var it accumulates into, in place
   int64_t scratch_bytes = 0;
   int64_t working_set_bytes = 0;  // operand blocks + scratch touched by one grid step
   int64_t footprint_bytes = 0;    // fast memory one step needs: staged blocks + scratch

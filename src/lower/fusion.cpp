@@ -33,6 +33,7 @@ bool is_pointwise(OpKind k) {
     case OpKind::ScalarParam:
     case OpKind::TileBegin:
     case OpKind::TileEnd:
+    case OpKind::Transpose:
       return true;
     default:
       return false;
@@ -79,7 +80,7 @@ class Fusion {
     for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) {
       const Op& op = *it->op;
       if (op.result < 0 || rank(op.result) == 0) continue;
-      if (op.kind == OpKind::Reduce) {
+      if (op.kind == OpKind::Reduce || (op.kind == OpKind::Dot && !in_place_.count(op.result))) {
         chosen_.insert(op.result);
         continue;
       }
@@ -96,6 +97,12 @@ class Fusion {
       if (expensive && consumers.size() >= 2) materialize = true;
       if (materialize) chosen_.insert(op.result);
     }
+    // A dot reads its operands from memory (it packs them): each must be a load, a Var, a
+    // materialized value, or a transpose of one.
+    for (const OpInfo& i : ops_)
+      if (i.op->kind == OpKind::Dot)
+        for (int k = 0; k < 2; ++k)
+          if (!addressable(i.op->operands[k])) chosen_.insert(i.op->operands[k]);
     return chosen_;
   }
 
@@ -125,6 +132,13 @@ class Fusion {
   }
 
   int rank(int v) const { return fn_.type_of(v).rank(); }
+
+  bool addressable(int v) const {
+    if (chosen_.count(v)) return true;
+    const Op& d = *ops_[def_.at(v)].op;
+    if (d.kind == OpKind::Load || d.kind == OpKind::VarGet) return true;
+    return d.kind == OpKind::Transpose && addressable(d.operands[0]);
+  }
 
   std::set<int> consumers_of(int v) {
     std::set<int> out;
@@ -197,12 +211,47 @@ class Fusion {
   std::vector<int> var_writes_, tensor_writes_;
   std::map<int, Tree> tree_;
   std::set<int> chosen_;
+
+ public:
+  std::map<int, int> in_place_;  // dots accumulated into a Var (not materialized)
 };
 
 }  // namespace
 
+std::map<int, int> accumulating_dots(const ir::Function& fn, const Op& launch) {
+  std::map<int, int> uses;
+  std::map<int, const Op*> def;
+  ir::walk(launch.body, [&](const Op& op) {
+    if (op.result >= 0) def[op.result] = &op;
+    for (int v : op.operands) uses[v]++;
+    for (const auto& ix : op.index)
+      if (ix.kind == ir::IndexItem::Scalar) uses[ix.value]++;
+  });
+  std::map<int, int> out;
+  ir::walk(launch.body, [&](const Op& op) {
+    if (op.kind != OpKind::VarSet) return;
+    const Op* add = def.count(op.operands[0]) ? def[op.operands[0]] : nullptr;
+    if (!add || add->kind != OpKind::Binary || static_cast<ir::BinaryFn>(add->fn) != ir::BinaryFn::add ||
+        uses[add->result] != 1)
+      return;
+    for (int k = 0; k < 2; ++k) {
+      const Op* get = def.count(add->operands[k]) ? def[add->operands[k]] : nullptr;
+      const Op* dot = def.count(add->operands[1 - k]) ? def[add->operands[1 - k]] : nullptr;
+      if (get && dot && get->kind == OpKind::VarGet && get->var == op.var && uses[get->result] == 1 &&
+          dot->kind == OpKind::Dot && dot->operands.size() == 2 && uses[dot->result] == 1 &&
+          fn.type_of(dot->result) == fn.vars[op.var].type) {
+        out[dot->result] = op.var;
+        return;
+      }
+    }
+  });
+  return out;
+}
+
 std::set<int> choose_materialized(const ir::Function& fn, const Op& launch) {
-  return Fusion(fn, launch).run();
+  Fusion f(fn, launch);
+  f.in_place_ = accumulating_dots(fn, launch);
+  return f.run();
 }
 
 }  // namespace parhelion::lower

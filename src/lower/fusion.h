@@ -12,6 +12,7 @@
 // Reductions are always materialized (each has its own loop nest); rank-0 values are scalars.
 #pragma once
 
+#include <map>
 #include <set>
 
 #include "ir/ir.h"
@@ -20,5 +21,9 @@ namespace parhelion::lower {
 
 // Returns the ids of the values of `launch` to materialize.
 std::set<int> choose_materialized(const ir::Function& fn, const ir::Op& launch);
+
+// Dots that accumulate into a Var, `acc = acc + dot(a, b)` (the Var read just for this), are
+// computed in place: the micro-kernels add into the Var's buffer. Returns dot result -> var.
+std::map<int, int> accumulating_dots(const ir::Function& fn, const ir::Op& launch);
 
 }  // namespace parhelion::lower

@@ -1,11 +1,14 @@
 #include "lower/lower.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "ir/printer.h"
 #include "lower/fusion.h"
 #include "parhelion/error.h"
+#include "runtime/gemm/gemm.h"
 
 namespace parhelion::lower {
 namespace {
@@ -79,6 +82,18 @@ class Planner {
 
   void plan_operands(LaunchPlan& L, const std::vector<Op>& body) {
     const ir::Function& fn = *p_.fn;
+    // Loads that feed a dot (directly or transposed) are packed: staged in fast memory.
+    std::set<int> dot_inputs;
+    std::map<int, const Op*> defs;
+    ir::walk(body, [&](const Op& op) {
+      if (op.result >= 0) defs[op.result] = &op;
+      if (op.kind != OpKind::Dot) return;
+      for (int k = 0; k < 2; ++k) {
+        int v = op.operands[k];
+        while (defs.count(v) && defs[v]->kind == OpKind::Transpose) v = defs[v]->operands[0];
+        dot_inputs.insert(v);
+      }
+    });
     ir::walk(body, [&](const Op& op) {
       if (op.kind != OpKind::Load && op.kind != OpKind::Store) return;
       const ir::TensorInfo& t = fn.tensors[op.tensor];
@@ -104,6 +119,7 @@ class Planner {
         }
       }
       s.block_bytes = elems * dtype_size(t.dtype);
+      if (op.kind == OpKind::Load && dot_inputs.count(op.result)) s.mode = BlockSpec::Staged;
       for (const BlockSpec& o : L.operands)
         if (o.tensor == s.tensor && o.index_map == s.index_map) {
           const_cast<BlockSpec&>(o).written |= s.written;
@@ -139,6 +155,7 @@ class Planner {
       L.var_scratch[op.var] = static_cast<int>(L.scratch.size());
       add_scratch(L, s, fn.vars[op.var].type);
     });
+    L.dot_into_var = accumulating_dots(fn, launch);
     for (int v : choose_materialized(fn, launch)) {
       Scratch s;
       s.name = "%" + std::to_string(v);
@@ -146,9 +163,26 @@ class Planner {
       L.materialized[v] = static_cast<int>(L.scratch.size());
       add_scratch(L, s, fn.type_of(v));
     }
+    // Each dot packs its operand blocks into a workspace in fast memory (the staged buffers).
+    ir::walk(launch.body, [&](const Op& op) {
+      if (op.kind != OpKind::Dot) return;
+      const ir::Type& a = fn.type_of(op.operands[0]);
+      const ir::Type& r = fn.type_of(op.result);
+      int64_t m = capacity(r.shape[r.rank() - 2]), n = capacity(r.shape[r.rank() - 1]),
+              k = capacity(a.shape[a.rank() - 1]);
+      Scratch s;
+      s.name = "pack%" + std::to_string(op.result);
+      s.workspace_of = op.result;
+      s.dtype = DType::f32;
+      s.capacity = {runtime::gemm_workspace_bytes(m, n, k) / 4};
+      s.bytes = s.capacity[0] * 4;
+      s.offset = L.scratch_bytes;
+      L.scratch_bytes += (s.bytes + 63) / 64 * 64;
+      L.dot_workspace[op.result] = static_cast<int>(L.scratch.size());
+      L.scratch.push_back(s);
+    });
+    // Staged operand blocks live in the dots' packing workspaces, which are scratch already.
     L.footprint_bytes = L.scratch_bytes;
-    for (const BlockSpec& b : L.operands)
-      if (b.mode == BlockSpec::Staged) L.footprint_bytes += b.block_bytes;
     L.working_set_bytes += L.scratch_bytes;
   }
 
@@ -181,6 +215,9 @@ ConfigSpec derive_config_spec(const ir::Function& fn, const Target& target) {
     for (int64_t c = 1; c <= top; c <<= 1) s.choices.push_back(c);
     spec.block_sizes.push_back(s);
   }
+  ir::walk(fn.body, [&](const Op& op) {
+    if (op.kind == OpKind::Dot) spec.micro_kernels.push_back({runtime::gemm_kernel_names(), op.loc.str()});
+  });
   int launch = 0;
   for (const Op& op : fn.body) {
     if (op.kind != OpKind::Launch) continue;
@@ -219,6 +256,7 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Targ
     c.loop_orders.push_back(order);
   }
   c.block_sizes.assign(spec.block_sizes.size(), 1);
+  c.micro_kernels.assign(spec.micro_kernels.size(), 0);
   // Which block ids tile a tensor's contiguous (last) dimension: grow those first, so rows of
   // a block are long unit-stride runs that vectorize.
   std::vector<int> contiguous(fn.block_sizes.size(), 0);

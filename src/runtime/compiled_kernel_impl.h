@@ -10,10 +10,11 @@
 #include "ir/ir.h"
 #include "lower/block_ir.h"
 #include "parhelion/kernel.h"
+#include "runtime/gemm/gemm.h"
 
 namespace parhelion {
 
-using LaunchFn = void (*)(void* const*, const double*, char*, int64_t, int64_t);
+using LaunchFn = void (*)(void* const*, const double*, char*, int64_t, int64_t, const ph_runtime*);
 
 struct CompiledKernel::Impl {
   std::string name;

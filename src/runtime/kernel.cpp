@@ -155,7 +155,7 @@ std::vector<Array> CompiledKernel::run(const std::vector<Arg>& args) const {
     int64_t steps = L.total_steps;
     runtime::parallel_run(threads, [&](int tid) {
       int64_t b = steps * tid / threads, e = steps * (tid + 1) / threads;
-      if (b < e) f(ptrs.data(), scalars.data(), base + per_thread * tid, b, e);
+      if (b < e) f(ptrs.data(), scalars.data(), base + per_thread * tid, b, e, runtime::runtime_table());
     });
   }
   std::vector<Array> out;

@@ -20,6 +20,7 @@ ConfigCodec::ConfigCodec(const ConfigSpec& spec) : spec_(spec) {
     sizes_.push_back(static_cast<int>(all.size()));
     perms_.push_back(std::move(all));
   }
+  for (const MicroKernelSpec& m : spec.micro_kernels) sizes_.push_back(static_cast<int>(m.choices.size()));
   sizes_.push_back(spec.max_threads);
 }
 
@@ -28,6 +29,7 @@ Config ConfigCodec::decode(const Point& p) const {
   size_t k = 0;
   for (const BlockSizeSpec& b : spec_.block_sizes) c.block_sizes.push_back(b.choices[p[k++]]);
   for (const auto& perms : perms_) c.loop_orders.push_back(perms[p[k++]]);
+  for (size_t i = 0; i < spec_.micro_kernels.size(); ++i) c.micro_kernels.push_back(p[k++]);
   c.num_threads = p[k] + 1;
   return c;
 }
@@ -48,6 +50,8 @@ ConfigCodec::Point ConfigCodec::encode(const Config& c) const {
         i < c.loop_orders.size() ? std::find(perms_[i].begin(), perms_[i].end(), c.loop_orders[i]) : perms_[i].end();
     p[k] = it == perms_[i].end() ? 0 : static_cast<int>(it - perms_[i].begin());
   }
+  for (size_t i = 0; i < spec_.micro_kernels.size(); ++i, ++k)
+    p[k] = i < c.micro_kernels.size() ? std::clamp(c.micro_kernels[i], 0, sizes_[k] - 1) : 0;
   p[k] = std::clamp(c.num_threads - 1, 0, sizes_.back() - 1);
   return p;
 }

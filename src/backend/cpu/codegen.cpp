@@ -71,12 +71,12 @@ class LaunchEmitter {
   std::string run() {
     line("extern \"C\" void " + launch_symbol(L_.index) +
          "(void* const* ph_tensors, const double* ph_scalars, char* ph_scratch, int64_t ph_step_begin, "
-         "int64_t ph_step_end) {");
+         "int64_t ph_step_end, const ph_runtime* ph_rt_table) {");
     ++depth_;
     declare_tensors();
     for (size_t i = 0; i < fn_.scalar_params.size(); ++i)
       line("const float sp" + std::to_string(i) + " = static_cast<float>(ph_scalars[" + std::to_string(i) + "]);");
-    line("(void)ph_scalars; (void)ph_scratch;");
+    line("(void)ph_scalars; (void)ph_scratch; (void)ph_rt_table;");
     for (const lower::Scratch& s : L_.scratch)
       line(c_type(s.dtype) + "* __restrict " + scratch_name(s) + " = reinterpret_cast<" + c_type(s.dtype) +
            "*>(ph_scratch + " + std::to_string(s.offset) + ");");
@@ -112,6 +112,7 @@ class LaunchEmitter {
   void line(const std::string& s) { os_ << std::string(depth_ * 2, ' ') << s << "\n"; }
   std::string tname(int tile) const { return ir::tile_name(fn_, tile); }
   std::string scratch_name(const lower::Scratch& s) const {
+    if (s.workspace_of >= 0) return "ws" + std::to_string(s.workspace_of);
     return s.var >= 0 ? "var" + std::to_string(s.var) : "m" + std::to_string(s.value);
   }
   const ir::Type& type(int v) const { return fn_.type_of(v); }
@@ -213,6 +214,17 @@ class LaunchEmitter {
     return false;
   }
 
+  // `acc = acc + dot(...)` whose dot accumulates into acc's buffer.
+  bool in_place_var_set(const Op& op) const {
+    const Op* add = def_.count(op.operands[0]) ? def_.at(op.operands[0]) : nullptr;
+    if (!add || add->kind != OpKind::Binary) return false;
+    for (int v : add->operands) {
+      auto it = L_.dot_into_var.find(v);
+      if (it != L_.dot_into_var.end() && it->second == op.var) return true;
+    }
+    return false;
+  }
+
   bool is_hoisted(const std::string& e) const {
     for (const Hoisted& h : hoisted_)
       if (h.name == e) return true;
@@ -289,6 +301,93 @@ class LaunchEmitter {
       s += (s.empty() ? "" : " + ") + term;
     }
     return "T" + std::to_string(op.tensor) + "[" + (s.empty() ? "0" : s) + "]";
+  }
+
+  // Where a dot reads an operand: a pointer to element (0, 0) of the block at batch index
+  // `batch`, the element strides of its last two dims, and its dtype code.
+  struct Operand2D {
+    std::string ptr, rs, cs, dtype;
+  };
+
+  Operand2D operand_2d(int v, const Idx& batch) {
+    Idx idx = batch;
+    idx.push_back("0");
+    idx.push_back("0");
+    auto m = L_.materialized.find(v);
+    const Op& d = *def_.at(v);
+    if (m == L_.materialized.end() && d.kind == OpKind::Transpose) {
+      Operand2D o = operand_2d(d.operands[0], batch);
+      std::swap(o.rs, o.cs);
+      return o;
+    }
+    if (m != L_.materialized.end() || d.kind == OpKind::VarGet) {
+      const lower::Scratch& s = L_.scratch[m != L_.materialized.end() ? m->second : L_.var_scratch.at(d.var)];
+      return {"(" + scratch_name(s) + " + " + linear(s.capacity, idx) + ")", std::to_string(s.capacity.back()), "1",
+              "PH_F32"};
+    }
+    PH_CHECK(d.kind == OpKind::Load, "dot operand neither loaded nor materialized");
+    // The tensor dimensions behind the block's last two dims.
+    const ir::TensorInfo& t = fn_.tensors[d.tensor];
+    std::vector<int> dims;
+    for (size_t k = 0; k < d.index.size(); ++k) {
+      const ir::IndexItem& ix = d.index[k];
+      if (ix.kind == ir::IndexItem::All || (ix.kind == ir::IndexItem::Tile && !fn_.tiles[ix.tile].is_grid))
+        dims.push_back(static_cast<int>(k));
+    }
+    Idx at = broadcast(type(v).shape, idx);
+    std::string a = address(d, at);
+    std::string offset = a.substr(a.find('[') + 1, a.size() - a.find('[') - 2);
+    const char* code = t.dtype == DType::bf16 ? "PH_BF16" : t.dtype == DType::f16 ? "PH_F16" : "PH_F32";
+    return {"(T" + std::to_string(d.tensor) + " + " + offset + ")", std::to_string(t.strides[dims[dims.size() - 2]]),
+            std::to_string(t.strides[dims.back()]), code};
+  }
+
+  // C = [acc +] A . B for every batch index, through the runtime's packed micro-kernels.
+  void dot(const Op& op) {
+    const ir::Type& r = type(op.result);
+    const ir::Type& a = type(op.operands[0]);
+    auto into = L_.dot_into_var.find(op.result);
+    const bool in_place = into != L_.dot_into_var.end();
+    const lower::Scratch& c = L_.scratch[in_place ? L_.var_scratch.at(into->second) : L_.materialized.at(op.result)];
+    const lower::Scratch& ws = L_.scratch[L_.dot_workspace.at(op.result)];
+    auto extent = [&](const Dim& d) { return d.kind == Dim::Tile ? "n_" + tname(d.tile) : std::to_string(d.size); };
+    std::vector<Dim> batch(r.shape.begin(), r.shape.end() - 2);
+    int dot_index = 0;
+    ir::walk(fn_.body, [&](const Op& o) {
+      if (&o == &op) dot_ = dot_index;
+      if (o.kind == OpKind::Dot) ++dot_index;
+    });
+    line("{  // dot at " + op.loc.str());
+    ++depth_;
+    nest(batch, [&](const Idx& b) {
+      Idx cidx = b;
+      cidx.push_back("0");
+      cidx.push_back("0");
+      if (op.operands.size() > 2) {  // C starts as the accumulator
+        std::vector<Dim> mn(r.shape.end() - 2, r.shape.end());
+        Idx saved = b;
+        nest(mn, [&](const Idx& ij) {
+          Idx full = saved;
+          full.insert(full.end(), ij.begin(), ij.end());
+          line(scratch_ref(c, full) + " = " + expr(op.operands[2], full) + ";");
+        });
+      }
+      Operand2D A = operand_2d(op.operands[0], Idx(b.end() - (a.rank() - 2), b.end()));
+      const ir::Type& bt = type(op.operands[1]);
+      Operand2D B = operand_2d(op.operands[1], Idx(b.end() - (bt.rank() - 2), b.end()));
+      line("ph_gemm_args g;");
+      line("g.m = " + extent(r.shape[r.rank() - 2]) + "; g.n = " + extent(r.shape[r.rank() - 1]) +
+           "; g.k = " + extent(a.shape[a.rank() - 1]) + ";");
+      line("g.a = " + A.ptr + "; g.a_rs = " + A.rs + "; g.a_cs = " + A.cs + "; g.a_dtype = " + A.dtype + ";");
+      line("g.b = " + B.ptr + "; g.b_rs = " + B.rs + "; g.b_cs = " + B.cs + "; g.b_dtype = " + B.dtype + ";");
+      line("g.c = " + scratch_name(c) + " + " + linear(c.capacity, cidx) +
+           "; g.ldc = " + std::to_string(c.capacity.back()) + ";");
+      line("g.accumulate = " + std::string(op.operands.size() > 2 || in_place ? "1" : "0") + "; g.kernel = " +
+           std::to_string(p_.config.micro_kernels.at(dot_)) + "; g.workspace = " + scratch_name(ws) + ";");
+      line("ph_rt_table->gemm(&g);");
+    });
+    --depth_;
+    line("}");
   }
 
   std::string load_expr(const Op& op, const Idx& idx) {
@@ -463,6 +562,11 @@ class LaunchEmitter {
         inner.erase(inner.begin() + op.axis);
         return expr(op.operands[0], inner);
       }
+      case OpKind::Transpose: {
+        Idx inner = idx;
+        std::swap(inner[inner.size() - 1], inner[inner.size() - 2]);
+        return expr(op.operands[0], inner);
+      }
       default:
         throw InternalError(std::string("no expression for op ") + std::string(ir::op_name(op)));
     }
@@ -493,6 +597,7 @@ class LaunchEmitter {
       case OpKind::VarGet:
       case OpKind::ScalarParam:
       case OpKind::TileBegin:
+      case OpKind::Transpose:
       case OpKind::TileEnd:
         return true;
       default:
@@ -529,9 +634,12 @@ class LaunchEmitter {
         return store(op);
       case OpKind::VarDecl:
       case OpKind::VarSet:
+        if (op.kind == OpKind::VarSet && in_place_var_set(op)) return;  // the dot added into the Var
         return var_write(op);
       case OpKind::Reduce:
         return reduce(op);
+      case OpKind::Dot:
+        return dot(op);
       default:
         break;
     }
@@ -713,7 +821,9 @@ class LaunchEmitter {
   const lower::LaunchPlan& L_;
   const ir::Function& fn_;
   std::map<int, const Op*> def_;
-  std::map<int, const Op*> deferred_;  // reduction result -> the producer its loop computes
+  std::map<int, const Op*> deferred_;
+  int dot_ = 0;  // the index of the dot being emitted, among the kernel's dots  // reduction result -> the producer its
+                 // loop computes
   std::ostringstream os_;
   int depth_ = 0;
   std::string hoist_var_;  // the innermost loop's index while its body is generated
@@ -745,6 +855,7 @@ std::string generate_source(const lower::BlockProgram& p) {
   os << "// config " << p.config.to_json() << "\n";
   os << "#include <cstdint>\n#include <cstring>\n";
   os << runtime_header_source();
+  os << runtime_abi_source();
   os << kPrelude << "\n";
   for (const lower::LaunchPlan& L : p.launches) {
     os << "// launch " << L.index << " at " << L.op->loc.str() << "\n";

@@ -1,0 +1,31 @@
+// The C ABI between generated kernels and the runtime library: plain structs, no includes
+// beyond <stdint.h>, so that the text can be pasted into every generated translation unit
+// (runtime_source.cpp embeds it; codegen.cpp pastes it) and both sides agree on the layout.
+#pragma once
+
+#include <stdint.h>
+
+extern "C" {
+
+enum ph_dtype_code { PH_F32 = 0, PH_BF16 = 1, PH_F16 = 2 };
+
+struct ph_gemm_args {
+  int64_t m, n, k;
+  const void* a;  // element (i, p) at a[i * a_rs + p * a_cs]
+  int64_t a_rs, a_cs;
+  int a_dtype;
+  const void* b;  // element (p, j) at b[p * b_rs + j * b_cs]
+  int64_t b_rs, b_cs;
+  int b_dtype;
+  float* c;  // element (i, j) at c[i * ldc + j]
+  int64_t ldc;
+  int accumulate;   // 1: C += A·B; 0: C = A·B
+  int kernel;       // index into ph_gemm_kernel_names(); -1: the best for the host
+  void* workspace;  // at least ph_gemm_workspace_bytes(m, n, k) bytes, 64-byte aligned
+};
+
+// What generated code can call; one table per process, passed to every launch.
+struct ph_runtime {
+  void (*gemm)(const ph_gemm_args*);
+};
+}

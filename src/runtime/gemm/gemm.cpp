@@ -1,0 +1,310 @@
+#include "runtime/gemm/gemm.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "parhelion/dtype.h"
+
+namespace parhelion::runtime {
+namespace {
+
+// --- host features ---------------------------------------------------------------------------
+
+struct Features {
+  bool avx2_fma = false, avx512 = false, avx512bf16 = false;
+};
+
+const Features& features() {
+  static const Features f = [] {
+    Features f;
+    __builtin_cpu_init();
+    f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    f.avx512 = __builtin_cpu_supports("avx512f") && f.avx2_fma;
+    unsigned a, b, c, d;
+    f.avx512bf16 = f.avx512 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+    return f;
+  }();
+  return f;
+}
+
+// --- element access --------------------------------------------------------------------------
+
+inline float load_elem(const void* p, int64_t i, int dt) {
+  if (dt == PH_F32) return static_cast<const float*>(p)[i];
+  uint16_t h = static_cast<const uint16_t*>(p)[i];
+  return dt == PH_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+// --- micro-kernels: C[MR x NR] (+)= Apanel[k][MR] . Bpanel[k][NR] ------------------------------
+
+using MicroKernel = void (*)(int64_t k, const void* a, const void* b, float* c, int64_t ldc, int accumulate);
+
+// AVX-512 f32: MR rows x 32 columns, 2*MR accumulators (MR = 8: 16, fits powers-of-two
+// blocks; MR = 12: 24, fewer loads per FMA).
+template <int MR>
+__attribute__((target("avx512f,fma"))) void ukr_avx512(int64_t k, const void* ap, const void* bp, float* c, int64_t ldc,
+                                                       int accumulate) {
+  const float* a = static_cast<const float*>(ap);
+  const float* b = static_cast<const float*>(bp);
+  __m512 c0[MR], c1[MR];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; ++p) {
+    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      __m512 ai = _mm512_set1_ps(a[i]);
+      c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
+      c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
+    }
+    a += MR;
+    b += 32;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    float* row = c + i * ldc;
+    if (accumulate) {
+      c0[i] = _mm512_add_ps(c0[i], _mm512_loadu_ps(row));
+      c1[i] = _mm512_add_ps(c1[i], _mm512_loadu_ps(row + 16));
+    }
+    _mm512_storeu_ps(row, c0[i]);
+    _mm512_storeu_ps(row + 16, c1[i]);
+  }
+}
+
+// bf16 x bf16 -> f32 with vdpbf16ps: panels hold k in pairs, A as [k/2][MR] pairs (one 32-bit
+// word each, broadcast), B as [k/2][32 columns][2].
+template <int MR>
+__attribute__((target("avx512f,avx512bf16,fma"))) void ukr_avx512bf16(int64_t k, const void* ap, const void* bp,
+                                                                      float* c, int64_t ldc, int accumulate) {
+  const uint32_t* a = static_cast<const uint32_t*>(ap);
+  const uint16_t* b = static_cast<const uint16_t*>(bp);
+  __m512 c0[MR], c1[MR];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < (k + 1) / 2; ++p) {
+    __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 32);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i]));
+      c0[i] = _mm512_dpbf16_ps(c0[i], ai, b0);
+      c1[i] = _mm512_dpbf16_ps(c1[i], ai, b1);
+    }
+    a += MR;
+    b += 64;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    float* row = c + i * ldc;
+    if (accumulate) {
+      c0[i] = _mm512_add_ps(c0[i], _mm512_loadu_ps(row));
+      c1[i] = _mm512_add_ps(c1[i], _mm512_loadu_ps(row + 16));
+    }
+    _mm512_storeu_ps(row, c0[i]);
+    _mm512_storeu_ps(row + 16, c1[i]);
+  }
+}
+
+__attribute__((target("avx2,fma"))) void ukr_avx2_6x16(int64_t k, const void* ap, const void* bp, float* c, int64_t ldc,
+                                                       int accumulate) {
+  const float* a = static_cast<const float*>(ap);
+  const float* b = static_cast<const float*>(bp);
+  __m256 c0[6], c1[6];
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) c0[i] = c1[i] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < k; ++p) {
+    __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) {
+      __m256 ai = _mm256_broadcast_ss(a + i);
+      c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
+      c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
+    }
+    a += 6;
+    b += 16;
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {
+    float* row = c + i * ldc;
+    if (accumulate) {
+      c0[i] = _mm256_add_ps(c0[i], _mm256_loadu_ps(row));
+      c1[i] = _mm256_add_ps(c1[i], _mm256_loadu_ps(row + 8));
+    }
+    _mm256_storeu_ps(row, c0[i]);
+    _mm256_storeu_ps(row + 8, c1[i]);
+  }
+}
+
+void ukr_generic_4x4(int64_t k, const void* ap, const void* bp, float* c, int64_t ldc, int accumulate) {
+  const float* a = static_cast<const float*>(ap);
+  const float* b = static_cast<const float*>(bp);
+  float acc[4][4] = {};
+  for (int64_t p = 0; p < k; ++p, a += 4, b += 4)
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0.0f) + acc[i][j];
+}
+
+struct KernelInfo {
+  const char* name;
+  int mr, nr;
+  MicroKernel f32;
+  MicroKernel bf16;  // null: bf16 operands are widened to f32 when packed
+};
+
+const std::vector<KernelInfo>& kernels() {
+  static const std::vector<KernelInfo> k = [] {
+    std::vector<KernelInfo> k;
+    const Features& f = features();
+    if (f.avx512) {
+      k.push_back({"avx512_8x32", 8, 32, ukr_avx512<8>, f.avx512bf16 ? ukr_avx512bf16<8> : nullptr});
+      k.push_back({"avx512_12x32", 12, 32, ukr_avx512<12>, f.avx512bf16 ? ukr_avx512bf16<12> : nullptr});
+    }
+    if (f.avx2_fma) k.push_back({"avx2_6x16", 6, 16, ukr_avx2_6x16, nullptr});
+    k.push_back({"generic_4x4", 4, 4, ukr_generic_4x4, nullptr});
+    return k;
+  }();
+  return k;
+}
+
+// --- packing -------------------------------------------------------------------------------------
+
+// A (m x k) -> [ceil(m/MR)][k][MR] f32, zero-padded rows.
+void pack_a_f32(const ph_gemm_args& g, int mr, float* out) {
+  if (g.a_cs == 1 && g.a_dtype == PH_F32) {  // row-major f32: read rows contiguously
+    const float* a = static_cast<const float*>(g.a);
+    for (int64_t i0 = 0; i0 < g.m; i0 += mr, out += mr * g.k) {
+      int rows = static_cast<int>(std::min<int64_t>(mr, g.m - i0));
+      for (int i = 0; i < mr; ++i) {
+        const float* row = a + (i0 + i) * g.a_rs;
+        if (i < rows)
+          for (int64_t p = 0; p < g.k; ++p) out[p * mr + i] = row[p];
+        else
+          for (int64_t p = 0; p < g.k; ++p) out[p * mr + i] = 0;
+      }
+    }
+    return;
+  }
+  for (int64_t i0 = 0; i0 < g.m; i0 += mr) {
+    int rows = static_cast<int>(std::min<int64_t>(mr, g.m - i0));
+    for (int64_t p = 0; p < g.k; ++p, out += mr) {
+      for (int i = 0; i < rows; ++i) out[i] = load_elem(g.a, (i0 + i) * g.a_rs + p * g.a_cs, g.a_dtype);
+      for (int i = rows; i < mr; ++i) out[i] = 0;
+    }
+  }
+}
+
+// B (k x n) -> [ceil(n/NR)][k][NR] f32, zero-padded columns.
+void pack_b_f32(const ph_gemm_args& g, int nr, float* out) {
+  for (int64_t j0 = 0; j0 < g.n; j0 += nr) {
+    int cols = static_cast<int>(std::min<int64_t>(nr, g.n - j0));
+    for (int64_t p = 0; p < g.k; ++p, out += nr) {
+      if (g.b_dtype == PH_F32 && g.b_cs == 1) {
+        std::memcpy(out, static_cast<const float*>(g.b) + p * g.b_rs + j0, cols * sizeof(float));
+      } else {
+        for (int j = 0; j < cols; ++j) out[j] = load_elem(g.b, p * g.b_rs + (j0 + j) * g.b_cs, g.b_dtype);
+      }
+      for (int j = cols; j < nr; ++j) out[j] = 0;
+    }
+  }
+}
+
+uint16_t bf16_at(const void* p, int64_t i) {
+  return static_cast<const uint16_t*>(p)[i];
+}
+
+// A (m x k, bf16) -> [ceil(m/MR)][ceil(k/2)][MR] words of (a[i][2p], a[i][2p+1]).
+void pack_a_bf16(const ph_gemm_args& g, int mr, uint32_t* out) {
+  for (int64_t i0 = 0; i0 < g.m; i0 += mr)
+    for (int64_t p = 0; p < g.k; p += 2, out += mr)
+      for (int i = 0; i < mr; ++i) {
+        uint32_t lo = 0, hi = 0;
+        if (i0 + i < g.m) {
+          lo = bf16_at(g.a, (i0 + i) * g.a_rs + p * g.a_cs);
+          if (p + 1 < g.k) hi = bf16_at(g.a, (i0 + i) * g.a_rs + (p + 1) * g.a_cs);
+        }
+        out[i] = lo | (hi << 16);
+      }
+}
+
+// B (k x n, bf16) -> [ceil(n/NR)][ceil(k/2)][NR][2].
+void pack_b_bf16(const ph_gemm_args& g, int nr, uint16_t* out) {
+  for (int64_t j0 = 0; j0 < g.n; j0 += nr)
+    for (int64_t p = 0; p < g.k; p += 2, out += 2 * nr)
+      for (int j = 0; j < nr; ++j) {
+        bool in = j0 + j < g.n;
+        out[2 * j] = in ? bf16_at(g.b, p * g.b_rs + (j0 + j) * g.b_cs) : 0;
+        out[2 * j + 1] = in && p + 1 < g.k ? bf16_at(g.b, (p + 1) * g.b_rs + (j0 + j) * g.b_cs) : 0;
+      }
+}
+
+}  // namespace
+
+int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k) {
+  return ((m + 16) + (n + 32)) * (k + 2) * 4 + 256;
+}
+
+const std::vector<std::string>& gemm_kernel_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const KernelInfo& k : kernels()) n.push_back(k.name);
+    return n;
+  }();
+  return names;
+}
+
+void gemm(const ph_gemm_args& g) {
+  if (g.m <= 0 || g.n <= 0) return;
+  if (g.k <= 0) {
+    if (!g.accumulate)
+      for (int64_t i = 0; i < g.m; ++i) std::memset(g.c + i * g.ldc, 0, g.n * sizeof(float));
+    return;
+  }
+  const auto& ks = kernels();
+  const KernelInfo& K = ks[g.kernel >= 0 && g.kernel < static_cast<int>(ks.size()) ? g.kernel : 0];
+  const bool bf16 = K.bf16 && g.a_dtype == PH_BF16 && g.b_dtype == PH_BF16;
+  const int mr = K.mr, nr = K.nr;
+  const int64_t kp = bf16 ? (g.k + 1) / 2 * 2 : g.k;  // k rounded up to pairs
+  const int64_t mp = (g.m + mr - 1) / mr * mr, np = (g.n + nr - 1) / nr * nr;
+  char* ws = static_cast<char*>(g.workspace);
+  char* apack = ws;
+  char* bpack = ws + ((mp * kp * 4 + 63) / 64 * 64);
+  if (bf16) {
+    pack_a_bf16(g, mr, reinterpret_cast<uint32_t*>(apack));
+    pack_b_bf16(g, nr, reinterpret_cast<uint16_t*>(bpack));
+  } else {
+    pack_a_f32(g, mr, reinterpret_cast<float*>(apack));
+    pack_b_f32(g, nr, reinterpret_cast<float*>(bpack));
+  }
+  MicroKernel ukr = bf16 ? K.bf16 : K.f32;
+  const int64_t a_stride = mr * kp * (bf16 ? 2 : 4), b_stride = nr * kp * (bf16 ? 2 : 4);
+  alignas(64) float tile[16 * 32];
+  // B micro-panels outermost: one stays in L1 while the A panels stream past it.
+  for (int64_t j0 = 0; j0 < np; j0 += nr) {
+    const char* bpanel = bpack + (j0 / nr) * b_stride;
+    int cols = static_cast<int>(std::min<int64_t>(nr, g.n - j0));
+    for (int64_t i0 = 0; i0 < mp; i0 += mr) {
+      const char* apanel = apack + (i0 / mr) * a_stride;
+      int rows = static_cast<int>(std::min<int64_t>(mr, g.m - i0));
+      float* c = g.c + i0 * g.ldc + j0;
+      if (rows == mr && cols == nr) {
+        ukr(g.k, apanel, bpanel, c, g.ldc, g.accumulate);
+        continue;
+      }
+      ukr(g.k, apanel, bpanel, tile, nr, 0);  // a ragged edge: compute the full tile aside
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j) c[i * g.ldc + j] = (g.accumulate ? c[i * g.ldc + j] : 0.0f) + tile[i * nr + j];
+    }
+  }
+}
+
+const ph_runtime* runtime_table() {
+  static const ph_runtime t{[](const ph_gemm_args* g) { gemm(*g); }};
+  return &t;
+}
+
+}  // namespace parhelion::runtime

@@ -1,0 +1,141 @@
+// dot on blocks: transposed operands, an explicit accumulator, computed (materialized)
+// operands, batch broadcasting, bf16 data, every micro-kernel, and the errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/references.h"
+#include "parhelion/parhelion.h"
+#include "runtime/gemm/gemm.h"
+#include "tune/accuracy.h"
+
+namespace ph = parhelion;
+
+namespace {
+
+// out = a^T . b^T for a [K,M], b [N,K]: both operands transposed views of loads.
+ph::Tensor dot_tt(ph::Tensor a, ph::Tensor b) {
+  auto [k, m] = a.sizes<2>();
+  auto n = b.size(0);
+  auto out = ph::empty({m, n});
+  for (auto [tm, tn] : ph::tile(m, n)) {
+    ph::Var acc = ph::zeros({tm, tn});
+    for (auto tk : ph::tile(k)) acc = acc + ph::dot(ph::transpose(a[tk, tm]), ph::transpose(b[tn, tk]));
+    out[tm, tn] = acc;
+  }
+  return out;
+}
+
+// out = bias + exp(x) . y, with dot(a, b, acc) and a computed left operand.
+ph::Tensor dot_acc_computed(ph::Tensor x, ph::Tensor y, ph::Tensor bias) {
+  auto [m, k] = x.sizes<2>();
+  auto n = y.size(1);
+  auto out = ph::empty({m, n});
+  for (auto [tm, tn] : ph::tile(m, n)) {
+    auto start = bias[tm, tn] * 1.0f;
+    out[tm, tn] = ph::dot(ph::exp(x[tm, ph::all]), y[ph::all, tn], start);
+  }
+  return out;
+}
+
+ph::Array transpose_of(const ph::Array& a) {
+  ph::Array t = ph::Array::empty({a.dim(1), a.dim(0)}, a.dtype());
+  for (int64_t i = 0; i < a.dim(0); ++i)
+    for (int64_t j = 0; j < a.dim(1); ++j) t.set(j * a.dim(0) + i, a.get(i * a.dim(1) + j));
+  return t;
+}
+
+TEST(Dot, TransposedOperands) {
+  ph::Kernel k("dot_tt", dot_tt);
+  for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
+    ph::Array a = ph::Array::random({45, 33}, dt, 1), b = ph::Array::random({21, 45}, dt, 2);
+    ph::Array want = ph::ref::matmul(transpose_of(a), transpose_of(b));
+    for (const char* cfg :
+         {R"({"block_sizes":[8,16,16],"loop_orders":[[0,1]],"micro_kernels":[0],"num_threads":1})",
+          R"({"block_sizes":[64,32,64],"loop_orders":[[1,0]],"micro_kernels":[0],"num_threads":2})"}) {
+      ph::Config c = ph::Config::from_json(cfg);
+      c.micro_kernels.assign(1, 0);
+      ph::Array out = k.compile({a, b}, &c).run({a, b})[0];
+      auto cmp = ph::tune::compare(out, want, ph::DType::f32);
+      EXPECT_TRUE(cmp.ok) << cfg << " " << ph::dtype_name(dt) << " err " << cmp.max_abs_err;
+    }
+  }
+}
+
+TEST(Dot, AccumulatorArgumentAndComputedOperand) {
+  ph::Kernel k("dot_acc_computed", dot_acc_computed);
+  ph::Array x = ph::Array::random({19, 23}, ph::DType::f32, 3), y = ph::Array::random({23, 31}, ph::DType::f32, 4),
+            bias = ph::Array::random({19, 31}, ph::DType::f32, 5);
+  ph::Array ex = ph::Array::empty({19, 23}, ph::DType::f32);
+  for (int64_t i = 0; i < ex.numel(); ++i) ex.set(i, std::exp(x.get(i)));
+  ph::Array want = ph::ref::matmul(ex, y);
+  for (int64_t i = 0; i < want.numel(); ++i) want.set(i, want.get(i) + bias.get(i));
+  auto compiled = k.compile({x, y, bias});
+  EXPECT_NE(compiled.ir().find(" acc=%"), std::string::npos) << compiled.ir();
+  auto cmp = ph::tune::compare(compiled.run({x, y, bias})[0], want, ph::DType::f32);
+  EXPECT_TRUE(cmp.ok) << cmp.max_abs_err;
+}
+
+TEST(Dot, EveryMicroKernelOfThisHost) {
+  const auto& names = ph::runtime::gemm_kernel_names();
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names.back(), "generic_4x4");
+  for (ph::DType dt : {ph::DType::f32, ph::DType::bf16, ph::DType::f16}) {
+    ph::Array a = ph::Array::random({29, 70}, dt, 6), b = ph::Array::random({70, 41}, dt, 7);
+    ph::Array want = ph::ref::matmul(a, b);
+    for (size_t i = 0; i < names.size(); ++i) {
+      ph_gemm_args g{};
+      std::vector<float> c(29 * 41, 1.0f);
+      std::vector<char> ws(ph::runtime::gemm_workspace_bytes(29, 41, 70) + 64);
+      g = {29,
+           41,
+           70,
+           a.data(),
+           70,
+           1,
+           dt == ph::DType::f32    ? PH_F32
+           : dt == ph::DType::bf16 ? PH_BF16
+                                   : PH_F16,
+           b.data(),
+           41,
+           1,
+           dt == ph::DType::f32    ? PH_F32
+           : dt == ph::DType::bf16 ? PH_BF16
+                                   : PH_F16,
+           c.data(),
+           41,
+           1,
+           static_cast<int>(i),
+           reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64)};
+      ph::runtime::gemm(g);
+      double err = 0;
+      for (int64_t j = 0; j < want.numel(); ++j) err = std::max(err, std::abs(c[j] - 1.0 - want.get(j)));
+      EXPECT_LT(err, 1e-4) << names[i] << " " << ph::dtype_name(dt);
+    }
+  }
+}
+
+constexpr int kLineK = __LINE__ + 5;
+ph::Tensor mismatched_k(ph::Tensor a, ph::Tensor b) {
+  auto out = ph::empty({a.size(0), b.size(1)});
+  for (auto [tm, tn] : ph::tile(a.size(0), b.size(1))) {
+    auto x = a[tm, ph::all];
+    out[tm, tn] = ph::dot(x, b[ph::all, tn]);
+  }
+  return out;
+}
+
+TEST(Dot, ContractedDimensionsMustMatch) {
+  ph::Kernel k("mismatched_k", mismatched_k);
+  try {
+    k(ph::Array::zeros({4, 6}, ph::DType::f32), ph::Array::zeros({7, 3}, ph::DType::f32));
+    FAIL();
+  } catch (const ph::UserError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("test_dot.cpp:" + std::to_string(kLineK)), std::string::npos) << msg;
+    EXPECT_NE(msg.find("dot: the contracted dimensions differ: [6] (last of [t0, 6]) and [7]"), std::string::npos)
+        << msg;
+  }
+}
+
+}  // namespace
