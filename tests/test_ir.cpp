@@ -47,7 +47,8 @@ TEST(TileIR, VarsAndNestedLoopsPrint) {
 
 TEST(Verifier, AcceptsEveryLibraryKernel) {
   for (const auto& e : ph::kernels::registry()) {
-    auto in = e.make_inputs(e.min_rank == 3 ? ph::Shape{2, 3, 5} : ph::Shape{3, 5}, ph::DType::f32, 1);
+    ph::Shape small(e.default_shape.size(), 3);  // every kernel's own rank, small sizes
+    auto in = e.make_inputs(small, ph::DType::f32, 1);
     EXPECT_NO_THROW(ph::ir::verify(e.kernel->compile(in.args()).impl().fn)) << e.name;
   }
 }
