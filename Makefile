@@ -1,7 +1,8 @@
 # Parhelion: the two commands of the quick start, and a few more.
 #   make demo   install what is missing, build (Release), run the main job
 #   make test   install what is missing, build, run every test
-#   make bench  the memory-bound benchmark against STREAM, measured in the same run
+#   make bench  memory-bound kernels against STREAM, the matmul family against OpenBLAS and
+#               oneDNN and the FMA peak, each measured in one run
 
 BUILD ?= build
 JOBS ?= $(shell nproc)
@@ -22,8 +23,11 @@ demo: build
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-bench: build
+bench:
+	@bash scripts/install-deps.sh --bench
+	@$(MAKE) --no-print-directory build
 	@$(BUILD)/bench/parhelion_bench_bandwidth --rounds 3
+	@$(BUILD)/parhelion bench
 
 # Address and undefined-behaviour sanitizers over the whole test suite.
 sanitize:

@@ -53,7 +53,9 @@ int main(int argc, char** argv) {
   if (names.empty())
     for (const auto& e : ph::kernels::registry()) names.push_back(e.name);
 
-  std::printf("| kernel | shape | default ms | tuned ms | speed-up | candidates | failed | rejected | tune s | best config |\n");
+  std::printf(
+      "| kernel | shape | default ms | tuned ms | speed-up | candidates | failed | rejected | tune s | best config "
+      "|\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& n : names) {
     const auto& e = ph::kernels::find_kernel(n);
@@ -80,9 +82,10 @@ int main(int argc, char** argv) {
   }
   std::sort(tq.begin(), tq.end());
   std::sort(tf.begin(), tf.end());
-  std::printf("\nsoftmax [8192,2048] f32: quick took %.1f s (%d candidates) -> %s; full took %.1f s (%d candidates) -> %s\n",
-              quick.seconds, quick.candidates, quick.best_config.to_json().c_str(), full.seconds, full.candidates,
-              full.best_config.to_json().c_str());
+  std::printf(
+      "\nsoftmax [8192,2048] f32: quick took %.1f s (%d candidates) -> %s; full took %.1f s (%d candidates) -> %s\n",
+      quick.seconds, quick.candidates, quick.best_config.to_json().c_str(), full.seconds, full.candidates,
+      full.best_config.to_json().c_str());
   std::printf("re-timed interleaved, 5 rounds: quick's winner %.3f ms, full's winner %.3f ms: quick/full = %.3f\n",
               tq[2], tf[2], tq[2] / tf[2]);
   std::filesystem::remove_all(dir);

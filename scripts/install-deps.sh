@@ -9,6 +9,11 @@ command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v make >/dev/null 2>&1 || need+=(make)
 [ -f /usr/include/nlohmann/json.hpp ] || need+=(nlohmann-json3-dev)
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
+# The benchmarks' baselines (`install-deps.sh --bench`): OpenBLAS and oneDNN.
+if [ "${1:-}" = "--bench" ]; then
+  [ -f /usr/include/x86_64-linux-gnu/cblas.h ] || need+=(libopenblas-dev)
+  [ -f /usr/include/dnnl.hpp ] || need+=(libdnnl-dev)
+fi
 if [ "${#need[@]}" -gt 0 ]; then
   echo "install-deps: installing ${need[*]}"
   SUDO=""

@@ -19,6 +19,7 @@
 
 #include "kernels/registry.h"
 #include "lower/target.h"
+#include "tools/bench_command.h"
 #include "tools/timing.h"
 
 namespace ph = parhelion;
@@ -32,12 +33,15 @@ const char* kUsage = R"(usage:
   parhelion emit KERNEL --shape D0,D1,... [--dtype ...] [--stage ir|spec|block|code] [--config JSON]
   parhelion tune KERNEL --shape D0,D1,... [--dtype ...] [--effort quick|full] [--budget SECONDS] [--seed N] [--json]
 
+  parhelion bench [KERNEL...] [--threads 1,2] [--quick] [--tuned] [--json]
+
   run --tune quick|full   tunes first (or takes the cached winner), then runs the best config
 )";
 
 struct Options {
   std::string command, kernel;
   std::map<std::string, std::string> flags;
+  std::vector<std::string> extra;  // bench: kernel names
   bool json = false;
 };
 
@@ -48,6 +52,8 @@ Options parse(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--json") {
       o.json = true;
+    } else if (a == "--quick" || a == "--tuned") {
+      o.flags[a.substr(2)] = "1";
     } else if (a == "-h" || a == "--help") {
       o.command = "help";
     } else if (a.rfind("--", 0) == 0) {
@@ -60,8 +66,8 @@ Options parse(int argc, char** argv) {
         if (i + 1 >= argc) throw ph::UserError("option --" + key + " needs a value");
         value = argv[++i];
       }
-      static const std::vector<std::string> known = {"shape", "dtype", "config", "seed",  "stage",
-                                                     "reps",  "tune",  "effort", "budget"};
+      static const std::vector<std::string> known = {"shape", "dtype", "config", "seed",   "stage",
+                                                     "reps",  "tune",  "effort", "budget", "threads"};
       if (std::find(known.begin(), known.end(), key) == known.end())
         throw ph::UserError("unknown option --" + key + "\n" + kUsage);
       o.flags[key] = value;
@@ -71,7 +77,10 @@ Options parse(int argc, char** argv) {
   }
   if (o.command.empty()) o.command = pos.empty() ? "help" : pos[0];
   if (pos.size() > 1) o.kernel = pos[1];
-  if (pos.size() > 2) throw ph::UserError("unexpected argument '" + pos[2] + "'\n" + kUsage);
+  if (o.command == "bench")
+    o.extra.assign(pos.begin() + std::min<size_t>(1, pos.size()), pos.end());
+  else if (pos.size() > 2)
+    throw ph::UserError("unexpected argument '" + pos[2] + "'\n" + kUsage);
   return o;
 }
 
@@ -256,6 +265,23 @@ int main(int argc, char** argv) {
     if (o.command == "run") return cmd_run(o);
     if (o.command == "emit") return cmd_emit(o);
     if (o.command == "tune") return cmd_tune(o);
+    if (o.command == "bench") {
+      ph::tools::BenchOptions b;
+      b.kernels = o.extra;
+      for (const std::string& k : b.kernels) ph::kernels::find_kernel(k);  // unknown names fail here
+      b.json = o.json;
+      b.quick = o.flags.count("quick") > 0;
+      b.tune = o.flags.count("tuned") > 0;
+      if (auto t = o.flags.find("threads"); t != o.flags.end()) {
+        b.threads.clear();
+        std::stringstream ss(t->second);
+        std::string item;
+        while (std::getline(ss, item, ','))
+          if (int v = std::atoi(item.c_str()); v > 0) b.threads.push_back(v);
+        if (b.threads.empty()) throw ph::UserError("--threads must be a list like 1,2");
+      }
+      return ph::tools::run_bench(b, argv);
+    }
     throw ph::UserError("unknown command '" + o.command + "'\n" + kUsage);
   } catch (const ph::UserError& e) {
     std::cerr << "error: " << e.what() << "\n";

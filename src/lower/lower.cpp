@@ -288,11 +288,69 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Targ
     }
     return true;
   };
+  // Kernels with dot products: start from GEMM-like blocks (M 128, N 256, K 256), which keep
+  // the micro-kernels busy and the packed operands in L2, then halve K and M until the step
+  // fits three quarters of fast memory and the grid has two steps per thread.
+  std::vector<int> spec_of_block(fn.block_sizes.size(), -1);
+  for (size_t i = 0; i < spec.block_sizes.size(); ++i)
+    spec_of_block[spec.block_sizes[i].block_id] = static_cast<int>(i);
+  std::vector<int> dot_role(spec.block_sizes.size(), -1);  // 0 M, 1 N, 2 K
+  ir::walk(fn.body, [&](const Op& op) {
+    if (op.kind != OpKind::Dot) return;
+    const ir::Type& r = fn.type_of(op.result);
+    const ir::Type& a = fn.type_of(op.operands[0]);
+    const ir::Dim* dims[3] = {&r.shape[r.rank() - 2], &r.shape[r.rank() - 1], &a.shape[a.rank() - 1]};
+    for (int role = 0; role < 3; ++role)
+      if (dims[role]->kind == ir::Dim::Tile) {
+        int sb = spec_of_block[fn.tiles[dims[role]->tile].block];
+        if (sb >= 0 && dot_role[sb] < 0) dot_role[sb] = role;
+      }
+  });
+  bool has_dot = std::any_of(dot_role.begin(), dot_role.end(), [](int r) { return r >= 0; });
+  if (has_dot) {
+    const int64_t preferred[3] = {128, 256, 256};
+    for (size_t i = 0; i < dot_role.size(); ++i)
+      if (dot_role[i] >= 0) c.block_sizes[i] = std::min(preferred[dot_role[i]], spec.block_sizes[i].choices.back());
+    auto fits = [&](const Config& cand) {
+      for (const LaunchPlan& L : plan(fn, cand, target).launches)
+        if (L.footprint_bytes > target.fast_memory_bytes * 3 / 4) return false;
+      return true;
+    };
+    for (int round = 0; round < 64 && !fits(c); ++round) {
+      int role = round % 3 == 1 ? 0 : round % 3 == 2 ? 1 : 2;  // K, then M, then N
+      for (size_t i = 0; i < dot_role.size(); ++i)
+        if (dot_role[i] == role && c.block_sizes[i] > 16) c.block_sizes[i] /= 2;
+    }
+    // Walk the grid with the M tile fastest: consecutive steps then reuse the same B blocks
+    // (N, K) from the caches while A's row blocks stream.
+    int launch_index = 0, order_index = 0;
+    for (const Op& op : fn.body) {
+      if (op.kind != OpKind::Launch) continue;
+      if (op.loop_tiles.size() >= 2) {
+        std::vector<int>& order = c.loop_orders[order_index++];
+        for (size_t d = 0; d < op.loop_tiles.size(); ++d) {
+          int sb = spec_of_block[fn.tiles[op.loop_tiles[d]].block];
+          if (sb >= 0 && dot_role[sb] == 0) {
+            order.erase(std::find(order.begin(), order.end(), static_cast<int>(d)));
+            order.push_back(static_cast<int>(d));
+          }
+        }
+      }
+      ++launch_index;
+    }
+    for (int round = 0; round < 8; ++round) {
+      int64_t steps = 1;
+      for (const LaunchPlan& L : plan(fn, c, target).launches) steps = std::max(steps, L.total_steps);
+      if (steps >= 2 * spec.max_threads) break;
+      for (size_t i = 0; i < dot_role.size(); ++i)
+        if (dot_role[i] == 0 && c.block_sizes[i] > 16) c.block_sizes[i] /= 2;
+    }
+  }
   for (bool grew = true; grew;) {
     grew = false;
     for (size_t i : order) {
       const auto& choices = spec.block_sizes[i].choices;
-      if (c.block_sizes[i] >= choices.back()) continue;
+      if (c.block_sizes[i] >= choices.back() || (has_dot && dot_role[i] >= 0)) continue;
       Config cand = c;
       cand.block_sizes[i] *= 2;
       if (acceptable(cand) && enough_steps(cand)) {

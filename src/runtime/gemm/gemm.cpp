@@ -40,13 +40,16 @@ inline float load_elem(const void* p, int64_t i, int dt) {
 
 // --- micro-kernels: C[MR x NR] (+)= Apanel[k][MR] . Bpanel[k][NR] ------------------------------
 
-using MicroKernel = void (*)(int64_t k, const void* a, const void* b, float* c, int64_t ldc, int accumulate);
+// A is read at a[i * ars + p * acs] (in elements; for bf16, in k-pair words): packed panels
+// have ars = 1, acs = MR; a row-major source block is read in place with ars = lda, acs = 1.
+using MicroKernel = void (*)(int64_t k, const void* a, int64_t ars, int64_t acs, const void* b, float* c, int64_t ldc,
+                             int accumulate);
 
 // AVX-512 f32: MR rows x 32 columns, 2*MR accumulators (MR = 8: 16, fits powers-of-two
 // blocks; MR = 12: 24, fewer loads per FMA).
 template <int MR>
-__attribute__((target("avx512f,fma"))) void ukr_avx512(int64_t k, const void* ap, const void* bp, float* c, int64_t ldc,
-                                                       int accumulate) {
+__attribute__((target("avx512f,fma"))) void ukr_avx512(int64_t k, const void* ap, int64_t ars, int64_t acs,
+                                                       const void* bp, float* c, int64_t ldc, int accumulate) {
   const float* a = static_cast<const float*>(ap);
   const float* b = static_cast<const float*>(bp);
   __m512 c0[MR], c1[MR];
@@ -56,11 +59,11 @@ __attribute__((target("avx512f,fma"))) void ukr_avx512(int64_t k, const void* ap
     __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      __m512 ai = _mm512_set1_ps(a[i]);
+      __m512 ai = _mm512_set1_ps(a[i * ars]);
       c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
       c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
     }
-    a += MR;
+    a += acs;
     b += 32;
   }
 #pragma GCC unroll 16
@@ -78,8 +81,9 @@ __attribute__((target("avx512f,fma"))) void ukr_avx512(int64_t k, const void* ap
 // bf16 x bf16 -> f32 with vdpbf16ps: panels hold k in pairs, A as [k/2][MR] pairs (one 32-bit
 // word each, broadcast), B as [k/2][32 columns][2].
 template <int MR>
-__attribute__((target("avx512f,avx512bf16,fma"))) void ukr_avx512bf16(int64_t k, const void* ap, const void* bp,
-                                                                      float* c, int64_t ldc, int accumulate) {
+__attribute__((target("avx512f,avx512bf16,fma"))) void ukr_avx512bf16(int64_t k, const void* ap, int64_t ars,
+                                                                      int64_t acs, const void* bp, float* c,
+                                                                      int64_t ldc, int accumulate) {
   const uint32_t* a = static_cast<const uint32_t*>(ap);
   const uint16_t* b = static_cast<const uint16_t*>(bp);
   __m512 c0[MR], c1[MR];
@@ -89,11 +93,11 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void ukr_avx512bf16(int64_t k,
     __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 32);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i]));
+      __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i * ars]));
       c0[i] = _mm512_dpbf16_ps(c0[i], ai, b0);
       c1[i] = _mm512_dpbf16_ps(c1[i], ai, b1);
     }
-    a += MR;
+    a += acs;
     b += 64;
   }
 #pragma GCC unroll 16
@@ -108,8 +112,8 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void ukr_avx512bf16(int64_t k,
   }
 }
 
-__attribute__((target("avx2,fma"))) void ukr_avx2_6x16(int64_t k, const void* ap, const void* bp, float* c, int64_t ldc,
-                                                       int accumulate) {
+__attribute__((target("avx2,fma"))) void ukr_avx2_6x16(int64_t k, const void* ap, int64_t ars, int64_t acs,
+                                                       const void* bp, float* c, int64_t ldc, int accumulate) {
   const float* a = static_cast<const float*>(ap);
   const float* b = static_cast<const float*>(bp);
   __m256 c0[6], c1[6];
@@ -119,11 +123,11 @@ __attribute__((target("avx2,fma"))) void ukr_avx2_6x16(int64_t k, const void* ap
     __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
 #pragma GCC unroll 6
     for (int i = 0; i < 6; ++i) {
-      __m256 ai = _mm256_broadcast_ss(a + i);
+      __m256 ai = _mm256_broadcast_ss(a + i * ars);
       c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
       c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
     }
-    a += 6;
+    a += acs;
     b += 16;
   }
 #pragma GCC unroll 6
@@ -138,13 +142,14 @@ __attribute__((target("avx2,fma"))) void ukr_avx2_6x16(int64_t k, const void* ap
   }
 }
 
-void ukr_generic_4x4(int64_t k, const void* ap, const void* bp, float* c, int64_t ldc, int accumulate) {
+void ukr_generic_4x4(int64_t k, const void* ap, int64_t ars, int64_t acs, const void* bp, float* c, int64_t ldc,
+                     int accumulate) {
   const float* a = static_cast<const float*>(ap);
   const float* b = static_cast<const float*>(bp);
   float acc[4][4] = {};
-  for (int64_t p = 0; p < k; ++p, a += 4, b += 4)
+  for (int64_t p = 0; p < k; ++p, a += acs, b += 4)
     for (int i = 0; i < 4; ++i)
-      for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+      for (int j = 0; j < 4; ++j) acc[i][j] += a[i * ars] * b[j];
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0.0f) + acc[i][j];
 }
@@ -219,6 +224,22 @@ uint16_t bf16_at(const void* p, int64_t i) {
 
 // A (m x k, bf16) -> [ceil(m/MR)][ceil(k/2)][MR] words of (a[i][2p], a[i][2p+1]).
 void pack_a_bf16(const ph_gemm_args& g, int mr, uint32_t* out) {
+  if (g.a_cs == 1 && g.k % 2 == 0) {  // row-major: a k-pair is one 32-bit word of a row
+    const uint16_t* a = static_cast<const uint16_t*>(g.a);
+    const int64_t kp = g.k / 2;
+    for (int64_t i0 = 0; i0 < g.m; i0 += mr, out += mr * kp) {
+      int rows = static_cast<int>(std::min<int64_t>(mr, g.m - i0));
+      for (int i = 0; i < mr; ++i) {
+        const uint16_t* row = a + (i0 + i) * g.a_rs;
+        for (int64_t p = 0; p < kp; ++p) {
+          uint32_t w = 0;
+          if (i < rows) std::memcpy(&w, row + 2 * p, 4);
+          out[p * mr + i] = w;
+        }
+      }
+    }
+    return;
+  }
   for (int64_t i0 = 0; i0 < g.m; i0 += mr)
     for (int64_t p = 0; p < g.k; p += 2, out += mr)
       for (int i = 0; i < mr; ++i) {
@@ -233,6 +254,22 @@ void pack_a_bf16(const ph_gemm_args& g, int mr, uint32_t* out) {
 
 // B (k x n, bf16) -> [ceil(n/NR)][ceil(k/2)][NR][2].
 void pack_b_bf16(const ph_gemm_args& g, int nr, uint16_t* out) {
+  if (g.b_cs == 1) {  // row-major: interleave two contiguous rows
+    const uint16_t* b = static_cast<const uint16_t*>(g.b);
+    for (int64_t j0 = 0; j0 < g.n; j0 += nr) {
+      int cols = static_cast<int>(std::min<int64_t>(nr, g.n - j0));
+      for (int64_t p = 0; p < g.k; p += 2, out += 2 * nr) {
+        const uint16_t* r0 = b + p * g.b_rs + j0;
+        const uint16_t* r1 = p + 1 < g.k ? b + (p + 1) * g.b_rs + j0 : nullptr;
+        for (int j = 0; j < cols; ++j) {
+          out[2 * j] = r0[j];
+          out[2 * j + 1] = r1 ? r1[j] : 0;
+        }
+        for (int j = cols; j < nr; ++j) out[2 * j] = out[2 * j + 1] = 0;
+      }
+    }
+    return;
+  }
   for (int64_t j0 = 0; j0 < g.n; j0 += nr)
     for (int64_t p = 0; p < g.k; p += 2, out += 2 * nr)
       for (int j = 0; j < nr; ++j) {
@@ -273,7 +310,29 @@ void gemm(const ph_gemm_args& g) {
   char* ws = static_cast<char*>(g.workspace);
   char* apack = ws;
   char* bpack = ws + ((mp * kp * 4 + 63) / 64 * 64);
-  if (bf16) {
+  // A row-major block of the right dtype is read in place (the broadcasts walk its rows): only
+  // its ragged last strip goes through a packed panel.
+  const bool a_in_place =
+      g.a_cs == 1 &&
+      (bf16 ? (g.k % 2 == 0 && g.a_rs % 2 == 0 && reinterpret_cast<uintptr_t>(g.a) % 4 == 0) : g.a_dtype == PH_F32);
+  if (a_in_place) {
+    // Only the ragged last strip needs a panel: pack it alone, at its own slot.
+    int64_t last = g.m / mr * mr;
+    if (last < g.m) {
+      ph_gemm_args strip = g;
+      strip.m = g.m - last;
+      strip.a = static_cast<const char*>(g.a) + last * g.a_rs * (bf16 ? 2 : 4);
+      char* slot = apack + (last / mr) * (mr * kp * (bf16 ? 2 : 4));
+      if (bf16)
+        pack_a_bf16(strip, mr, reinterpret_cast<uint32_t*>(slot));
+      else
+        pack_a_f32(strip, mr, reinterpret_cast<float*>(slot));
+    }
+    if (bf16)
+      pack_b_bf16(g, nr, reinterpret_cast<uint16_t*>(bpack));
+    else
+      pack_b_f32(g, nr, reinterpret_cast<float*>(bpack));
+  } else if (bf16) {
     pack_a_bf16(g, mr, reinterpret_cast<uint32_t*>(apack));
     pack_b_bf16(g, nr, reinterpret_cast<uint16_t*>(bpack));
   } else {
@@ -283,19 +342,25 @@ void gemm(const ph_gemm_args& g) {
   MicroKernel ukr = bf16 ? K.bf16 : K.f32;
   const int64_t a_stride = mr * kp * (bf16 ? 2 : 4), b_stride = nr * kp * (bf16 ? 2 : 4);
   alignas(64) float tile[16 * 32];
-  // B micro-panels outermost: one stays in L1 while the A panels stream past it.
+  // B micro-panels outermost: one stays in L1 while the A strips stream past it.
   for (int64_t j0 = 0; j0 < np; j0 += nr) {
     const char* bpanel = bpack + (j0 / nr) * b_stride;
     int cols = static_cast<int>(std::min<int64_t>(nr, g.n - j0));
     for (int64_t i0 = 0; i0 < mp; i0 += mr) {
-      const char* apanel = apack + (i0 / mr) * a_stride;
       int rows = static_cast<int>(std::min<int64_t>(mr, g.m - i0));
+      const void* a = apack + (i0 / mr) * a_stride;
+      int64_t ars = 1, acs = mr;
+      if (a_in_place && rows == mr) {
+        a = static_cast<const char*>(g.a) + i0 * g.a_rs * (bf16 ? 2 : 4);
+        ars = bf16 ? g.a_rs / 2 : g.a_rs;  // bf16: in k-pair words
+        acs = 1;
+      }
       float* c = g.c + i0 * g.ldc + j0;
       if (rows == mr && cols == nr) {
-        ukr(g.k, apanel, bpanel, c, g.ldc, g.accumulate);
+        ukr(g.k, a, ars, acs, bpanel, c, g.ldc, g.accumulate);
         continue;
       }
-      ukr(g.k, apanel, bpanel, tile, nr, 0);  // a ragged edge: compute the full tile aside
+      ukr(g.k, a, ars, acs, bpanel, tile, nr, 0);  // a ragged edge: compute the full tile aside
       for (int i = 0; i < rows; ++i)
         for (int j = 0; j < cols; ++j) c[i * g.ldc + j] = (g.accumulate ? c[i * g.ldc + j] : 0.0f) + tile[i * nr + j];
     }

@@ -1,0 +1,187 @@
+#include "bench/baselines.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#ifdef PH_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+#ifdef PH_HAVE_ONEDNN
+#include <omp.h>
+
+#include <dnnl.hpp>
+#endif
+
+namespace parhelion::bench {
+
+bool have_openblas() {
+#ifdef PH_HAVE_OPENBLAS
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool have_onednn() {
+#ifdef PH_HAVE_ONEDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string openblas_core() {
+#ifdef PH_HAVE_OPENBLAS
+  return openblas_get_corename();
+#else
+  return "absent";
+#endif
+}
+
+void openblas_sgemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, int threads) {
+#ifdef PH_HAVE_OPENBLAS
+  openblas_set_num_threads(threads);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+              1.0f, a, static_cast<int>(k), b, static_cast<int>(n), 0.0f, c, static_cast<int>(n));
+#else
+  (void)m, (void)n, (void)k, (void)a, (void)b, (void)c, (void)threads;
+  throw std::runtime_error("built without OpenBLAS");
+#endif
+}
+
+#ifdef PH_HAVE_ONEDNN
+struct OneDnnMatmul::State {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  dnnl::matmul prim;
+  dnnl::memory a, b, c;
+  std::string impl;
+};
+
+OneDnnMatmul::OneDnnMatmul(int64_t m, int64_t n, int64_t k, bool bf16, const void* a, const void* b, float* c)
+    : s_(new State) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  dt in = bf16 ? dt::bf16 : dt::f32;
+  dnnl::memory::desc ad({m, k}, in, tag::ab), bd({k, n}, in, tag::ab), cd({m, n}, dt::f32, tag::ab);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), s_->engine);
+  s_->impl = pd.impl_info_str();
+  s_->prim = dnnl::matmul(pd);
+  s_->a = dnnl::memory(ad, s_->engine, const_cast<void*>(a));
+  s_->b = dnnl::memory(bd, s_->engine, const_cast<void*>(b));
+  s_->c = dnnl::memory(cd, s_->engine, c);
+}
+OneDnnMatmul::~OneDnnMatmul() {
+  delete s_;
+}
+void OneDnnMatmul::run(int threads) {
+  omp_set_num_threads(threads);
+  s_->prim.execute(s_->stream, {{DNNL_ARG_SRC, s_->a}, {DNNL_ARG_WEIGHTS, s_->b}, {DNNL_ARG_DST, s_->c}});
+  s_->stream.wait();
+}
+std::string OneDnnMatmul::impl() const {
+  return s_->impl;
+}
+#else
+struct OneDnnMatmul::State {};
+OneDnnMatmul::OneDnnMatmul(int64_t, int64_t, int64_t, bool, const void*, const void*, float*) : s_(nullptr) {
+  throw std::runtime_error("built without oneDNN");
+}
+OneDnnMatmul::~OneDnnMatmul() = default;
+void OneDnnMatmul::run(int) {}
+std::string OneDnnMatmul::impl() const {
+  return "absent";
+}
+#endif
+
+namespace {
+
+constexpr int64_t kIters = 20'000'000;
+
+__attribute__((target("avx512f,fma"))) double fma_loop_avx512() {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < kIters; ++it)
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  float sink = 0;
+  for (int i = 0; i < 16; ++i) sink += _mm512_reduce_add_ps(acc[i]);
+  return sink;
+}
+
+__attribute__((target("avx2,fma"))) double fma_loop_avx2() {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < kIters; ++it)
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  float sink = 0;
+  alignas(32) float t[8];
+  for (int i = 0; i < 12; ++i) {
+    _mm256_store_ps(t, acc[i]);
+    sink += t[0];
+  }
+  return sink;
+}
+
+__attribute__((target("avx512f,avx512bf16"))) double bf16_loop() {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3380);
+  for (int64_t it = 0; it < kIters; ++it)
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  float sink = 0;
+  for (int i = 0; i < 16; ++i) sink += _mm512_reduce_add_ps(acc[i]);
+  return sink;
+}
+
+bool has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+
+bool has_bf16() {
+  unsigned a, b, c, d;
+  return has_avx512() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+}
+
+double run_threads(int threads, double (*loop)(), double flops_per_iter) {
+  std::vector<std::thread> ts;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([loop] {
+      volatile double s = loop();
+      (void)s;
+    });
+  for (auto& t : ts) t.join();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return flops_per_iter * kIters * threads / s / 1e9;
+}
+
+}  // namespace
+
+// The best of three runs: a peak is a ceiling, and a run can only lose to noise.
+double fma_peak_f32(int threads) {
+  double best = 0;
+  for (int i = 0; i < 3; ++i)
+    best = std::max(best, has_avx512() ? run_threads(threads, fma_loop_avx512, 16 * 16 * 2)
+                                       : run_threads(threads, fma_loop_avx2, 12 * 8 * 2));
+  return best;
+}
+
+double fma_peak_bf16(int threads) {
+  double best = 0;
+  for (int i = 0; has_bf16() && i < 3; ++i) best = std::max(best, run_threads(threads, bf16_loop, 16 * 32 * 2));
+  return best;
+}
+
+}  // namespace parhelion::bench

@@ -1,0 +1,36 @@
+// Vendor-library baselines for the matmul benchmarks, measured in the same process as
+// Parhelion: OpenBLAS sgemm and oneDNN matmul (f32 and bf16 -> f32), each at a chosen thread
+// count; and the machine's FMA peak, from a register-only microbenchmark.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace parhelion::bench {
+
+bool have_openblas();
+bool have_onednn();
+std::string openblas_core();  // the kernel set OpenBLAS picked, e.g. "Cooperlake"
+
+// C[M,N] = A[M,K] . B[K,N], row-major f32.
+void openblas_sgemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, int threads);
+
+// A oneDNN matmul primitive: src [M,K] and weights [K,N] in f32 or bf16, dst f32.
+class OneDnnMatmul {
+ public:
+  OneDnnMatmul(int64_t m, int64_t n, int64_t k, bool bf16, const void* a, const void* b, float* c);
+  ~OneDnnMatmul();
+  void run(int threads);
+  std::string impl() const;  // the implementation oneDNN chose, e.g. "brg:avx512_core"
+
+ private:
+  struct State;
+  State* s_;
+};
+
+// Peak FMA throughput in GFLOP/s on `threads` threads: f32 (AVX-512 or AVX2) and bf16
+// (vdpbf16ps; 0 where absent).
+double fma_peak_f32(int threads);
+double fma_peak_bf16(int threads);
+
+}  // namespace parhelion::bench

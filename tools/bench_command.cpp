@@ -1,0 +1,225 @@
+#include "tools/bench_command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "bench/baselines.h"
+#include "kernels/kernels.h"
+#include "kernels/registry.h"
+#include "lower/target.h"
+#include "tools/timing.h"
+
+namespace parhelion::tools {
+namespace {
+
+using nlohmann::json;
+
+struct Impl {
+  std::string name;
+  std::function<void()> run;
+  std::vector<double> ms;  // per-round medians
+};
+
+struct Case {
+  std::string kernel;
+  Shape shape;
+  DType dtype;
+  int threads;
+  double flops;
+  std::vector<Impl> impls;
+  std::string note;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Parhelion's kernel for an entry's inputs, at `threads` threads, default or tuned config.
+CompiledKernel compile_for(const kernels::KernelEntry& e, const kernels::Inputs& in, int threads, bool tune) {
+  auto args = in.args();
+  Config c = e.kernel->compile(args).config();
+  if (tune) {
+    TuneOptions o;
+    o.effort = Effort::quick;
+    o.progress = false;
+    o.reference = nullptr;
+    c = e.kernel->tune(args, o).best_config;
+  }
+  c.num_threads = threads;
+  return e.kernel->compile(args, &c);
+}
+
+}  // namespace
+
+int run_bench(const BenchOptions& o, char** argv) {
+  // OpenBLAS reads OPENBLAS_CORETYPE when it loads: restart once without it (and without
+  // OPENBLAS_L2_SIZE), in this process only, so that it runs its best kernels.
+  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("OPENBLAS_L2_SIZE")) {
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv("OPENBLAS_L2_SIZE");
+    execv("/proc/self/exe", argv);
+  }
+  std::vector<std::string> names = o.kernels;
+  if (names.empty()) names = {"matmul", "bmm", "epilogue_subtiling", "matmul_layernorm"};
+  const int max_threads = lower::Target::host().threads;
+
+  std::map<int, double> peak_f32, peak_bf16;
+  for (int t : o.threads) {
+    if (t > max_threads) continue;
+    peak_f32[t] = bench::fma_peak_f32(t);
+    peak_bf16[t] = bench::fma_peak_bf16(t);
+  }
+  std::vector<Case> cases;
+  std::vector<std::unique_ptr<kernels::Inputs>> keep;
+  std::vector<std::unique_ptr<CompiledKernel>> kernels_kept;
+  std::vector<std::unique_ptr<bench::OneDnnMatmul>> dnnl_kept;
+  std::vector<std::unique_ptr<Array>> arrays;
+  std::string dnnl_impls;
+
+  for (const std::string& name : names) {
+    const kernels::KernelEntry& e = kernels::find_kernel(name);
+    std::vector<Shape> shapes = {e.default_shape};
+    if (name == "matmul")
+      shapes = o.quick ? std::vector<Shape>{{1024, 1024, 1024}, {2048, 2048, 2048}}
+                       : std::vector<Shape>{{1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096}};
+    std::vector<DType> dtypes = {DType::f32};
+    if (name == "matmul" || name == "bmm") dtypes.push_back(DType::bf16);
+    for (const Shape& s : shapes)
+      for (DType dt : dtypes) {
+        keep.push_back(std::make_unique<kernels::Inputs>(e.make_inputs(s, dt, 1)));
+        kernels::Inputs& in = *keep.back();
+        for (int t : o.threads) {
+          if (t > max_threads) continue;
+          Case c{name, s, dt, t, e.flops(s), {}, ""};
+          kernels_kept.push_back(std::make_unique<CompiledKernel>(compile_for(e, in, t, o.tune)));
+          CompiledKernel* k = kernels_kept.back().get();
+          auto args = std::make_shared<std::vector<Arg>>(in.args());
+          c.impls.push_back({"parhelion", [k, args] { k->run(*args); }, {}});
+          c.note = k->config().to_json();
+          // Baselines on the same inputs.
+          bool mm = name == "matmul" || name == "epilogue_subtiling" || name == "matmul_layernorm";
+          int64_t m = s[0], kk = s[1], n = s[2];
+          if (mm) {
+            arrays.push_back(std::make_unique<Array>(Array::empty({m, n}, DType::f32)));
+            Array* out = arrays.back().get();
+            if (dt == DType::f32 && bench::have_openblas()) {
+              const float* a = in.tensors[0].data_as<float>();
+              const float* b = in.tensors[1].data_as<float>();
+              if (name == "matmul") {
+                c.impls.push_back(
+                    {"openblas", [=] { bench::openblas_sgemm(m, n, kk, a, b, out->data_as<float>(), t); }, {}});
+              } else {
+                // The same work unfused: the library's matmul, then the epilogue as its own kernel.
+                kernels::Inputs* inp = &in;
+                if (name == "epilogue_subtiling") {
+                  static Kernel<Tensor(Tensor, Tensor, Tensor)> epilogue(
+                      "epilogue", +[](Tensor y, Tensor bias, Tensor residual) {
+                        auto r = empty_like(y);
+                        for (auto [tm, tn] : tile(y.size(0), y.size(1)))
+                          r[tm, tn] = maximum(y[tm, tn] + bias[tn], 0.0f) + residual[tm, tn];
+                        return r;
+                      });
+                  c.impls.push_back({"openblas+epilogue",
+                                     [=] {
+                                       bench::openblas_sgemm(m, n, kk, a, b, out->data_as<float>(), t);
+                                       epilogue(*out, inp->tensors[2], inp->tensors[3]);
+                                     },
+                                     {}});
+                } else {
+                  c.impls.push_back({"openblas+layer_norm",
+                                     [=] {
+                                       bench::openblas_sgemm(m, n, kk, a, b, out->data_as<float>(), t);
+                                       kernels::layer_norm(*out, inp->tensors[2], inp->tensors[3], 1e-5);
+                                     },
+                                     {}});
+                }
+              }
+            }
+            if (name == "matmul" && bench::have_onednn()) {
+              dnnl_kept.push_back(std::make_unique<bench::OneDnnMatmul>(
+                  m, n, kk, dt == DType::bf16, in.tensors[0].data(), in.tensors[1].data(), out->data_as<float>()));
+              bench::OneDnnMatmul* d = dnnl_kept.back().get();
+              dnnl_impls += (dnnl_impls.empty() ? "" : ", ") + std::string(dtype_name(dt)) + ": " + d->impl();
+              c.impls.push_back({"onednn", [d, t] { d->run(t); }, {}});
+            }
+          }
+          if (name == "bmm" && dt == DType::f32 && bench::have_openblas()) {
+            int64_t b = s[0], mm2 = s[1], k2 = s[2], n2 = s[3];
+            arrays.push_back(std::make_unique<Array>(Array::empty({b, mm2, n2}, DType::f32)));
+            Array* out = arrays.back().get();
+            const float* a = in.tensors[0].data_as<float>();
+            const float* bb = in.tensors[1].data_as<float>();
+            c.impls.push_back({"openblas",
+                               [=] {
+                                 for (int64_t i = 0; i < b; ++i)
+                                   bench::openblas_sgemm(mm2, n2, k2, a + i * mm2 * k2, bb + i * k2 * n2,
+                                                         out->data_as<float>() + i * mm2 * n2, t);
+                               },
+                               {}});
+          }
+          cases.push_back(std::move(c));
+        }
+      }
+  }
+  // Interleaved rounds: every implementation of a case once per round.
+  int rounds = o.quick ? 2 : o.rounds;
+  for (int r = 0; r < rounds; ++r)
+    for (Case& c : cases)
+      for (Impl& i : c.impls) i.ms.push_back(time_it(i.run, 1, 3, 0.2).median_ms);
+
+  if (!o.json) {
+    std::printf("# parhelion bench: %s; OpenBLAS core: %s; oneDNN: %s\n", lower::Target::host().cpu_model.c_str(),
+                bench::openblas_core().c_str(), dnnl_impls.empty() ? "absent" : dnnl_impls.c_str());
+    for (auto& [t, p] : peak_f32)
+      std::printf("# FMA peak, %d thread%s: f32 %.0f GFLOP/s, bf16 %.0f GFLOP/s\n", t, t > 1 ? "s" : "", p,
+                  peak_bf16[t]);
+    std::printf("| kernel | shape | dtype | threads | impl | median ms | GFLOP/s | %% of peak | vs parhelion |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  } else {
+    for (auto& [t, p] : peak_f32) {
+      std::printf("%s\n",
+                  json{{"kernel", "fma_peak"}, {"dtype", "f32"}, {"impl", "peak"}, {"threads", t}, {"gflops", p}}
+                      .dump()
+                      .c_str());
+      std::printf(
+          "%s\n",
+          json{{"kernel", "fma_peak"}, {"dtype", "bf16"}, {"impl", "peak"}, {"threads", t}, {"gflops", peak_bf16[t]}}
+              .dump()
+              .c_str());
+    }
+  }
+  for (const Case& c : cases) {
+    double ours = median(c.impls[0].ms);
+    for (const Impl& i : c.impls) {
+      double ms = median(i.ms), gf = c.flops / (ms * 1e6);
+      double peak = c.dtype == DType::bf16 && peak_bf16[c.threads] > 0 ? peak_bf16[c.threads] : peak_f32[c.threads];
+      if (o.json) {
+        std::printf("%s\n", json{{"kernel", c.kernel},
+                                 {"shape", c.shape},
+                                 {"dtype", dtype_name(c.dtype)},
+                                 {"impl", i.name},
+                                 {"threads", c.threads},
+                                 {"median_ms", ms},
+                                 {"gflops", gf},
+                                 {"pct_peak", 100 * gf / peak},
+                                 {"config", i.name == "parhelion" ? c.note : ""}}
+                                .dump()
+                                .c_str());
+      } else {
+        std::printf("| %s | %s | %s | %d | %s | %.3f | %.1f | %.0f%% | %.2f |\n", c.kernel.c_str(),
+                    shape_to_string(c.shape).c_str(), std::string(dtype_name(c.dtype)).c_str(), c.threads,
+                    i.name.c_str(), ms, gf, 100 * gf / peak, ms / ours);
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace parhelion::tools

@@ -1,0 +1,21 @@
+// `parhelion bench`: the matmul family against OpenBLAS and oneDNN, and the machine's FMA peak,
+// measured in one run.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace parhelion::tools {
+
+struct BenchOptions {
+  std::vector<std::string> kernels;  // empty: the matmul family
+  std::vector<int> threads = {1, 2};
+  bool json = false;
+  bool quick = false;  // smaller shapes, fewer rounds
+  bool tune = false;   // tune Parhelion's configs (quick) before timing
+  int rounds = 3;
+};
+
+int run_bench(const BenchOptions& o, char** argv);
+
+}  // namespace parhelion::tools
