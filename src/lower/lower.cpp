@@ -257,13 +257,15 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Targ
   }
   c.block_sizes.assign(spec.block_sizes.size(), 1);
   c.micro_kernels.assign(spec.micro_kernels.size(), 0);
-  // Which block ids tile a tensor's contiguous (last) dimension: grow those first, so rows of
-  // a block are long unit-stride runs that vectorize.
-  std::vector<int> contiguous(fn.block_sizes.size(), 0);
+  // Which block ids tile a tensor's contiguous (last) dimension, weighted by that tensor's size:
+  // grow those first, so that the blocks of the biggest streams are long unit-stride runs.
+  std::vector<double> contiguous(fn.block_sizes.size(), 0);
   ir::walk(fn.body, [&](const Op& op) {
     if ((op.kind == OpKind::Load || op.kind == OpKind::Store) && !op.index.empty() &&
-        op.index.back().kind == ir::IndexItem::Tile)
-      contiguous[fn.tiles[op.index.back().tile].block] = 1;
+        op.index.back().kind == ir::IndexItem::Tile) {
+      const ir::TensorInfo& t = fn.tensors[op.tensor];
+      contiguous[fn.tiles[op.index.back().tile].block] += static_cast<double>(shape_numel(t.shape)) * dtype_size(t.dtype);
+    }
   });
   std::vector<size_t> order(spec.block_sizes.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
