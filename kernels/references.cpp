@@ -224,18 +224,26 @@ Array matmul(const Array& x, const Array& y) {
     throw std::invalid_argument("ref::matmul: shapes " + shape_to_string(x.shape()) + " and " +
                                 shape_to_string(y.shape()) + " do not multiply");
   const int64_t m = x.dim(-2), k = x.dim(-1), n = y.dim(-1);
-  const int64_t batch = x.numel() / (m * k);
+  const int64_t batch = x.numel() / std::max<int64_t>(1, m * k);
   Shape out_shape = x.shape();
   out_shape.back() = n;
+  // Widen once, then an i-p-j loop in double over contiguous rows (fast enough for 4096^3).
+  std::vector<float> xf = x.to_floats(), yf = y.to_floats();
+  std::vector<double> acc(static_cast<size_t>(n));
   Array out = Array::empty(out_shape, DType::f32);
+  float* o = out.data_as<float>();
   for (int64_t b = 0; b < batch; ++b) {
-    const int64_t yb = y.rank() > 2 ? b : 0;
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        double s = 0;
-        for (int64_t p = 0; p < k; ++p) s += x.get((b * m + i) * k + p) * y.get((yb * k + p) * n + j);
-        out.set((b * m + i) * n + j, s);
+    const float* yb = yf.data() + (y.rank() > 2 ? b * k * n : 0);
+    for (int64_t i = 0; i < m; ++i) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      const float* xr = xf.data() + (b * m + i) * k;
+      for (int64_t p = 0; p < k; ++p) {
+        const double a = xr[p];
+        const float* yr = yb + p * n;
+        for (int64_t j = 0; j < n; ++j) acc[j] += a * yr[j];
       }
+      for (int64_t j = 0; j < n; ++j) o[(b * m + i) * n + j] = static_cast<float>(acc[j]);
+    }
   }
   return out;
 }

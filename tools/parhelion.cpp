@@ -207,6 +207,7 @@ int cmd_run(const Options& o) {
   int reps = o.flags.count("reps") ? std::stoi(o.flags.at("reps")) : 10;
   auto t = ph::tools::time_it([&] { k.run(args); }, 2, reps);
   double gbps = p.entry->bytes(p.shape, p.dtype) / (t.median_ms * 1e6);
+  double gflops = p.entry->flops(p.shape) / (t.median_ms * 1e6);
   if (o.json) {
     std::cout << json{{"kernel", p.entry->name},
                       {"shape", p.shape},
@@ -217,6 +218,7 @@ int cmd_run(const Options& o) {
                       {"ok", ok},
                       {"median_ms", t.median_ms},
                       {"gbps", gbps},
+                      {"gflops", gflops},
                       {"reps", t.reps},
                       {"compile_seconds", k.compile_seconds()},
                       {"cache_hit", k.cache_hit()},
@@ -230,7 +232,8 @@ int cmd_run(const Options& o) {
     std::printf("compiled    %s (%s)\n", k.source_path().c_str(),
                 k.cache_hit() ? "cache hit" : ("compiled in " + std::to_string(k.compile_seconds()) + " s").c_str());
     std::printf("check       max abs error %.3g vs reference: %s\n", err, ok ? "ok" : "MISMATCH");
-    std::printf("time        median %.4f ms over %d runs (min %.4f), %.1f GB/s\n", t.median_ms, t.reps, t.min_ms, gbps);
+    std::printf("time        median %.4f ms over %d runs (min %.4f), %.1f GB/s, %.1f GFLOP/s\n", t.median_ms, t.reps,
+                t.min_ms, gbps, gflops);
   }
   return ok ? 0 : 1;
 }

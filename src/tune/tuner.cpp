@@ -209,7 +209,8 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
   double best_ms = INFINITY;
   const int batch_size = std::max(1, std::min(traced->target.threads, 4));
 
-  while (R.candidates < max_candidates && since(t0) < budget) {
+  // The budget bounds the search, but the first batch (the default and its seeds) always runs.
+  while (R.candidates < max_candidates && (since(t0) < budget || measured.empty())) {
     std::vector<Config> batch = search->propose(batch_size);
     if (batch.empty()) break;
     // Lower and generate: reject what does not fit, skip duplicates of measured code.
