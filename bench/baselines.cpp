@@ -104,6 +104,18 @@ namespace {
 
 constexpr int64_t kIters = 20'000'000;
 
+// Sums the accumulators so that the loops cannot be optimized away (through memory: g++ 12's
+// _mm512_reduce_add_ps trips -Wuninitialized inside its own header).
+__attribute__((target("avx512f"))) double sum_lanes(const __m512* acc) {
+  alignas(64) float lanes[16];
+  double s = 0;
+  for (int i = 0; i < 16; ++i) {
+    _mm512_store_ps(lanes, acc[i]);
+    for (float f : lanes) s += f;
+  }
+  return s;
+}
+
 __attribute__((target("avx512f,fma"))) double fma_loop_avx512() {
   __m512 acc[16];
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
@@ -111,9 +123,7 @@ __attribute__((target("avx512f,fma"))) double fma_loop_avx512() {
   for (int64_t it = 0; it < kIters; ++it)
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-  float sink = 0;
-  for (int i = 0; i < 16; ++i) sink += _mm512_reduce_add_ps(acc[i]);
-  return sink;
+  return sum_lanes(acc);
 }
 
 __attribute__((target("avx2,fma"))) double fma_loop_avx2() {
@@ -139,9 +149,7 @@ __attribute__((target("avx512f,avx512bf16"))) double bf16_loop() {
   for (int64_t it = 0; it < kIters; ++it)
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
-  float sink = 0;
-  for (int i = 0; i < 16; ++i) sink += _mm512_reduce_add_ps(acc[i]);
-  return sink;
+  return sum_lanes(acc);
 }
 
 bool has_avx512() {
