@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
         auto out = p.compiled->run(args);
         auto want = p.entry->reference(p.inputs);
         for (size_t i = 0; i < out.size(); ++i)
-          if (!ph::kernels::compare(out[i], want[i], dt).ok) {
+          if (!ph::kernels::compare(out[i], want[i], dt, p.entry->tolerance(c.shape)).ok) {
             std::fprintf(stderr, "%s %s: result differs from the reference; not timing it\n", c.kernel.c_str(),
                          std::string(ph::dtype_name(dt)).c_str());
             return 1;

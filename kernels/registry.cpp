@@ -163,6 +163,10 @@ std::vector<KernelEntry> build() {
     e.reference = [ref](const Inputs& in) { return std::vector<Array>{ref(in)}; };
     e.flops = flops;
     e.bytes = bytes;
+    // K is the second-to-last number of every matmul-family shape (M,K,N or B,M,K,N).
+    e.tolerance_scale = [](const Shape& s) {
+      return std::max(1.0, std::sqrt(static_cast<double>(s[s.size() - 2])) / 8);
+    };
     r.push_back(e);
   };
   auto mnk_flops = [](const Shape& s) { return 2.0 * s[0] * s[1] * s[2]; };
@@ -244,8 +248,8 @@ const KernelEntry& find_kernel(const std::string& name) {
   throw UserError("unknown kernel '" + name + "'; known kernels: " + names);
 }
 
-Closeness compare(const Array& out, const Array& ref, DType dtype) {
-  return tune::compare(out, ref, dtype);
+Closeness compare(const Array& out, const Array& ref, DType dtype, double scale) {
+  return tune::compare(out, ref, dtype, scale);
 }
 
 }  // namespace parhelion::kernels

@@ -32,6 +32,9 @@ struct KernelEntry {
   // Minimum bytes a fused kernel must move, and its floating-point operations.
   std::function<double(const Shape&, DType)> bytes;
   std::function<double(const Shape&)> flops;
+  // Widens the comparison tolerance for a shape (dots: sqrt(K) / 8); null means 1.
+  std::function<double(const Shape&)> tolerance_scale;
+  double tolerance(const Shape& s) const { return tolerance_scale ? tolerance_scale(s) : 1.0; }
 
   // Runs the kernel (through `compiled` if given, else the kernel's own config).
   std::vector<Array> run(const Inputs& in) const { return kernel->run(in.args()); }
@@ -43,6 +46,6 @@ const KernelEntry& find_kernel(const std::string& name);
 
 // Elementwise closeness with a dtype-aware tolerance: |out - ref| <= atol + rtol * |ref|.
 using Closeness = tune::Closeness;
-Closeness compare(const Array& out, const Array& ref, DType dtype);
+Closeness compare(const Array& out, const Array& ref, DType dtype, double scale = 1.0);
 
 }  // namespace parhelion::kernels

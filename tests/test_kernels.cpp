@@ -76,7 +76,7 @@ TEST_P(KernelTest, MatchesReferenceAcrossShapesDtypesAndConfigs) {
         auto out = k->run(args);
         ASSERT_EQ(out.size(), want.size());
         for (size_t i = 0; i < out.size(); ++i) {
-          auto cmp = ph::kernels::compare(out[i], want[i], dt);
+          auto cmp = ph::kernels::compare(out[i], want[i], dt, e.tolerance(shape));
           EXPECT_TRUE(cmp.ok) << "output " << i << " max abs error " << cmp.max_abs_err;
         }
         ++cases;

@@ -200,7 +200,7 @@ int cmd_run(const Options& o) {
   double err = 0;
   bool ok = out.size() == want.size();
   for (size_t i = 0; i < out.size() && i < want.size(); ++i) {
-    auto c = ph::kernels::compare(out[i], want[i], p.dtype);
+    auto c = ph::kernels::compare(out[i], want[i], p.dtype, p.entry->tolerance(p.shape));
     err = std::max(err, c.max_abs_err);
     ok = ok && c.ok;
   }

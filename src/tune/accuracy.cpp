@@ -6,13 +6,15 @@
 
 namespace parhelion::tune {
 
-Closeness compare(const Array& out, const Array& want, DType dtype) {
+Closeness compare(const Array& out, const Array& want, DType dtype, double scale) {
   if (out.shape() != want.shape())
     throw UserError("output shape " + shape_to_string(out.shape()) + " differs from the expected " +
                     shape_to_string(want.shape()));
   double atol = 2e-5, rtol = 2e-5;
   if (dtype == DType::bf16) atol = rtol = 1.6e-2;
   if (dtype == DType::f16) atol = rtol = 2e-3;
+  atol *= scale;
+  rtol *= scale;
   Closeness c;
   for (int64_t i = 0; i < out.numel(); ++i) {
     double o = out.get(i), r = want.get(i);

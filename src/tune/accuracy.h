@@ -12,6 +12,7 @@ struct Closeness {
   bool ok = true;
 };
 
-Closeness compare(const Array& out, const Array& want, DType dtype);
+// `scale` widens both tolerances: a dot over K terms accumulates rounding ~ sqrt(K) times.
+Closeness compare(const Array& out, const Array& want, DType dtype, double scale = 1.0);
 
 }  // namespace parhelion::tune

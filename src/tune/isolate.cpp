@@ -125,7 +125,8 @@ std::string RunResult::describe() const {
 }
 
 RunResult run_isolated(const CompiledKernel& k, const std::vector<Arg>& args, const std::vector<Array>& expected,
-                       DType tolerance_dtype, Fault fault, double timeout_s, const TimingPlan& plan) {
+                       DType tolerance_dtype, double tolerance_scale, Fault fault, double timeout_s,
+                       const TimingPlan& plan) {
   return in_child(
       [&](int fd) {
         if (fault == Fault::crash) raise(SIGSEGV);
@@ -139,7 +140,7 @@ RunResult run_isolated(const CompiledKernel& k, const std::vector<Arg>& args, co
           return;
         }
         for (size_t i = 0; i < out.size(); ++i) {
-          Closeness c = compare(out[i], expected[i], tolerance_dtype);
+          Closeness c = compare(out[i], expected[i], tolerance_dtype, tolerance_scale);
           err = std::max(err, c.max_abs_err);
           if (!c.ok) {
             child_write(fd, RunResult::wrong, 0, err, "");

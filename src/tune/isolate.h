@@ -31,7 +31,8 @@ struct TimingPlan {
 // Runs `k` on `args` in a child: applies `fault`, compares the outputs with `expected` (dtype-
 // aware tolerance of `tolerance_dtype`), then times it. Kills the child after `timeout_s`.
 RunResult run_isolated(const CompiledKernel& k, const std::vector<Arg>& args, const std::vector<Array>& expected,
-                       DType tolerance_dtype, Fault fault, double timeout_s, const TimingPlan& plan);
+                       DType tolerance_dtype, double tolerance_scale, Fault fault, double timeout_s,
+                       const TimingPlan& plan);
 
 // Runs `k` once in a child and returns its outputs. Throws UserError if the child fails.
 std::vector<Array> outputs_isolated(const CompiledKernel& k, const std::vector<Arg>& args, double timeout_s);

@@ -112,6 +112,18 @@ DType tolerance_dtype(const CompiledKernel::Impl& k) {
 }
 
 // One line on stderr, rewritten in place on a terminal; elsewhere (a log) a line every 2 s.
+// Dots accumulate rounding over their K terms: widen the tolerance by sqrt(K) / 8 (at least 1).
+double tolerance_scale(const CompiledKernel::Impl& k) {
+  double kmax = 1;
+  ir::walk(k.fn.body, [&](const ir::Op& op) {
+    if (op.kind != ir::OpKind::Dot) return;
+    const ir::Type& a = k.fn.type_of(op.operands[0]);
+    const ir::Dim& d = a.shape.back();
+    kmax = std::max(kmax, static_cast<double>(d.kind == ir::Dim::Tile ? k.fn.tiles[d.tile].extent() : d.size));
+  });
+  return std::max(1.0, std::sqrt(kmax) / 8);
+}
+
 class Progress {
  public:
   Progress(bool on, std::string name, double budget)
@@ -175,6 +187,7 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
 
   const double timeout = opt.candidate_timeout_seconds;
   const DType tol = tolerance_dtype(*traced);
+  const double tol_scale = tolerance_scale(*traced);
   tune::TimingPlan plan;
 
   // The default config: compiled, and (with no reference) the source of the expected outputs.
@@ -185,7 +198,7 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
 
   if (opt.effort == Effort::none) {
     tune::RunResult r =
-        tune::run_isolated(CompiledKernel(default_kernel), args, expected, tol, Fault::none, timeout, plan);
+        tune::run_isolated(CompiledKernel(default_kernel), args, expected, tol, tol_scale, Fault::none, timeout, plan);
     if (!r.good()) throw UserError("kernel " + name() + ": the default config failed: " + r.describe());
     R.best_config = R.default_config;
     R.best_ms = R.default_ms = r.ms;
@@ -253,7 +266,7 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
         r.detail = "compile failed: " + compile_errors[i].substr(0, compile_errors[i].find('\n'));
       } else {
         Fault fault = opt.inject_fault ? opt.inject_fault(m.config) : Fault::none;
-        r = tune::run_isolated(CompiledKernel(m.kernel), args, expected, tol, fault, timeout, plan);
+        r = tune::run_isolated(CompiledKernel(m.kernel), args, expected, tol, tol_scale, fault, timeout, plan);
       }
       if (r.good()) {
         m.ms = r.ms;
@@ -286,8 +299,8 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
   std::vector<std::vector<double>> times(finalists.size());
   for (int round = 0; round < 3; ++round)
     for (size_t i = 0; i < finalists.size(); ++i) {
-      tune::RunResult r =
-          tune::run_isolated(CompiledKernel(finalists[i].kernel), args, expected, tol, Fault::none, timeout, plan);
+      tune::RunResult r = tune::run_isolated(CompiledKernel(finalists[i].kernel), args, expected, tol, tol_scale,
+                                             Fault::none, timeout, plan);
       times[i].push_back(r.good() ? r.ms : INFINITY);
     }
   size_t best = 0;
