@@ -46,6 +46,7 @@ struct TuneReport {
   int failed = 0;      // crashed, hung, wrong, or failed to compile
   int rejected = 0;    // did not fit fast memory: rejected before compiling
   int duplicates = 0;  // generated the same code as an earlier candidate
+  int too_slow = 0;    // stopped at 10x the best time so far (not failures)
   bool cache_hit = false;
   double seconds = 0;
   std::vector<std::string> failures;  // one line per failed candidate: config and reason

@@ -67,6 +67,7 @@ std::string TuneReport::to_json() const {
   j["failed"] = failed;
   j["rejected"] = rejected;
   j["duplicates"] = duplicates;
+  j["too_slow"] = too_slow;
   j["cache_hit"] = cache_hit;
   j["cache_key"] = cache_key;
   j["seconds"] = seconds;
@@ -266,7 +267,15 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
         r.detail = "compile failed: " + compile_errors[i].substr(0, compile_errors[i].find('\n'));
       } else {
         Fault fault = opt.inject_fault ? opt.inject_fault(m.config) : Fault::none;
-        r = tune::run_isolated(CompiledKernel(m.kernel), args, expected, tol, tol_scale, fault, timeout, plan);
+        // A candidate gets the time of ~10 runs at 10x the best so far (at least 2 s): a config
+        // that slow cannot win, and waiting for it would spend the budget.
+        double limit = std::isfinite(best_ms) ? std::min(timeout, std::max(2.0, 10 * 10 * best_ms / 1000)) : timeout;
+        r = tune::run_isolated(CompiledKernel(m.kernel), args, expected, tol, tol_scale, fault, limit, plan);
+        if (r.status == tune::RunResult::timeout && limit < timeout) {
+          ++R.too_slow;  // not a failure: just not a contender
+          search->observe({m.config, 0, false});
+          continue;
+        }
       }
       if (r.good()) {
         m.ms = r.ms;
