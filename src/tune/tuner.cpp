@@ -273,6 +273,8 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
         r = tune::run_isolated(CompiledKernel(m.kernel), args, expected, tol, tol_scale, fault, limit, plan);
         if (r.status == tune::RunResult::timeout && limit < timeout) {
           ++R.too_slow;  // not a failure: just not a contender
+          R.failures.push_back(m.config.to_json() + ": stopped after " + std::to_string(limit) +
+                               " s, over 10x slower than the best so far (not counted as failed)");
           search->observe({m.config, 0, false});
           continue;
         }
