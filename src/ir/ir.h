@@ -178,6 +178,8 @@ std::string_view unary_name(UnaryFn f);
 std::string_view binary_name(BinaryFn f);
 std::string_view reduce_name(ReduceFn f);
 bool is_comparison(BinaryFn f);
+// Elementwise (or index) ops with no side effects: fusable into a consumer's loop nest.
+bool is_pointwise(OpKind k);
 
 // Visits every op in pre-order (a loop before its body).
 template <class F>

@@ -78,4 +78,27 @@ bool is_comparison(BinaryFn f) {
          f == BinaryFn::ne;
 }
 
+bool is_pointwise(OpKind k) {
+  switch (k) {
+    case OpKind::Load:
+    case OpKind::Constant:
+    case OpKind::Full:
+    case OpKind::TileIndex:
+    case OpKind::Arange:
+    case OpKind::Unary:
+    case OpKind::Binary:
+    case OpKind::Where:
+    case OpKind::Cast:
+    case OpKind::Unsqueeze:
+    case OpKind::Transpose:
+    case OpKind::VarGet:
+    case OpKind::ScalarParam:
+    case OpKind::TileBegin:
+    case OpKind::TileEnd:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace parhelion::ir

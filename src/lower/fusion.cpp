@@ -8,6 +8,7 @@
 namespace parhelion::lower {
 namespace {
 
+using ir::is_pointwise;
 using ir::Op;
 using ir::OpKind;
 
@@ -16,29 +17,6 @@ struct OpInfo {
   int pos;
   std::vector<int> loops;  // positions of the enclosing Loop ops, outermost first
 };
-
-bool is_pointwise(OpKind k) {
-  switch (k) {
-    case OpKind::Load:
-    case OpKind::Constant:
-    case OpKind::Full:
-    case OpKind::TileIndex:
-    case OpKind::Arange:
-    case OpKind::Unary:
-    case OpKind::Binary:
-    case OpKind::Where:
-    case OpKind::Cast:
-    case OpKind::Unsqueeze:
-    case OpKind::VarGet:
-    case OpKind::ScalarParam:
-    case OpKind::TileBegin:
-    case OpKind::TileEnd:
-    case OpKind::Transpose:
-      return true;
-    default:
-      return false;
-  }
-}
 
 bool is_transcendental(const Op& op) {
   if (op.kind == OpKind::Unary) {

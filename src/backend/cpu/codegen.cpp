@@ -582,28 +582,7 @@ class LaunchEmitter {
     }
   }
 
-  bool pointwise(const Op& op) const {
-    switch (op.kind) {
-      case OpKind::Load:
-      case OpKind::Constant:
-      case OpKind::Full:
-      case OpKind::TileIndex:
-      case OpKind::Arange:
-      case OpKind::Unary:
-      case OpKind::Binary:
-      case OpKind::Where:
-      case OpKind::Cast:
-      case OpKind::Unsqueeze:
-      case OpKind::VarGet:
-      case OpKind::ScalarParam:
-      case OpKind::TileBegin:
-      case OpKind::Transpose:
-      case OpKind::TileEnd:
-        return true;
-      default:
-        return false;
-    }
-  }
+  bool pointwise(const Op& op) const { return ir::is_pointwise(op.kind); }
 
   // A materialized value whose first consumer is a reduction along its last axis is computed
   // inside that reduction's loop (one pass: store each element and accumulate it) instead of

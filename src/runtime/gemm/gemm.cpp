@@ -45,6 +45,22 @@ inline float load_elem(const void* p, int64_t i, int dt) {
 using MicroKernel = void (*)(int64_t k, const void* a, int64_t ars, int64_t acs, const void* b, float* c, int64_t ldc,
                              int accumulate);
 
+// Writes (or adds) the MR x 32 accumulator tile to C.
+template <int MR>
+__attribute__((target("avx512f"), always_inline)) inline void store_tile(__m512* c0, __m512* c1, float* c, int64_t ldc,
+                                                                         int accumulate) {
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    float* row = c + i * ldc;
+    if (accumulate) {
+      c0[i] = _mm512_add_ps(c0[i], _mm512_loadu_ps(row));
+      c1[i] = _mm512_add_ps(c1[i], _mm512_loadu_ps(row + 16));
+    }
+    _mm512_storeu_ps(row, c0[i]);
+    _mm512_storeu_ps(row + 16, c1[i]);
+  }
+}
+
 // AVX-512 f32: MR rows x 32 columns, 2*MR accumulators (MR = 8: 16, fits powers-of-two
 // blocks; MR = 12: 24, fewer loads per FMA).
 template <int MR>
@@ -66,16 +82,7 @@ __attribute__((target("avx512f,fma"))) void ukr_avx512(int64_t k, const void* ap
     a += acs;
     b += 32;
   }
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) {
-    float* row = c + i * ldc;
-    if (accumulate) {
-      c0[i] = _mm512_add_ps(c0[i], _mm512_loadu_ps(row));
-      c1[i] = _mm512_add_ps(c1[i], _mm512_loadu_ps(row + 16));
-    }
-    _mm512_storeu_ps(row, c0[i]);
-    _mm512_storeu_ps(row + 16, c1[i]);
-  }
+  store_tile<MR>(c0, c1, c, ldc, accumulate);
 }
 
 // bf16 x bf16 -> f32 with vdpbf16ps: panels hold k in pairs, A as [k/2][MR] pairs (one 32-bit
@@ -100,16 +107,7 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void ukr_avx512bf16(int64_t k,
     a += acs;
     b += 64;
   }
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) {
-    float* row = c + i * ldc;
-    if (accumulate) {
-      c0[i] = _mm512_add_ps(c0[i], _mm512_loadu_ps(row));
-      c1[i] = _mm512_add_ps(c1[i], _mm512_loadu_ps(row + 16));
-    }
-    _mm512_storeu_ps(row, c0[i]);
-    _mm512_storeu_ps(row + 16, c1[i]);
-  }
+  store_tile<MR>(c0, c1, c, ldc, accumulate);
 }
 
 __attribute__((target("avx2,fma"))) void ukr_avx2_6x16(int64_t k, const void* ap, int64_t ars, int64_t acs,
