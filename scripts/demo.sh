@@ -27,3 +27,5 @@ $P run softmax --shape $shape --config '{"block_sizes":[2],"loop_orders":[],"num
 say "The same kernel streaming long rows (softmax_two_pass), and layer_norm"
 $P run softmax_two_pass --shape 1024,65536
 $P run layer_norm --shape $shape
+say "A dot kernel (kernels/matmul.cpp): bf16 inputs, f32 accumulation"
+$P run matmul --shape 1024,1024,1024 --dtype bf16
