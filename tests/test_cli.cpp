@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace {
 
@@ -67,6 +68,27 @@ TEST(Cli, TuneJsonHasTheContractFields) {
   EXPECT_TRUE(k["ok"].get<bool>());
   EXPECT_NE(cli("tune softmax --shape 20,300 --effort fast").out.find("--effort must be none, quick or full"),
             std::string::npos);
+}
+
+TEST(Cli, BenchJsonRowsHaveTheContractFields) {
+  Result r = cli("bench bmm --threads 1 --quick --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  int parhelion_rows = 0, peak_rows = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    auto j = nlohmann::json::parse(line);
+    for (const char* k : {"kernel", "dtype", "impl", "threads", "gflops"}) EXPECT_TRUE(j.contains(k)) << line;
+    if (j["impl"] == "peak") ++peak_rows;
+    if (j["impl"] == "parhelion") {
+      ++parhelion_rows;
+      for (const char* k : {"shape", "median_ms"}) EXPECT_TRUE(j.contains(k)) << line;
+      EXPECT_GT(j["gflops"].get<double>(), 0);
+    }
+  }
+  EXPECT_EQ(parhelion_rows, 2);  // bmm in f32 and bf16
+  EXPECT_EQ(peak_rows, 2);       // f32 and bf16 FMA peaks
+  EXPECT_NE(cli("bench nosuchkernel").out.find("unknown kernel 'nosuchkernel'"), std::string::npos);
 }
 
 TEST(Cli, EmitsEveryStage) {
