@@ -9,6 +9,7 @@
 
 #include "backend/cpu/runtime_source.h"
 #include "ir/printer.h"
+#include "ir/type_rules.h"
 #include "parhelion/error.h"
 
 namespace parhelion::backend::cpu {
@@ -659,18 +660,10 @@ class LaunchEmitter {
   }
 
   void store(const Op& op) {
-    ir::Type target;
-    ir::Op probe = op;
     // The stored region has the shape a load of the same index would have.
-    std::vector<Dim> shape;
-    size_t d = 0;
-    for (const ir::IndexItem& ix : op.index) {
-      if (ix.kind == ir::IndexItem::Tile && !fn_.tiles[ix.tile].is_grid)
-        shape.push_back(Dim::of_tile(ix.tile));
-      else if (ix.kind == ir::IndexItem::All)
-        shape.push_back(Dim::constant(fn_.tensors[op.tensor].shape[d]));
-      ++d;
-    }
+    ir::Type region;
+    ir::load_type(fn_, op.tensor, op.index, &region);
+    const std::vector<Dim>& shape = region.shape;
     DType dt = fn_.tensors[op.tensor].dtype;
     DType from = type(op.operands[0]).dtype;
     line("{  // store at " + op.loc.str());
