@@ -77,17 +77,13 @@ OneDnnMatmul::OneDnnMatmul(int64_t m, int64_t n, int64_t k, bool bf16, const voi
   s_->b = dnnl::memory(bd, s_->engine, const_cast<void*>(b));
   s_->c = dnnl::memory(cd, s_->engine, c);
 }
-OneDnnMatmul::~OneDnnMatmul() {
-  delete s_;
-}
+OneDnnMatmul::~OneDnnMatmul() { delete s_; }
 void OneDnnMatmul::run(int threads) {
   omp_set_num_threads(threads);
   s_->prim.execute(s_->stream, {{DNNL_ARG_SRC, s_->a}, {DNNL_ARG_WEIGHTS, s_->b}, {DNNL_ARG_DST, s_->c}});
   s_->stream.wait();
 }
-std::string OneDnnMatmul::impl() const {
-  return s_->impl;
-}
+std::string OneDnnMatmul::impl() const { return s_->impl; }
 #else
 struct OneDnnMatmul::State {};
 OneDnnMatmul::OneDnnMatmul(int64_t, int64_t, int64_t, bool, const void*, const void*, float*) : s_(nullptr) {
@@ -95,9 +91,7 @@ OneDnnMatmul::OneDnnMatmul(int64_t, int64_t, int64_t, bool, const void*, const v
 }
 OneDnnMatmul::~OneDnnMatmul() = default;
 void OneDnnMatmul::run(int) {}
-std::string OneDnnMatmul::impl() const {
-  return "absent";
-}
+std::string OneDnnMatmul::impl() const { return "absent"; }
 #endif
 
 namespace {

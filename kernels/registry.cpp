@@ -18,9 +18,7 @@ void need_rank(const std::string& name, const Shape& s, int lo, int hi, const st
     if (d <= 0) throw UserError(name + ": every dimension must be positive, got " + shape_to_string(s));
 }
 
-double numel(const Shape& s) {
-  return static_cast<double>(shape_numel(s));
-}
+double numel(const Shape& s) { return static_cast<double>(shape_numel(s)); }
 
 Inputs unary_inputs(const Shape& s, DType dt, uint64_t seed, double lo = -1, double hi = 1) {
   return Inputs{{Array::random(s, dt, seed, lo, hi)}, {}};

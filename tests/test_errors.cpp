@@ -16,9 +16,7 @@ namespace ph = parhelion;
 
 namespace {
 
-std::string here(int line) {
-  return std::string("test_errors.cpp:") + std::to_string(line) + ": ";
-}
+std::string here(int line) { return std::string("test_errors.cpp:") + std::to_string(line) + ": "; }
 
 template <class F>
 std::string user_error_of(F&& f) {

@@ -81,17 +81,11 @@ void report(const char* name, double err, float worst) {
   std::printf("  %-8s max err %.3e at x=%.9g\n", name, err, (double)worst);
 }
 
-double refSigmoid(double x) {
-  return 1.0 / (1.0 + std::exp(-x));
-}
+double refSigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 // 0.5*x*(1 + tanh(u)) rewritten as x*sigmoid(2u): same function, but without
 // the cancellation that makes the tanh form useless (even in double) for x < -6.
-double geluArg(double x) {
-  return std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
-}
-double refGelu(double x) {
-  return x * refSigmoid(2.0 * geluArg(x));
-}
+double geluArg(double x) { return std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x); }
+double refGelu(double x) { return x * refSigmoid(2.0 * geluArg(x)); }
 
 TEST(PhMath, Exp) {
   auto xs = sweep(-87.0f, 88.0f, 200000, 2003);

@@ -34,9 +34,7 @@ void expect_array(const Array& got, const Shape& shape, const std::vector<double
 
 const double kLn2 = std::log(2.0), kLn3 = std::log(3.0), kE = std::exp(1.0);
 
-TEST(RefAdd, Basic) {
-  expect_array(ref::add(F({3}, {1, 2, 3}), F({3}, {0.5f, -2, 10})), {3}, {1.5, 0, 13});
-}
+TEST(RefAdd, Basic) { expect_array(ref::add(F({3}, {1, 2, 3}), F({3}, {0.5f, -2, 10})), {3}, {1.5, 0, 13}); }
 
 TEST(RefAdd, MixedLowPrecisionInputsGiveF32) {
   // 1.5, -0.25, 3, 8 are exact in bf16 and f16.

@@ -59,12 +59,8 @@ struct Extent {
     return x;
   }
 };
-inline Extent range(int64_t end) {
-  return Extent(int64_t{0}, end);
-}
-inline Extent range(int64_t begin, int64_t end) {
-  return Extent(begin, end);
-}
+inline Extent range(int64_t end) { return Extent(int64_t{0}, end); }
+inline Extent range(int64_t begin, int64_t end) { return Extent(begin, end); }
 
 // One dimension of a tile loop, inside the loop's body.
 class Tile {
@@ -161,25 +157,15 @@ class Tensor {
   // (Fixed arities rather than a template, so that each Index records the caller's line.)
   Tensor operator[](const Index& a) const { return subscript({a}); }
 #if defined(__cpp_multidimensional_subscript) && __cpp_multidimensional_subscript >= 202110L
-  Tensor operator[](const Index& a, const Index& b) const {
-    return subscript({a, b});
-  }
-  Tensor operator[](const Index& a, const Index& b, const Index& c) const {
-    return subscript({a, b, c});
-  }
+  Tensor operator[](const Index& a, const Index& b) const { return subscript({a, b}); }
+  Tensor operator[](const Index& a, const Index& b, const Index& c) const { return subscript({a, b, c}); }
   Tensor operator[](const Index& a, const Index& b, const Index& c, const Index& d) const {
     return subscript({a, b, c, d});
   }
 #endif
-  Tensor operator()(const Index& a) const {
-    return subscript({a});
-  }
-  Tensor operator()(const Index& a, const Index& b) const {
-    return subscript({a, b});
-  }
-  Tensor operator()(const Index& a, const Index& b, const Index& c) const {
-    return subscript({a, b, c});
-  }
+  Tensor operator()(const Index& a) const { return subscript({a}); }
+  Tensor operator()(const Index& a, const Index& b) const { return subscript({a, b}); }
+  Tensor operator()(const Index& a, const Index& b, const Index& c) const { return subscript({a, b, c}); }
   Tensor operator()(const Index& a, const Index& b, const Index& c, const Index& d) const {
     return subscript({a, b, c, d});
   }
@@ -205,12 +191,8 @@ class Tensor {
     t.id_ = value_id;
     return t;
   }
-  Kind kind() const {
-    return kind_;
-  }
-  int id() const {
-    return id_;
-  }
+  Kind kind() const { return kind_; }
+  int id() const { return id_; }
 
  private:
   Tensor subscript(const std::vector<Index>& idx) const;
@@ -368,12 +350,8 @@ Tensor transpose(const Operand& x);  // swaps the last two dimensions
 // instructions where present. dot(a, b, acc) returns acc + a . b (addmm).
 Tensor dot(const Operand& a, const Operand& b);
 Tensor dot(const Operand& a, const Operand& b, const Operand& acc);
-inline Tensor bmm(const Operand& a, const Operand& b) {
-  return dot(a, b);
-}
-inline Tensor matmul(const Operand& a, const Operand& b) {
-  return dot(a, b);
-}
+inline Tensor bmm(const Operand& a, const Operand& b) { return dot(a, b); }
+inline Tensor matmul(const Operand& a, const Operand& b) { return dot(a, b); }
 Tensor arange(int64_t n, Loc loc = Loc::current());  // i64 [n]: 0..n-1
 
 }  // namespace parhelion

@@ -19,9 +19,7 @@ using ir::UnaryFn;
 
 namespace {
 
-Tracer& tracer(const Loc& loc) {
-  return Tracer::current(loc);
-}
+Tracer& tracer(const Loc& loc) { return Tracer::current(loc); }
 
 std::string describe(const Tracer& T, int value) {
   return ir::type_to_string(const_cast<Tracer&>(T).fn(), const_cast<Tracer&>(T).fn().type_of(value));
@@ -161,15 +159,9 @@ static Tensor tile_op(OpKind kind, int tile, const Loc& loc) {
   return Tensor::block(emit_value(T, op, t, loc));
 }
 
-Tensor Tile::begin(Loc loc) const {
-  return tile_op(OpKind::TileBegin, id_, loc);
-}
-Tensor Tile::end(Loc loc) const {
-  return tile_op(OpKind::TileEnd, id_, loc);
-}
-Tensor Tile::index(Loc loc) const {
-  return tile_op(OpKind::TileIndex, id_, loc);
-}
+Tensor Tile::begin(Loc loc) const { return tile_op(OpKind::TileBegin, id_, loc); }
+Tensor Tile::end(Loc loc) const { return tile_op(OpKind::TileEnd, id_, loc); }
+Tensor Tile::index(Loc loc) const { return tile_op(OpKind::TileIndex, id_, loc); }
 
 BlockSizeRef register_block_size(int64_t extent, Loc loc) {
   Tracer& T = tracer(loc);
@@ -325,12 +317,8 @@ void Tensor::operator=(const Operand& value) && {
   T.emit(op, value.loc);
 }
 
-Tensor Tensor::unsqueeze(int axis, Loc loc) const {
-  return parhelion::unsqueeze(Operand(*this, loc), axis);
-}
-Tensor Tensor::to(DType dtype, Loc loc) const {
-  return cast(Operand(*this, loc), dtype);
-}
+Tensor Tensor::unsqueeze(int axis, Loc loc) const { return parhelion::unsqueeze(Operand(*this, loc), axis); }
+Tensor Tensor::to(DType dtype, Loc loc) const { return cast(Operand(*this, loc), dtype); }
 
 // --- Var --------------------------------------------------------------------------------------
 
@@ -380,18 +368,12 @@ Var& Var::operator=(const Operand& value) {
   return *this;
 }
 
-Tensor Var::unsqueeze(int axis, Loc loc) const {
-  return parhelion::unsqueeze(Operand(*this, loc), axis);
-}
+Tensor Var::unsqueeze(int axis, Loc loc) const { return parhelion::unsqueeze(Operand(*this, loc), axis); }
 
 // --- host code --------------------------------------------------------------------------------
 
-Tensor empty(const Shape& shape, DType dtype, Loc loc) {
-  return host_alloc(shape, dtype, false, 0, loc);
-}
-Tensor empty_like(const Tensor& t, Loc loc) {
-  return empty_like(t, t.dtype(), loc);
-}
+Tensor empty(const Shape& shape, DType dtype, Loc loc) { return host_alloc(shape, dtype, false, 0, loc); }
+Tensor empty_like(const Tensor& t, Loc loc) { return empty_like(t, t.dtype(), loc); }
 Tensor empty_like(const Tensor& t, DType dtype, Loc loc) {
   if (t.kind() != Tensor::HostK) throw UserError("empty_like needs a tensor argument, not a block", loc);
   return host_alloc(t.sizes(), dtype, false, 0, loc);
@@ -420,12 +402,8 @@ Tensor full(const Shape& shape, double value, DType dtype, Loc loc) {
   }
   return host_alloc(shape, dtype, true, value, loc);
 }
-Tensor zeros(std::initializer_list<DimSpec> shape, DType dtype, Loc loc) {
-  return full(shape, 0.0, dtype, loc);
-}
-Tensor zeros(const Shape& shape, DType dtype, Loc loc) {
-  return full(shape, 0.0, dtype, loc);
-}
+Tensor zeros(std::initializer_list<DimSpec> shape, DType dtype, Loc loc) { return full(shape, 0.0, dtype, loc); }
+Tensor zeros(const Shape& shape, DType dtype, Loc loc) { return full(shape, 0.0, dtype, loc); }
 
 void expect(bool ok, const std::string& what, Loc loc) {
   if (!ok) throw UserError(what, loc);
@@ -452,12 +430,8 @@ void close_loop() {
 }
 }  // namespace detail
 
-detail::LoopRange<Tile> tile(const Extent& a, Loc loc) {
-  return {{a}, false, loc};
-}
-detail::LoopRange<std::array<Tile, 2>> tile(const Extent& a, const Extent& b, Loc loc) {
-  return {{a, b}, false, loc};
-}
+detail::LoopRange<Tile> tile(const Extent& a, Loc loc) { return {{a}, false, loc}; }
+detail::LoopRange<std::array<Tile, 2>> tile(const Extent& a, const Extent& b, Loc loc) { return {{a, b}, false, loc}; }
 detail::LoopRange<std::array<Tile, 3>> tile(const Extent& a, const Extent& b, const Extent& c, Loc loc) {
   return {{a, b, c}, false, loc};
 }
@@ -465,94 +439,38 @@ detail::LoopRange<Tiles> tile(const Shape& sizes, Loc loc) {
   std::vector<Extent> dims(sizes.begin(), sizes.end());
   return {dims, false, loc};
 }
-detail::LoopRange<Tile> grid(const Extent& a, Loc loc) {
-  return {{a}, true, loc};
-}
-detail::LoopRange<std::array<Tile, 2>> grid(const Extent& a, const Extent& b, Loc loc) {
-  return {{a, b}, true, loc};
-}
+detail::LoopRange<Tile> grid(const Extent& a, Loc loc) { return {{a}, true, loc}; }
+detail::LoopRange<std::array<Tile, 2>> grid(const Extent& a, const Extent& b, Loc loc) { return {{a, b}, true, loc}; }
 
 // --- device ops -------------------------------------------------------------------------------
 
-Tensor operator+(const Operand& a, const Operand& b) {
-  return binary(BinaryFn::add, a, b);
-}
-Tensor operator-(const Operand& a, const Operand& b) {
-  return binary(BinaryFn::sub, a, b);
-}
-Tensor operator*(const Operand& a, const Operand& b) {
-  return binary(BinaryFn::mul, a, b);
-}
-Tensor operator/(const Operand& a, const Operand& b) {
-  return binary(BinaryFn::div, a, b);
-}
-Tensor operator-(const Operand& a) {
-  return unary(UnaryFn::neg, a);
-}
-Tensor operator<(const Operand& a, const Operand& b) {
-  return binary(BinaryFn::lt, a, b);
-}
-Tensor operator<=(const Operand& a, const Operand& b) {
-  return binary(BinaryFn::le, a, b);
-}
-Tensor operator>(const Operand& a, const Operand& b) {
-  return binary(BinaryFn::gt, a, b);
-}
-Tensor operator>=(const Operand& a, const Operand& b) {
-  return binary(BinaryFn::ge, a, b);
-}
-Tensor operator==(const Operand& a, const Operand& b) {
-  return binary(BinaryFn::eq, a, b);
-}
-Tensor operator!=(const Operand& a, const Operand& b) {
-  return binary(BinaryFn::ne, a, b);
-}
-Tensor operator&&(const Operand& a, const Operand& b) {
-  return binary(BinaryFn::logical_and, a, b);
-}
-Tensor operator||(const Operand& a, const Operand& b) {
-  return binary(BinaryFn::logical_or, a, b);
-}
-Tensor operator!(const Operand& a) {
-  return unary(UnaryFn::logical_not, a);
-}
+Tensor operator+(const Operand& a, const Operand& b) { return binary(BinaryFn::add, a, b); }
+Tensor operator-(const Operand& a, const Operand& b) { return binary(BinaryFn::sub, a, b); }
+Tensor operator*(const Operand& a, const Operand& b) { return binary(BinaryFn::mul, a, b); }
+Tensor operator/(const Operand& a, const Operand& b) { return binary(BinaryFn::div, a, b); }
+Tensor operator-(const Operand& a) { return unary(UnaryFn::neg, a); }
+Tensor operator<(const Operand& a, const Operand& b) { return binary(BinaryFn::lt, a, b); }
+Tensor operator<=(const Operand& a, const Operand& b) { return binary(BinaryFn::le, a, b); }
+Tensor operator>(const Operand& a, const Operand& b) { return binary(BinaryFn::gt, a, b); }
+Tensor operator>=(const Operand& a, const Operand& b) { return binary(BinaryFn::ge, a, b); }
+Tensor operator==(const Operand& a, const Operand& b) { return binary(BinaryFn::eq, a, b); }
+Tensor operator!=(const Operand& a, const Operand& b) { return binary(BinaryFn::ne, a, b); }
+Tensor operator&&(const Operand& a, const Operand& b) { return binary(BinaryFn::logical_and, a, b); }
+Tensor operator||(const Operand& a, const Operand& b) { return binary(BinaryFn::logical_or, a, b); }
+Tensor operator!(const Operand& a) { return unary(UnaryFn::logical_not, a); }
 
-Tensor exp(const Operand& x) {
-  return unary(UnaryFn::exp, x);
-}
-Tensor log(const Operand& x) {
-  return unary(UnaryFn::log, x);
-}
-Tensor sqrt(const Operand& x) {
-  return unary(UnaryFn::sqrt, x);
-}
-Tensor rsqrt(const Operand& x) {
-  return unary(UnaryFn::rsqrt, x);
-}
-Tensor tanh(const Operand& x) {
-  return unary(UnaryFn::tanh, x);
-}
-Tensor sigmoid(const Operand& x) {
-  return unary(UnaryFn::sigmoid, x);
-}
-Tensor silu(const Operand& x) {
-  return unary(UnaryFn::silu, x);
-}
-Tensor gelu(const Operand& x) {
-  return unary(UnaryFn::gelu, x);
-}
-Tensor abs(const Operand& x) {
-  return unary(UnaryFn::abs, x);
-}
-Tensor maximum(const Operand& a, const Operand& b) {
-  return binary(BinaryFn::maximum, a, b);
-}
-Tensor minimum(const Operand& a, const Operand& b) {
-  return binary(BinaryFn::minimum, a, b);
-}
-Tensor pow(const Operand& a, const Operand& b) {
-  return binary(BinaryFn::pow, a, b);
-}
+Tensor exp(const Operand& x) { return unary(UnaryFn::exp, x); }
+Tensor log(const Operand& x) { return unary(UnaryFn::log, x); }
+Tensor sqrt(const Operand& x) { return unary(UnaryFn::sqrt, x); }
+Tensor rsqrt(const Operand& x) { return unary(UnaryFn::rsqrt, x); }
+Tensor tanh(const Operand& x) { return unary(UnaryFn::tanh, x); }
+Tensor sigmoid(const Operand& x) { return unary(UnaryFn::sigmoid, x); }
+Tensor silu(const Operand& x) { return unary(UnaryFn::silu, x); }
+Tensor gelu(const Operand& x) { return unary(UnaryFn::gelu, x); }
+Tensor abs(const Operand& x) { return unary(UnaryFn::abs, x); }
+Tensor maximum(const Operand& a, const Operand& b) { return binary(BinaryFn::maximum, a, b); }
+Tensor minimum(const Operand& a, const Operand& b) { return binary(BinaryFn::minimum, a, b); }
+Tensor pow(const Operand& a, const Operand& b) { return binary(BinaryFn::pow, a, b); }
 
 Tensor where(const Operand& cond, const Operand& a, const Operand& b) {
   Tracer& T = tracer(cond.loc);
@@ -587,18 +505,10 @@ Tensor cast(const Operand& x, DType dtype) {
   return Tensor::block(emit_value(T, op, t, x.loc));
 }
 
-Tensor sum(const Operand& x, int axis, bool keepdim) {
-  return reduce(ir::ReduceFn::sum, x, axis, keepdim);
-}
-Tensor amax(const Operand& x, int axis, bool keepdim) {
-  return reduce(ir::ReduceFn::max, x, axis, keepdim);
-}
-Tensor amin(const Operand& x, int axis, bool keepdim) {
-  return reduce(ir::ReduceFn::min, x, axis, keepdim);
-}
-Tensor mean(const Operand& x, int axis, bool keepdim) {
-  return reduce(ir::ReduceFn::mean, x, axis, keepdim);
-}
+Tensor sum(const Operand& x, int axis, bool keepdim) { return reduce(ir::ReduceFn::sum, x, axis, keepdim); }
+Tensor amax(const Operand& x, int axis, bool keepdim) { return reduce(ir::ReduceFn::max, x, axis, keepdim); }
+Tensor amin(const Operand& x, int axis, bool keepdim) { return reduce(ir::ReduceFn::min, x, axis, keepdim); }
+Tensor mean(const Operand& x, int axis, bool keepdim) { return reduce(ir::ReduceFn::mean, x, axis, keepdim); }
 
 Tensor unsqueeze(const Operand& x, int axis) {
   Tracer& T = tracer(x.loc);
@@ -646,12 +556,8 @@ static Tensor dot_impl(const Operand& a, const Operand& b, const Operand* acc) {
   return Tensor::block(emit_value(T, op, t, a.loc));
 }
 
-Tensor dot(const Operand& a, const Operand& b) {
-  return dot_impl(a, b, nullptr);
-}
-Tensor dot(const Operand& a, const Operand& b, const Operand& acc) {
-  return dot_impl(a, b, &acc);
-}
+Tensor dot(const Operand& a, const Operand& b) { return dot_impl(a, b, nullptr); }
+Tensor dot(const Operand& a, const Operand& b, const Operand& acc) { return dot_impl(a, b, &acc); }
 
 Tensor arange(int64_t n, Loc loc) {
   Tracer& T = tracer(loc);

@@ -20,13 +20,9 @@ Tracer::Tracer(std::string kernel_name) : previous_(g_active) {
   g_active = this;
 }
 
-Tracer::~Tracer() {
-  g_active = previous_;
-}
+Tracer::~Tracer() { g_active = previous_; }
 
-Tracer* Tracer::active() {
-  return g_active;
-}
+Tracer* Tracer::active() { return g_active; }
 
 Tracer& Tracer::current(const std::source_location& loc) {
   if (!g_active)
@@ -37,9 +33,7 @@ Tracer& Tracer::current(const std::source_location& loc) {
   return *g_active;
 }
 
-void Tracer::fail(const std::string& msg, const std::source_location& loc) {
-  throw UserError(msg, loc);
-}
+void Tracer::fail(const std::string& msg, const std::source_location& loc) { throw UserError(msg, loc); }
 
 void Tracer::require_device(const char* what, const std::source_location& loc) {
   if (!in_device())

@@ -164,8 +164,6 @@ std::string type_to_string(const Function& fn, const Type& t) {
   return s + "]";
 }
 
-std::string print(const Function& fn) {
-  return Printer(fn).run();
-}
+std::string print(const Function& fn) { return Printer(fn).run(); }
 
 }  // namespace parhelion::ir

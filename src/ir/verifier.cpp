@@ -156,8 +156,6 @@ class Verifier {
 
 }  // namespace
 
-void verify(const Function& fn) {
-  Verifier(fn).run();
-}
+void verify(const Function& fn) { Verifier(fn).run(); }
 
 }  // namespace parhelion::ir

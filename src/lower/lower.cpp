@@ -16,9 +16,7 @@ namespace {
 using ir::Op;
 using ir::OpKind;
 
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int64_t next_pow2(int64_t n) {
   int64_t p = 1;
@@ -33,9 +31,7 @@ std::vector<int> tunable_block_ids(const ir::Function& fn) {
   return ids;
 }
 
-int64_t compute_bytes(DType d) {
-  return d == DType::f32 ? 4 : d == DType::i64 ? 8 : 1;
-}
+int64_t compute_bytes(DType d) { return d == DType::f32 ? 4 : d == DType::i64 ? 8 : 1; }
 
 class Planner {
  public:
@@ -264,7 +260,8 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Targ
     if ((op.kind == OpKind::Load || op.kind == OpKind::Store) && !op.index.empty() &&
         op.index.back().kind == ir::IndexItem::Tile) {
       const ir::TensorInfo& t = fn.tensors[op.tensor];
-      contiguous[fn.tiles[op.index.back().tile].block] += static_cast<double>(shape_numel(t.shape)) * dtype_size(t.dtype);
+      contiguous[fn.tiles[op.index.back().tile].block] +=
+          static_cast<double>(shape_numel(t.shape)) * dtype_size(t.dtype);
     }
   });
   std::vector<size_t> order(spec.block_sizes.size());

@@ -46,9 +46,7 @@ Array Array::empty(Shape shape, DType dtype) {
   return a;
 }
 
-Array Array::zeros(Shape shape, DType dtype) {
-  return full(std::move(shape), 0.0, dtype);
-}
+Array Array::zeros(Shape shape, DType dtype) { return full(std::move(shape), 0.0, dtype); }
 
 Array Array::full(Shape shape, double value, DType dtype) {
   Array a = empty(std::move(shape), dtype);
@@ -89,9 +87,7 @@ Array Array::from_floats(Shape shape, std::span<const float> values, DType dtype
   return a;
 }
 
-bool Array::is_contiguous() const {
-  return strides_ == contiguous_strides(shape_);
-}
+bool Array::is_contiguous() const { return strides_ == contiguous_strides(shape_); }
 
 int64_t Array::offset_of(int64_t flat) const {
   int64_t off = 0;
@@ -157,9 +153,7 @@ Array Array::to(DType dtype) const {
   return a;
 }
 
-Array Array::clone() const {
-  return to(dtype_);
-}
+Array Array::clone() const { return to(dtype_); }
 
 double max_abs_diff(const Array& a, const Array& b) {
   if (a.shape() != b.shape())

@@ -53,12 +53,8 @@ std::optional<DType> parse_dtype(std::string_view n) {
   return std::nullopt;
 }
 
-bool is_floating(DType t) {
-  return t == DType::f32 || t == DType::bf16 || t == DType::f16;
-}
-bool is_integer(DType t) {
-  return t == DType::i32 || t == DType::i64;
-}
+bool is_floating(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
+bool is_integer(DType t) { return t == DType::i32 || t == DType::i64; }
 
 DType compute_dtype(DType t) {
   if (is_floating(t)) return DType::f32;

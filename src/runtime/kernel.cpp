@@ -70,33 +70,15 @@ std::pair<const char*, const char*> byte_range(const Array& a) {
 
 // --- CompiledKernel -----------------------------------------------------------------------------
 
-std::string CompiledKernel::ir() const {
-  return ir::print(impl_->fn);
-}
-std::string CompiledKernel::block_ir() const {
-  return lower::print(impl_->program);
-}
-std::string CompiledKernel::source() const {
-  return impl_->source;
-}
-std::string CompiledKernel::source_path() const {
-  return impl_->jit.source_path;
-}
-const ConfigSpec& CompiledKernel::config_spec() const {
-  return impl_->spec;
-}
-const Config& CompiledKernel::config() const {
-  return impl_->config;
-}
-bool CompiledKernel::cache_hit() const {
-  return impl_->jit.cache_hit;
-}
-double CompiledKernel::compile_seconds() const {
-  return impl_->jit.compile_seconds;
-}
-int64_t CompiledKernel::footprint_bytes() const {
-  return impl_->program.footprint_bytes;
-}
+std::string CompiledKernel::ir() const { return ir::print(impl_->fn); }
+std::string CompiledKernel::block_ir() const { return lower::print(impl_->program); }
+std::string CompiledKernel::source() const { return impl_->source; }
+std::string CompiledKernel::source_path() const { return impl_->jit.source_path; }
+const ConfigSpec& CompiledKernel::config_spec() const { return impl_->spec; }
+const Config& CompiledKernel::config() const { return impl_->config; }
+bool CompiledKernel::cache_hit() const { return impl_->jit.cache_hit; }
+double CompiledKernel::compile_seconds() const { return impl_->jit.compile_seconds; }
+int64_t CompiledKernel::footprint_bytes() const { return impl_->program.footprint_bytes; }
 
 std::vector<Array> CompiledKernel::run(const std::vector<Arg>& args) const {
   const Impl& K = *impl_;
@@ -252,8 +234,6 @@ CompiledKernel KernelBase::compile(const std::vector<Arg>& args, const Config* c
   return CompiledKernel(K);
 }
 
-std::vector<Array> KernelBase::run(const std::vector<Arg>& args) {
-  return compile(args).run(args);
-}
+std::vector<Array> KernelBase::run(const std::vector<Arg>& args) { return compile(args).run(args); }
 
 }  // namespace parhelion

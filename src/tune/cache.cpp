@@ -27,17 +27,13 @@ std::string CacheKey::family_id() const {
   return hash_hex(kernel + "\n" + dtypes + "\n" + target + "\n" + hardware + "\n" + compiler);
 }
 
-std::string CacheKey::entry_id() const {
-  return hash_hex(family_id() + "\n" + fingerprint + "\n" + signature);
-}
+std::string CacheKey::entry_id() const { return hash_hex(family_id() + "\n" + fingerprint + "\n" + signature); }
 
 std::string CacheKey::describe() const {
   return kernel + " " + signature + " on " + target + " (" + hardware + "; " + compiler + "; ir " + fingerprint + ")";
 }
 
-std::string tune_cache_dir() {
-  return backend::cpu::cache_dir() + "/tune";
-}
+std::string tune_cache_dir() { return backend::cpu::cache_dir() + "/tune"; }
 
 std::string cache_path(const CacheKey& key) {
   return tune_cache_dir() + "/" + key.family_id() + "/" + key.entry_id() + ".json";

@@ -79,9 +79,7 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-double since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
+double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
 
 std::string signature_of(const CompiledKernel::Impl& k) {
   std::string s;

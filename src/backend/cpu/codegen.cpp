@@ -817,9 +817,7 @@ static inline float ph_pow(float a, float b) { return ph_rt::exp(b * ph_rt::log(
 
 }  // namespace
 
-std::string launch_symbol(int index) {
-  return "ph_launch_" + std::to_string(index);
-}
+std::string launch_symbol(int index) { return "ph_launch_" + std::to_string(index); }
 
 std::string generate_source(const lower::BlockProgram& p) {
   std::ostringstream os;

@@ -106,9 +106,7 @@ std::string compiler_flags() {
          "-fno-math-errno -fno-trapping-math -fno-semantic-interposition";
 }
 
-int compiler_invocations() {
-  return g_invocations.load();
-}
+int compiler_invocations() { return g_invocations.load(); }
 
 JitResult jit_compile(const std::string& source) {
   JitResult r;

@@ -7,4 +7,4 @@ namespace parhelion::backend::cpu {
 const char* runtime_header_source();
 // The text of runtime/gemm/abi.h: the structs of the runtime table generated code calls.
 const char* runtime_abi_source();
-}
+}  // namespace parhelion::backend::cpu

@@ -216,9 +216,7 @@ void pack_b_f32(const ph_gemm_args& g, int nr, float* out) {
   }
 }
 
-uint16_t bf16_at(const void* p, int64_t i) {
-  return static_cast<const uint16_t*>(p)[i];
-}
+uint16_t bf16_at(const void* p, int64_t i) { return static_cast<const uint16_t*>(p)[i]; }
 
 // A (m x k, bf16) -> [ceil(m/MR)][ceil(k/2)][MR] words of (a[i][2p], a[i][2p+1]).
 void pack_a_bf16(const ph_gemm_args& g, int mr, uint32_t* out) {
@@ -279,9 +277,7 @@ void pack_b_bf16(const ph_gemm_args& g, int nr, uint16_t* out) {
 
 }  // namespace
 
-int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k) {
-  return ((m + 16) + (n + 32)) * (k + 2) * 4 + 256;
-}
+int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k) { return ((m + 16) + (n + 32)) * (k + 2) * 4 + 256; }
 
 const std::vector<std::string>& gemm_kernel_names() {
   static const std::vector<std::string> names = [] {
