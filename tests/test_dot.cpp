@@ -76,6 +76,26 @@ TEST(Dot, AccumulatorArgumentAndComputedOperand) {
   EXPECT_TRUE(cmp.ok) << cmp.max_abs_err;
 }
 
+// dot(a, b, bf16): the product rounded to bf16 before the epilogue sees it.
+ph::Tensor dot_rounded(ph::Tensor a, ph::Tensor b) {
+  auto out = ph::empty({a.size(0), b.size(1)});
+  for (auto [tm, tn] : ph::tile(a.size(0), b.size(1)))
+    out[tm, tn] = ph::dot(a[tm, ph::all], b[ph::all, tn], ph::DType::bf16);
+  return out;
+}
+
+TEST(Dot, OutputDtypeRoundsTheProduct) {
+  ph::Kernel k("dot_rounded", dot_rounded);
+  ph::Array a = ph::Array::random({9, 40}, ph::DType::f32, 8), b = ph::Array::random({40, 11}, ph::DType::f32, 9);
+  ph::Array out = k(a, b);
+  ph::Array want = ph::ref::matmul(a, b);
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    float exact = static_cast<float>(want.get(i));
+    EXPECT_EQ(out.get(i), ph::bf16_to_f32(ph::f32_to_bf16(static_cast<float>(out.get(i)))));  // representable
+    EXPECT_NEAR(out.get(i), exact, std::abs(exact) * 0.008 + 1e-5);
+  }
+}
+
 TEST(Dot, EveryMicroKernelOfThisHost) {
   const auto& names = ph::runtime::gemm_kernel_names();
   ASSERT_FALSE(names.empty());

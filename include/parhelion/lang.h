@@ -350,6 +350,8 @@ Tensor transpose(const Operand& x);  // swaps the last two dimensions
 // instructions where present. dot(a, b, acc) returns acc + a . b (addmm).
 Tensor dot(const Operand& a, const Operand& b);
 Tensor dot(const Operand& a, const Operand& b, const Operand& acc);
+// dot with its f32 result rounded to `out_dtype` (e.g. bf16), as a bf16 matmul's output would be.
+Tensor dot(const Operand& a, const Operand& b, DType out_dtype);
 inline Tensor bmm(const Operand& a, const Operand& b) { return dot(a, b); }
 inline Tensor matmul(const Operand& a, const Operand& b) { return dot(a, b); }
 Tensor arange(int64_t n, Loc loc = Loc::current());  // i64 [n]: 0..n-1

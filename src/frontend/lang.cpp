@@ -558,6 +558,9 @@ static Tensor dot_impl(const Operand& a, const Operand& b, const Operand* acc) {
 
 Tensor dot(const Operand& a, const Operand& b) { return dot_impl(a, b, nullptr); }
 Tensor dot(const Operand& a, const Operand& b, const Operand& acc) { return dot_impl(a, b, &acc); }
+Tensor dot(const Operand& a, const Operand& b, DType out_dtype) {
+  return cast(Operand(dot_impl(a, b, nullptr), a.loc), out_dtype);
+}
 
 Tensor arange(int64_t n, Loc loc) {
   Tracer& T = tracer(loc);
