@@ -226,9 +226,9 @@ std::map<int, int> accumulating_dots(const ir::Function& fn, const Op& launch) {
   return out;
 }
 
-std::set<int> choose_materialized(const ir::Function& fn, const Op& launch) {
+std::set<int> choose_materialized(const ir::Function& fn, const Op& launch, const std::map<int, int>& in_place_dots) {
   Fusion f(fn, launch);
-  f.in_place_ = accumulating_dots(fn, launch);
+  f.in_place_ = in_place_dots;
   return f.run();
 }
 

@@ -19,8 +19,10 @@
 
 namespace parhelion::lower {
 
-// Returns the ids of the values of `launch` to materialize.
-std::set<int> choose_materialized(const ir::Function& fn, const ir::Op& launch);
+// Returns the ids of the values of `launch` to materialize; `in_place_dots` (from
+// accumulating_dots) are computed into their Var and never materialized.
+std::set<int> choose_materialized(const ir::Function& fn, const ir::Op& launch,
+                                  const std::map<int, int>& in_place_dots);
 
 // Dots that accumulate into a Var, `acc = acc + dot(a, b)` (the Var read just for this), are
 // computed in place: the micro-kernels add into the Var's buffer. Returns dot result -> var.

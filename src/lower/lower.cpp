@@ -152,7 +152,7 @@ class Planner {
       add_scratch(L, s, fn.vars[op.var].type);
     });
     L.dot_into_var = accumulating_dots(fn, launch);
-    for (int v : choose_materialized(fn, launch)) {
+    for (int v : choose_materialized(fn, launch, L.dot_into_var)) {
       Scratch s;
       s.name = "%" + std::to_string(v);
       s.value = v;

@@ -22,6 +22,7 @@ struct CompiledKernel::Impl {
   std::vector<bool> arg_is_tensor;
   ir::Function fn;
   lower::Target target;
+  std::vector<int> written_params;  // tensor parameters the kernel stores to
   ConfigSpec spec;
   Config config;
   lower::BlockProgram program;

@@ -93,12 +93,7 @@ std::vector<Array> CompiledKernel::run(const std::vector<Arg>& args) const {
       scalars.push_back(a.scalar);
   }
   // Written arguments must not overlap any other argument: generated code assumes no aliasing.
-  std::vector<bool> written(fn.tensors.size(), false);
-  ir::walk(fn.body, [&](const ir::Op& op) {
-    if (op.kind == ir::OpKind::Store) written[op.tensor] = true;
-  });
-  for (int i = 0; i < fn.num_tensor_params; ++i) {
-    if (!written[i]) continue;
+  for (int i : K.written_params) {
     auto [lo, hi] = byte_range(tensors[i]);
     for (int j = 0; j < fn.num_tensor_params; ++j) {
       if (j == i) continue;
@@ -193,6 +188,12 @@ std::shared_ptr<CompiledKernel::Impl> KernelBase::trace(const std::vector<Arg>& 
     K->fn = tracer.finish(outs);
   }
   ir::verify(K->fn);
+  std::vector<bool> written(K->fn.tensors.size(), false);
+  ir::walk(K->fn.body, [&](const ir::Op& op) {
+    if (op.kind == ir::OpKind::Store) written[op.tensor] = true;
+  });
+  for (int i = 0; i < K->fn.num_tensor_params; ++i)
+    if (written[i]) K->written_params.push_back(i);
   K->target = lower::Target::host();
   K->spec = lower::derive_config_spec(K->fn, K->target);
   K->config = lower::default_config(K->fn, K->spec, K->target);
@@ -207,6 +208,7 @@ std::shared_ptr<CompiledKernel::Impl> specialize(const CompiledKernel::Impl& tra
   K->signature = traced.signature;
   K->fn = traced.fn;  // the Block IR points into this copy
   K->target = traced.target;
+  K->written_params = traced.written_params;
   K->spec = traced.spec;
   K->config = config;
   K->program = lower::lower(K->fn, K->config, K->target);
