@@ -22,6 +22,15 @@ extern Kernel<Tensor(Tensor)> batch_softmax;     // [B,M,N]
 extern Kernel<Tensor(Tensor, Tensor, Tensor, Scalar)> layer_norm;  // (x, weight, bias, eps)
 extern Kernel<Tensor(Tensor, Tensor, Scalar)> rms_norm;            // (x, weight, eps)
 extern Kernel<std::tuple<Tensor, Tensor>(Tensor)> welford;         // x -> (mean, var)
+// layer_norm over long rows: statistics merged over streamed column blocks, then normalized.
+extern Kernel<Tensor(Tensor, Tensor, Tensor, Scalar)> layer_norm_looped;  // (x, weight, bias, eps)
+// (grad_out, x, weight, eps) -> (dx, dw) of rms_norm
+extern Kernel<std::tuple<Tensor, Tensor>(Tensor, Tensor, Tensor, Scalar)> rms_norm_backward;
+
+// Attention forward (attention.cpp): (q, k, v, scale) with q [B,H,S,D] or [B*H,S,D], k and v
+// [..., Skv, D]; softmax(q k^T scale) v, flash style (online softmax over K/V blocks).
+extern Kernel<Tensor(Tensor, Tensor, Tensor, Scalar)> attention;
+extern Kernel<Tensor(Tensor, Tensor, Tensor, Scalar)> causal_attention;  // key j > query i masked
 
 // The matmul family (matmul.cpp): f32 accumulation, outputs in the first input's dtype.
 extern Kernel<Tensor(Tensor, Tensor)> matmul;            // [M,K] . [K,N]

@@ -64,8 +64,70 @@ std::tuple<ph::Tensor, ph::Tensor> welford_body(ph::Tensor x) {
   return {mean_out, var_out};
 }
 
+// layer_norm over rows too long for one block: pass 1 streams column blocks merging block
+// statistics (as welford), pass 2 streams them again to normalize.
+ph::Tensor layer_norm_looped_body(ph::Tensor x, ph::Tensor w, ph::Tensor b, ph::Scalar eps) {
+  ph::expect_dtype(x, kFloat);
+  auto [m, n] = x.sizes<2>();
+  ph::expect(w.sizes() == Shape{n} && b.sizes() == Shape{n},
+             "layer_norm_looped: weight and bias must have shape [" + std::to_string(n) + "]");
+  auto out = ph::empty_like(x);
+  for (auto rows : ph::tile(m)) {
+    ph::Var count = ph::zeros({});
+    ph::Var mean = ph::zeros({rows});
+    ph::Var m2 = ph::zeros({rows});
+    for (auto cols : ph::tile(n)) {
+      auto v = x[rows, cols];
+      auto block_count = ph::cast(cols.end() - cols.begin(), DType::f32);
+      auto block_mean = ph::mean(v, -1);
+      auto dev = v - block_mean.unsqueeze(-1);
+      auto total = count + block_count;
+      auto delta = block_mean - mean;
+      mean = mean + delta * (block_count / total);
+      m2 = m2 + ph::sum(dev * dev, -1) + delta * delta * (count * block_count / total);
+      count = total;
+    }
+    auto rstd = ph::rsqrt(m2 / static_cast<double>(n) + eps);
+    for (auto cols : ph::tile(n))
+      out[rows, cols] = (x[rows, cols] - mean.unsqueeze(-1)) * rstd.unsqueeze(-1) * w[cols] + b[cols];
+  }
+  return out;
+}
+
+// Gradients of rms_norm: dx row by row, dw as a column reduction over all rows. Launch 1 keeps
+// each row's rstd; launch 2 tiles the columns and streams row blocks through an inner loop.
+std::tuple<ph::Tensor, ph::Tensor> rms_norm_backward_body(ph::Tensor grad_out, ph::Tensor x, ph::Tensor w,
+                                                          ph::Scalar eps) {
+  ph::expect_dtype(x, kFloat);
+  auto [m, n] = x.sizes<2>();
+  ph::expect(grad_out.sizes() == x.sizes(), "rms_norm_backward: grad_out must have x's shape " +
+                                                shape_to_string(x.sizes()));
+  ph::expect(w.sizes() == Shape{n}, "rms_norm_backward: weight must have shape [" + std::to_string(n) + "]");
+  auto dx = ph::empty_like(x);
+  auto dw = ph::empty({n}, w.dtype());
+  auto rstd_rows = ph::empty({m}, DType::f32);
+  for (auto rows : ph::tile(m)) {
+    auto v = x[rows, ph::all];
+    auto gw = grad_out[rows, ph::all] * w[ph::all];
+    auto rstd = ph::rsqrt(ph::mean(v * v, -1) + eps);
+    auto c = ph::mean(gw * v, -1) * rstd * rstd * rstd;
+    dx[rows, ph::all] = gw * rstd.unsqueeze(-1) - v * c.unsqueeze(-1);
+    rstd_rows[rows] = rstd;
+  }
+  for (auto cols : ph::tile(n)) {
+    ph::Var acc = ph::zeros({cols});
+    for (auto rows : ph::tile(m))
+      acc = acc + ph::sum(grad_out[rows, cols] * x[rows, cols] * rstd_rows[rows].unsqueeze(-1), 0);
+    dw[cols] = acc;
+  }
+  return {dx, dw};
+}
+
 }  // namespace
 
+Kernel<Tensor(Tensor, Tensor, Tensor, Scalar)> layer_norm_looped("layer_norm_looped", layer_norm_looped_body);
+Kernel<std::tuple<Tensor, Tensor>(Tensor, Tensor, Tensor, Scalar)> rms_norm_backward("rms_norm_backward",
+                                                                                     rms_norm_backward_body);
 Kernel<Tensor(Tensor, Tensor, Tensor, Scalar)> layer_norm("layer_norm", layer_norm_body);
 Kernel<Tensor(Tensor, Tensor, Scalar)> rms_norm("rms_norm", rms_norm_body);
 Kernel<std::tuple<Tensor, Tensor>(Tensor)> welford("welford", welford_body);

@@ -217,6 +217,40 @@ std::pair<Array, Array> welford(const Array& x) {
   return {std::move(mean), std::move(var)};
 }
 
+Array attention(const Array& q, const Array& k, const Array& v, double scale, bool causal) {
+  const char* fn = "attention";
+  check_float(fn, "q", q);
+  if (q.rank() < 2 || k.rank() != q.rank() || k.shape() != v.shape() || k.dim(-1) != q.dim(-1))
+    throw std::invalid_argument("ref::attention: q " + shape_to_string(q.shape()) + ", k " +
+                                shape_to_string(k.shape()) + ", v " + shape_to_string(v.shape()) + " do not match");
+  const int64_t s = q.dim(-2), skv = k.dim(-2), d = q.dim(-1);
+  const int64_t heads = q.numel() / std::max<int64_t>(1, s * d);
+  std::vector<float> qf = q.to_floats(), kf = k.to_floats(), vf = v.to_floats();
+  Array out = Array::empty(q.shape(), DType::f32);
+  std::vector<double> p(static_cast<size_t>(skv)), o(static_cast<size_t>(d));
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < s; ++i) {
+      const float* qi = qf.data() + (h * s + i) * d;
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < skv; ++j) {
+        double dot = 0;
+        const float* kj = kf.data() + (h * skv + j) * d;
+        for (int64_t c = 0; c < d; ++c) dot += static_cast<double>(qi[c]) * kj[c];
+        p[j] = causal && j > i ? -INFINITY : dot * scale;
+        mx = std::max(mx, p[j]);
+      }
+      double den = 0;
+      for (int64_t j = 0; j < skv; ++j) den += p[j] = std::exp(p[j] - mx);
+      std::fill(o.begin(), o.end(), 0.0);
+      for (int64_t j = 0; j < skv; ++j) {
+        const float* vj = vf.data() + (h * skv + j) * d;
+        for (int64_t c = 0; c < d; ++c) o[c] += p[j] * vj[c];
+      }
+      for (int64_t c = 0; c < d; ++c) out.set((h * s + i) * d + c, o[c] / den);
+    }
+  return out;
+}
+
 // --- the matmul family ---------------------------------------------------------------------------
 
 Array matmul(const Array& x, const Array& y) {

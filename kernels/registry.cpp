@@ -141,6 +141,70 @@ std::vector<KernelEntry> build() {
     e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) + s[0] * 12.0; };
     r.push_back(e);
   }
+  {
+    KernelEntry e = rowwise("layer_norm_looped", "layer_norm over long rows: column blocks streamed twice (Welford)",
+                            layer_norm_looped, 2, "M,N", {1024, 16384});
+    e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+      need_rank("layer_norm_looped", s, 2, 2, "M,N");
+      return Inputs{{Array::random(s, dt, seed, 2, 4), Array::random({s[1]}, dt, seed + 1, 0.5, 1.5),
+                     Array::random({s[1]}, dt, seed + 2, -0.5, 0.5)},
+                    {1e-5}};
+    };
+    e.reference = [](const Inputs& in) {
+      return std::vector<Array>{ref::layer_norm(in.tensors[0], in.tensors[1], in.tensors[2], in.scalars[0])};
+    };
+    e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) * 3; };  // x read twice
+    r.push_back(e);
+  }
+  {
+    KernelEntry e = rowwise("rms_norm_backward", "dx and dw of rms_norm from grad_out [M,N], x [M,N], w [N]",
+                            rms_norm_backward, 2, "M,N", {8192, 2048});
+    e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+      need_rank("rms_norm_backward", s, 2, 2, "M,N");
+      return Inputs{{Array::random(s, dt, seed, -1, 1), Array::random(s, dt, seed + 1, -2, 2),
+                     Array::random({s[1]}, dt, seed + 2, 0.5, 1.5)},
+                    {1e-5}};
+    };
+    e.reference = [](const Inputs& in) {
+      auto [dx, dw] = ref::rms_norm_backward(in.tensors[0], in.tensors[1], in.tensors[2], in.scalars[0]);
+      return std::vector<Array>{dx, dw};
+    };
+    e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) * 5; };  // g, x twice; dx
+    e.flops = [](const Shape& s) { return numel(s) * 10; };
+    // dw sums M products per column.
+    e.tolerance_scale = [](const Shape& s) { return std::max(1.0, std::sqrt(static_cast<double>(s[0])) / 8); };
+    r.push_back(e);
+  }
+  // Attention: shapes B,H,S,D or BH,S,D (keys as long as queries); scale 1/sqrt(D).
+  for (bool causal : {false, true}) {
+    KernelEntry e;
+    e.name = causal ? "causal_attention" : "attention";
+    e.summary = causal ? "softmax(q k^T / sqrt(D), causal mask) v, flash style" : "softmax(q k^T / sqrt(D)) v, flash style";
+    e.shape_help = "B,H,S,D or BH,S,D";
+    e.min_rank = 3;
+    e.max_rank = 4;
+    e.dtypes = kFloat;
+    e.default_shape = {4, 8, 4096, 128};
+    e.kernel = causal ? &causal_attention : &attention;
+    std::string name = e.name;
+    e.make_inputs = [name](const Shape& s, DType dt, uint64_t seed) {
+      need_rank(name, s, 3, 4, "B,H,S,D or BH,S,D");
+      return Inputs{{Array::random(s, dt, seed, -1, 1), Array::random(s, dt, seed + 1, -1, 1),
+                     Array::random(s, dt, seed + 2, -1, 1)},
+                    {1.0 / std::sqrt(static_cast<double>(s.back()))}};
+    };
+    e.reference = [causal](const Inputs& in) {
+      return std::vector<Array>{ref::attention(in.tensors[0], in.tensors[1], in.tensors[2], in.scalars[0], causal)};
+    };
+    e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) * 4; };
+    // Two dots of S x S x D per head (the causal half counts as done work only).
+    e.flops = [causal](const Shape& s) {
+      double sq = static_cast<double>(s[s.size() - 2]);
+      return 4.0 * numel(s) * sq * (causal ? 0.5 : 1.0);
+    };
+    e.tolerance_scale = [](const Shape& s) { return std::max(1.0, std::sqrt(static_cast<double>(s.back())) / 8); };
+    r.push_back(e);
+  }
   // The matmul family: shapes name the problem, e.g. M,K,N; inputs in [-1, 1).
   auto matmul_like = [&](const std::string& name, const std::string& summary, KernelBase& k, const std::string& help,
                          Shape def, std::function<Inputs(const Shape&, DType, uint64_t)> make,

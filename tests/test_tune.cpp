@@ -72,7 +72,7 @@ std::vector<std::string> drive(ph::tune::SearchStrategy& s, int steps, double* b
 
 TEST(Search, SeededSearchesAreReproducible) {
   ph::ConfigSpec spec = toy_spec();
-  ph::Config start{{1, 1}, {{0, 1}}, 1, {}};
+  ph::Config start{{1, 1}, {{0, 1}}, 1, {}, {}};
   for (int kind = 0; kind < 3; ++kind) {
     auto make = [&](uint64_t seed) -> std::unique_ptr<ph::tune::SearchStrategy> {
       if (kind == 0) return ph::tune::make_random_search(spec, seed);
@@ -94,7 +94,7 @@ TEST(Search, SeededSearchesAreReproducible) {
 
 TEST(Search, PatternSearchAndEvolutionFindTheOptimum) {
   ph::ConfigSpec spec = toy_spec();
-  ph::Config start{{1, 1}, {{0, 1}}, 1, {}};
+  ph::Config start{{1, 1}, {{0, 1}}, 1, {}, {}};
   double best;
   auto p = ph::tune::make_pattern_search(spec, 1, {start});
   drive(*p, 40, &best);
@@ -107,7 +107,7 @@ TEST(Search, PatternSearchAndEvolutionFindTheOptimum) {
 TEST(Search, CodecSnapsForeignConfigsIntoTheSpace) {
   ph::ConfigSpec spec = toy_spec();
   ph::tune::ConfigCodec codec(spec);
-  ph::Config foreign{{3000, 5}, {{1, 0}}, 8, {}};
+  ph::Config foreign{{3000, 5}, {{1, 0}}, 8, {}, {}};
   ph::Config snapped = codec.decode(codec.encode(foreign));
   EXPECT_NO_THROW(spec.validate(snapped));
   EXPECT_EQ(snapped.block_sizes, (std::vector<int64_t>{1024, 4}));

@@ -5,7 +5,8 @@
 // split over threads. A Config prints as one line of JSON that parses back, so a user can pin
 // the configuration a tuner found:
 //   {"block_sizes":[8,1024],"loop_orders":[[0,1]],"num_threads":2}
-// (kernels with dot products add "micro_kernels":[0], one choice per dot)
+// (kernels with dot products add "micro_kernels":[0], one choice per dot; kernels with inner tile
+// loops that read tensors add "inner_loops":[{"strategy":"pipeline","buffers":2}], one per loop)
 #pragma once
 
 #include <cstdint>
@@ -14,11 +15,24 @@
 
 namespace parhelion {
 
+// How one inner (device) tile loop moves the blocks it reads (see lower/block_ir.h):
+//   "stream"   read in place, one block per trip, through the caches (cpu only);
+//   "pipeline" copy each trip's blocks into `buffers` (1-3) fast-memory buffers, the next
+//              block(s) fetched while the current one is computed;
+//   "resident" copy the loop's whole extent into fast memory once per outer block, reuse it
+//              while consecutive grid steps keep that block, and slice it every trip.
+struct InnerLoopChoice {
+  std::string strategy = "stream";
+  int buffers = 2;  // pipeline only
+  bool operator==(const InnerLoopChoice&) const = default;
+};
+
 struct Config {
   std::vector<int64_t> block_sizes;           // one per ConfigSpec::block_sizes entry
   std::vector<std::vector<int>> loop_orders;  // one per ConfigSpec::loop_orders entry; outer first
   int num_threads = 0;                        // grid points run on this many threads
   std::vector<int> micro_kernels;             // per dot: index into its MicroKernelSpec choices
+  std::vector<InnerLoopChoice> inner_loops;   // per ConfigSpec::inner_loops entry
 
   std::string to_json() const;
   // Parses a Config; throws UserError on malformed JSON, unknown keys or wrong types.
@@ -39,6 +53,15 @@ struct MicroKernelSpec {
   std::string defined_at;  // the user's source line of the dot
 };
 
+// An inner tile loop that reads tensor blocks: its strategy and pipeline depth are knobs.
+struct InnerLoopSpec {
+  int tile = 0;                         // the Tile IR's tile id of the loop
+  std::string loop;                     // its name, e.g. "t3"
+  std::string defined_at;               // the user's source line of the loop
+  std::vector<std::string> strategies;  // what the target offers, e.g. stream, pipeline, resident
+  int max_buffers = 3;
+};
+
 struct LoopOrderSpec {
   int launch = 0;  // index among the kernel's launches
   int dims = 0;    // the launch's grid rank; an order is a permutation of 0..dims-1
@@ -48,6 +71,7 @@ struct ConfigSpec {
   std::vector<BlockSizeSpec> block_sizes;
   std::vector<LoopOrderSpec> loop_orders;
   std::vector<MicroKernelSpec> micro_kernels;
+  std::vector<InnerLoopSpec> inner_loops;
   int max_threads = 1;
 
   // Throws UserError naming the key and its domain if `c` is not a point of this space.

@@ -17,7 +17,36 @@ std::string Config::to_json() const {
   j["loop_orders"] = loop_orders;
   j["num_threads"] = num_threads;
   if (!micro_kernels.empty()) j["micro_kernels"] = micro_kernels;
+  if (!inner_loops.empty()) {
+    j["inner_loops"] = json::array();
+    for (const InnerLoopChoice& l : inner_loops) {
+      json o;
+      o["strategy"] = l.strategy;
+      if (l.strategy == "pipeline") o["buffers"] = l.buffers;
+      j["inner_loops"].push_back(o);
+    }
+  }
   return j.dump();
+}
+
+static std::vector<InnerLoopChoice> parse_inner_loops(const json& value) {
+  std::vector<InnerLoopChoice> out;
+  for (const json& o : value) {
+    InnerLoopChoice l;
+    if (!o.is_object())
+      throw UserError("invalid config: inner_loops entries must be objects like {\"strategy\":\"pipeline\",\"buffers\":2}, got " +
+                      o.dump());
+    for (auto& [k, v] : o.items()) {
+      if (k == "strategy")
+        l.strategy = v.get<std::string>();
+      else if (k == "buffers")
+        l.buffers = v.get<int>();
+      else
+        throw UserError("invalid config: inner_loops has an unknown key '" + k + "' (known: strategy, buffers)");
+    }
+    out.push_back(l);
+  }
+  return out;
 }
 
 Config Config::from_json(const std::string& text) {
@@ -39,14 +68,17 @@ Config Config::from_json(const std::string& text) {
         c.num_threads = value.get<int>();
       else if (key == "micro_kernels")
         c.micro_kernels = value.get<std::vector<int>>();
+      else if (key == "inner_loops")
+        c.inner_loops = parse_inner_loops(value);
       else
         throw UserError("invalid config: unknown key '" + key +
-                        "' (known: block_sizes, loop_orders, num_threads, micro_kernels)");
+                        "' (known: block_sizes, loop_orders, num_threads, micro_kernels, inner_loops)");
     } catch (const json::exception&) {
       throw UserError("invalid config: '" + key + "' has the wrong type (" + value.dump() + "); expected " +
                       (key == "block_sizes"     ? "a list of integers"
                        : key == "loop_orders"   ? "a list of integer lists"
                        : key == "micro_kernels" ? "a list of integers"
+                       : key == "inner_loops"   ? "a list of objects like {\"strategy\":\"pipeline\",\"buffers\":2}"
                                                 : "an integer"));
     }
   }
@@ -91,6 +123,24 @@ void ConfigSpec::validate(const Config& c) const {
                       "] = " + std::to_string(c.micro_kernels[i]) + " is out of its domain 0.." +
                       std::to_string(micro_kernels[i].choices.size() - 1) + " (the dot at " +
                       micro_kernels[i].defined_at + ")");
+  if (c.inner_loops.size() != inner_loops.size())
+    throw UserError("invalid config: inner_loops has " + std::to_string(c.inner_loops.size()) +
+                    " entries; this kernel has " + std::to_string(inner_loops.size()) +
+                    " inner tile loops that read tensors");
+  for (size_t i = 0; i < inner_loops.size(); ++i) {
+    const InnerLoopSpec& s = inner_loops[i];
+    const InnerLoopChoice& l = c.inner_loops[i];
+    if (std::find(s.strategies.begin(), s.strategies.end(), l.strategy) == s.strategies.end()) {
+      std::string known;
+      for (const std::string& k : s.strategies) known += (known.empty() ? "" : ", ") + k;
+      throw UserError("invalid config: inner_loops[" + std::to_string(i) + "].strategy = \"" + l.strategy +
+                      "\" is not one of " + known + " (the loop at " + s.defined_at + ")");
+    }
+    if (l.buffers < 1 || l.buffers > s.max_buffers)
+      throw UserError("invalid config: inner_loops[" + std::to_string(i) + "].buffers = " + std::to_string(l.buffers) +
+                      " is out of its domain 1.." + std::to_string(s.max_buffers) + " (the loop at " + s.defined_at +
+                      ")");
+  }
   if (c.num_threads < 1 || c.num_threads > max_threads)
     throw UserError("invalid config: num_threads = " + std::to_string(c.num_threads) + " is out of its domain 1.." +
                     std::to_string(max_threads));
@@ -110,6 +160,12 @@ std::string ConfigSpec::describe() const {
       os << (j ? ", " : "") << j << "=" << micro_kernels[i].choices[j];
     os << "  (dot at " << micro_kernels[i].defined_at << ")\n";
   }
+  for (size_t i = 0; i < inner_loops.size(); ++i) {
+    os << "inner_loops[" << i << "]: strategy ";
+    for (size_t j = 0; j < inner_loops[i].strategies.size(); ++j) os << (j ? ", " : "") << inner_loops[i].strategies[j];
+    os << "; buffers 1.." << inner_loops[i].max_buffers << " (pipeline)  (loop " << inner_loops[i].loop << " at "
+       << inner_loops[i].defined_at << ")\n";
+  }
   os << "num_threads: 1.." << max_threads << "\n";
   return os.str();
 }
@@ -118,6 +174,7 @@ int64_t ConfigSpec::size() const {
   __int128 n = max_threads;
   for (const auto& b : block_sizes) n *= static_cast<int64_t>(b.choices.size());
   for (const auto& m : micro_kernels) n *= static_cast<int64_t>(m.choices.size());
+  for (const auto& l : inner_loops) n *= static_cast<int64_t>(l.strategies.size() - 1 + l.max_buffers);
   for (const auto& l : loop_orders)
     for (int k = 2; k <= l.dims; ++k) n *= k;
   return n > INT64_MAX ? INT64_MAX : static_cast<int64_t>(n);

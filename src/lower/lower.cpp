@@ -33,12 +33,54 @@ std::vector<int> tunable_block_ids(const ir::Function& fn) {
 
 int64_t compute_bytes(DType d) { return d == DType::f32 ? 4 : d == DType::i64 ? 8 : 1; }
 
+// An inner tile loop whose trips read tensor blocks indexed by its tile: the loops that get an
+// inner_loops knob, in program order (the config's order).
+struct InnerLoopSite {
+  const Op* loop = nullptr;
+  const Op* launch = nullptr;
+  std::vector<const Op*> loads;  // the loads its strategy stages
+};
+
+// The loads directly in `body` (not in nested loops) that index `tile` exactly once and read a
+// tensor the launch does not write (a staged copy of a tensor being written would go stale).
+void collect_stageable(const ir::Function& fn, const std::vector<Op>& body, int tile, const std::set<int>& written,
+                       std::vector<const Op*>& out) {
+  for (const Op& op : body) {
+    if (op.kind == OpKind::Loop) continue;
+    if (op.kind == OpKind::Load && !written.count(op.tensor)) {
+      int uses = 0;
+      for (const ir::IndexItem& ix : op.index) uses += ix.kind == ir::IndexItem::Tile && ix.tile == tile;
+      if (uses == 1 && !fn.tiles[tile].is_grid) out.push_back(&op);
+    }
+    collect_stageable(fn, op.body, tile, written, out);
+  }
+}
+
+std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn) {
+  std::vector<InnerLoopSite> sites;
+  for (const Op& launch : fn.body) {
+    if (launch.kind != OpKind::Launch) continue;
+    std::set<int> written;
+    ir::walk(launch.body, [&](const Op& op) {
+      if (op.kind == OpKind::Store) written.insert(op.tensor);
+    });
+    ir::walk(launch.body, [&](const Op& op) {
+      if (op.kind != OpKind::Loop || op.loop_tiles.size() != 1) return;
+      InnerLoopSite s{&op, &launch, {}};
+      collect_stageable(fn, op.body, op.loop_tiles[0], written, s.loads);
+      if (!s.loads.empty()) sites.push_back(std::move(s));
+    });
+  }
+  return sites;
+}
+
 class Planner {
  public:
   Planner(const ir::Function& fn, const Config& config, const Target& target) {
     p_.fn = &fn;
     p_.config = config;
     p_.target = target;
+    sites_ = inner_loop_sites(fn);
   }
 
   BlockProgram run() {
@@ -66,7 +108,11 @@ class Planner {
       L.num_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p_.config.num_threads, L.total_steps)));
       plan_operands(L, op.body);
       plan_scratch(L, op);
-      plan_inner_loops(L, op.body);
+      plan_inner_loops(L, op);
+      // Staged operand blocks live in the dots' packing workspaces and the inner loops'
+      // staging buffers, which are scratch already.
+      L.footprint_bytes = L.scratch_bytes;
+      L.working_set_bytes += L.scratch_bytes;
       p_.footprint_bytes = std::max(p_.footprint_bytes, L.footprint_bytes);
       p_.launches.push_back(std::move(L));
     }
@@ -177,24 +223,93 @@ class Planner {
       L.dot_workspace[op.result] = static_cast<int>(L.scratch.size());
       L.scratch.push_back(s);
     });
-    // Staged operand blocks live in the dots' packing workspaces, which are scratch already.
-    L.footprint_bytes = L.scratch_bytes;
-    L.working_set_bytes += L.scratch_bytes;
   }
 
-  void plan_inner_loops(LaunchPlan& L, const std::vector<Op>& body) {
-    ir::walk(body, [&](const Op& op) {
+  void plan_inner_loops(LaunchPlan& L, const Op& launch) {
+    const ir::Function& fn = *p_.fn;
+    ir::walk(launch.body, [&](const Op& op) {
       if (op.kind != OpKind::Loop) return;
       for (int t : op.loop_tiles) {
-        const ir::TileInfo& ti = p_.fn->tiles[t];
-        InnerLoop il{t, ti.extent(), p_.block_of_tile(t), 0, "stream"};
+        const ir::TileInfo& ti = fn.tiles[t];
+        InnerLoop il;
+        il.tile = t;
+        il.begin = ti.begin;
+        il.extent = ti.extent();
+        il.block = p_.block_of_tile(t);
         il.trips = ceil_div(il.extent, il.block);
+        if (site_ < sites_.size() && sites_[site_].loop == &op) {
+          const InnerLoopChoice& choice = p_.config.inner_loops.at(site_);
+          il.strategy = choice.strategy;
+          il.buffers = choice.strategy == "pipeline" ? choice.buffers : 1;
+          if (il.strategy != "stream") stage(L, il, sites_[site_]);
+          ++site_;
+        }
         L.inner_loops.push_back(il);
       }
     });
   }
 
+  // One staging buffer per distinct block the loop reads (loads of the same tensor at the same
+  // index share it).
+  void stage(LaunchPlan& L, InnerLoop& il, const InnerLoopSite& site) {
+    const ir::Function& fn = *p_.fn;
+    std::map<std::string, int> by_index;
+    for (const Op* load : site.loads) {
+      std::string sig = std::to_string(load->tensor);
+      for (const ir::IndexItem& ix : load->index)
+        sig += "," + std::to_string(static_cast<int>(ix.kind)) + ":" + std::to_string(ix.tile) + ":" +
+               std::to_string(ix.value);
+      if (auto it = by_index.find(sig); it != by_index.end()) {
+        L.staged[it->second].loads.push_back(load->result);
+        L.staged_load[load->result] = it->second;
+        continue;
+      }
+      StagedBlock b;
+      b.tensor = load->tensor;
+      b.loop_tile = il.tile;
+      b.loads.push_back(load->result);
+      b.slots = il.buffers;
+      const ir::TensorInfo& t = fn.tensors[load->tensor];
+      for (size_t d = 0; d < load->index.size(); ++d) {
+        const ir::IndexItem& ix = load->index[d];
+        if (ix.kind == ir::IndexItem::All) {
+          b.capacity.push_back(t.shape[d]);
+        } else if (ix.kind == ir::IndexItem::Tile && !fn.tiles[ix.tile].is_grid) {
+          if (ix.tile == il.tile) {
+            b.inner_dim = static_cast<int>(b.capacity.size());
+            b.capacity.push_back(il.strategy == "resident" ? il.extent : il.block);
+          } else {
+            b.capacity.push_back(p_.block_of_tile(ix.tile));
+            b.key.push_back("off_" + ir::tile_name(fn, ix.tile));
+          }
+        } else if (ix.kind == ir::IndexItem::Tile) {
+          b.key.push_back("off_" + ir::tile_name(fn, ix.tile));
+        } else {
+          b.key.push_back("%" + std::to_string(ix.value));
+        }
+      }
+      b.slot_elems = 1;
+      for (int64_t c : b.capacity) b.slot_elems *= c;
+      Scratch s;
+      s.name = "stage" + std::to_string(L.staged.size()) + "(" + t.name + ")";
+      s.staged = static_cast<int>(L.staged.size());
+      s.dtype = t.dtype;
+      s.capacity = {b.slot_elems * b.slots};
+      s.bytes = s.capacity[0] * dtype_size(t.dtype);
+      s.offset = L.scratch_bytes;
+      L.scratch_bytes += (s.bytes + 63) / 64 * 64;
+      b.scratch = static_cast<int>(L.scratch.size());
+      L.scratch.push_back(s);
+      by_index[sig] = static_cast<int>(L.staged.size());
+      L.staged_load[load->result] = static_cast<int>(L.staged.size());
+      il.staged.push_back(static_cast<int>(L.staged.size()));
+      L.staged.push_back(std::move(b));
+    }
+  }
+
   BlockProgram p_;
+  std::vector<InnerLoopSite> sites_;
+  size_t site_ = 0;
 };
 
 }  // namespace
@@ -214,6 +329,14 @@ ConfigSpec derive_config_spec(const ir::Function& fn, const Target& target) {
   ir::walk(fn.body, [&](const Op& op) {
     if (op.kind == OpKind::Dot) spec.micro_kernels.push_back({runtime::gemm_kernel_names(), op.loc.str()});
   });
+  for (const InnerLoopSite& site : inner_loop_sites(fn)) {
+    InnerLoopSpec s;
+    s.tile = site.loop->loop_tiles[0];
+    s.loop = ir::tile_name(fn, s.tile);
+    s.defined_at = site.loop->loc.str();
+    s.strategies = target.inner_strategies;
+    spec.inner_loops.push_back(s);
+  }
   int launch = 0;
   for (const Op& op : fn.body) {
     if (op.kind != OpKind::Launch) continue;
@@ -228,6 +351,16 @@ BlockProgram plan(const ir::Function& fn, const Config& config, const Target& ta
   return Planner(fn, config, target).run();
 }
 
+namespace {
+std::string fit_hint(const ir::Function& fn, const LaunchPlan& L) {
+  for (const InnerLoop& il : L.inner_loops)
+    if (il.strategy == "resident")
+      return "Stream loop " + ir::tile_name(fn, il.tile) + " (extent " + std::to_string(il.extent) +
+             ") with the pipeline strategy, or use smaller block sizes.";
+  return "Use smaller block sizes.";
+}
+}  // namespace
+
 BlockProgram lower(const ir::Function& fn, const Config& config, const Target& target) {
   derive_config_spec(fn, target).validate(config);
   BlockProgram p = plan(fn, config, target);
@@ -238,7 +371,7 @@ BlockProgram lower(const ir::Function& fn, const Config& config, const Target& t
       throw UserError("config " + config.to_json() + " does not fit: launch " + std::to_string(L.index) +
                       " of kernel " + fn.name + " needs " + format_bytes(L.footprint_bytes) +
                       " of fast memory per grid step (" + what + "); the target has " +
-                      format_bytes(target.fast_memory_bytes) + ". Use smaller block sizes.");
+                      format_bytes(target.fast_memory_bytes) + ". " + fit_hint(fn, L));
     }
   return p;
 }
@@ -253,6 +386,7 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Targ
   }
   c.block_sizes.assign(spec.block_sizes.size(), 1);
   c.micro_kernels.assign(spec.micro_kernels.size(), 0);
+  for (const InnerLoopSpec& l : spec.inner_loops) c.inner_loops.push_back({l.strategies.front(), 2});
   // Which block ids tile a tensor's contiguous (last) dimension, weighted by that tensor's size:
   // grow those first, so that the blocks of the biggest streams are long unit-stride runs.
   std::vector<double> contiguous(fn.block_sizes.size(), 0);
@@ -391,9 +525,25 @@ std::string print(const BlockProgram& p) {
       for (size_t d = 0; d < s.capacity.size(); ++d) os << (d ? ", " : "") << s.capacity[d];
       os << "] " << format_bytes(s.bytes) << " @" << s.offset << "\n";
     }
-    for (const InnerLoop& il : L.inner_loops)
+    for (const InnerLoop& il : L.inner_loops) {
       os << "    inner loop " << ir::tile_name(fn, il.tile) << ": " << il.extent << "/" << il.block << " = " << il.trips
-         << " trips, " << il.strategy << "\n";
+         << " trips, " << il.strategy;
+      if (il.strategy == "pipeline") os << " x" << il.buffers << " buffers";
+      os << "\n";
+      for (int k : il.staged) {
+        const StagedBlock& b = L.staged[k];
+        os << "      stage " << fn.tensors[b.tensor].name << " [";
+        for (size_t d = 0; d < b.capacity.size(); ++d) os << (d ? ", " : "") << b.capacity[d];
+        os << "]" << (b.slots > 1 ? " x" + std::to_string(b.slots) : "") << " "
+           << format_bytes(L.scratch[b.scratch].bytes);
+        if (il.strategy == "resident") {
+          os << ", refilled when (";
+          for (size_t i = 0; i < b.key.size(); ++i) os << (i ? ", " : "") << b.key[i];
+          os << ") changes";
+        }
+        os << "\n";
+      }
+    }
     os << "    footprint " << format_bytes(L.footprint_bytes) << " of " << format_bytes(p.target.fast_memory_bytes)
        << ", working set " << format_bytes(L.working_set_bytes) << " per step\n";
   }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace parhelion::lower {
 
@@ -12,6 +13,9 @@ struct Target {
   int threads = 1;                      // hardware threads available to a launch
   std::string cpu_model;
   std::string features;  // the host's ISA features that code generation uses, e.g. "avx512f avx2"
+  // How inner tile loops may move their blocks (config knob inner_loops[i].strategy); the
+  // first is the default. The cpu also reads blocks in place through its caches ("stream").
+  std::vector<std::string> inner_strategies = {"stream", "pipeline", "resident"};
 
   // The machine this process runs on: L2 per core (sysfs, else cpuid), hardware threads, model.
   // PARHELION_FAST_MEMORY (bytes, or with K/M suffix) overrides the fast-memory budget and

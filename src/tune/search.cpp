@@ -21,6 +21,10 @@ ConfigCodec::ConfigCodec(const ConfigSpec& spec) : spec_(spec) {
     perms_.push_back(std::move(all));
   }
   for (const MicroKernelSpec& m : spec.micro_kernels) sizes_.push_back(static_cast<int>(m.choices.size()));
+  for (const InnerLoopSpec& l : spec.inner_loops) {
+    sizes_.push_back(static_cast<int>(l.strategies.size()));
+    sizes_.push_back(l.max_buffers);
+  }
   sizes_.push_back(spec.max_threads);
 }
 
@@ -30,6 +34,14 @@ Config ConfigCodec::decode(const Point& p) const {
   for (const BlockSizeSpec& b : spec_.block_sizes) c.block_sizes.push_back(b.choices[p[k++]]);
   for (const auto& perms : perms_) c.loop_orders.push_back(perms[p[k++]]);
   for (size_t i = 0; i < spec_.micro_kernels.size(); ++i) c.micro_kernels.push_back(p[k++]);
+  for (const InnerLoopSpec& l : spec_.inner_loops) {
+    InnerLoopChoice choice{l.strategies[p[k]], p[k + 1] + 1};
+    // The buffer count only matters to a pipeline: one canonical value otherwise, so that
+    // equal configs decode equal.
+    if (choice.strategy != "pipeline") choice.buffers = 2;
+    c.inner_loops.push_back(choice);
+    k += 2;
+  }
   c.num_threads = p[k] + 1;
   return c;
 }
@@ -52,6 +64,13 @@ ConfigCodec::Point ConfigCodec::encode(const Config& c) const {
   }
   for (size_t i = 0; i < spec_.micro_kernels.size(); ++i, ++k)
     p[k] = i < c.micro_kernels.size() ? std::clamp(c.micro_kernels[i], 0, sizes_[k] - 1) : 0;
+  for (size_t i = 0; i < spec_.inner_loops.size(); ++i, k += 2) {
+    const InnerLoopSpec& l = spec_.inner_loops[i];
+    InnerLoopChoice choice = i < c.inner_loops.size() ? c.inner_loops[i] : InnerLoopChoice{l.strategies.front(), 2};
+    auto it = std::find(l.strategies.begin(), l.strategies.end(), choice.strategy);
+    p[k] = it == l.strategies.end() ? 0 : static_cast<int>(it - l.strategies.begin());
+    p[k + 1] = std::clamp(choice.buffers - 1, 0, l.max_buffers - 1);
+  }
   p[k] = std::clamp(c.num_threads - 1, 0, sizes_.back() - 1);
   return p;
 }

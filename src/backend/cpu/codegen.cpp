@@ -78,9 +78,22 @@ class LaunchEmitter {
     for (size_t i = 0; i < fn_.scalar_params.size(); ++i)
       line("const float sp" + std::to_string(i) + " = static_cast<float>(ph_scalars[" + std::to_string(i) + "]);");
     line("(void)ph_scalars; (void)ph_scratch; (void)ph_rt_table;");
-    for (const lower::Scratch& s : L_.scratch)
-      line(c_type(s.dtype) + "* __restrict " + scratch_name(s) + " = reinterpret_cast<" + c_type(s.dtype) +
-           "*>(ph_scratch + " + std::to_string(s.offset) + ");");
+    for (const lower::Scratch& s : L_.scratch) {
+      std::string ty = s.staged >= 0 ? storage_type(s.dtype) : c_type(s.dtype);
+      line(ty + "* __restrict " + scratch_name(s) + " = reinterpret_cast<" + ty + "*>(ph_scratch + " +
+           std::to_string(s.offset) + ");");
+    }
+    // Resident blocks: the outer indices of the block each buffer holds, kept across the grid
+    // steps this call runs, so that consecutive steps on the same block do not copy it again.
+    for (const lower::InnerLoop& il : L_.inner_loops) {
+      if (il.strategy != "resident") continue;
+      for (int k : il.staged) {
+        const lower::StagedBlock& b = L_.staged[k];
+        line("bool ph_have" + std::to_string(k) + " = false; int64_t ph_key" + std::to_string(k) + "[" +
+             std::to_string(std::max<size_t>(1, b.key.size())) + "] = {0};");
+        line("(void)ph_key" + std::to_string(k) + ";");
+      }
+    }
     line("for (int64_t ph_step = ph_step_begin; ph_step < ph_step_end; ++ph_step) {");
     ++depth_;
     line("int64_t ph_rest = ph_step;");
@@ -114,6 +127,7 @@ class LaunchEmitter {
   std::string tname(int tile) const { return ir::tile_name(fn_, tile); }
   std::string scratch_name(const lower::Scratch& s) const {
     if (s.workspace_of >= 0) return "ws" + std::to_string(s.workspace_of);
+    if (s.staged >= 0) return "stg" + std::to_string(s.staged);
     return s.var >= 0 ? "var" + std::to_string(s.var) : "m" + std::to_string(s.value);
   }
   const ir::Type& type(int v) const { return fn_.type_of(v); }
@@ -280,7 +294,40 @@ class LaunchEmitter {
     return expr(v, broadcast(type(v).shape, idx));
   }
 
+  // A load that an inner loop staged reads its buffer: the block dims row-major in the slot of
+  // the current trip (pipeline), or at the trip's offset within the whole extent (resident).
   std::string address(const Op& op, const Idx& idx) {
+    if (op.kind == OpKind::Load && !copying_) {
+      auto st = L_.staged_load.find(op.result);
+      if (st != L_.staged_load.end()) {
+        return stg_name(st->second) + "[" + staged_offset(st->second, idx) + "]";
+      }
+    }
+    return tensor_address(op, idx);
+  }
+
+  std::string stg_name(int k) const { return scratch_name(L_.scratch[L_.staged[k].scratch]); }
+
+  // The element offset in a staged buffer of block element `idx` of the current trip.
+  std::string staged_offset(int k, Idx idx) const {
+    const lower::StagedBlock& b = L_.staged[k];
+    const lower::InnerLoop& il = inner_loop(b.loop_tile);
+    std::string t = tname(b.loop_tile);
+    if (il.strategy == "resident") {
+      idx[b.inner_dim] = "(off_" + t + " - " + std::to_string(il.begin) + " + " + idx[b.inner_dim] + ")";
+      return linear(b.capacity, idx);
+    }
+    std::string base = b.slots > 1 ? "ph_slot_" + t + " * " + std::to_string(b.slot_elems) + " + " : "";
+    return base + linear(b.capacity, idx);
+  }
+
+  const lower::InnerLoop& inner_loop(int tile) const {
+    for (const lower::InnerLoop& il : L_.inner_loops)
+      if (il.tile == tile) return il;
+    throw InternalError("no inner loop for tile");
+  }
+
+  std::string tensor_address(const Op& op, const Idx& idx) {
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     std::string s;
     size_t j = 0;
@@ -327,6 +374,14 @@ class LaunchEmitter {
               "PH_F32"};
     }
     PH_CHECK(d.kind == OpKind::Load, "dot operand neither loaded nor materialized");
+    const ir::TensorInfo& tt = fn_.tensors[d.tensor];
+    const char* dcode = tt.dtype == DType::bf16 ? "PH_BF16" : tt.dtype == DType::f16 ? "PH_F16" : "PH_F32";
+    if (auto st = L_.staged_load.find(v); st != L_.staged_load.end()) {
+      const lower::StagedBlock& b = L_.staged[st->second];
+      Idx at = broadcast(type(v).shape, idx);
+      int64_t rs = b.capacity.back();
+      return {"(" + stg_name(st->second) + " + " + staged_offset(st->second, at) + ")", std::to_string(rs), "1", dcode};
+    }
     // The tensor dimensions behind the block's last two dims.
     const ir::TensorInfo& t = fn_.tensors[d.tensor];
     std::vector<int> dims;
@@ -645,15 +700,131 @@ class LaunchEmitter {
       const ir::TileInfo& t = fn_.tiles[tile];
       std::string n = tname(tile);
       int64_t b = block_of(tile);
+      const lower::InnerLoop& il = inner_loop(tile);
+      if (il.strategy == "resident") fill_resident(il);
       line("for (int64_t off_" + n + " = " + std::to_string(t.begin) + "; off_" + n + " < " + std::to_string(t.end) +
            "; off_" + n + " += " + std::to_string(b) + ") {");
       ++depth_;
       line("const int64_t n_" + n + " = ph_min_i64(" + std::to_string(b) + ", " + std::to_string(t.end) + " - off_" +
            n + ");");
       line("(void)n_" + n + ";");
+      if (il.strategy == "pipeline") pipeline_trip(il);
     }
     block(op.body);
     for (size_t i = 0; i < op.loop_tiles.size(); ++i) {
+      --depth_;
+      line("}");
+    }
+  }
+
+  // --- inner-loop staging ---
+  // The load that defines staged block k (its first reader).
+  const Op& staged_load_op(int k) {
+    int v = L_.staged[k].loads.front();
+    const Op* found = nullptr;
+    ir::walk(L_.op->body, [&](const Op& o) {
+      if (o.result == v) found = &o;
+    });
+    PH_CHECK(found, "staged load not found");
+    return *found;
+  }
+
+  // Copies the block of staged buffer k at the current off_/n_ of its tiles into `slot`
+  // (an offset expression), valid elements only.
+  void copy_block(int k, const std::string& slot) {
+    const Op& load = staged_load_op(k);
+    const lower::StagedBlock& b = L_.staged[k];
+    copying_ = true;
+    nest(type(load.result).shape, [&](const Idx& idx) {
+      line(stg_name(k) + "[" + (slot == "0" ? "" : slot + " + ") + linear(b.capacity, idx) +
+           "] = " + tensor_address(load, idx) + ";");
+    });
+    copying_ = false;
+  }
+
+  // Resident: before the loop, bring the whole extent of each block it reads into fast memory,
+  // unless this thread's previous grid step already did so for the same outer block.
+  void fill_resident(const lower::InnerLoop& il) {
+    std::string t = tname(il.tile);
+    for (int k : il.staged) {
+      const lower::StagedBlock& b = L_.staged[k];
+      std::string ks = std::to_string(k);
+      line("{  // resident: stage " + fn_.tensors[b.tensor].name + " over all of " + t + " (" +
+           std::to_string(il.extent) + ")");
+      ++depth_;
+      std::string same = "ph_have" + ks, store_key;
+      for (size_t i = 0; i < b.key.size(); ++i) {
+        std::string key = b.key[i][0] == '%' ? expr(std::stoi(b.key[i].substr(1)), {}) : b.key[i];
+        same += " && ph_key" + ks + "[" + std::to_string(i) + "] == " + key;
+        store_key += "ph_key" + ks + "[" + std::to_string(i) + "] = " + key + "; ";
+      }
+      line("if (!(" + same + ")) {");
+      ++depth_;
+      line("const int64_t off_" + t + " = " + std::to_string(il.begin) + ", n_" + t + " = " +
+           std::to_string(il.extent) + ";");
+      copy_block(k, "0");
+      line(store_key + "ph_have" + ks + " = true;");
+      --depth_;
+      line("}");
+      --depth_;
+      line("}");
+    }
+  }
+
+  // Pipeline: copy this trip's blocks into their slot; with two buffers or more, prefetch the
+  // blocks `buffers - 1` trips ahead, so they are in the caches when their trip copies them.
+  void pipeline_trip(const lower::InnerLoop& il) {
+    std::string t = tname(il.tile);
+    if (il.buffers > 1)
+      line("const int64_t ph_slot_" + t + " = ((off_" + t + " - " + std::to_string(il.begin) + ") / " +
+           std::to_string(il.block) + ") % " + std::to_string(il.buffers) + ";");
+    for (int k : il.staged) {
+      const lower::StagedBlock& b = L_.staged[k];
+      line("{  // pipeline: stage " + fn_.tensors[b.tensor].name + " block of " + t);
+      ++depth_;
+      copy_block(k, il.buffers > 1 ? "ph_slot_" + t + " * " + std::to_string(b.slot_elems) : "0");
+      --depth_;
+      line("}");
+    }
+    if (il.buffers < 2) return;
+    int64_t ahead = (il.buffers - 1) * il.block;
+    line("if (off_" + t + " + " + std::to_string(ahead) + " < " + std::to_string(il.begin + il.extent) +
+         ") {  // prefetch " + std::to_string(il.buffers - 1) + " trip(s) ahead");
+    ++depth_;
+    line("const int64_t ph_ahead = off_" + t + " + " + std::to_string(ahead) + ";");
+    line("const int64_t off_" + t + " = ph_ahead, n_" + t + " = ph_min_i64(" + std::to_string(il.block) + ", " +
+         std::to_string(il.begin + il.extent) + " - ph_ahead);");
+    for (int k : il.staged) prefetch_block(k);
+    --depth_;
+    line("}");
+  }
+
+  void prefetch_block(int k) {
+    const Op& load = staged_load_op(k);
+    const std::vector<Dim>& shape = type(load.result).shape;
+    const ir::TensorInfo& t = fn_.tensors[load.tensor];
+    // The innermost block dim: prefetch one address per cache line when it is contiguous.
+    int last_tensor_dim = -1;
+    for (size_t d = 0; d < load.index.size(); ++d) {
+      const ir::IndexItem& ix = load.index[d];
+      if (ix.kind == ir::IndexItem::All || (ix.kind == ir::IndexItem::Tile && !fn_.tiles[ix.tile].is_grid))
+        last_tensor_dim = static_cast<int>(d);
+    }
+    int64_t step = last_tensor_dim >= 0 && t.strides[last_tensor_dim] == 1 ? std::max<int64_t>(1, 64 / dtype_size(t.dtype)) : 1;
+    Idx idx(shape.size());
+    int opened = 0;
+    copying_ = true;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      idx[d] = "i" + std::to_string(d);
+      std::string bound = shape[d].kind == Dim::Tile ? "n_" + tname(shape[d].tile) : std::to_string(shape[d].size);
+      line("for (int64_t " + idx[d] + " = 0; " + idx[d] + " < " + bound + "; " + idx[d] +
+           (d + 1 == shape.size() ? " += " + std::to_string(step) : "++") + ") {");
+      ++depth_;
+      ++opened;
+    }
+    line("__builtin_prefetch(&" + tensor_address(load, idx) + ", 0, 3);");
+    copying_ = false;
+    for (int j = 0; j < opened; ++j) {
       --depth_;
       line("}");
     }
@@ -794,6 +965,7 @@ class LaunchEmitter {
   const ir::Function& fn_;
   std::map<int, const Op*> def_;
   std::map<int, const Op*> deferred_;
+  bool copying_ = false;  // emitting a staging copy: loads read the tensor, not the buffer
   int dot_ = 0;  // the index of the dot being emitted, among the kernel's dots  // reduction result -> the producer its
                  // loop computes
   std::ostringstream os_;

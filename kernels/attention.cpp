@@ -1,0 +1,80 @@
+// Attention forward, flash style: one block of query rows per grid step, keys and values
+// streamed in blocks by an inner loop, softmax computed online (running max and denominator,
+// the accumulator rescaled when the max grows). The inner loop's strategy (stream, pipeline
+// or resident K/V) is a config knob the tuner explores.
+#include <cmath>
+
+#include "kernels/kernels.h"
+
+namespace parhelion::kernels {
+namespace {
+namespace ph = parhelion;
+constexpr std::initializer_list<DType> kFloat = {DType::f32, DType::bf16, DType::f16};
+
+// The online-softmax loop for one block of query rows `tq`. `at(t, rows)` indexes tensor t at
+// the current heads and a tile of rows; `stat(fill)` makes a [heads..., tq] block and
+// `block(d)` a [heads..., tq, d] one of zeros.
+template <class At, class Stat, class Block>
+ph::Tensor flash_rows(At at, Stat stat, Block block, ph::Tensor q, ph::Tensor k, ph::Tensor v, ph::Scalar scale,
+                      const ph::Tile& tq, int64_t kv_len, int64_t d, bool causal) {
+  ph::Var mx = stat(-INFINITY);
+  ph::Var den = stat(0.0);
+  ph::Var acc = block(d);
+  auto qb = at(q, tq);
+  for (auto tk : ph::tile(kv_len)) {
+    auto s = ph::dot(qb, ph::transpose(at(k, tk))) * scale;
+    if (causal) s = ph::where(tq.index().unsqueeze(-1) >= tk.index(), s, -INFINITY);
+    auto new_mx = ph::maximum(mx, ph::amax(s, -1));
+    auto p = ph::exp(s - new_mx.unsqueeze(-1));
+    auto alpha = ph::exp(mx - new_mx);
+    den = den * alpha + ph::sum(p, -1);
+    acc = acc * alpha.unsqueeze(-1) + ph::dot(p, at(v, tk));
+    mx = new_mx;
+  }
+  return acc / den.unsqueeze(-1);
+}
+
+// q [B,H,S,D] or [B*H,S,D]; k and v [B,H,Skv,D] or [B*H,Skv,D]; out like q.
+template <bool kCausal>
+ph::Tensor attention_body(ph::Tensor q, ph::Tensor k, ph::Tensor v, ph::Scalar scale) {
+  const char* name = kCausal ? "causal_attention" : "attention";
+  ph::expect_dtype(q, kFloat);
+  ph::expect(q.rank() == 3 || q.rank() == 4,
+             std::string(name) + ": q must be [B,H,S,D] or [B*H,S,D], got rank " + std::to_string(q.rank()));
+  ph::expect(k.rank() == q.rank() && v.sizes() == k.sizes(),
+             std::string(name) + ": k and v must have q's rank and one shape, got " + shape_to_string(k.sizes()) +
+                 " and " + shape_to_string(v.sizes()));
+  ph::expect(k.dtype() == q.dtype() && v.dtype() == q.dtype(), std::string(name) + ": q, k and v must share a dtype");
+  Shape qs = q.sizes(), ks = k.sizes();
+  int r = q.rank();
+  for (int i = 0; i < r - 2; ++i)
+    ph::expect(qs[i] == ks[i], std::string(name) + ": q is " + shape_to_string(qs) + " but k is " +
+                                   shape_to_string(ks) + " (batch and heads must match)");
+  ph::expect(qs[r - 1] == ks[r - 1], std::string(name) + ": q and k must have the same head dim D");
+  ph::expect(!kCausal || qs[r - 2] == ks[r - 2], std::string(name) + ": q and k must have the same length S");
+  const int64_t s = qs[r - 2], kv_len = ks[r - 2], d = qs[r - 1];
+  auto out = ph::empty_like(q);
+  if (r == 4) {
+    for (auto [tb, th, tq] : ph::tile(ph::range(qs[0]).block(1), ph::range(qs[1]).block(1), s)) {
+      auto at = [&](ph::Tensor t, const ph::Tile& rows) { return t(tb, th, rows, ph::all); };
+      auto stat = [&](double fill) { return ph::full({tb, th, tq}, fill); };
+      auto block = [&](int64_t n) { return ph::zeros({tb, th, tq, n}); };
+      out(tb, th, tq, ph::all) = flash_rows(at, stat, block, q, k, v, scale, tq, kv_len, d, kCausal);
+    }
+  } else {
+    for (auto [tb, tq] : ph::tile(ph::range(qs[0]).block(1), s)) {
+      auto at = [&](ph::Tensor t, const ph::Tile& rows) { return t(tb, rows, ph::all); };
+      auto stat = [&](double fill) { return ph::full({tb, tq}, fill); };
+      auto block = [&](int64_t n) { return ph::zeros({tb, tq, n}); };
+      out(tb, tq, ph::all) = flash_rows(at, stat, block, q, k, v, scale, tq, kv_len, d, kCausal);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Kernel<Tensor(Tensor, Tensor, Tensor, Scalar)> attention("attention", attention_body<false>);
+Kernel<Tensor(Tensor, Tensor, Tensor, Scalar)> causal_attention("causal_attention", attention_body<true>);
+
+}  // namespace parhelion::kernels
