@@ -17,6 +17,8 @@ std::vector<ph::Shape> shapes_for(const ph::kernels::KernelEntry& e) {
   if (e.name == "matmul" || e.name == "epilogue_subtiling" || e.name == "matmul_layernorm")
     return {{1, 1, 1}, {1, 37, 5}, {13, 1, 29}, {37, 53, 1}, {67, 131, 97}};
   if (e.name == "bmm" || e.name == "broadcast_matmul") return {{1, 1, 1, 1}, {3, 13, 29, 37}, {2, 33, 1, 17}};
+  // Attention: B*H of 1, S odd and prime, D not a power of two, both layouts.
+  if (e.name.find("attention") != std::string::npos) return {{1, 1, 1}, {1, 131, 24}, {2, 3, 67, 40}};
   if (e.min_rank == 3) return {{1, 1, 1}, {3, 7, 1009}, {2, 33, 65}};
   if (e.min_rank == 2) return {{1, 1}, {1, 1009}, {37, 1}, {67, 1009}, {5, 4099}};
   return {{1}, {1009}, {1, 1}, {7, 1009}, {3, 5, 130}};
@@ -38,6 +40,10 @@ std::vector<ph::Config> configs_for(const ph::CompiledKernel& k, int n, uint64_t
       c.block_sizes[j] = ch[gen() % ch.size()];
     }
     for (auto& order : c.loop_orders) std::shuffle(order.begin(), order.end(), gen);
+    for (size_t j = 0; j < spec.inner_loops.size(); ++j) {
+      const auto& st = spec.inner_loops[j].strategies;
+      c.inner_loops[j] = {st[gen() % st.size()], 1 + static_cast<int>(gen() % spec.inner_loops[j].max_buffers)};
+    }
     c.num_threads = 1 + static_cast<int>(gen() % spec.max_threads);
     out.push_back(c);
   }
