@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/baselines.h"
+#include "bench/torch_baseline.h"
 #include "kernels/kernels.h"
 #include "kernels/registry.h"
 #include "lower/target.h"
@@ -22,8 +23,9 @@ using nlohmann::json;
 
 struct Impl {
   std::string name;
-  std::function<void()> run;
-  std::vector<double> ms;  // per-round medians
+  std::function<void()> run;      // timed here, or
+  std::function<double()> timed;  // timed by the implementation itself (the torch server)
+  std::vector<double> ms;         // per-round medians
 };
 
 struct Case {
@@ -56,6 +58,43 @@ CompiledKernel compile_for(const kernels::KernelEntry& e, const kernels::Inputs&
   return e.kernel->compile(args, &c);
 }
 
+// The torch implementations of a case, each checked against eager's output (and ours too)
+// before it is timed; one that disagrees is reported and left out.
+void add_torch_impls(bench::TorchBaseline& torch, const kernels::KernelEntry& e, const kernels::Inputs& in,
+                     const CompiledKernel& ours, int threads, Case& c) {
+  bench::TorchBaseline::Loaded loaded;
+  try {
+    loaded = torch.load(e.name, in.tensors, in.scalars, /*compile=*/false, /*sdpa=*/true);
+  } catch (const UserError& err) {
+    std::fprintf(stderr, "bench: %s: %s\n", e.name.c_str(), err.what());
+    return;
+  }
+  std::vector<Array> eager = torch.run(loaded.id, "eager", threads);
+  double tol = 2 * e.tolerance(c.shape);
+  auto agrees = [&](const std::vector<Array>& out, const std::string& who) {
+    for (size_t i = 0; i < out.size() && i < eager.size(); ++i) {
+      auto cmp = kernels::compare(out[i], eager[i], c.dtype, tol);
+      if (!cmp.ok) {
+        std::fprintf(stderr, "bench: %s %s %s: %s differs from torch eager (max abs error %.3g); not timed\n",
+                     e.name.c_str(), shape_to_string(c.shape).c_str(), std::string(dtype_name(c.dtype)).c_str(),
+                     who.c_str(), cmp.max_abs_err);
+        return false;
+      }
+    }
+    return true;
+  };
+  if (!agrees(ours.run(in.args()), "parhelion")) {
+    c.impls.clear();  // the case is dropped from the report
+    return;
+  }
+  for (const std::string& impl : loaded.impls) {
+    if (impl != "eager" && !agrees(torch.run(loaded.id, impl, threads), impl)) continue;
+    int id = loaded.id;
+    bench::TorchBaseline* t = &torch;
+    c.impls.push_back({impl, {}, [t, id, impl, threads] { return t->time_ms(id, impl, threads, 0.2); }, {}});
+  }
+}
+
 }  // namespace
 
 int run_bench(const BenchOptions& o, char** argv) {
@@ -82,6 +121,12 @@ int run_bench(const BenchOptions& o, char** argv) {
   std::vector<std::unique_ptr<bench::OneDnnMatmul>> dnnl_kept;
   std::vector<std::unique_ptr<Array>> arrays;
   std::string dnnl_impls;
+  std::string torch_why;
+  std::unique_ptr<bench::TorchBaseline> torch;
+  auto wants_torch = [&](const std::string& name) {
+    return name == "attention" || name == "causal_attention";
+  };
+  if (std::any_of(names.begin(), names.end(), wants_torch)) torch = bench::TorchBaseline::start(&torch_why);
 
   for (const std::string& name : names) {
     const kernels::KernelEntry& e = kernels::find_kernel(name);
@@ -91,6 +136,14 @@ int run_bench(const BenchOptions& o, char** argv) {
                        : std::vector<Shape>{{1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096}};
     std::vector<DType> dtypes = {DType::f32};
     if (name == "matmul" || name == "bmm") dtypes.push_back(DType::bf16);
+    if (wants_torch(name)) {
+      // Equal work per shape within a few x: [1, H, S, D] with H * S = 16384.
+      shapes.clear();
+      for (int64_t d : {64, 128})
+        for (int64_t sl : o.quick ? std::vector<int64_t>{1024, 4096} : std::vector<int64_t>{1024, 4096, 16384})
+          shapes.push_back({1, 16384 / sl, sl, d});
+      dtypes = {DType::f32, DType::bf16};
+    }
     for (const Shape& s : shapes)
       for (DType dt : dtypes) {
         keep.push_back(std::make_unique<kernels::Inputs>(e.make_inputs(s, dt, 1)));
@@ -101,8 +154,9 @@ int run_bench(const BenchOptions& o, char** argv) {
           kernels_kept.push_back(std::make_unique<CompiledKernel>(compile_for(e, in, t, o.tune)));
           CompiledKernel* k = kernels_kept.back().get();
           auto args = std::make_shared<std::vector<Arg>>(in.args());
-          c.impls.push_back({"parhelion", [k, args] { k->run(*args); }, {}});
+          c.impls.push_back({"parhelion", [k, args] { k->run(*args); }, {}, {}});
           c.note = k->config().to_json();
+          if (torch && wants_torch(name)) add_torch_impls(*torch, e, in, *k, t, c);
           // Baselines on the same inputs.
           bool mm = name == "matmul" || name == "epilogue_subtiling" || name == "matmul_layernorm";
           int64_t m = s[0], kk = s[1], n = s[2];
@@ -172,11 +226,15 @@ int run_bench(const BenchOptions& o, char** argv) {
   int rounds = o.quick ? 2 : o.rounds;
   for (int r = 0; r < rounds; ++r)
     for (Case& c : cases)
-      for (Impl& i : c.impls) i.ms.push_back(time_it(i.run, 1, 3, 0.2).median_ms);
+      for (Impl& i : c.impls) i.ms.push_back(i.timed ? i.timed() : time_it(i.run, 1, 3, 0.2).median_ms);
 
   if (!o.json) {
     std::printf("# parhelion bench: %s; OpenBLAS core: %s; oneDNN: %s\n", lower::Target::host().cpu_model.c_str(),
                 bench::openblas_core().c_str(), dnnl_impls.empty() ? "absent" : dnnl_impls.c_str());
+    if (torch)
+      std::printf("# torch baselines: %s; threads set per case, not pinned\n", torch->settings().c_str());
+    else if (!torch_why.empty())
+      std::printf("# torch baselines: absent (%s)\n", torch_why.c_str());
     for (auto& [t, p] : peak_f32)
       std::printf("# FMA peak, %d thread%s: f32 %.0f GFLOP/s, bf16 %.0f GFLOP/s\n", t, t > 1 ? "s" : "", p,
                   peak_bf16[t]);
@@ -196,6 +254,7 @@ int run_bench(const BenchOptions& o, char** argv) {
     }
   }
   for (const Case& c : cases) {
+    if (c.impls.empty()) continue;
     double ours = median(c.impls[0].ms);
     for (const Impl& i : c.impls) {
       double ms = median(i.ms), gf = c.flops / (ms * 1e6);

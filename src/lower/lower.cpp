@@ -361,8 +361,14 @@ std::string fit_hint(const ir::Function& fn, const LaunchPlan& L) {
 }
 }  // namespace
 
-BlockProgram lower(const ir::Function& fn, const Config& config, const Target& target) {
-  derive_config_spec(fn, target).validate(config);
+BlockProgram lower(const ir::Function& fn, const Config& given, const Target& target) {
+  ConfigSpec spec = derive_config_spec(fn, target);
+  // A config written before inner-loop strategies existed (or without them) gets the target's
+  // default strategy for every inner loop.
+  Config config = given;
+  if (config.inner_loops.empty())
+    for (const InnerLoopSpec& l : spec.inner_loops) config.inner_loops.push_back({l.strategies.front(), 2});
+  spec.validate(config);
   BlockProgram p = plan(fn, config, target);
   for (const LaunchPlan& L : p.launches)
     if (L.footprint_bytes > target.fast_memory_bytes) {

@@ -212,6 +212,7 @@ std::shared_ptr<CompiledKernel::Impl> specialize(const CompiledKernel::Impl& tra
   K->spec = traced.spec;
   K->config = config;
   K->program = lower::lower(K->fn, K->config, K->target);
+  K->config = K->program.config;  // completed with defaults for knobs the given config left out
   K->source = backend::cpu::generate_source(K->program);
   return K;
 }

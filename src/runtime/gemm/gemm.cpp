@@ -201,17 +201,48 @@ void pack_a_f32(const ph_gemm_args& g, int mr, float* out) {
   }
 }
 
+inline float bf16_bits_to_f32(uint16_t h) {
+  uint32_t w = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &w, 4);
+  return f;
+}
+
+// B's panel of `cols` columns from j0, for the two layouts kernels produce (row-major, and
+// column-major: a transposed operand such as k^T in attention), without a per-element switch.
+template <class T, class Convert>
+void pack_b_panel(const T* b, int64_t rs, int64_t cs, int64_t k, int64_t j0, int cols, int nr, float* out,
+                  Convert cvt) {
+  if (cs == 1) {
+    for (int64_t p = 0; p < k; ++p, out += nr) {
+      const T* row = b + p * rs + j0;
+      for (int j = 0; j < cols; ++j) out[j] = cvt(row[j]);
+      for (int j = cols; j < nr; ++j) out[j] = 0;
+    }
+  } else {
+    for (int j = 0; j < cols; ++j) {
+      const T* col = b + (j0 + j) * cs;
+      for (int64_t p = 0; p < k; ++p) out[p * nr + j] = cvt(col[p * rs]);
+    }
+    for (int64_t p = 0; p < k; ++p)
+      for (int j = cols; j < nr; ++j) out[p * nr + j] = 0;
+  }
+}
+
 // B (k x n) -> [ceil(n/NR)][k][NR] f32, zero-padded columns.
 void pack_b_f32(const ph_gemm_args& g, int nr, float* out) {
-  for (int64_t j0 = 0; j0 < g.n; j0 += nr) {
+  for (int64_t j0 = 0; j0 < g.n; j0 += nr, out += nr * g.k) {
     int cols = static_cast<int>(std::min<int64_t>(nr, g.n - j0));
-    for (int64_t p = 0; p < g.k; ++p, out += nr) {
-      if (g.b_dtype == PH_F32 && g.b_cs == 1) {
-        std::memcpy(out, static_cast<const float*>(g.b) + p * g.b_rs + j0, cols * sizeof(float));
-      } else {
-        for (int j = 0; j < cols; ++j) out[j] = load_elem(g.b, p * g.b_rs + (j0 + j) * g.b_cs, g.b_dtype);
+    if (g.b_dtype == PH_F32 && (g.b_cs == 1 || g.b_rs == 1)) {
+      pack_b_panel(static_cast<const float*>(g.b), g.b_rs, g.b_cs, g.k, j0, cols, nr, out, [](float x) { return x; });
+    } else if (g.b_dtype == PH_BF16 && (g.b_cs == 1 || g.b_rs == 1)) {
+      pack_b_panel(static_cast<const uint16_t*>(g.b), g.b_rs, g.b_cs, g.k, j0, cols, nr, out, bf16_bits_to_f32);
+    } else {
+      float* o = out;
+      for (int64_t p = 0; p < g.k; ++p, o += nr) {
+        for (int j = 0; j < cols; ++j) o[j] = load_elem(g.b, p * g.b_rs + (j0 + j) * g.b_cs, g.b_dtype);
+        for (int j = cols; j < nr; ++j) o[j] = 0;
       }
-      for (int j = cols; j < nr; ++j) out[j] = 0;
     }
   }
 }

@@ -1,0 +1,165 @@
+"""PyTorch baselines for `parhelion bench`, served over stdin/stdout (one JSON object per line).
+
+The C++ benchmark starts this once (in the bench venv, with jemalloc preloaded when the machine
+has it) and interleaves its own timings with ours. Requests:
+  {"cmd": "load", "kernel": K, "inputs": [{"path", "shape", "dtype"}], "scalars": [...],
+   "compile": bool, "sdpa": bool}
+      -> {"ok": true, "case": C, "impls": ["eager", "compile", ...]}   (the inputs are raw
+         little-endian arrays written by the benchmark: the same bytes Parhelion reads)
+  {"cmd": "run", "case": C, "impl": I, "threads": T, "out": PREFIX}
+      -> runs once, writes each output as raw f32 to PREFIX.<i>, {"ok": true, "shapes": [...]}
+  {"cmd": "time", "case": C, "impl": I, "threads": T, "min_seconds": S}
+      -> {"ok": true, "median_ms": M, "reps": R}
+  {"cmd": "info"} -> versions and settings
+Errors come back as {"ok": false, "error": "..."}; the server keeps serving.
+"""
+import json
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+DTYPES = {"f32": (np.float32, torch.float32), "bf16": (np.uint16, torch.bfloat16), "f16": (np.float16, torch.float16),
+          "i64": (np.int64, torch.int64), "i32": (np.int32, torch.int32)}
+
+
+def eager_attention(q, k, v, scale, causal):
+    s = (q @ k.transpose(-1, -2)) * scale
+    if causal:
+        n = s.shape[-1]
+        mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+        s = s.masked_fill(mask, float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def rms_norm_backward(g, x, w, eps):
+    xf, gf = x.float(), g.float()
+    rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    gw = gf * w.float()
+    dx = gw * rstd - xf * (gw * xf).mean(-1, keepdim=True) * rstd.pow(3)
+    dw = (gf * xf * rstd).sum(0)
+    return dx.to(x.dtype), dw.to(w.dtype)
+
+
+def layer_norm(x, w, b, eps):
+    return F.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+
+# kernel -> (function of (tensors, scalars), extra named impls)
+KERNELS = {
+    "add": lambda t, s: t[0] + t[1],
+    "exp": lambda t, s: torch.exp(t[0]),
+    "swiglu": lambda t, s: F.silu(t[0]) * t[1],
+    "geglu": lambda t, s: F.gelu(t[0], approximate="tanh") * t[1],
+    "softmax": lambda t, s: torch.softmax(t[0], -1),
+    "softmax_two_pass": lambda t, s: torch.softmax(t[0], -1),
+    "batch_softmax": lambda t, s: torch.softmax(t[0], -1),
+    "layer_norm": lambda t, s: layer_norm(t[0], t[1], t[2], s[0]),
+    "layer_norm_looped": lambda t, s: layer_norm(t[0], t[1], t[2], s[0]),
+    "rms_norm": lambda t, s: F.rms_norm(t[0], (t[0].shape[-1],), t[1], s[0]),
+    "rms_norm_backward": lambda t, s: rms_norm_backward(t[0], t[1], t[2], s[0]),
+    "welford": lambda t, s: tuple(r.float() for r in torch.var_mean(t[0], -1, correction=0)[::-1]),
+    "cross_entropy": lambda t, s: F.cross_entropy(t[0].float(), t[1], reduction="none"),
+    "matmul": lambda t, s: t[0] @ t[1],
+    "bmm": lambda t, s: torch.bmm(t[0], t[1]),
+    "broadcast_matmul": lambda t, s: t[0] @ t[1],
+    "epilogue_subtiling": lambda t, s: torch.relu(t[0] @ t[1] + t[2]) + t[3],
+    "matmul_layernorm": lambda t, s: layer_norm(t[0] @ t[1], t[2], t[3], 1e-5),
+    "attention": lambda t, s: eager_attention(t[0], t[1], t[2], s[0], False),
+    "causal_attention": lambda t, s: eager_attention(t[0], t[1], t[2], s[0], True),
+}
+SDPA = {
+    "attention": lambda t, s: F.scaled_dot_product_attention(t[0], t[1], t[2], scale=s[0]),
+    "causal_attention": lambda t, s: F.scaled_dot_product_attention(t[0], t[1], t[2], scale=s[0], is_causal=True),
+}
+
+
+class Case:
+    def __init__(self, kernel, tensors, scalars, impls):
+        self.kernel, self.tensors, self.scalars, self.impls = kernel, tensors, scalars, impls
+
+
+class State:
+    def __init__(self):
+        self.cases = []
+
+
+def load(st, req):
+    kernel = req["kernel"]
+    if kernel not in KERNELS:
+        raise ValueError("no torch baseline for kernel " + kernel)
+    tensors = []
+    for spec in req["inputs"]:
+        np_dt, t_dt = DTYPES[spec["dtype"]]
+        a = np.fromfile(spec["path"], dtype=np_dt).reshape(spec["shape"])
+        t = torch.from_numpy(a)
+        tensors.append(t.view(t_dt) if spec["dtype"] == "bf16" else t)
+    fn = KERNELS[kernel]
+    impls = {"eager": fn}
+    if kernel in SDPA and req.get("sdpa", True):
+        impls["sdpa"] = SDPA[kernel]
+    if req.get("compile", True):
+        impls["compile"] = torch.compile(fn, dynamic=False)
+    st.cases.append(Case(kernel, tensors, req.get("scalars", []), impls))
+    return {"case": len(st.cases) - 1, "impls": list(impls)}
+
+
+def call(st, req):
+    case = st.cases[req["case"]]
+    torch.set_num_threads(req["threads"])
+    with torch.no_grad():
+        out = case.impls[req["impl"]](case.tensors, case.scalars)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def run(st, req):
+    outs = call(st, req)
+    shapes = []
+    for i, o in enumerate(outs):
+        o.detach().float().contiguous().numpy().tofile(req["out"] + "." + str(i))
+        shapes.append(list(o.shape))
+    return {"shapes": shapes}
+
+
+def time_impl(st, req):
+    min_s = req.get("min_seconds", 0.2)
+    call(st, req)  # warm-up (and compilation, for torch.compile)
+    call(st, req)
+    samples = []
+    start = time.perf_counter()
+    while len(samples) < 3 or (time.perf_counter() - start < min_s and len(samples) < 50):
+        t0 = time.perf_counter()
+        call(st, req)
+        samples.append((time.perf_counter() - t0) * 1e3)
+    samples.sort()
+    return {"median_ms": samples[len(samples) // 2], "reps": len(samples)}
+
+
+def info(_st, _req):
+    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "ld_preload": os.environ.get("LD_PRELOAD", ""), "threads": torch.get_num_threads()}
+
+
+def main():
+    st = State()
+    handlers = {"load": load, "run": run, "time": time_impl, "info": info}
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            req = json.loads(line)
+            reply = handlers[req["cmd"]](st, req)
+            reply["ok"] = True
+        except Exception as e:  # reported to the benchmark, which skips the baseline
+            reply = {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc(limit=3)}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
