@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,8 @@ const char* kUsage = R"(usage:
   parhelion list
   parhelion run KERNEL --shape D0,D1,... [--dtype f32|bf16|f16] [--config JSON] [--seed N] [--reps N] [--json]
   parhelion emit KERNEL --shape D0,D1,... [--dtype ...] [--stage ir|spec|block|code] [--config JSON]
+  parhelion emit KERNEL --target pallas [--tpu v5e|v6e|v5p|v7x] --shape ... [--dtype ...] [--config JSON]
+                 [--stage spec|block|code] [-o FILE]     a JAX Pallas TPU module (see docs/pallas.md)
   parhelion tune KERNEL --shape D0,D1,... [--dtype ...] [--effort quick|full] [--budget SECONDS] [--seed N] [--json]
 
   parhelion bench [KERNEL...] [--threads 1,2] [--quick] [--tuned] [--json]
@@ -54,6 +57,9 @@ Options parse(int argc, char** argv) {
       o.json = true;
     } else if (a == "--quick" || a == "--tuned") {
       o.flags[a.substr(2)] = "1";
+    } else if (a == "-o") {
+      if (i + 1 >= argc) throw ph::UserError("option -o needs a file name");
+      o.flags["output"] = argv[++i];
     } else if (a == "-h" || a == "--help") {
       o.command = "help";
     } else if (a.rfind("--", 0) == 0) {
@@ -66,8 +72,9 @@ Options parse(int argc, char** argv) {
         if (i + 1 >= argc) throw ph::UserError("option --" + key + " needs a value");
         value = argv[++i];
       }
-      static const std::vector<std::string> known = {"shape", "dtype", "config", "seed",   "stage",
-                                                     "reps",  "tune",  "effort", "budget", "threads"};
+      static const std::vector<std::string> known = {"shape",  "dtype",  "config",  "seed",   "stage", "reps",
+                                                     "tune",   "effort", "budget",  "threads", "target", "tpu",
+                                                     "output"};
       if (std::find(known.begin(), known.end(), key) == known.end())
         throw ph::UserError("unknown option --" + key + "\n" + kUsage);
       o.flags[key] = value;
@@ -239,9 +246,36 @@ int cmd_run(const Options& o) {
   return ok ? 0 : 1;
 }
 
+// emit --target pallas: the kernel as a Pallas module for a TPU generation.
+int cmd_emit_pallas(const Options& o, const Prepared& p, const std::string& stage) {
+  std::string tpu = o.flags.count("tpu") ? o.flags.at("tpu") : "v7x";
+  ph::PallasModule m = p.entry->kernel->emit_pallas(p.inputs.args(), tpu, p.config.get());
+  if (stage == "spec") {
+    std::cout << m.config_spec << "default: " << m.config.to_json() << "\n";
+    return 0;
+  }
+  if (stage == "block") {
+    std::cout << m.block_ir;
+    return 0;
+  }
+  if (stage != "code") throw ph::UserError("--stage for --target pallas must be spec, block or code; got '" + stage + "'");
+  if (auto f = o.flags.find("output"); f != o.flags.end()) {
+    std::ofstream out(f->second);
+    if (!(out << m.source)) throw ph::UserError("cannot write " + f->second);
+    std::cerr << "wrote " << f->second << ": " << p.entry->name << " for TPU " << tpu << ", config "
+              << m.config.to_json() << ", VMEM " << ph::lower::format_bytes(m.vmem_bytes) << "\n";
+  } else {
+    std::cout << m.source;
+  }
+  return 0;
+}
+
 int cmd_emit(const Options& o) {
   Prepared p = prepare(o);
   std::string stage = o.flags.count("stage") ? o.flags.at("stage") : "code";
+  std::string target = o.flags.count("target") ? o.flags.at("target") : "cpu";
+  if (target == "pallas") return cmd_emit_pallas(o, p, stage);
+  if (target != "cpu") throw ph::UserError("--target must be cpu or pallas; got '" + target + "'");
   if (stage != "ir" && stage != "spec" && stage != "block" && stage != "code")
     throw ph::UserError("--stage must be one of ir, spec, block, code; got '" + stage + "'");
   ph::CompiledKernel k = p.entry->kernel->compile(p.inputs.args(), p.config.get());

@@ -57,6 +57,16 @@ class CompiledKernel {
   std::shared_ptr<Impl> impl_;
 };
 
+// A kernel generated for a TPU: a self-contained Python module of JAX Pallas kernels.
+struct PallasModule {
+  std::string source;       // the module's text
+  Config config;            // the config it was generated for
+  std::string config_spec;  // the pallas config space (legal TPU blocks only)
+  std::string block_ir;     // the Block IR it was generated from
+  int64_t vmem_bytes = 0;   // the largest launch's planned VMEM
+  std::string tpu;          // the TPU generation, e.g. "v7x"
+};
+
 class KernelBase {
  public:
   // Builds the kernel's body on symbolic arguments; returns its outputs.
@@ -86,6 +96,12 @@ class KernelBase {
   // The traced kernel for the signature of `args` (cached): Tile IR, ConfigSpec and the
   // default config, before any code is generated.
   std::shared_ptr<CompiledKernel::Impl> trace(const std::vector<Arg>& args);
+
+  // Generates the kernel for TPU generation `tpu` (v5e, v6e, v5p, v7x) as a Pallas module,
+  // for the signature of `args`, with `config` if given, else the pallas default. Throws
+  // UserError for an illegal config, one that does not fit VMEM, or an unsupported construct.
+  PallasModule emit_pallas(const std::vector<Arg>& args, const std::string& tpu = "v7x",
+                           const Config* config = nullptr);
 
   // Pins a config for every later call (validated against each signature's ConfigSpec).
   void pin_config(const Config& c);

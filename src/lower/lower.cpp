@@ -7,6 +7,8 @@
 
 #include "ir/printer.h"
 #include "lower/fusion.h"
+#include "lower/pallas_plan.h"
+#include "lower/tpu.h"
 #include "parhelion/error.h"
 #include "runtime/gemm/gemm.h"
 
@@ -33,30 +35,27 @@ std::vector<int> tunable_block_ids(const ir::Function& fn) {
 
 int64_t compute_bytes(DType d) { return d == DType::f32 ? 4 : d == DType::i64 ? 8 : 1; }
 
-// An inner tile loop whose trips read tensor blocks indexed by its tile: the loops that get an
-// inner_loops knob, in program order (the config's order).
-struct InnerLoopSite {
-  const Op* loop = nullptr;
-  const Op* launch = nullptr;
-  std::vector<const Op*> loads;  // the loads its strategy stages
-};
 
 // The loads directly in `body` (not in nested loops) that index `tile` exactly once and read a
 // tensor the launch does not write (a staged copy of a tensor being written would go stale).
+// With `stores` (the pallas target, where every block a loop touches moves through VMEM), its
+// stores and the loads of written tensors too.
 void collect_stageable(const ir::Function& fn, const std::vector<Op>& body, int tile, const std::set<int>& written,
-                       std::vector<const Op*>& out) {
+                       bool stores, std::vector<const Op*>& out) {
   for (const Op& op : body) {
     if (op.kind == OpKind::Loop) continue;
-    if (op.kind == OpKind::Load && !written.count(op.tensor)) {
+    if ((op.kind == OpKind::Load && (stores || !written.count(op.tensor))) || (stores && op.kind == OpKind::Store)) {
       int uses = 0;
       for (const ir::IndexItem& ix : op.index) uses += ix.kind == ir::IndexItem::Tile && ix.tile == tile;
       if (uses == 1 && !fn.tiles[tile].is_grid) out.push_back(&op);
     }
-    collect_stageable(fn, op.body, tile, written, out);
+    collect_stageable(fn, op.body, tile, written, stores, out);
   }
 }
 
-std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn) {
+}  // namespace
+
+std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool stores) {
   std::vector<InnerLoopSite> sites;
   for (const Op& launch : fn.body) {
     if (launch.kind != OpKind::Launch) continue;
@@ -67,12 +66,14 @@ std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn) {
     ir::walk(launch.body, [&](const Op& op) {
       if (op.kind != OpKind::Loop || op.loop_tiles.size() != 1) return;
       InnerLoopSite s{&op, &launch, {}};
-      collect_stageable(fn, op.body, op.loop_tiles[0], written, s.loads);
+      collect_stageable(fn, op.body, op.loop_tiles[0], written, stores, s.loads);
       if (!s.loads.empty()) sites.push_back(std::move(s));
     });
   }
   return sites;
 }
+
+namespace {
 
 class Planner {
  public:
@@ -80,7 +81,7 @@ class Planner {
     p_.fn = &fn;
     p_.config = config;
     p_.target = target;
-    sites_ = inner_loop_sites(fn);
+    sites_ = inner_loop_sites(fn, target.name == "pallas");
   }
 
   BlockProgram run() {
@@ -241,7 +242,7 @@ class Planner {
           const InnerLoopChoice& choice = p_.config.inner_loops.at(site_);
           il.strategy = choice.strategy;
           il.buffers = choice.strategy == "pipeline" ? choice.buffers : 1;
-          if (il.strategy != "stream") stage(L, il, sites_[site_]);
+          if (il.strategy != "stream" && p_.target.name == "cpu") stage(L, il, sites_[site_]);
           ++site_;
         }
         L.inner_loops.push_back(il);
@@ -314,8 +315,25 @@ class Planner {
 
 }  // namespace
 
+// Pallas: a block size is legal when every block it shapes is (see tpu_block_legal).
+bool pallas_legal(const ir::Function& fn, int block_id, int64_t choice) {
+  bool ok = true;
+  ir::walk(fn.body, [&](const Op& op) {
+    if (op.kind != OpKind::Load && op.kind != OpKind::Store) return;
+    const ir::TensorInfo& t = fn.tensors[op.tensor];
+    const int rank = static_cast<int>(op.index.size());
+    for (int d = 0; d < rank; ++d) {
+      const ir::IndexItem& ix = op.index[d];
+      if (ix.kind != ir::IndexItem::Tile || fn.tiles[ix.tile].block != block_id || fn.tiles[ix.tile].is_grid) continue;
+      if (!tpu_block_legal(choice, t.shape[d], rank - 1 - d, dtype_size(t.dtype))) ok = false;
+    }
+  });
+  return ok;
+}
+
 ConfigSpec derive_config_spec(const ir::Function& fn, const Target& target) {
   ConfigSpec spec;
+  const bool pallas = target.name == "pallas";
   for (int id : tunable_block_ids(fn)) {
     const ir::BlockSize& b = fn.block_sizes[id];
     BlockSizeSpec s;
@@ -323,13 +341,16 @@ ConfigSpec derive_config_spec(const ir::Function& fn, const Target& target) {
     s.extent = b.extent;
     s.defined_at = b.loc.str();
     int64_t top = std::min<int64_t>(next_pow2(b.extent), 16384);
-    for (int64_t c = 1; c <= top; c <<= 1) s.choices.push_back(c);
+    for (int64_t c = 1; c <= top; c <<= 1)
+      if (!pallas || pallas_legal(fn, id, c)) s.choices.push_back(c);
     spec.block_sizes.push_back(s);
   }
   ir::walk(fn.body, [&](const Op& op) {
-    if (op.kind == OpKind::Dot) spec.micro_kernels.push_back({runtime::gemm_kernel_names(), op.loc.str()});
+    if (op.kind == OpKind::Dot)
+      spec.micro_kernels.push_back(
+          {pallas ? std::vector<std::string>{"mxu"} : runtime::gemm_kernel_names(), op.loc.str()});
   });
-  for (const InnerLoopSite& site : inner_loop_sites(fn)) {
+  for (const InnerLoopSite& site : inner_loop_sites(fn, pallas)) {
     InnerLoopSpec s;
     s.tile = site.loop->loop_tiles[0];
     s.loop = ir::tile_name(fn, s.tile);
@@ -370,6 +391,36 @@ BlockProgram lower(const ir::Function& fn, const Config& given, const Target& ta
     for (const InnerLoopSpec& l : spec.inner_loops) config.inner_loops.push_back({l.strategies.front(), 2});
   spec.validate(config);
   BlockProgram p = plan(fn, config, target);
+  if (target.name == "pallas") {
+    for (const PallasLaunch& pl : plan_pallas(p)) {
+      // emit_pipeline copies a ragged last block rounded up to whole (8, 128) tiles: that
+      // copy must stay inside the array.
+      for (const PallasSlot& s : pl.slots) {
+        if (s.strategy != "pipeline") continue;
+        const ir::TensorInfo& t = fn.tensors[s.tensor];
+        const int rank = static_cast<int>(t.shape.size());
+        for (int d = 0; d < rank; ++d) {
+          const ir::IndexItem& ix = s.first->index[d];
+          if (ix.kind != ir::IndexItem::Tile || ix.tile != s.loop_tile) continue;
+          int64_t e = t.shape[d], b = s.block[d], q = rank - 1 - d == 0 ? 128 : rank - 1 - d == 1 ? 8 : 1;
+          if (e % b != 0 && e % q != 0)
+            throw UserError("config " + config.to_json() + " cannot pipeline loop " + ir::tile_name(fn, s.loop_tile) +
+                            " (at " + s.first->loc.str() + "): its last block of " + t.name + " is ragged (" +
+                            std::to_string(e) + " is not a multiple of the block " + std::to_string(b) +
+                            ") and the TPU's copy of it, rounded up to " + std::to_string(q) +
+                            ", would read past the end. Use a block size that divides " + std::to_string(e) +
+                            ", or the resident strategy.");
+        }
+      }
+    }
+    for (const PallasLaunch& pl : plan_pallas(p))
+      if (pl.vmem_bytes > target.fast_memory_bytes)
+        throw UserError("config " + config.to_json() + " does not fit: launch " + std::to_string(pl.index) +
+                        " of kernel " + fn.name + " needs " + format_bytes(pl.vmem_bytes) + " of VMEM (" +
+                        pl.vmem_detail + "); TPU " + target.tpu + " has " + format_bytes(target.fast_memory_bytes) +
+                        " per core. " + fit_hint(fn, p.launches[pl.index]));
+    return p;
+  }
   for (const LaunchPlan& L : p.launches)
     if (L.footprint_bytes > target.fast_memory_bytes) {
       std::string what;
@@ -382,7 +433,43 @@ BlockProgram lower(const ir::Function& fn, const Config& given, const Target& ta
   return p;
 }
 
+// Pallas: every block as large as a legal choice up to 512 allows, halved (largest first) until
+// the launch takes at most half of VMEM; inner loops pipelined with two buffers.
+Config pallas_default_config(const ir::Function& fn, const ConfigSpec& spec, const Target& target) {
+  Config c;
+  c.num_threads = 1;
+  for (const LoopOrderSpec& l : spec.loop_orders) {
+    std::vector<int> order(l.dims);
+    for (int i = 0; i < l.dims; ++i) order[i] = i;
+    c.loop_orders.push_back(order);
+  }
+  c.micro_kernels.assign(spec.micro_kernels.size(), 0);
+  for (const InnerLoopSpec& l : spec.inner_loops) c.inner_loops.push_back({"pipeline", 2});
+  std::vector<size_t> pick(spec.block_sizes.size());
+  for (size_t i = 0; i < spec.block_sizes.size(); ++i) {
+    const auto& ch = spec.block_sizes[i].choices;
+    pick[i] = 0;
+    for (size_t j = 0; j < ch.size(); ++j)
+      if (ch[j] <= 512 || j == 0) pick[i] = j;
+    c.block_sizes.push_back(ch[pick[i]]);
+  }
+  auto vmem = [&] {
+    int64_t most = 0;
+    for (const PallasLaunch& pl : plan_pallas(plan(fn, c, target))) most = std::max(most, pl.vmem_bytes);
+    return most;
+  };
+  for (int round = 0; round < 64 && vmem() > target.fast_memory_bytes / 2; ++round) {
+    size_t big = 0;
+    for (size_t i = 0; i < pick.size(); ++i)
+      if (pick[i] > 0 && (pick[big] == 0 || c.block_sizes[i] > c.block_sizes[big])) big = i;
+    if (pick[big] == 0) break;
+    c.block_sizes[big] = spec.block_sizes[big].choices[--pick[big]];
+  }
+  return c;
+}
+
 Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Target& target) {
+  if (target.name == "pallas") return pallas_default_config(fn, spec, target);
   Config c;
   c.num_threads = spec.max_threads;
   for (const LoopOrderSpec& l : spec.loop_orders) {

@@ -9,6 +9,17 @@
 
 namespace parhelion::lower {
 
+// An inner tile loop whose trips touch tensor blocks indexed by its tile: the loops that get an
+// inner_loops knob, in program order (the config's order). `loads` are the loads its strategy
+// stages (cpu: of tensors the launch does not write); with `stores` (pallas) every load and
+// store of a block indexed by the loop's tile.
+struct InnerLoopSite {
+  const ir::Op* loop = nullptr;
+  const ir::Op* launch = nullptr;
+  std::vector<const ir::Op*> loads;
+};
+std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool stores);
+
 // The configuration space of a traced kernel on a target.
 ConfigSpec derive_config_spec(const ir::Function& fn, const Target& target);
 

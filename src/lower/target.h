@@ -8,7 +8,8 @@
 namespace parhelion::lower {
 
 struct Target {
-  std::string name = "cpu";
+  std::string name = "cpu";  // or "pallas" (see tpu.h)
+  std::string tpu;           // pallas: the TPU generation, e.g. "v7x"
   int64_t fast_memory_bytes = 1 << 20;  // per core: what one grid step's blocks must fit in
   int threads = 1;                      // hardware threads available to a launch
   std::string cpu_model;

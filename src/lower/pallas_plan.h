@@ -1,0 +1,52 @@
+// The pallas target's view of a launch: which pallas_call operands it has, how each reaches
+// VMEM, and the VMEM it needs. Shared by the lowering (the fit check), the Pallas emitter and
+// the TPU timing model.
+//
+// Every block a TensorCore computes on must be in VMEM. A launch's loads and stores become
+// operands ("slots"), one per (tensor, index, inner loop):
+//   - grid level: a BlockSpec over the grid, double-buffered by pallas_call's pipeline;
+//   - in an inner loop with strategy `resident`: a BlockSpec whose block spans the loop's whole
+//     extent (copied again only when its block index changes between grid steps), sliced by
+//     a trace-time loop;
+//   - in an inner loop with strategy `pipeline`: the array stays in HBM (memory space ANY) and
+//     `pltpu.emit_pipeline` streams its blocks through `buffers` VMEM buffers.
+// Tiles of block size 1 (grid loops, fixed 1) index squeezed dimensions (None in a BlockSpec).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lower/block_ir.h"
+
+namespace parhelion::lower {
+
+struct PallasSlot {
+  int tensor = 0;
+  bool read = false, written = false;
+  const ir::Op* first = nullptr;  // the first load/store through it (its index)
+  int loop_tile = -1;             // -1: grid level; else the inner loop's tile
+  std::string strategy;           // "grid", "resident" or "pipeline"
+  int buffers = 2;
+  std::vector<int64_t> block;  // per tensor dim: block extent, or -1 for a squeezed dim
+  int64_t block_bytes = 0;     // one buffer
+};
+
+struct PallasLaunch {
+  int index = 0;
+  const LaunchPlan* plan = nullptr;
+  std::vector<PallasSlot> slots;
+  std::map<const ir::Op*, int> slot_of;  // load/store -> slot
+  int64_t vmem_bytes = 0;
+  std::string vmem_detail;  // "q blocks 2 x 256.0 KiB, k resident 2 x 8.0 MiB, ..."
+};
+
+// True for a tile whose blocks are single elements (grid loops, fixed block 1): its dims are
+// squeezed out of pallas blocks and values.
+bool pallas_unit_tile(const BlockProgram& p, int tile);
+
+// Throws UserError (naming the user's line) for what the pallas backend cannot express yet.
+std::vector<PallasLaunch> plan_pallas(const BlockProgram& p);
+
+}  // namespace parhelion::lower

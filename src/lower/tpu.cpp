@@ -1,0 +1,45 @@
+#include "lower/tpu.h"
+
+#include "parhelion/error.h"
+
+namespace parhelion::lower {
+
+const std::vector<TpuGeneration>& tpu_generations() {
+  static const std::vector<TpuGeneration> g = {
+      {"v5e", 128ll << 20, 128, "Google Cloud TPU v5e docs: 128 MiB VMEM per core (Pallas TPU docs, memory spaces)"},
+      {"v6e", 128ll << 20, 256, "Google Cloud TPU v6e (Trillium) docs: 128 MiB VMEM, 256x256 MXU"},
+      {"v5p", 64ll << 20, 128, "Google Cloud TPU v5p docs: 64 MiB VMEM per core"},
+      {"v7x", 64ll << 20, 256, "Google Cloud TPU7x (Ironwood) docs: 64 MiB VMEM per TensorCore, 256x256 MXU"},
+  };
+  return g;
+}
+
+const TpuGeneration& tpu_generation(const std::string& name) {
+  std::string known;
+  for (const TpuGeneration& g : tpu_generations()) {
+    if (g.name == name) return g;
+    known += (known.empty() ? "" : ", ") + g.name;
+  }
+  throw UserError("unknown TPU generation '" + name + "' (known: " + known + ")");
+}
+
+Target pallas_target(const std::string& generation) {
+  const TpuGeneration& g = tpu_generation(generation);
+  Target t;
+  t.name = "pallas";
+  t.tpu = g.name;
+  t.fast_memory_bytes = g.vmem_bytes;
+  t.threads = 1;
+  t.cpu_model = "TPU " + g.name;
+  t.inner_strategies = {"pipeline", "resident"};
+  return t;
+}
+
+bool tpu_block_legal(int64_t block, int64_t dim, int rank_pos, int64_t dtype_bytes) {
+  if (block >= dim) return true;  // the whole dimension
+  if (rank_pos == 0) return block % 128 == 0;
+  if (rank_pos == 1) return block % (dtype_bytes >= 4 ? 8 : 32 / dtype_bytes) == 0;
+  return true;
+}
+
+}  // namespace parhelion::lower

@@ -1,0 +1,71 @@
+"""Runs emitted Pallas modules in JAX's TPU interpret mode for test_pallas.
+
+Reads a manifest (JSON list of cases) from argv[1]; for each case imports the module, calls its
+kernel function on the given raw inputs with race detection on and uninitialized memory
+poisoned with NaN, and writes each output as raw f32 to `<outputs>.<i>`. With "export", it also
+lowers the kernel for a TPU (jax.export, platforms=["tpu"]), which checks block shapes and
+layouts that interpret mode accepts. Prints one JSON result per case.
+"""
+import importlib.util
+import json
+import sys
+import traceback
+
+import numpy as np
+import jax
+import jax.numpy as jnp
+from jax.experimental.pallas import tpu as pltpu
+from jax._src.pallas.mosaic.interpret import interpret_pallas_call as ipc
+
+DTYPES = {"f32": (np.float32, jnp.float32), "bf16": (np.uint16, jnp.bfloat16), "f16": (np.float16, jnp.float16),
+          "i64": (np.int64, jnp.int32), "i32": (np.int32, jnp.int32)}
+
+
+def load_array(spec):
+    np_dt, j_dt = DTYPES[spec["dtype"]]
+    a = np.fromfile(spec["path"], dtype=np_dt).reshape(spec["shape"])
+    if spec["dtype"] == "bf16":
+        return jax.lax.bitcast_convert_type(jnp.asarray(a), jnp.bfloat16)
+    return jnp.asarray(a).astype(j_dt)
+
+
+def run(case):
+    spec = importlib.util.spec_from_file_location("emitted", case["module"])
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fn = getattr(mod, case["function"])
+    args = [load_array(s) for s in case["inputs"]] + list(case["scalars"])
+    params = pltpu.InterpretParams(detect_races=True, uninitialized_memory="nan")
+    outs = fn(*args, interpret=params)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    for i, o in enumerate(outs):
+        np.asarray(o.astype(jnp.float32)).tofile(case["outputs"] + "." + str(i))
+    result = {"ok": True, "outputs": len(outs), "races": bool(ipc.races.races_found)}
+    if case.get("export"):
+        structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args[:len(case["inputs"])]]
+        scal = list(case["scalars"])
+        try:
+            jax.export.export(jax.jit(lambda *t: fn(*t, *scal, interpret=False)), platforms=["tpu"])(*structs)
+            result["export"] = "ok"
+        except Exception as e:  # reported, the C++ test decides
+            result["export"] = f"{type(e).__name__}: {str(e)[:400]}"
+    return result
+
+
+def main():
+    cases = json.load(open(sys.argv[1]))
+    for case in cases:
+        try:
+            r = run(case)
+        except Exception as e:
+            r = {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc(limit=4)}
+            try:
+                pltpu.reset_tpu_interpret_mode_state()
+            except Exception:
+                pass
+        r["name"] = case["name"]
+        print(json.dumps(r), flush=True)
+
+
+if __name__ == "__main__":
+    main()
