@@ -2,7 +2,8 @@
 #   make demo   install what is missing, build (Release), run the main job
 #   make test   install what is missing, build, run every test
 #   make bench  memory-bound kernels against STREAM, the matmul family against OpenBLAS and
-#               oneDNN and the FMA peak, each measured in one run
+#               oneDNN, attention against PyTorch eager and SDPA, and the FMA peak, each
+#               measured in one run; the attention strategy table
 
 BUILD ?= build
 JOBS ?= $(shell nproc)
@@ -12,6 +13,7 @@ CMAKE_FLAGS ?=
 
 deps:
 	@bash scripts/install-deps.sh
+	@bash scripts/install-python.sh
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
@@ -25,9 +27,12 @@ test: build
 
 bench:
 	@bash scripts/install-deps.sh --bench
+	@bash scripts/install-python.sh --bench
 	@$(MAKE) --no-print-directory build
 	@$(BUILD)/bench/parhelion_bench_bandwidth --rounds 3
 	@$(BUILD)/parhelion bench
+	@$(BUILD)/parhelion bench attention --threads 2
+	@$(BUILD)/bench/parhelion_bench_strategies
 
 # Address and undefined-behaviour sanitizers over the whole test suite.
 sanitize:

@@ -13,6 +13,8 @@ command -v make >/dev/null 2>&1 || need+=(make)
 if [ "${1:-}" = "--bench" ]; then
   [ -f /usr/include/x86_64-linux-gnu/cblas.h ] || need+=(libopenblas-dev)
   [ -f /usr/include/dnnl.hpp ] || need+=(libdnnl-dev)
+  # jemalloc for the torch baselines (eager torch on glibc malloc pays page faults per tensor).
+  ls /usr/lib/*/libjemalloc.so.2 >/dev/null 2>&1 || need+=(libjemalloc2)
 fi
 if [ "${#need[@]}" -gt 0 ]; then
   echo "install-deps: installing ${need[*]}"

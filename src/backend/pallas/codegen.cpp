@@ -83,7 +83,8 @@ class Emitter {
   std::string tname(int tile) const { return ir::tile_name(fn_, tile); }
   const ir::Type& type(int v) const { return fn_.type_of(v); }
   bool unit(int tile) const { return lower::pallas_unit_tile(p_, tile); }
-  int64_t block(int tile) const { return p_.block_of_tile(tile); }
+  // A tile's block, at most its extent (a block may not exceed the array's dimension).
+  int64_t block(int tile) const { return std::min(p_.block_of_tile(tile), fn_.tiles[tile].extent()); }
 
   // The dims of an IR shape that exist in Pallas values (unit tiles are squeezed out).
   std::vector<Dim> kept(const std::vector<Dim>& shape) const {
@@ -688,8 +689,11 @@ class Emitter {
     }
     for (int var : info.vars) {
       const ir::Type& vt = fn_.vars[var].type;
-      std::string shape = vt.rank() == 0 ? "(1,)" : shape_str(vt.shape);
-      scratch.push_back("pltpu.VMEM(" + shape + ", " + jnp_dtype(vt.dtype) + ")");
+      // Scalar state lives in SMEM (Mosaic cannot store scalars to VMEM), blocks in VMEM.
+      if (vt.rank() == 0)
+        scratch.push_back("pltpu.SMEM((1,), " + jnp_dtype(vt.dtype) + ")");
+      else
+        scratch.push_back("pltpu.VMEM(" + shape_str(vt.shape) + ", " + jnp_dtype(vt.dtype) + ")");
     }
     // Headroom over the planned footprint for Mosaic's own scratch, within the core's VMEM.
     int64_t limit = std::min<int64_t>(p_.target.fast_memory_bytes, std::max<int64_t>(pl.vmem_bytes * 3 / 2, 32 << 20));
