@@ -27,7 +27,7 @@ struct Case {
   std::string kernel;
   ph::Shape shape;
   ph::DType dtype;
-  std::vector<std::string> configs;  // JSON; "" = the pallas default
+  std::vector<std::string> configs;  // JSON; "" = the pallas default, "resident" = it, all loops resident
 };
 
 std::string python() {
@@ -64,6 +64,13 @@ std::vector<Case> cases() {
       {"attention", {2, 128, 128}, ph::DType::bf16,
        {R"({"block_sizes":[64,64],)" + il("pipeline") + R"(,"loop_orders":[[0,1]],"micro_kernels":[0,0],"num_threads":1})",
         R"({"block_sizes":[32,128],)" + il("resident") + R"(,"loop_orders":[[1,0]],"micro_kernels":[0,0],"num_threads":1})"}},
+      {"layer_norm_looped", {24, 384}, ph::DType::f32, {"", "resident"}},
+      {"rms_norm_backward", {24, 256}, ph::DType::f32, {"", "resident"}},
+      {"bmm", {2, 64, 128, 128}, ph::DType::f32, {"", "resident"}},
+      {"broadcast_matmul", {2, 64, 128, 128}, ph::DType::bf16, {"", "resident"}},
+      {"epilogue_subtiling", {64, 256, 128}, ph::DType::f32, {"", "resident"}},
+      {"matmul_layernorm", {64, 256, 128}, ph::DType::f32, {"", "resident"}},
+      {"cross_entropy", {16, 384}, ph::DType::f32, {"", "resident"}},
       {"causal_attention", {1, 2, 200, 64}, ph::DType::f32,
        {R"({"block_sizes":[64,128],)" + il("pipeline") + R"(,"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})",
         R"({"block_sizes":[64,64],)" + il("resident") + R"(,"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})"}},
@@ -101,7 +108,12 @@ TEST(Pallas, EmittedKernelsMatchTheirReferencesInInterpretMode) {
     }
     for (const std::string& cfg : c.configs) {
       std::unique_ptr<ph::Config> config;
-      if (!cfg.empty()) config = std::make_unique<ph::Config>(ph::Config::from_json(cfg));
+      if (cfg == "resident") {
+        config = std::make_unique<ph::Config>(e.kernel->emit_pallas(in.args(), "v7x").config);
+        for (auto& l : config->inner_loops) l.strategy = "resident";
+      } else if (!cfg.empty()) {
+        config = std::make_unique<ph::Config>(ph::Config::from_json(cfg));
+      }
       std::string name = c.kernel + " " + ph::shape_to_string(c.shape) + " " + std::string(ph::dtype_name(c.dtype)) +
                          " " + (cfg.empty() ? "default" : cfg);
       ph::PallasModule m;

@@ -497,8 +497,11 @@ class Emitter {
 
   std::string dot(const Op& op) {
     DotArg a = dot_arg(op.operands[0]), b = dot_arg(op.operands[1]);
-    if (a.rank != b.rank)
-      throw UserError(op.loc.str() + ": the pallas backend needs both dot operands to have the same batch dims");
+    // A batched a with a shared 2-D b (broadcast_matmul): no batch dims, a's free dims lead.
+    const bool shared_b = a.rank > 2 && b.rank == 2 && !a.transposed;
+    if (a.rank != b.rank && !shared_b)
+      throw UserError(op.loc.str() + ": the pallas backend needs both dot operands to have the same batch dims, or a 2-D "
+                      "right operand");
     // Contracted dims (kept positions) and their masking along a ragged tile.
     const ir::Type& at = type(op.operands[0]);
     const Dim& kdim = at.shape[at.rank() - 1];
@@ -511,7 +514,8 @@ class Emitter {
       eb = "_mask(" + eb + ", " + std::to_string(kb) + ", " + valid(kdim) + ", 0)";
     }
     std::vector<std::string> batch;
-    for (int i = 0; i < a.rank - 2; ++i) batch.push_back(std::to_string(i));
+    if (!shared_b)
+      for (int i = 0; i < a.rank - 2; ++i) batch.push_back(std::to_string(i));
     int ma = a.transposed ? a.rank - 1 : a.rank - 2;
     (void)ma;
     std::string dims = "(((" + std::to_string(ka) + ",), (" + std::to_string(kb) + ",)), (" + tuple_str(batch) + ", " +
