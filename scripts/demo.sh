@@ -1,31 +1,45 @@
 #!/usr/bin/env bash
-# The main job: a kernel written in C++ (kernels/softmax.cpp), traced, lowered, compiled just
-# in time, checked against its reference and timed; every stage of its code path shown.
+# The main job: flash attention written once in C++ (kernels/attention.cpp), tuned and run on
+# this CPU against its reference, then emitted for a TPU as a Pallas module that runs here in
+# JAX's TPU interpret mode, with both inner-loop strategies. Then the compiler's stages on a
+# smaller kernel (softmax), each shown.
 set -euo pipefail
 B=${1:-build}
 P=$B/parhelion
-shape=8192,2048
+OUT=$B/demo
+mkdir -p "$OUT"
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-say "The library's kernels"
-$P list
-say "softmax: the kernel's source (kernels/softmax.cpp)"
+say "attention, written once (kernels/attention.cpp)"
+sed -n '/^template <class At, class Stat, class Block>/,/^}/p' kernels/attention.cpp
+say "Its config space on this CPU: block sizes, the inner loop's strategy, micro-kernels"
+$P emit attention --shape 1,8,2048,64 --stage spec
+say "Tuned on this CPU (quick, 20 s budget), checked against the reference, timed"
+$P run attention --shape 1,8,2048,64 --tune quick --budget 20
+say "The same kernel for a TPU v7x: the pallas config space (only TPU-legal blocks)"
+$P emit attention --target pallas --tpu v7x --shape 1,2,512,128 --dtype bf16 --stage spec
+say "Emitted as Pallas modules, K/V pipelined (emit_pipeline) and resident"
+cfg() { echo "{\"block_sizes\":[128,128],\"inner_loops\":[{\"strategy\":\"$1\",\"buffers\":2}],\"loop_orders\":[[0,1,2]],\"micro_kernels\":[0,0],\"num_threads\":1}"; }
+$P emit attention --target pallas --tpu v7x --shape 1,2,512,128 --dtype bf16 --config "$(cfg pipeline)" -o "$OUT/attention_pipeline.py"
+$P emit attention --target pallas --tpu v7x --shape 1,2,512,128 --dtype bf16 --config "$(cfg resident)" -o "$OUT/attention_resident.py"
+sed -n '/^def _kernel_0/,/^def attention/p' "$OUT/attention_pipeline.py" | head -60
+say "Both modules run in JAX's TPU interpret mode (simulated VMEM and DMAs, race detection on)"
+.venv/bin/python scripts/pallas_attention_demo.py "$OUT/attention_pipeline.py" "$OUT/attention_resident.py"
+say "The seed's shape on v7x, [8,32,32768,256] bf16: resident K/V does not fit VMEM"
+$P emit attention --target pallas --tpu v7x --shape 1,1,32768,256 --dtype bf16 \
+  --config '{"block_sizes":[512,512],"inner_loops":[{"strategy":"resident"}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1}' \
+  -o "$OUT/attention_32k_resident.py" || true
+
+say "The compiler's stages on softmax (kernels/softmax.cpp), x: f32[8192,2048]"
 sed -n '/^ph::Tensor softmax_body/,/^}/p' kernels/softmax.cpp
-say "Stage 1: Tile IR, traced from that C++ for x: f32[$shape]"
-$P emit softmax --shape $shape --stage ir
-say "Stage 2: the config space and the heuristic default"
-$P emit softmax --shape $shape --stage spec
-say "Stage 3: Block IR (grid, block specs, scratch, footprint)"
-$P emit softmax --shape $shape --stage block
-say "Stage 4: generated C++ (the launch function; the runtime header above it is elided)"
-$P emit softmax --shape $shape --stage code | sed -n '/^\/\/ launch/,$p'
+say "Stage 1: Tile IR"
+$P emit softmax --shape 8192,2048 --stage ir
+say "Stage 2: Block IR (grid, block specs, scratch, footprint)"
+$P emit softmax --shape 8192,2048 --stage block
+say "Stage 3: generated C++ (the launch function; the runtime header above it is elided)"
+$P emit softmax --shape 8192,2048 --stage code | sed -n '/^\/\/ launch/,$p'
 say "Run: checked against the reference, timed (f32, then bf16)"
-$P run softmax --shape $shape
-$P run softmax --shape $shape --dtype bf16
-say "Another config, pinned from JSON"
-$P run softmax --shape $shape --config '{"block_sizes":[2],"loop_orders":[],"num_threads":2}'
-say "The same kernel streaming long rows (softmax_two_pass), and layer_norm"
-$P run softmax_two_pass --shape 1024,65536
-$P run layer_norm --shape $shape
-say "A dot kernel (kernels/matmul.cpp): bf16 inputs, f32 accumulation"
-$P run matmul --shape 1024,1024,1024 --dtype bf16
+$P run softmax --shape 8192,2048
+$P run softmax --shape 8192,2048 --dtype bf16
+say "Generated files"
+ls -1 "$OUT"/*.py
