@@ -9,6 +9,15 @@
 namespace parhelion::kernels {
 namespace {
 
+// While set (make_specs), inputs are allocated but not filled: tracing and emitting need only
+// shapes, dtypes and strides, and a TPU-sized input would take seconds to fill.
+thread_local bool g_shapes_only = false;
+
+Array input_array(Shape shape, DType dt, uint64_t seed, double lo = -1.0, double hi = 1.0) {
+  if (g_shapes_only) return Array::empty(std::move(shape), dt);
+  return Array::random(std::move(shape), dt, seed, lo, hi);
+}
+
 const std::vector<DType> kFloat = {DType::f32, DType::bf16, DType::f16};
 
 void need_rank(const std::string& name, const Shape& s, int lo, int hi, const std::string& help) {
@@ -21,10 +30,10 @@ void need_rank(const std::string& name, const Shape& s, int lo, int hi, const st
 double numel(const Shape& s) { return static_cast<double>(shape_numel(s)); }
 
 Inputs unary_inputs(const Shape& s, DType dt, uint64_t seed, double lo = -1, double hi = 1) {
-  return Inputs{{Array::random(s, dt, seed, lo, hi)}, {}};
+  return Inputs{{input_array(s, dt, seed, lo, hi)}, {}};
 }
 Inputs binary_inputs(const Shape& s, DType dt, uint64_t seed) {
-  return Inputs{{Array::random(s, dt, seed, -2, 2), Array::random(s, dt, seed + 1, -2, 2)}, {}};
+  return Inputs{{input_array(s, dt, seed, -2, 2), input_array(s, dt, seed + 1, -2, 2)}, {}};
 }
 
 std::vector<KernelEntry> build() {
@@ -94,8 +103,8 @@ std::vector<KernelEntry> build() {
                             "M,N", {8192, 2048});
     e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
       need_rank("layer_norm", s, 2, 2, "M,N");
-      return Inputs{{Array::random(s, dt, seed, -2, 2), Array::random({s[1]}, dt, seed + 1, 0.5, 1.5),
-                     Array::random({s[1]}, dt, seed + 2, -0.5, 0.5)},
+      return Inputs{{input_array(s, dt, seed, -2, 2), input_array({s[1]}, dt, seed + 1, 0.5, 1.5),
+                     input_array({s[1]}, dt, seed + 2, -0.5, 0.5)},
                     {1e-5}};
     };
     e.reference = [](const Inputs& in) {
@@ -108,7 +117,7 @@ std::vector<KernelEntry> build() {
         rowwise("rms_norm", "x * rsqrt(mean(x^2) + eps) * w over rows of [M,N]", rms_norm, 2, "M,N", {8192, 2048});
     e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
       need_rank("rms_norm", s, 2, 2, "M,N");
-      return Inputs{{Array::random(s, dt, seed, -2, 2), Array::random({s[1]}, dt, seed + 1, 0.5, 1.5)}, {1e-5}};
+      return Inputs{{input_array(s, dt, seed, -2, 2), input_array({s[1]}, dt, seed + 1, 0.5, 1.5)}, {1e-5}};
     };
     e.reference = [](const Inputs& in) {
       return std::vector<Array>{ref::rms_norm(in.tensors[0], in.tensors[1], in.scalars[0])};
@@ -134,8 +143,8 @@ std::vector<KernelEntry> build() {
                             "N,V", {4096, 32000});
     e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
       need_rank("cross_entropy", s, 2, 2, "N,V");
-      Array labels = Array::random({s[0]}, DType::i64, seed + 1, 0, static_cast<double>(s[1]));
-      return Inputs{{Array::random(s, dt, seed, -4, 4), labels}, {}};
+      Array labels = input_array({s[0]}, DType::i64, seed + 1, 0, static_cast<double>(s[1]));
+      return Inputs{{input_array(s, dt, seed, -4, 4), labels}, {}};
     };
     e.reference = [](const Inputs& in) { return std::vector<Array>{ref::cross_entropy(in.tensors[0], in.tensors[1])}; };
     e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) + s[0] * 12.0; };
@@ -146,8 +155,8 @@ std::vector<KernelEntry> build() {
                             layer_norm_looped, 2, "M,N", {1024, 16384});
     e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
       need_rank("layer_norm_looped", s, 2, 2, "M,N");
-      return Inputs{{Array::random(s, dt, seed, 2, 4), Array::random({s[1]}, dt, seed + 1, 0.5, 1.5),
-                     Array::random({s[1]}, dt, seed + 2, -0.5, 0.5)},
+      return Inputs{{input_array(s, dt, seed, 2, 4), input_array({s[1]}, dt, seed + 1, 0.5, 1.5),
+                     input_array({s[1]}, dt, seed + 2, -0.5, 0.5)},
                     {1e-5}};
     };
     e.reference = [](const Inputs& in) {
@@ -163,8 +172,8 @@ std::vector<KernelEntry> build() {
                             rms_norm_backward, 2, "M,N", {8192, 2048});
     e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
       need_rank("rms_norm_backward", s, 2, 2, "M,N");
-      return Inputs{{Array::random(s, dt, seed, -1, 1), Array::random(s, dt, seed + 1, -2, 2),
-                     Array::random({s[1]}, dt, seed + 2, 0.5, 1.5)},
+      return Inputs{{input_array(s, dt, seed, -1, 1), input_array(s, dt, seed + 1, -2, 2),
+                     input_array({s[1]}, dt, seed + 2, 0.5, 1.5)},
                     {1e-5}};
     };
     e.reference = [](const Inputs& in) {
@@ -191,8 +200,8 @@ std::vector<KernelEntry> build() {
     std::string name = e.name;
     e.make_inputs = [name](const Shape& s, DType dt, uint64_t seed) {
       need_rank(name, s, 3, 4, "B,H,S,D or BH,S,D");
-      return Inputs{{Array::random(s, dt, seed, -1, 1), Array::random(s, dt, seed + 1, -1, 1),
-                     Array::random(s, dt, seed + 2, -1, 1)},
+      return Inputs{{input_array(s, dt, seed, -1, 1), input_array(s, dt, seed + 1, -1, 1),
+                     input_array(s, dt, seed + 2, -1, 1)},
                     {1.0 / std::sqrt(static_cast<double>(s.back()))}};
     };
     e.reference = [causal](const Inputs& in) {
@@ -237,7 +246,7 @@ std::vector<KernelEntry> build() {
   auto mnk_bytes = [](const Shape& s, DType dt) {
     return (1.0 * s[0] * s[1] + 1.0 * s[1] * s[2] + 1.0 * s[0] * s[2]) * dtype_size(dt);
   };
-  auto rnd = [](Shape s, DType dt, uint64_t seed) { return Array::random(std::move(s), dt, seed); };
+  auto rnd = [](Shape s, DType dt, uint64_t seed) { return input_array(std::move(s), dt, seed); };
   matmul_like(
       "matmul", "x [M,K] . y [K,N]", matmul, "M,K,N", {2048, 2048, 2048},
       [rnd](const Shape& s, DType dt, uint64_t seed) {
@@ -279,7 +288,7 @@ std::vector<KernelEntry> build() {
       {2048, 2048, 1024},
       [rnd](const Shape& s, DType dt, uint64_t seed) {
         return Inputs{{rnd({s[0], s[1]}, dt, seed), rnd({s[1], s[2]}, dt, seed + 1),
-                       Array::random({s[2]}, dt, seed + 2, 0.5, 1.5), rnd({s[2]}, dt, seed + 3)},
+                       input_array({s[2]}, dt, seed + 2, 0.5, 1.5), rnd({s[2]}, dt, seed + 3)},
                       {}};
       },
       [](const Inputs& in) {
@@ -290,6 +299,18 @@ std::vector<KernelEntry> build() {
 }
 
 }  // namespace
+
+Inputs KernelEntry::make_specs(const Shape& shape, DType dtype) const {
+  g_shapes_only = true;
+  try {
+    Inputs in = make_inputs(shape, dtype, 0);
+    g_shapes_only = false;
+    return in;
+  } catch (...) {
+    g_shapes_only = false;
+    throw;
+  }
+}
 
 std::vector<Arg> Inputs::args() const {
   std::vector<Arg> a;

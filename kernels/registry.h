@@ -28,6 +28,9 @@ struct KernelEntry {
   KernelBase* kernel = nullptr;
   // Seeded inputs for a shape and dtype (throws UserError on a shape it cannot take).
   std::function<Inputs(const Shape&, DType, uint64_t seed)> make_inputs;
+  // Inputs of the right shapes and dtypes whose contents are not set: for tracing, emitting
+  // and modelling, which never read them.
+  Inputs make_specs(const Shape& shape, DType dtype) const;
   std::function<std::vector<Array>(const Inputs&)> reference;
   // Minimum bytes a fused kernel must move, and its floating-point operations.
   std::function<double(const Shape&, DType)> bytes;

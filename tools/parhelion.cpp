@@ -135,7 +135,9 @@ Prepared prepare(const Options& o) {
   }
   uint64_t seed = 0;
   if (auto s = o.flags.find("seed"); s != o.flags.end()) seed = std::stoull(s->second);
-  p.inputs = p.entry->make_inputs(p.shape, p.dtype, seed);
+  // emit and TPU tuning never read the inputs: allocate them without filling.
+  bool shapes_only = o.command == "emit" || (o.flags.count("target") && o.flags.at("target") == "pallas");
+  p.inputs = shapes_only ? p.entry->make_specs(p.shape, p.dtype) : p.entry->make_inputs(p.shape, p.dtype, seed);
   if (auto c = o.flags.find("config"); c != o.flags.end())
     p.config = std::make_unique<ph::Config>(ph::Config::from_json(c->second));
   return p;

@@ -74,7 +74,7 @@ def _kernel_0(scalars_ref, s0_ref, s1_ref, s2_ref, o3_ref, var0_ref, var1_ref, v
         var1_ref[...] = jnp.broadcast_to(v21, (512,))
         v22_raw = b2i[...]
         v22 = v22_raw.astype(jnp.float32)
-        v23 = jax.lax.dot_general(v14, v22, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+        v23 = jax.lax.dot_general(v14.astype(jnp.bfloat16), v22_raw, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
         v24 = jnp.expand_dims(v17, 1)
         v25 = var2_ref[...]
         v26 = (v25 * v24)

@@ -507,8 +507,14 @@ class Emitter {
     const Dim& kdim = at.shape[at.rank() - 1];
     int ka = a.transposed ? a.rank - 2 : a.rank - 1;
     int kb = b.transposed ? b.rank - 1 : b.rank - 2;
-    bool raw = a.raw == b.raw && (a.raw == DType::bf16 || a.raw == DType::f16);
-    std::string ea = raw ? a.e + "_raw" : a.e, eb = raw ? b.e + "_raw" : b.e;
+    // 16-bit loads feed the MXU as they are; a computed f32 operand meeting a 16-bit one is
+    // rounded to that dtype (as flash kernels do with p before p.v): f32 x f32 would take the
+    // MXU's multi-pass f32 path.
+    auto low = [](DType d) { return d == DType::bf16 || d == DType::f16; };
+    std::string ea = low(a.raw) ? a.e + "_raw" : a.e, eb = low(b.raw) ? b.e + "_raw" : b.e;
+    if (low(a.raw) && !low(b.raw)) eb += ".astype(" + jnp_dtype(a.raw) + ")";
+    if (low(b.raw) && !low(a.raw)) ea += ".astype(" + jnp_dtype(b.raw) + ")";
+    if (low(a.raw) && low(b.raw) && a.raw != b.raw) eb += ".astype(" + jnp_dtype(a.raw) + ")";
     if (masked(kdim)) {
       ea = "_mask(" + ea + ", " + std::to_string(ka) + ", " + valid(kdim) + ", 0)";
       eb = "_mask(" + eb + ", " + std::to_string(kb) + ", " + valid(kdim) + ", 0)";
