@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/registry.h"
+#include "parhelion/tpu.h"
 #include "lower/target.h"
 #include "tools/bench_command.h"
 #include "tools/timing.h"
@@ -34,6 +35,8 @@ const char* kUsage = R"(usage:
   parhelion emit KERNEL --shape D0,D1,... [--dtype ...] [--stage ir|spec|block|code] [--config JSON]
   parhelion emit KERNEL --target pallas [--tpu v5e|v6e|v5p|v7x] --shape ... [--dtype ...] [--config JSON]
                  [--stage spec|block|code] [-o FILE]     a JAX Pallas TPU module (see docs/pallas.md)
+  parhelion emit KERNEL --target pallas --tpu v7x --shape ... --predict [--json]   modelled TPU time
+  parhelion tune KERNEL --target pallas --tpu v7x --shape ... --model [--json]     tune against the model
   parhelion tune KERNEL --shape D0,D1,... [--dtype ...] [--effort quick|full] [--budget SECONDS] [--seed N] [--json]
 
   parhelion bench [KERNEL...] [--threads 1,2] [--quick] [--tuned] [--json]
@@ -55,7 +58,7 @@ Options parse(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--json") {
       o.json = true;
-    } else if (a == "--quick" || a == "--tuned") {
+    } else if (a == "--quick" || a == "--tuned" || a == "--predict" || a == "--model") {
       o.flags[a.substr(2)] = "1";
     } else if (a == "-o") {
       if (i + 1 >= argc) throw ph::UserError("option -o needs a file name");
@@ -164,8 +167,51 @@ ph::TuneReport tune_for(const Options& o, const Prepared& p, const std::string& 
   return p.entry->kernel->tune(p.inputs.args(), opt);
 }
 
+void print_prediction(const ph::TpuPrediction& t) {
+  if (!t.fits) {
+    std::printf("predicted   does not fit: needs %s of VMEM, the core has %s\n",
+                ph::lower::format_bytes(t.vmem_bytes).c_str(), ph::lower::format_bytes(t.vmem_capacity).c_str());
+    return;
+  }
+  std::printf("predicted   %.4f ms, %.1f TFLOP/s, %s-bound (compute %.3f ms, DMA %.3f ms, fixed costs %.3f ms "
+              "before overlap)\n",
+              t.seconds * 1e3, t.tflops, t.bound.c_str(), t.compute_s * 1e3, t.dma_s * 1e3, t.overhead_s * 1e3);
+  std::printf("strategy    %s; VMEM %s of %s\n", t.strategy.c_str(), ph::lower::format_bytes(t.vmem_bytes).c_str(),
+              ph::lower::format_bytes(t.vmem_capacity).c_str());
+}
+
+// tune --target pallas --model: the TPU timing model chooses the config; no TPU, no compiling.
+int cmd_tune_tpu(const Options& o, const Prepared& p) {
+  if (!o.flags.count("model"))
+    throw ph::UserError("tuning for --target pallas needs a TPU; without one, tune against the timing model: --model");
+  std::string tpu = o.flags.count("tpu") ? o.flags.at("tpu") : "v7x";
+  ph::TpuTuneReport r = ph::tune_tpu(*p.entry->kernel, p.inputs.args(), tpu);
+  if (o.json) {
+    json j = json::parse(r.to_json());
+    j["shape"] = p.shape;
+    j["dtype"] = ph::dtype_name(p.dtype);
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::printf("kernel      %s %s %s on TPU %s (timing model)\n", p.entry->name.c_str(),
+              ph::shape_to_string(p.shape).c_str(), std::string(ph::dtype_name(p.dtype)).c_str(), tpu.c_str());
+  std::printf("modelled    %d configs (%d do not fit VMEM)\n", r.evaluated, r.rejected);
+  for (const auto& s : r.per_strategy) {
+    std::printf("  %-10s ", s.strategy.c_str());
+    if (s.best.fits)
+      std::printf("best %.4f ms, %.1f TFLOP/s  %s\n", s.best.seconds * 1e3, s.best.tflops, s.config.to_json().c_str());
+    else
+      std::printf("does not fit (needs at least %s of VMEM)\n", ph::lower::format_bytes(s.best.vmem_bytes).c_str());
+  }
+  print_prediction(r.best);
+  std::printf("why         %s\n", r.why.c_str());
+  std::printf("emit it with --target pallas --tpu %s --config '%s'\n", tpu.c_str(), r.best_config.to_json().c_str());
+  return 0;
+}
+
 int cmd_tune(const Options& o) {
   Prepared p = prepare(o);
+  if (o.flags.count("target") && o.flags.at("target") == "pallas") return cmd_tune_tpu(o, p);
   ph::TuneReport r = tune_for(o, p, "effort");
   if (o.json) {
     json j = json::parse(r.to_json());
@@ -251,6 +297,22 @@ int cmd_run(const Options& o) {
 // emit --target pallas: the kernel as a Pallas module for a TPU generation.
 int cmd_emit_pallas(const Options& o, const Prepared& p, const std::string& stage) {
   std::string tpu = o.flags.count("tpu") ? o.flags.at("tpu") : "v7x";
+  if (o.flags.count("predict")) {
+    ph::TpuPrediction t = ph::predict_tpu(*p.entry->kernel, p.inputs.args(), tpu, p.config.get());
+    if (o.json) {
+      json j = json::parse(t.to_json());
+      j["kernel"] = p.entry->name;
+      j["shape"] = p.shape;
+      j["dtype"] = ph::dtype_name(p.dtype);
+      j["tpu"] = tpu;
+      std::cout << j.dump() << "\n";
+    } else {
+      std::printf("kernel      %s %s %s on TPU %s (timing model)\n", p.entry->name.c_str(),
+                  ph::shape_to_string(p.shape).c_str(), std::string(ph::dtype_name(p.dtype)).c_str(), tpu.c_str());
+      print_prediction(t);
+    }
+    return t.fits ? 0 : 1;
+  }
   ph::PallasModule m = p.entry->kernel->emit_pallas(p.inputs.args(), tpu, p.config.get());
   if (stage == "spec") {
     std::cout << m.config_spec << "default: " << m.config.to_json() << "\n";

@@ -7,4 +7,5 @@
 #include "parhelion/error.h"
 #include "parhelion/kernel.h"
 #include "parhelion/lang.h"
+#include "parhelion/tpu.h"
 #include "parhelion/tune.h"

@@ -1,0 +1,57 @@
+// TPUs without a TPU: a timing model of one TensorCore running a kernel's Pallas lowering, and a
+// tuner that chooses TPU configs against it (see docs/tpu-model.md).
+//
+//   ph::TpuPrediction p = ph::predict_tpu(kernel, args, "v7x", &config);  // time, TFLOP/s, bound
+//   ph::TpuTuneReport r = ph::tune_tpu(kernel, args, "v7x");             // the model's best config
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "parhelion/array.h"
+#include "parhelion/config.h"
+#include "parhelion/kernel.h"
+
+namespace parhelion {
+
+struct TpuPrediction {
+  bool fits = true;  // false: the config needs more VMEM than the core has (time is infinite)
+  double seconds = 0;
+  double flops = 0;  // useful (unpadded) dot FLOPs
+  double tflops = 0;
+  std::string bound;     // "compute", "HBM", "per-step overhead", or "VMEM" when it does not fit
+  std::string strategy;  // the inner loops' strategies ("pipelinex2", "resident"), or "none"
+  int64_t vmem_bytes = 0, vmem_capacity = 0;
+  double compute_s = 0, dma_s = 0, overhead_s = 0;  // summed over steps, before overlap
+  std::string to_json() const;  // predicted_ms, tflops, strategy, fits, bound, ...
+};
+
+// The model's time for `config` (default: the pallas default) of the kernel at these arguments'
+// shapes on TPU `tpu` (v5e, v6e, v5p, v7x). Throws UserError for an invalid config.
+TpuPrediction predict_tpu(KernelBase& kernel, const std::vector<Arg>& args, const std::string& tpu,
+                          const Config* config = nullptr);
+
+struct TpuTuneReport {
+  std::string kernel, tpu;
+  Config best_config;
+  TpuPrediction best;
+  int evaluated = 0, rejected = 0;  // configs modelled; of them, those that do not fit VMEM
+  // Per inner-loop strategy: its best config and prediction (fits = false when none fits, with
+  // the smallest footprint seen).
+  struct PerStrategy {
+    std::string strategy;
+    Config config;
+    TpuPrediction best;
+  };
+  std::vector<PerStrategy> per_strategy;
+  std::string why;  // one line: the choice and its reason
+  std::string to_json() const;
+};
+
+// Searches the pallas config space against the model (every point when there are at most
+// `max_points`, else a seeded differential evolution then pattern search).
+TpuTuneReport tune_tpu(KernelBase& kernel, const std::vector<Arg>& args, const std::string& tpu,
+                       int max_points = 20000);
+
+}  // namespace parhelion

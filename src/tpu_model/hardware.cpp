@@ -1,0 +1,69 @@
+#include "tpu_model/hardware.h"
+
+#include "lower/tpu.h"
+#include "parhelion/error.h"
+
+namespace parhelion::tpu_model {
+
+namespace {
+
+// Shared across generations (see the sources list of each entry).
+constexpr double kGridStep = 0.35e-6;      // v5e Pallas matmul at 128^3 blocks: 0.0918 s / 64^3 steps
+constexpr double kPipelineTrip = 0.10e-6;  // calibrated: seed attention, emit_pipeline at S=8k/32k
+constexpr double kDmaLatency = 0.5e-6;     // calibrated: v5e matmul at 128^3 blocks
+constexpr double kDmaHalf = 96.0 * 1024;   // calibrated: v5e matmul at 128^3 blocks
+constexpr double kDmaPeak = 0.92;          // Ironwood HBM microbenchmark: large copies near peak
+constexpr double kF32Ratio = 1.0 / 3;      // f32 matmul as 3 bf16 passes (XLA precision HIGH)
+
+TpuHardware make(const std::string& name, double bf16, double hbm, int mxu, std::vector<std::string> sources) {
+  TpuHardware h;
+  h.name = name;
+  h.bf16_flops = bf16;
+  h.f32_matmul_ratio = kF32Ratio;
+  h.hbm_bytes_per_s = hbm;
+  h.vmem_bytes = lower::tpu_generation(name).vmem_bytes;
+  h.mxu = mxu;
+  // VPU: 8 x 128 lanes x 4 ALUs per cycle on v5 (jax tpu_info, scaling book) = 6.1e12 ops/s on
+  // v5e at 1.5 GHz, i.e. peak bf16 / 32; the clocks of v6e and v7x are unpublished, so the same
+  // ratio to the MXU peak is assumed. EUP: one transcendental per lane per cycle (a quarter).
+  h.vpu_ops_per_s = bf16 / 32;
+  h.eup_ops_per_s = bf16 / 128;
+  h.grid_step_s = kGridStep;
+  h.pipeline_trip_s = kPipelineTrip;
+  h.dma_latency_s = kDmaLatency;
+  h.dma_half_bytes = kDmaHalf;
+  h.dma_peak_fraction = kDmaPeak;
+  sources.push_back("VMEM: lower/tpu.cpp (Cloud TPU docs; jax tpu_info)");
+  sources.push_back("grid step 0.35 us: jax docs/pallas/tpu/matmul.ipynb, v5e 128^3 blocks (0.0918 s / 64^3 steps)");
+  sources.push_back("VPU/EUP rates: 8x128 lanes x 4 ALUs (jax tpu_info, scaling book), scaled by peak from v5e");
+  sources.push_back("f32 matmul at 1/3 of bf16: three bf16 passes (XLA precision HIGH)");
+  sources.push_back("DMA size curve, latency, emit_pipeline trip cost: calibrated (tests/test_tpu_model.cpp)");
+  h.sources = std::move(sources);
+  return h;
+}
+
+}  // namespace
+
+const std::vector<TpuHardware>& tpu_hardware() {
+  static const std::vector<TpuHardware> all = {
+      make("v5e", 197e12, 819e9, 128,
+           {"197 TFLOP/s bf16, 819 GB/s HBM, 4 MXUs of 128x128, 1 TensorCore: cloud.google.com/tpu/docs/v5e"}),
+      make("v6e", 918e12, 1640e9, 256,
+           {"918 TFLOP/s bf16, 1640 GB/s HBM, 256x256 MXUs, 1 TensorCore: cloud.google.com/tpu/docs/v6e"}),
+      make("v5p", 459e12 / 2, 2765e9 / 2, 128,
+           {"459 TFLOP/s bf16 and 2765 GB/s per chip over 2 megacore TensorCores: cloud.google.com/tpu/docs/v5p"}),
+      make("v7x", 2307e12 / 2, 7380e9 / 2, 256,
+           {"2307 TFLOP/s bf16 and 7.38 TB/s per chip over 2 TensorCores (one device each), 256x256 MXUs: "
+            "cloud.google.com/tpu/docs/tpu7x; jax tpu_info 1.155e15 per core"}),
+  };
+  return all;
+}
+
+const TpuHardware& tpu_hardware(const std::string& name) {
+  for (const TpuHardware& h : tpu_hardware())
+    if (h.name == name) return h;
+  lower::tpu_generation(name);  // throws with the known names
+  throw UserError("no timing model for TPU " + name);
+}
+
+}  // namespace parhelion::tpu_model

@@ -1,0 +1,38 @@
+// Per-generation figures of one TPU TensorCore, for the timing model. Every figure names its
+// source; the few that no public source gives are marked "calibrated" and fitted to the
+// published measurements kept as tests (tests/test_tpu_model.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace parhelion::tpu_model {
+
+struct TpuHardware {
+  std::string name;
+  double bf16_flops = 0;         // peak MXU FLOP/s per TensorCore, bf16 inputs
+  double f32_matmul_ratio = 0;   // f32 x f32 matmul rate / bf16 rate (multi-pass on the MXU)
+  double hbm_bytes_per_s = 0;    // HBM bandwidth available to one TensorCore
+  int64_t vmem_bytes = 0;        // per TensorCore
+  int mxu = 128;                 // MXU tile edge: matmul N and K are padded to it
+  double vpu_ops_per_s = 0;      // f32 elementwise ops/s on the vector unit (8 x 128 lanes)
+  double eup_ops_per_s = 0;      // transcendental ops/s (exp, log, tanh, rsqrt: the EUP)
+  double grid_step_s = 0;        // fixed cost of one pallas_call grid step
+  double pipeline_trip_s = 0;    // fixed cost of one emit_pipeline trip (DMA issue and wait)
+  double dma_latency_s = 0;      // a DMA that nothing overlaps (pipeline prologues)
+  double dma_half_bytes = 0;     // transfer size at which a DMA reaches half its peak rate
+  double dma_peak_fraction = 0;  // the fraction of HBM bandwidth large DMAs reach
+  std::vector<std::string> sources;
+
+  // Achieved HBM rate for one transfer of `bytes`.
+  double dma_rate(double bytes) const {
+    return hbm_bytes_per_s * dma_peak_fraction * bytes / (bytes + dma_half_bytes);
+  }
+};
+
+const std::vector<TpuHardware>& tpu_hardware();
+// Throws UserError naming the known generations.
+const TpuHardware& tpu_hardware(const std::string& name);
+
+}  // namespace parhelion::tpu_model

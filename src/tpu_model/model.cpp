@@ -1,0 +1,279 @@
+#include "tpu_model/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "lower/pallas_plan.h"
+
+namespace parhelion::tpu_model {
+
+using ir::Dim;
+using ir::Op;
+using ir::OpKind;
+
+namespace {
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Work of a region (a grid step's own ops, or one trip of an inner loop).
+struct Work {
+  double mxu_s = 0, vpu_s = 0, eup_s = 0, flops = 0;
+  double seconds() const { return mxu_s + std::max(vpu_s, eup_s); }
+};
+
+class LaunchModel {
+ public:
+  LaunchModel(const lower::BlockProgram& p, const lower::PallasLaunch& pl, const TpuHardware& hw)
+      : p_(p), fn_(*p.fn), pl_(pl), L_(*pl.plan), hw_(hw) {}
+
+  Prediction run() {
+    Prediction r;
+    // Regions: the step's own ops, and one trip of each inner loop.
+    for (const Op& op : L_.op->body) {
+      if (op.kind == OpKind::Loop) {
+        Work w;
+        for (const Op& inner : op.body) account(inner, w);
+        loops_.push_back({op.loop_tiles[0], w});
+      } else {
+        account(op, step_);
+      }
+    }
+    simulate(r);
+    return r;
+  }
+
+ private:
+  struct LoopWork {
+    int tile;
+    Work trip;
+  };
+
+  bool unit(int tile) const { return lower::pallas_unit_tile(p_, tile); }
+  int64_t block(int tile) const { return std::min(p_.block_of_tile(tile), fn_.tiles[tile].extent()); }
+
+  // Kept dims (unit tiles squeezed), as sizes.
+  std::vector<int64_t> dims(const ir::Type& t) const {
+    std::vector<int64_t> d;
+    for (const Dim& x : t.shape) {
+      if (x.kind == Dim::Tile && unit(x.tile)) continue;
+      d.push_back(x.kind == Dim::Const ? x.size : block(x.tile));
+    }
+    return d;
+  }
+  // Elements as the vector unit sees them: (8, 128) tiles.
+  double vector_elems(const ir::Type& t) const {
+    std::vector<int64_t> d = dims(t);
+    double n = 1;
+    for (size_t i = 0; i < d.size(); ++i) {
+      int64_t x = d[i];
+      if (i + 1 == d.size()) x = round_up(x, 128);
+      if (i + 2 == d.size()) x = round_up(x, 8);
+      n *= static_cast<double>(x);
+    }
+    return n;
+  }
+  bool low_precision_load(int v) const {
+    const Op* d = def(v);
+    while (d && d->kind == OpKind::Transpose) d = def(d->operands[0]);
+    return d && d->kind == OpKind::Load && dtype_size(fn_.tensors[d->tensor].dtype) == 2;
+  }
+  const Op* def(int v) const {
+    const Op* found = nullptr;
+    ir::walk(L_.op->body, [&](const Op& o) {
+      if (o.result == v) found = &o;
+    });
+    return found;
+  }
+
+  void account(const Op& op, Work& w) {
+    if (op.kind == OpKind::Dot) {
+      const ir::Type& r = fn_.type_of(op.result);
+      const ir::Type& a = fn_.type_of(op.operands[0]);
+      std::vector<int64_t> rd = dims(r), ad = dims(a);
+      double batch = 1;
+      for (size_t i = 0; i + 2 < rd.size(); ++i) batch *= static_cast<double>(rd[i]);
+      int64_t m = rd[rd.size() - 2], n = rd.back(), k = ad.back();
+      w.flops += 2.0 * batch * m * n * k;
+      double padded = 2.0 * batch * round_up(m, 8) * round_up(n, hw_.mxu) * round_up(k, hw_.mxu);
+      bool bf16 = low_precision_load(op.operands[0]) || low_precision_load(op.operands[1]);
+      w.mxu_s += padded / (hw_.bf16_flops * (bf16 ? 1.0 : hw_.f32_matmul_ratio));
+      if (op.operands.size() > 2) w.vpu_s += vector_elems(r) / hw_.vpu_ops_per_s;
+      return;
+    }
+    if (op.result < 0 && op.kind != OpKind::Store && op.kind != OpKind::VarDecl && op.kind != OpKind::VarSet) return;
+    int v = op.result >= 0 ? op.result : op.operands.empty() ? -1 : op.operands[0];
+    if (v < 0) return;
+    const ir::Type& t = fn_.type_of(v);
+    if (t.rank() == 0) return;  // scalar unit
+    double e = vector_elems(op.kind == OpKind::Reduce ? fn_.type_of(op.operands[0]) : t);
+    switch (op.kind) {
+      case OpKind::Unary: {
+        auto f = static_cast<ir::UnaryFn>(op.fn);
+        bool transcendental = f != ir::UnaryFn::neg && f != ir::UnaryFn::abs && f != ir::UnaryFn::logical_not;
+        if (transcendental) w.eup_s += e / hw_.eup_ops_per_s;
+        w.vpu_s += (f == ir::UnaryFn::gelu || f == ir::UnaryFn::silu ? 4 : 1) * e / hw_.vpu_ops_per_s;
+        return;
+      }
+      case OpKind::Transpose:
+      case OpKind::Unsqueeze:
+      case OpKind::Constant:
+      case OpKind::ScalarParam:
+        return;
+      default:  // arithmetic, compares, selects, casts, reductions, VMEM loads/stores of blocks
+        w.vpu_s += e / hw_.vpu_ops_per_s;
+    }
+  }
+
+  double dma_s(double bytes) const { return bytes > 0 ? bytes / hw_.dma_rate(bytes) : 0; }
+
+  void simulate(Prediction& r) {
+    const size_t nd = L_.grid.size();
+    // Per grid-level and resident slot: the grid positions its block index depends on.
+    struct Move {
+      std::vector<int> deps;
+      double bytes;
+      bool in;
+    };
+    std::vector<Move> moves;
+    std::vector<std::pair<int, double>> piped;  // pipeline slots: loop tile, bytes per trip
+    for (const lower::PallasSlot& s : pl_.slots) {
+      if (s.strategy == "pipeline") {
+        piped.push_back({s.loop_tile, static_cast<double>(s.block_bytes)});
+        continue;
+      }
+      Move m{{}, static_cast<double>(s.block_bytes), s.read};
+      for (const ir::IndexItem& ix : s.first->index)
+        if (ix.kind == ir::IndexItem::Tile && ix.tile != s.loop_tile)
+          for (size_t g = 0; g < nd; ++g)
+            if (L_.grid[g].tile == ix.tile) m.deps.push_back(static_cast<int>(g));
+      moves.push_back(m);
+      if (s.read && s.written) moves.push_back({m.deps, m.bytes, false});
+    }
+    // One step's compute: its own ops and its inner loops.
+    // `compute` is the step's critical path (with the inner pipelines' bubbles and trip costs);
+    // `pure` only its arithmetic, for the bound.
+    double compute = step_.seconds(), pure = step_.seconds(), trips_total = 0, flops = step_.flops;
+    double overhead_inner = 0, dma_inner = 0;
+    for (const LoopWork& lw : loops_) {
+      const ir::TileInfo& t = fn_.tiles[lw.tile];
+      int64_t trips = (t.extent() + block(lw.tile) - 1) / block(lw.tile);
+      // DMAs issued together overlap their latencies: one transfer of their total size.
+      double trip_bytes = 0;
+      for (auto& [tile, bytes] : piped)
+        if (tile == lw.tile) trip_bytes += bytes;
+      double trip_bytes_s = dma_s(trip_bytes);
+      const lower::InnerLoop* il = nullptr;
+      for (const lower::InnerLoop& x : L_.inner_loops)
+        if (x.tile == lw.tile) il = &x;
+      flops += lw.trip.flops * trips;
+      if (il && il->strategy == "pipeline" && trip_bytes_s > 0) {
+        double bubble = hw_.dma_latency_s + trip_bytes_s;
+        compute += bubble + trips * (std::max(lw.trip.seconds(), trip_bytes_s) + hw_.pipeline_trip_s) -
+                   trip_bytes_s;  // the last trip fetches nothing ahead
+        overhead_inner += trips * hw_.pipeline_trip_s;
+        dma_inner += bubble + (trips - 1) * trip_bytes_s;
+        trips_total += trips;
+      } else {
+        compute += trips * lw.trip.seconds();
+      }
+      pure += trips * lw.trip.seconds();
+    }
+    // Walk the grid by "level": between consecutive steps, the slowest grid dim that changes
+    // is dim l and every faster dim wraps; a block is copied in (and the previous one written
+    // back) when one of the dims its index depends on changes. Steps at the same level cost the
+    // same: per level, max(compute, copy-in, write-back) + the step's fixed cost.
+    const int64_t steps = L_.total_steps;
+    auto moves_at = [&](int level, bool in) {  // level -1: the first step (everything moves)
+      double bytes = 0;
+      for (const Move& m : moves) {
+        if (m.in != in) continue;
+        bool moved = level < 0;
+        for (int g : m.deps) moved |= g == level || (g > level && L_.grid[g].steps > 1);
+        if (m.deps.empty() && level >= 0) moved = false;
+        if (moved) bytes += m.bytes;
+      }
+      return dma_s(bytes);  // issued together: one transfer of the total size
+    };
+    double first_in = moves_at(-1, true);
+    double total = hw_.dma_latency_s + first_in;  // prologue
+    double dma_sum = first_in;
+    int64_t before = 1;  // steps of the dims slower than the current level
+    for (size_t l = 0; l < nd; ++l) {
+      int64_t upto = before * L_.grid[l].steps;
+      int64_t count = upto - before;  // steps (after the first) where dim l is the slowest to change
+      before = upto;
+      if (count <= 0) continue;
+      double in = moves_at(static_cast<int>(l), true), wb = moves_at(static_cast<int>(l), false);
+      total += count * (std::max(compute, in + wb) + hw_.grid_step_s);  // in and out share HBM
+      dma_sum += count * (in + wb);
+    }
+    double last_wb = moves_at(-1, false);
+    total += compute + hw_.grid_step_s + last_wb;  // the last step, then its write-back
+    dma_sum += last_wb;
+    r.seconds = total;
+    r.flops = flops * steps;
+    r.compute_s = pure * steps;
+    r.dma_s = dma_sum + dma_inner * steps;
+    r.overhead_s = steps * hw_.grid_step_s + overhead_inner * steps;
+  }
+
+  const lower::BlockProgram& p_;
+  const ir::Function& fn_;
+  const lower::PallasLaunch& pl_;
+  const lower::LaunchPlan& L_;
+  const TpuHardware& hw_;
+  Work step_;
+  std::vector<LoopWork> loops_;
+};
+
+}  // namespace
+
+Prediction predict(const lower::BlockProgram& p, const TpuHardware& hw) {
+  Prediction r;
+  r.vmem_capacity = hw.vmem_bytes;
+  std::string strategies;
+  for (const InnerLoopChoice& l : p.config.inner_loops)
+    strategies += (strategies.empty() ? "" : ",") + l.strategy + (l.strategy == "pipeline" ? "x" + std::to_string(l.buffers) : "");
+  r.strategy = strategies.empty() ? "none" : strategies;
+  std::vector<lower::PallasLaunch> launches = lower::plan_pallas(p);
+  for (const lower::PallasLaunch& pl : launches) r.vmem_bytes = std::max(r.vmem_bytes, pl.vmem_bytes);
+  if (r.vmem_bytes > hw.vmem_bytes) {
+    r.fits = false;
+    r.seconds = INFINITY;
+    r.bound = "VMEM";
+    return r;
+  }
+  for (const lower::PallasLaunch& pl : launches) {
+    Prediction one = LaunchModel(p, pl, hw).run();
+    r.seconds += one.seconds;
+    r.flops += one.flops;
+    r.compute_s += one.compute_s;
+    r.dma_s += one.dma_s;
+    r.overhead_s += one.overhead_s;
+  }
+  r.tflops = r.seconds > 0 ? r.flops / r.seconds / 1e12 : 0;
+  double most = std::max({r.compute_s, r.dma_s, r.overhead_s});
+  r.bound = most == r.compute_s ? "compute" : most == r.dma_s ? "HBM" : "per-step overhead";
+  return r;
+}
+
+}  // namespace parhelion::tpu_model
+
+namespace parhelion {
+
+std::string TpuPrediction::to_json() const {
+  nlohmann::json j{{"predicted_ms", fits ? seconds * 1e3 : -1.0},
+                   {"tflops", tflops},
+                   {"strategy", strategy},
+                   {"fits", fits},
+                   {"bound", bound},
+                   {"vmem_bytes", vmem_bytes},
+                   {"vmem_capacity", vmem_capacity},
+                   {"compute_ms", compute_s * 1e3},
+                   {"dma_ms", dma_s * 1e3},
+                   {"overhead_ms", overhead_s * 1e3}};
+  return j.dump();
+}
+
+}  // namespace parhelion

@@ -1,0 +1,155 @@
+// predict_tpu and tune_tpu: the pallas lowering of a traced kernel, timed by the model.
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "lower/lower.h"
+#include "lower/pallas_plan.h"
+#include "lower/tpu.h"
+#include "parhelion/error.h"
+#include "parhelion/tpu.h"
+#include "runtime/compiled_kernel_impl.h"
+#include "tpu_model/model.h"
+#include "tune/search.h"
+
+namespace parhelion {
+
+namespace {
+
+struct Context {
+  std::shared_ptr<CompiledKernel::Impl> traced;
+  lower::Target target;
+  ConfigSpec spec;
+  const tpu_model::TpuHardware* hw;
+};
+
+Context context(KernelBase& kernel, const std::vector<Arg>& args, const std::string& tpu) {
+  Context c;
+  c.traced = kernel.trace(args);
+  c.target = lower::pallas_target(tpu);
+  c.spec = lower::derive_config_spec(c.traced->fn, c.target);
+  c.hw = &tpu_model::tpu_hardware(tpu);
+  return c;
+}
+
+// Validated and planned without the VMEM check: the model reports "does not fit" itself.
+TpuPrediction model(const Context& c, const Config& config) {
+  c.spec.validate(config);
+  lower::BlockProgram p = lower::plan(c.traced->fn, config, c.target);
+  return tpu_model::predict(p, *c.hw);
+}
+
+std::string ms(double s) {
+  std::ostringstream os;
+  os.precision(4);
+  os << s * 1e3 << " ms";
+  return os.str();
+}
+
+}  // namespace
+
+TpuPrediction predict_tpu(KernelBase& kernel, const std::vector<Arg>& args, const std::string& tpu,
+                          const Config* config) {
+  Context c = context(kernel, args, tpu);
+  Config cfg = config ? *config : lower::default_config(c.traced->fn, c.spec, c.target);
+  if (cfg.inner_loops.empty())
+    for (const InnerLoopSpec& l : c.spec.inner_loops) cfg.inner_loops.push_back({l.strategies.front(), 2});
+  return model(c, cfg);
+}
+
+TpuTuneReport tune_tpu(KernelBase& kernel, const std::vector<Arg>& args, const std::string& tpu, int max_points) {
+  Context c = context(kernel, args, tpu);
+  TpuTuneReport r;
+  r.kernel = kernel.name();
+  r.tpu = tpu;
+  tune::ConfigCodec codec(c.spec);
+  std::map<std::string, size_t> strategy_index;
+  auto consider = [&](const Config& cfg) -> double {
+    TpuPrediction p;
+    try {
+      p = model(c, cfg);
+    } catch (const UserError&) {
+      return INFINITY;  // e.g. a pipeline whose ragged copy would overrun: not a TPU config
+    }
+    ++r.evaluated;
+    if (!p.fits) ++r.rejected;
+    std::string key;  // the strategies without buffer counts: "pipeline", "resident,pipeline"
+    for (const InnerLoopChoice& l : cfg.inner_loops) key += (key.empty() ? "" : ",") + l.strategy;
+    if (key.empty()) key = "none";
+    auto [it, fresh] = strategy_index.try_emplace(key, r.per_strategy.size());
+    if (fresh) r.per_strategy.push_back({key, cfg, p});
+    TpuTuneReport::PerStrategy& best = r.per_strategy[it->second];
+    bool better = p.fits ? (!best.best.fits || p.seconds < best.best.seconds)
+                         : (!best.best.fits && p.vmem_bytes < best.best.vmem_bytes);
+    if (better) best = {key, cfg, p};
+    if (p.fits && (!r.best.fits || r.best.seconds == 0 || p.seconds < r.best.seconds)) {
+      r.best = p;
+      r.best_config = cfg;
+    }
+    return p.fits ? p.seconds : INFINITY;
+  };
+  double points = 1;
+  for (int d = 0; d < codec.dims(); ++d) points *= codec.size(d);
+  if (points <= max_points) {
+    tune::ConfigCodec::Point pt(codec.dims(), 0);
+    for (bool more = true; more;) {
+      consider(codec.decode(pt));
+      more = false;
+      for (int d = codec.dims() - 1; d >= 0; --d) {
+        if (++pt[d] < codec.size(d)) {
+          more = true;
+          break;
+        }
+        pt[d] = 0;
+      }
+    }
+  } else {
+    auto search = tune::make_differential_evolution(c.spec, 1, {lower::default_config(c.traced->fn, c.spec, c.target)});
+    for (int done = 0; done < max_points;) {
+      std::vector<Config> batch = search->propose(16);
+      if (batch.empty()) break;
+      for (const Config& cfg : batch) {
+        double s = consider(cfg);
+        search->observe({cfg, s * 1e3, std::isfinite(s)});
+        ++done;
+      }
+    }
+  }
+  if (!r.best.fits || r.best.seconds == 0)
+    throw UserError("no pallas config of " + r.kernel + " fits TPU " + tpu + "'s VMEM (" +
+                    lower::format_bytes(c.hw->vmem_bytes) + ")");
+  // Why: the chosen strategy's time against the others', or their VMEM when they do not fit.
+  std::ostringstream why;
+  why << "chose " << r.best.strategy << " (" << ms(r.best.seconds) << ", " << static_cast<int>(r.best.tflops)
+      << " TFLOP/s, " << r.best.bound << "-bound, VMEM " << lower::format_bytes(r.best.vmem_bytes) << " of "
+      << lower::format_bytes(c.hw->vmem_bytes) << ")";
+  for (const auto& s : r.per_strategy) {
+    std::string chosen;
+    for (const InnerLoopChoice& l : r.best_config.inner_loops) chosen += (chosen.empty() ? "" : ",") + l.strategy;
+    if (s.strategy == chosen || chosen.empty()) continue;
+    if (s.best.fits)
+      why << "; best " << s.strategy << " " << ms(s.best.seconds) << " (" << static_cast<int>(s.best.tflops)
+          << " TFLOP/s)";
+    else
+      why << "; " << s.strategy << " does not fit: it needs at least " << lower::format_bytes(s.best.vmem_bytes)
+          << " of VMEM, TPU " << tpu << " has " << lower::format_bytes(c.hw->vmem_bytes);
+  }
+  r.why = why.str();
+  return r;
+}
+
+std::string TpuTuneReport::to_json() const {
+  nlohmann::json j{{"kernel", kernel},
+                   {"tpu", tpu},
+                   {"best_config", nlohmann::json::parse(best_config.to_json())},
+                   {"best", nlohmann::json::parse(best.to_json())},
+                   {"evaluated", evaluated},
+                   {"rejected", rejected},
+                   {"why", why}};
+  for (const PerStrategy& s : per_strategy)
+    j["per_strategy"][s.strategy] = {{"config", nlohmann::json::parse(s.config.to_json())},
+                                     {"prediction", nlohmann::json::parse(s.best.to_json())}};
+  return j.dump();
+}
+
+}  // namespace parhelion
