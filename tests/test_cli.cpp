@@ -124,3 +124,33 @@ TEST(Cli, BadInputExitsNonZeroWithAClearMessage) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Cli, PallasEmitPredictAndModelTune) {
+  Result code = cli("emit softmax --target pallas --tpu v5e --shape 64,512");
+  ASSERT_EQ(code.status, 0) << code.out;
+  EXPECT_HAS(code, "def softmax(arg0, *, interpret=False):");
+  Result p = cli("emit attention --target pallas --tpu v7x --shape 8,32,8192,256 --dtype bf16 --predict --json");
+  ASSERT_EQ(p.status, 0) << p.out;
+  auto j = nlohmann::json::parse(p.out);
+  for (const char* k : {"predicted_ms", "tflops", "strategy", "fits", "bound"}) EXPECT_TRUE(j.contains(k)) << k;
+  Result t = cli("tune attention --target pallas --tpu v7x --shape 8,32,32768,256 --dtype bf16 --model --json");
+  ASSERT_EQ(t.status, 0) << t.out;
+  auto tj = nlohmann::json::parse(t.out);
+  EXPECT_EQ(tj["best"]["strategy"].get<std::string>().rfind("pipeline", 0), 0u) << t.out;
+  EXPECT_NE(tj["why"].get<std::string>().find("resident does not fit"), std::string::npos);
+  Result human = cli("tune attention --target pallas --tpu v7x --shape 8,32,8192,256 --dtype bf16 --model");
+  EXPECT_HAS(human, "why         chose resident");
+  Result no_model = cli("tune attention --target pallas --shape 1,2,256,128");
+  EXPECT_NE(no_model.status, 0);
+  EXPECT_HAS(no_model, "--model");
+  Result bad_tpu = cli("emit add --target pallas --tpu v9 --shape 8,128");
+  EXPECT_NE(bad_tpu.status, 0);
+  EXPECT_HAS(bad_tpu, "unknown TPU generation 'v9' (known: v5e, v6e, v5p, v7x)");
+  Result bad_target = cli("emit add --target gpu --shape 8,128");
+  EXPECT_NE(bad_target.status, 0);
+  EXPECT_HAS(bad_target, "--target must be cpu or pallas");
+}
+
+}  // namespace
