@@ -1,5 +1,8 @@
 #include "bench/baselines.h"
 
+#include "parhelion/array.h"
+#include "runtime/thread_pool.h"
+
 #include <cpuid.h>
 #include <immintrin.h>
 
@@ -183,6 +186,25 @@ double fma_peak_f32(int threads) {
 double fma_peak_bf16(int threads) {
   double best = 0;
   for (int i = 0; has_bf16() && i < 3; ++i) best = std::max(best, run_threads(threads, bf16_loop, 16 * 32 * 2));
+  return best;
+}
+
+double stream_triad_gbps(int threads) {
+  const int64_t n = int64_t{16} << 20;  // 64 MiB per array
+  Array a = Array::full({n}, 1.0, DType::f32), b = Array::full({n}, 2.0, DType::f32),
+        c = Array::full({n}, 0.5, DType::f32);
+  float *A = a.data_as<float>(), *B = b.data_as<float>(), *C = c.data_as<float>();
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    runtime::parallel_run(threads, [&](int t) {
+      int64_t lo = n * t / threads, hi = n * (t + 1) / threads;
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) A[i] = B[i] + 3.0f * C[i];
+    });
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 3.0 * n * 4 / s / 1e9);
+  }
   return best;
 }
 

@@ -31,6 +31,9 @@ class OneDnnMatmul {
 // Peak FMA throughput in GFLOP/s on `threads` threads: f32 (AVX-512 or AVX2) and bf16
 // (vdpbf16ps; 0 where absent).
 double fma_peak_f32(int threads);
+// STREAM triad (a = b + s*c over 3 x 64 MiB, counted as 3 arrays moved) in GB/s on `threads`
+// threads of the runtime's pool: the memory roof the benchmarks compare against.
+double stream_triad_gbps(int threads);
 double fma_peak_bf16(int threads);
 
 }  // namespace parhelion::bench

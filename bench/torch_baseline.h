@@ -4,7 +4,8 @@
 //
 // The server runs in the bench venv (`make bench` creates .venv-bench with a pinned torch; or
 // PARHELION_BENCH_PYTHON names an interpreter) with jemalloc preloaded when the machine has
-// it: eager torch on glibc's allocator pays a first-touch page fault per fresh tensor.
+// it, set to keep freed pages: eager torch on an allocator that returns pages to the OS pays a
+// first-touch page fault for every page of every fresh output.
 #pragma once
 
 #include <memory>

@@ -26,7 +26,7 @@ venv_for() {  # dir, pins...
 }
 
 if [ "${1:-}" = "--bench" ]; then
-  venv_for .venv-bench "$TORCH_PIN" numpy
+  venv_for .venv-bench "$TORCH_PIN" numpy matplotlib
 else
   venv_for .venv "$JAX_PIN" numpy
 fi

@@ -22,6 +22,7 @@
 #include "parhelion/tpu.h"
 #include "lower/target.h"
 #include "tools/bench_command.h"
+#include "tools/suite_command.h"
 #include "tools/timing.h"
 
 namespace ph = parhelion;
@@ -40,6 +41,8 @@ const char* kUsage = R"(usage:
   parhelion tune KERNEL --shape D0,D1,... [--dtype ...] [--effort quick|full] [--budget SECONDS] [--seed N] [--json]
 
   parhelion bench [KERNEL...] [--threads 1,2] [--quick] [--tuned] [--json]
+  parhelion bench --suite [KERNEL] [--threads 2] [--rounds 3] [--budget SECONDS] [--png FILE] [--json]
+                 the kernel table against PyTorch eager and torch.compile (bench/suite.json)
 
   run --tune quick|full   tunes first (or takes the cached winner), then runs the best config
 )";
@@ -58,7 +61,7 @@ Options parse(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--json") {
       o.json = true;
-    } else if (a == "--quick" || a == "--tuned" || a == "--predict" || a == "--model") {
+    } else if (a == "--quick" || a == "--tuned" || a == "--predict" || a == "--model" || a == "--suite") {
       o.flags[a.substr(2)] = "1";
     } else if (a == "-o") {
       if (i + 1 >= argc) throw ph::UserError("option -o needs a file name");
@@ -77,7 +80,7 @@ Options parse(int argc, char** argv) {
       }
       static const std::vector<std::string> known = {"shape",  "dtype",  "config",  "seed",   "stage", "reps",
                                                      "tune",   "effort", "budget",  "threads", "target", "tpu",
-                                                     "output"};
+                                                     "output", "png",    "rounds"};
       if (std::find(known.begin(), known.end(), key) == known.end())
         throw ph::UserError("unknown option --" + key + "\n" + kUsage);
       o.flags[key] = value;
@@ -368,6 +371,23 @@ int main(int argc, char** argv) {
     if (o.command == "emit") return cmd_emit(o);
     if (o.command == "tune") return cmd_tune(o);
     if (o.command == "bench") {
+      if (o.flags.count("suite")) {
+        // OpenBLAS reads OPENBLAS_CORETYPE when it loads: restart once without it (and without
+        // OPENBLAS_L2_SIZE), in this process only, so that it runs its best kernels.
+        if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("OPENBLAS_L2_SIZE")) {
+          unsetenv("OPENBLAS_CORETYPE");
+          unsetenv("OPENBLAS_L2_SIZE");
+          execv("/proc/self/exe", argv);
+        }
+        ph::tools::SuiteOptions so;
+        so.json = o.json;
+        if (auto f = o.flags.find("png"); f != o.flags.end()) so.png = f->second;
+        if (auto f = o.flags.find("budget"); f != o.flags.end()) so.tune_budget = std::atof(f->second.c_str());
+        if (auto f = o.flags.find("rounds"); f != o.flags.end()) so.rounds = std::max(1, std::atoi(f->second.c_str()));
+        if (auto f = o.flags.find("threads"); f != o.flags.end()) so.threads = std::max(1, std::atoi(f->second.c_str()));
+        if (!o.extra.empty()) so.only = o.extra[0];
+        return ph::tools::run_suite(so);
+      }
       ph::tools::BenchOptions b;
       b.kernels = o.extra;
       for (const std::string& k : b.kernels) ph::kernels::find_kernel(k);  // unknown names fail here

@@ -1,0 +1,261 @@
+#include "tools/suite_command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "bench/baselines.h"
+#include "bench/torch_baseline.h"
+#include "kernels/registry.h"
+#include "lower/target.h"
+#include "tools/timing.h"
+
+#ifndef PARHELION_SOURCE_DIR
+#define PARHELION_SOURCE_DIR "."
+#endif
+
+namespace parhelion::tools {
+namespace {
+
+using nlohmann::json;
+
+struct Impl {
+  std::string name;
+  std::function<double()> time_ms;  // one timing sample (a median of repeats)
+  std::vector<double> ms;
+};
+
+struct Row {
+  const kernels::KernelEntry* entry;
+  Shape shape;
+  DType dtype;
+  std::string config;
+  std::vector<Impl> impls;  // parhelion first
+  std::string skipped;      // why the case was dropped (a check failed)
+  double ms(const std::string& impl) const {
+    for (const Impl& i : impls)
+      if (i.name == impl && !i.ms.empty()) {
+        std::vector<double> v = i.ms;
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      }
+    return 0;
+  }
+};
+
+// Parhelion's config for a case: the cached winner, or `quick` tuning within the budget.
+Config tuned_config(const kernels::KernelEntry& e, const kernels::Inputs& in, double budget, int threads) {
+  TuneOptions t;
+  t.effort = Effort::quick;
+  t.budget_seconds = budget;
+  t.progress = false;
+  Config c = e.kernel->tune(in.args(), t).best_config;
+  c.num_threads = std::min(threads, c.num_threads > 0 ? std::max(c.num_threads, threads) : threads);
+  return c;
+}
+
+}  // namespace
+
+int run_suite(const SuiteOptions& o) {
+  std::string file = o.suite_file.empty() ? std::string(PARHELION_SOURCE_DIR) + "/bench/suite.json" : o.suite_file;
+  std::ifstream f(file);
+  if (!f) throw UserError("cannot read the suite file " + file);
+  json suite;
+  try {
+    suite = json::parse(f);
+  } catch (const json::exception& e) {
+    throw UserError("the suite file " + file + " is not valid JSON: " + e.what());
+  }
+  std::string why;
+  std::unique_ptr<bench::TorchBaseline> torch = bench::TorchBaseline::start(&why);
+  if (!torch) throw UserError("the suite needs the torch baselines: " + why);
+  const int T = o.threads;
+  const double peak_f32 = bench::fma_peak_f32(T), peak_bf16 = bench::fma_peak_bf16(T);
+  const double triad = bench::stream_triad_gbps(T);
+
+  std::vector<Row> rows;
+  std::vector<std::unique_ptr<kernels::Inputs>> inputs;
+  std::vector<std::unique_ptr<CompiledKernel>> compiled;
+  std::vector<std::unique_ptr<Array>> outs;
+  std::vector<std::unique_ptr<bench::OneDnnMatmul>> dnnl;
+  for (const json& c : suite.at("cases")) {
+    const kernels::KernelEntry& e = kernels::find_kernel(c.at("kernel").get<std::string>());
+    if (!o.only.empty() && e.name != o.only) continue;
+    Shape shape = c.at("shape").get<Shape>();
+    for (const std::string& dn : c.at("dtypes").get<std::vector<std::string>>()) {
+      DType dt = *parse_dtype(dn);
+      std::fprintf(stderr, "suite: %s %s %s: tuning, checking\n", e.name.c_str(), shape_to_string(shape).c_str(),
+                   dn.c_str());
+      inputs.push_back(std::make_unique<kernels::Inputs>(e.make_inputs(shape, dt, 1)));
+      kernels::Inputs& in = *inputs.back();
+      Row row{&e, shape, dt, "", {}, ""};
+      Config cfg = tuned_config(e, in, o.tune_budget, T);
+      cfg.num_threads = std::min(T, lower::Target::host().threads);
+      compiled.push_back(std::make_unique<CompiledKernel>(e.kernel->compile(in.args(), &cfg)));
+      CompiledKernel* k = compiled.back().get();
+      row.config = cfg.to_json();
+      auto args = std::make_shared<std::vector<Arg>>(in.args());
+      row.impls.push_back({"parhelion", [k, args] { return time_it([&] { k->run(*args); }, 1, 3, 0.2).median_ms; }, {}});
+      // torch: eager is the yardstick every other output is checked against.
+      bench::TorchBaseline::Loaded loaded = torch->load(e.name, in.tensors, in.scalars, /*compile=*/true,
+                                                        /*sdpa=*/false);
+      std::vector<Array> eager = torch->run(loaded.id, "eager", T);
+      const double tol = 2 * e.tolerance(shape);
+      auto agrees = [&](const std::vector<Array>& got, const std::string& who) {
+        for (size_t i = 0; i < got.size() && i < eager.size(); ++i) {
+          auto cmp = kernels::compare(got[i], eager[i], dt, tol);
+          if (!cmp.ok) {
+            row.skipped += who + " differs from eager (max abs error " + std::to_string(cmp.max_abs_err) + ") ";
+            return false;
+          }
+        }
+        return true;
+      };
+      if (!agrees(k->run(in.args()), "parhelion")) {
+        rows.push_back(std::move(row));
+        continue;
+      }
+      bench::TorchBaseline* tb = torch.get();
+      for (const std::string& impl : loaded.impls) {
+        if (impl != "eager" && !agrees(torch->run(loaded.id, impl, T), impl)) continue;
+        int id = loaded.id;
+        row.impls.push_back({impl, [tb, id, impl, T] { return tb->time_ms(id, impl, T, 0.2); }, {}});
+      }
+      // Vendor GEMMs for the plain matmuls.
+      if (e.name == "matmul") {
+        int64_t m = shape[0], kk = shape[1], n = shape[2];
+        outs.push_back(std::make_unique<Array>(Array::empty({m, n}, DType::f32)));
+        Array* out = outs.back().get();
+        if (dt == DType::f32 && bench::have_openblas()) {
+          const float* a = in.tensors[0].data_as<float>();
+          const float* b = in.tensors[1].data_as<float>();
+          auto run = [=] { bench::openblas_sgemm(m, n, kk, a, b, out->data_as<float>(), T); };
+          run();
+          if (agrees({*out}, "openblas"))
+            row.impls.push_back({"openblas", [run] { return time_it(run, 1, 3, 0.2).median_ms; }, {}});
+        } else if (dt == DType::bf16 && bench::have_onednn()) {
+          dnnl.push_back(std::make_unique<bench::OneDnnMatmul>(m, n, kk, true, in.tensors[0].data(),
+                                                               in.tensors[1].data(), out->data_as<float>()));
+          bench::OneDnnMatmul* d = dnnl.back().get();
+          d->run(T);
+          if (agrees({*out}, "onednn"))
+            row.impls.push_back({"onednn", [d, T] { return time_it([&] { d->run(T); }, 1, 3, 0.2).median_ms; }, {}});
+        }
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+  // Interleaved rounds: every implementation of every case once per round.
+  for (int r = 0; r < o.rounds; ++r) {
+    std::fprintf(stderr, "suite: round %d of %d\n", r + 1, o.rounds);
+    for (Row& row : rows)
+      if (row.skipped.empty())
+        for (Impl& i : row.impls) i.ms.push_back(i.time_ms());
+  }
+
+  // Report.
+  auto roofline_ms = [&](const Row& r) {
+    double peak = r.dtype == DType::bf16 && peak_bf16 > 0 ? peak_bf16 : peak_f32;
+    double flops = r.entry->flops(r.shape), bytes = r.entry->bytes(r.shape, r.dtype);
+    return std::max(flops / (peak * 1e9), bytes / (triad * 1e9)) * 1e3;
+  };
+  auto bound_by = [&](const Row& r) {
+    double peak = r.dtype == DType::bf16 && peak_bf16 > 0 ? peak_bf16 : peak_f32;
+    return r.entry->flops(r.shape) / (peak * 1e9) > r.entry->bytes(r.shape, r.dtype) / (triad * 1e9) ? "FMA"
+                                                                                                     : "memory";
+  };
+  std::vector<double> over_eager, over_compile;
+  json all = json::array();
+  for (const Row& r : rows) {
+    double ours = r.ms("parhelion"), eager = r.ms("eager"), comp = r.ms("compile");
+    if (!r.skipped.empty() || ours <= 0) continue;
+    if (eager > 0) over_eager.push_back(eager / ours);
+    if (comp > 0) over_compile.push_back(comp / ours);
+    for (const Impl& i : r.impls) {
+      double ms = r.ms(i.name);
+      double gf = r.entry->flops(r.shape) / (ms * 1e6);
+      double peak = r.dtype == DType::bf16 && peak_bf16 > 0 ? peak_bf16 : peak_f32;
+      all.push_back({{"kernel", r.entry->name},
+                     {"shape", r.shape},
+                     {"dtype", dtype_name(r.dtype)},
+                     {"impl", i.name},
+                     {"threads", T},
+                     {"median_ms", ms},
+                     {"gflops", gf},
+                     {"pct_peak", 100 * gf / peak},
+                     {"gbps", r.entry->bytes(r.shape, r.dtype) / (ms * 1e6)},
+                     {"pct_roofline", 100 * roofline_ms(r) / ms},
+                     {"roofline", bound_by(r)},
+                     {"speedup_vs_parhelion", ours / ms},
+                     {"config", i.name == "parhelion" ? r.config : ""}});
+    }
+  }
+  auto geomean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += std::log(x);
+    return v.empty() ? 0 : std::exp(s / static_cast<double>(v.size()));
+  };
+  if (!o.png.empty()) {
+    std::string data = (std::filesystem::temp_directory_path() / ("ph-suite-" + std::to_string(getpid()) + ".json"))
+                           .string();
+    std::ofstream(data) << all.dump();
+    std::string py = std::getenv("PARHELION_BENCH_PYTHON") ? std::getenv("PARHELION_BENCH_PYTHON")
+                                                           : std::string(PARHELION_SOURCE_DIR) + "/.venv-bench/bin/python";
+    std::string cmd = py + " " + PARHELION_SOURCE_DIR + "/bench/plot_suite.py " + data + " " + o.png + " >&2";
+    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "suite: the chart was not written (see above)\n");
+    std::filesystem::remove(data);
+  }
+  if (o.json) {
+    for (const json& j : all) std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", json{{"kernel", "geomean"},
+                             {"speedup_vs_eager", geomean(over_eager)},
+                             {"speedup_vs_compile", geomean(over_compile)},
+                             {"fma_peak_f32", peak_f32},
+                             {"fma_peak_bf16", peak_bf16},
+                             {"triad_gbps", triad},
+                             {"torch", torch->settings()}}
+                            .dump()
+                            .c_str());
+    return 0;
+  }
+  std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  std::printf("# parhelion bench --suite, %s: %s, %d threads (not pinned); %s\n", date,
+              lower::Target::host().cpu_model.c_str(), T, torch->settings().c_str());
+  std::printf("# FMA peak %.0f GFLOP/s f32, %.0f bf16; STREAM triad %.1f GB/s; OpenBLAS core %s\n\n", peak_f32,
+              peak_bf16, triad, bench::openblas_core().c_str());
+  std::printf("| kernel | shape | dtype | eager ms | compile ms | Parhelion ms | vs eager | vs compile | vendor | %% of roofline |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    if (!r.skipped.empty()) {
+      std::printf("| %s | %s | %s | skipped: %s |||||||\n", r.entry->name.c_str(), shape_to_string(r.shape).c_str(),
+                  std::string(dtype_name(r.dtype)).c_str(), r.skipped.c_str());
+      continue;
+    }
+    double ours = r.ms("parhelion"), eager = r.ms("eager"), comp = r.ms("compile");
+    std::string vendor = "";
+    for (const char* v : {"openblas", "onednn"})
+      if (r.ms(v) > 0) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%s %.3f ms (%.2fx)", v, r.ms(v), r.ms(v) / ours);
+        vendor = buf;
+      }
+    std::printf("| %s | %s | %s | %.3f | %.3f | %.3f | %.2fx | %.2fx | %s | %.0f%% (%s) |\n", r.entry->name.c_str(),
+                shape_to_string(r.shape).c_str(), std::string(dtype_name(r.dtype)).c_str(), eager, comp, ours,
+                eager / ours, comp > 0 ? comp / ours : 0.0, vendor.c_str(), 100 * roofline_ms(r) / ours,
+                bound_by(r));
+  }
+  std::printf("| **geomean** | | | | | | **%.2fx** | **%.2fx** | | |\n", geomean(over_eager), geomean(over_compile));
+  return 0;
+}
+
+}  // namespace parhelion::tools
