@@ -30,6 +30,7 @@ bench:
 	@bash scripts/install-python.sh --bench
 	@$(MAKE) --no-print-directory build
 	@$(BUILD)/bench/parhelion_bench_bandwidth --rounds 3
+	@$(BUILD)/parhelion bench --suite --png docs/benchmarks-suite.png
 	@$(BUILD)/parhelion bench
 	@$(BUILD)/parhelion bench attention --threads 2
 	@$(BUILD)/bench/parhelion_bench_strategies
