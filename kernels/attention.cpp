@@ -28,7 +28,10 @@ ph::Tensor flash_rows(At at, Stat stat, Block block, ph::Tensor q, ph::Tensor k,
     auto p = ph::exp(s - new_mx.unsqueeze(-1));
     auto alpha = ph::exp(mx - new_mx);
     den = den * alpha + ph::sum(p, -1);
-    acc = acc * alpha.unsqueeze(-1) + ph::dot(p, at(v, tk));
+    // 16-bit inputs: p is rounded to their dtype for the second dot, which then runs on the
+    // 16-bit micro-kernels (as flash kernels do; the error stays within the dtype's tolerance).
+    auto pv = v.dtype() == DType::f32 ? ph::dot(p, at(v, tk)) : ph::dot(ph::cast(p, v.dtype()), at(v, tk));
+    acc = acc * alpha.unsqueeze(-1) + pv;
     mx = new_mx;
   }
   return acc / den.unsqueeze(-1);

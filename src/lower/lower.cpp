@@ -199,11 +199,37 @@ class Planner {
       add_scratch(L, s, fn.vars[op.var].type);
     });
     L.dot_into_var = accumulating_dots(fn, launch);
+    // A value cast to bf16/f16 that only dots read is materialized in that dtype: it is exact
+    // (the value is representable), half the bytes, and the dot can take its 16-bit path.
+    std::map<int, const Op*> defs;
+    std::map<int, std::vector<const Op*>> uses;
+    ir::walk(launch.body, [&](const Op& op) {
+      if (op.result >= 0) defs[op.result] = &op;
+      for (int u : op.operands) uses[u].push_back(&op);
+    });
+    auto only_dots_read = [&](int v) {
+      for (const Op* u : uses[v]) {
+        if (u->kind == OpKind::Dot && (u->operands[0] == v || u->operands[1] == v)) continue;
+        return false;
+      }
+      return !uses[v].empty();
+    };
     for (int v : choose_materialized(fn, launch, L.dot_into_var)) {
       Scratch s;
       s.name = "%" + std::to_string(v);
       s.value = v;
       L.materialized[v] = static_cast<int>(L.scratch.size());
+      const Op* d = defs.count(v) ? defs[v] : nullptr;
+      if (d && d->kind == OpKind::Cast && (d->dtype == DType::bf16 || d->dtype == DType::f16) && only_dots_read(v)) {
+        ir::Type t = fn.type_of(v);
+        add_scratch(L, s, t);
+        Scratch& added = L.scratch.back();
+        L.scratch_bytes -= (added.bytes + 63) / 64 * 64;
+        added.dtype = d->dtype;
+        added.bytes /= 2;  // 16-bit storage
+        L.scratch_bytes += (added.bytes + 63) / 64 * 64;
+        continue;
+      }
       add_scratch(L, s, fn.type_of(v));
     }
     // Each dot packs its operand blocks into a workspace in fast memory (the staged buffers).

@@ -53,6 +53,8 @@ std::string storage_type(DType d) {
   throw InternalError("unknown dtype");
 }
 
+bool is16(DType d) { return d == DType::bf16 || d == DType::f16; }
+
 std::string literal(double v, DType compute) {
   if (compute == DType::i64) return "int64_t(" + std::to_string(static_cast<long long>(v)) + "LL)";
   if (compute == DType::boolean) return v != 0 ? "true" : "false";
@@ -79,7 +81,7 @@ class LaunchEmitter {
       line("const float sp" + std::to_string(i) + " = static_cast<float>(ph_scalars[" + std::to_string(i) + "]);");
     line("(void)ph_scalars; (void)ph_scratch; (void)ph_rt_table;");
     for (const lower::Scratch& s : L_.scratch) {
-      std::string ty = s.staged >= 0 ? storage_type(s.dtype) : c_type(s.dtype);
+      std::string ty = s.staged >= 0 || is16(s.dtype) ? storage_type(s.dtype) : c_type(s.dtype);
       line(ty + "* __restrict " + scratch_name(s) + " = reinterpret_cast<" + ty + "*>(ph_scratch + " +
            std::to_string(s.offset) + ");");
     }
@@ -370,8 +372,9 @@ class LaunchEmitter {
     }
     if (m != L_.materialized.end() || d.kind == OpKind::VarGet) {
       const lower::Scratch& s = L_.scratch[m != L_.materialized.end() ? m->second : L_.var_scratch.at(d.var)];
+      const char* code = s.dtype == DType::bf16 ? "PH_BF16" : s.dtype == DType::f16 ? "PH_F16" : "PH_F32";
       return {"(" + scratch_name(s) + " + " + linear(s.capacity, idx) + ")", std::to_string(s.capacity.back()), "1",
-              "PH_F32"};
+              code};
     }
     PH_CHECK(d.kind == OpKind::Load, "dot operand neither loaded nor materialized");
     const ir::TensorInfo& tt = fn_.tensors[d.tensor];
@@ -689,7 +692,11 @@ class LaunchEmitter {
     const lower::Scratch& s = L_.scratch[m->second];
     line("{  // materialize %" + std::to_string(op.result) + " (" + std::string(ir::op_name(op)) + ")");
     ++depth_;
-    nest(t.shape, [&](const Idx& idx) { line(scratch_ref(s, idx) + " = " + op_expr(op, idx) + ";"); });
+    nest(t.shape, [&](const Idx& idx) {
+      std::string v = op_expr(op, idx);
+      if (is16(s.dtype)) v = std::string(s.dtype == DType::bf16 ? "ph_rt::f32_to_bf16(" : "ph_rt::f32_to_f16(") + v + ")";
+      line(scratch_ref(s, idx) + " = " + v + ";");
+    });
     --depth_;
     line("}");
   }
