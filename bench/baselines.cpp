@@ -195,7 +195,7 @@ double stream_triad_gbps(int threads) {
         c = Array::full({n}, 0.5, DType::f32);
   float *A = a.data_as<float>(), *B = b.data_as<float>(), *C = c.data_as<float>();
   double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
+  for (int rep = 0; rep < 10; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
     runtime::parallel_run(threads, [&](int t) {
       int64_t lo = n * t / threads, hi = n * (t + 1) / threads;
