@@ -26,8 +26,9 @@ ph::Tensor flash_rows(At at, Stat stat, Block block, ph::Tensor q, ph::Tensor k,
     if (causal) s = ph::where(tq.index().unsqueeze(-1) >= tk.index(), s, -INFINITY);
     auto new_mx = ph::maximum(mx, ph::amax(s, -1));
     auto p = ph::exp(s - new_mx.unsqueeze(-1));
+    auto p_sum = ph::sum(p, -1);  // right after p: the exp is computed inside the sum's loop
     auto alpha = ph::exp(mx - new_mx);
-    den = den * alpha + ph::sum(p, -1);
+    den = den * alpha + p_sum;
     // 16-bit inputs: p is rounded to their dtype for the second dot, which then runs on the
     // 16-bit micro-kernels (as flash kernels do; the error stays within the dtype's tolerance).
     auto pv = v.dtype() == DType::f32 ? ph::dot(p, at(v, tk)) : ph::dot(ph::cast(p, v.dtype()), at(v, tk));
