@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job: flash attention written once in C++ (kernels/attention.cpp), tuned and run on
 # this CPU against its reference, then emitted for a TPU as a Pallas module that runs here in
-# JAX's TPU interpret mode, with both inner-loop strategies. Then the compiler's stages on a
-# smaller kernel (softmax), each shown.
+# JAX's TPU interpret mode, with both inner-loop strategies; the TPU timing model choosing the
+# strategy for the seed's shapes. Then the compiler's stages on a smaller kernel (softmax).
 set -euo pipefail
 B=${1:-build}
 P=$B/parhelion
@@ -25,6 +25,9 @@ $P emit attention --target pallas --tpu v7x --shape 1,2,512,128 --dtype bf16 --c
 sed -n '/^def _kernel_0/,/^def attention/p' "$OUT/attention_pipeline.py" | head -60
 say "Both modules run in JAX's TPU interpret mode (simulated VMEM and DMAs, race detection on)"
 .venv/bin/python scripts/pallas_attention_demo.py "$OUT/attention_pipeline.py" "$OUT/attention_resident.py"
+say "No TPU needed to choose: the TPU timing model tunes the seed's attention on v7x"
+$P tune attention --target pallas --tpu v7x --shape 8,32,8192,256 --dtype bf16 --model
+$P tune attention --target pallas --tpu v7x --shape 8,32,32768,256 --dtype bf16 --model
 say "The seed's shape on v7x, [8,32,32768,256] bf16: resident K/V does not fit VMEM"
 $P emit attention --target pallas --tpu v7x --shape 1,1,32768,256 --dtype bf16 \
   --config '{"block_sizes":[512,512],"inner_loops":[{"strategy":"resident"}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1}' \
