@@ -154,3 +154,26 @@ TEST(Cli, PallasEmitPredictAndModelTune) {
 }
 
 }  // namespace
+
+namespace {
+
+// The suite's failure paths (its baselines need the bench venv, which `make test` does not
+// create): a missing interpreter and a malformed suite file are said, not crashed on.
+TEST(Cli, SuiteSaysWhatIsMissing) {
+  setenv("PARHELION_BENCH_PYTHON", "/nonexistent/python", 1);
+  Result missing = cli("bench --suite softmax");
+  unsetenv("PARHELION_BENCH_PYTHON");
+  EXPECT_NE(missing.status, 0);
+  EXPECT_HAS(missing, "the suite needs the torch baselines: no bench Python at /nonexistent/python");
+  std::string bad = testing::TempDir() + "/bad-suite.json";
+  FILE* f = std::fopen(bad.c_str(), "w");
+  std::fputs("{\"cases\": [", f);
+  std::fclose(f);
+  Result corrupt = cli("bench --suite --suite-file " + bad);
+  EXPECT_NE(corrupt.status, 0);
+  EXPECT_HAS(corrupt, "is not valid JSON");
+  Result absent = cli("bench --suite --suite-file /nonexistent/suite.json");
+  EXPECT_HAS(absent, "cannot read the suite file /nonexistent/suite.json");
+}
+
+}  // namespace

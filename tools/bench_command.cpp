@@ -25,7 +25,7 @@ struct Impl {
   std::string name;
   std::function<void()> run;      // timed here, or
   std::function<double()> timed;  // timed by the implementation itself (the torch server)
-  std::vector<double> ms;         // per-round medians
+  std::vector<double> ms = {};    // per-round medians
 };
 
 struct Case {

@@ -42,6 +42,7 @@ const char* kUsage = R"(usage:
 
   parhelion bench [KERNEL...] [--threads 1,2] [--quick] [--tuned] [--json]
   parhelion bench --suite [KERNEL] [--threads 2] [--rounds 3] [--budget SECONDS] [--png FILE] [--json]
+                 [--suite-file FILE]
                  the kernel table against PyTorch eager and torch.compile (bench/suite.json)
 
   run --tune quick|full   tunes first (or takes the cached winner), then runs the best config
@@ -80,7 +81,7 @@ Options parse(int argc, char** argv) {
       }
       static const std::vector<std::string> known = {"shape",  "dtype",  "config",  "seed",   "stage", "reps",
                                                      "tune",   "effort", "budget",  "threads", "target", "tpu",
-                                                     "output", "png",    "rounds"};
+                                                     "output", "png",    "rounds", "suite-file"};
       if (std::find(known.begin(), known.end(), key) == known.end())
         throw ph::UserError("unknown option --" + key + "\n" + kUsage);
       o.flags[key] = value;
@@ -382,6 +383,7 @@ int main(int argc, char** argv) {
         ph::tools::SuiteOptions so;
         so.json = o.json;
         if (auto f = o.flags.find("png"); f != o.flags.end()) so.png = f->second;
+        if (auto f = o.flags.find("suite-file"); f != o.flags.end()) so.suite_file = f->second;
         if (auto f = o.flags.find("budget"); f != o.flags.end()) so.tune_budget = std::atof(f->second.c_str());
         if (auto f = o.flags.find("rounds"); f != o.flags.end()) so.rounds = std::max(1, std::atoi(f->second.c_str()));
         if (auto f = o.flags.find("threads"); f != o.flags.end()) so.threads = std::max(1, std::atoi(f->second.c_str()));

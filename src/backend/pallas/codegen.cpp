@@ -298,12 +298,9 @@ class Emitter {
         return def("scalars_ref[" + std::to_string(op.param) + "]");
       case OpKind::TileBegin:
         return def("off_" + tname(op.tile));
-      case OpKind::TileEnd: {
-        const ir::TileInfo& t = fn_.tiles[op.tile];
+      case OpKind::TileEnd:
         if (unit(op.tile)) return def("off_" + tname(op.tile) + " + 1");
         return def("off_" + tname(op.tile) + " + n_" + tname(op.tile));
-        (void)t;
-      }
       case OpKind::TileIndex: {
         std::string n = unit(op.tile) ? "1" : dim_size(Dim::of_tile(op.tile));
         return def("off_" + tname(op.tile) + " + jax.lax.broadcasted_iota(jnp.int32, (" + n + ",), 0)");
@@ -522,8 +519,6 @@ class Emitter {
     std::vector<std::string> batch;
     if (!shared_b)
       for (int i = 0; i < a.rank - 2; ++i) batch.push_back(std::to_string(i));
-    int ma = a.transposed ? a.rank - 1 : a.rank - 2;
-    (void)ma;
     std::string dims = "(((" + std::to_string(ka) + ",), (" + std::to_string(kb) + ",)), (" + tuple_str(batch) + ", " +
                        tuple_str(batch) + "))";
     std::string e = "jax.lax.dot_general(" + ea + ", " + eb + ", " + dims + ", preferred_element_type=jnp.float32)";
