@@ -229,7 +229,9 @@ int cmd_tune(const Options& o) {
   std::printf("searched    %d candidates (%d failed, %d did not fit, %d too slow, %d duplicate code) in %.1f s%s\n",
               r.candidates, r.failed, r.rejected, r.too_slow, r.duplicates, r.seconds,
               r.cache_hit ? " (cached winner)" : "");
-  for (const std::string& f : r.failures) std::printf("  failed    %s\n", f.c_str());
+  for (const std::string& f : r.failures)  // too-slow candidates are listed too, as stopped
+    std::printf("  %s %s\n", f.find("not counted as failed") != std::string::npos ? "stopped  " : "failed   ",
+                f.c_str());
   std::printf("default     %.4f ms  %s\n", r.default_ms, r.default_config.to_json().c_str());
   std::printf("best        %.4f ms  (%.2fx the default)\n", r.best_ms, r.speedup());
   std::printf("pin it with --config '%s'\n", r.best_config.to_json().c_str());
