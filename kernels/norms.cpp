@@ -34,37 +34,41 @@ ph::Tensor rms_norm_body(ph::Tensor x, ph::Tensor w, ph::Scalar eps) {
   return out;
 }
 
-// Row mean and (population) variance, streaming column blocks: each block's mean and sum of
-// squared deviations are merged into the running ones (Chan et al.), which stays accurate
-// where the one-pass sum-of-squares formula cancels.
+// Running row statistics over column blocks: each block's mean and sum of squared deviations
+// are merged into the running ones (Chan et al.), which stays accurate where the one-pass
+// sum-of-squares formula cancels. Declared in a row-tile loop, merged in a column-tile loop.
+struct RowStats {
+  ph::Var count, mean, m2;
+  explicit RowStats(const ph::Tile& rows) : count(ph::zeros({})), mean(ph::zeros({rows})), m2(ph::zeros({rows})) {}
+  void merge(ph::Tensor v, const ph::Tile& cols) {
+    auto block_count = ph::cast(cols.end() - cols.begin(), DType::f32);
+    auto block_mean = ph::mean(v, -1);
+    auto dev = v - block_mean.unsqueeze(-1);
+    auto block_m2 = ph::sum(dev * dev, -1);
+    auto total = count + block_count;
+    auto delta = block_mean - mean;
+    mean = mean + delta * (block_count / total);
+    m2 = m2 + block_m2 + delta * delta * (count * block_count / total);
+    count = total;
+  }
+};
+
+// Row mean and (population) variance, streaming column blocks.
 std::tuple<ph::Tensor, ph::Tensor> welford_body(ph::Tensor x) {
   ph::expect_dtype(x, kFloat);
   auto [m, n] = x.sizes<2>();
   auto mean_out = ph::empty({m}, DType::f32);
   auto var_out = ph::empty({m}, DType::f32);
   for (auto rows : ph::tile(m)) {
-    ph::Var count = ph::zeros({});
-    ph::Var mean = ph::zeros({rows});
-    ph::Var m2 = ph::zeros({rows});
-    for (auto cols : ph::tile(n)) {
-      auto v = x[rows, cols];
-      auto block_count = ph::cast(cols.end() - cols.begin(), DType::f32);
-      auto block_mean = ph::mean(v, -1);
-      auto dev = v - block_mean.unsqueeze(-1);
-      auto block_m2 = ph::sum(dev * dev, -1);
-      auto total = count + block_count;
-      auto delta = block_mean - mean;
-      mean = mean + delta * (block_count / total);
-      m2 = m2 + block_m2 + delta * delta * (count * block_count / total);
-      count = total;
-    }
-    mean_out[rows] = mean;
-    var_out[rows] = m2 / static_cast<double>(n);
+    RowStats stats(rows);
+    for (auto cols : ph::tile(n)) stats.merge(x[rows, cols], cols);
+    mean_out[rows] = stats.mean;
+    var_out[rows] = stats.m2 / static_cast<double>(n);
   }
   return {mean_out, var_out};
 }
 
-// layer_norm over rows too long for one block: pass 1 streams column blocks merging block
+// layer_norm over rows too long for one block: pass 1 streams column blocks merging their
 // statistics (as welford), pass 2 streams them again to normalize.
 ph::Tensor layer_norm_looped_body(ph::Tensor x, ph::Tensor w, ph::Tensor b, ph::Scalar eps) {
   ph::expect_dtype(x, kFloat);
@@ -73,23 +77,11 @@ ph::Tensor layer_norm_looped_body(ph::Tensor x, ph::Tensor w, ph::Tensor b, ph::
              "layer_norm_looped: weight and bias must have shape [" + std::to_string(n) + "]");
   auto out = ph::empty_like(x);
   for (auto rows : ph::tile(m)) {
-    ph::Var count = ph::zeros({});
-    ph::Var mean = ph::zeros({rows});
-    ph::Var m2 = ph::zeros({rows});
-    for (auto cols : ph::tile(n)) {
-      auto v = x[rows, cols];
-      auto block_count = ph::cast(cols.end() - cols.begin(), DType::f32);
-      auto block_mean = ph::mean(v, -1);
-      auto dev = v - block_mean.unsqueeze(-1);
-      auto total = count + block_count;
-      auto delta = block_mean - mean;
-      mean = mean + delta * (block_count / total);
-      m2 = m2 + ph::sum(dev * dev, -1) + delta * delta * (count * block_count / total);
-      count = total;
-    }
-    auto rstd = ph::rsqrt(m2 / static_cast<double>(n) + eps);
+    RowStats stats(rows);
+    for (auto cols : ph::tile(n)) stats.merge(x[rows, cols], cols);
+    auto rstd = ph::rsqrt(stats.m2 / static_cast<double>(n) + eps);
     for (auto cols : ph::tile(n))
-      out[rows, cols] = (x[rows, cols] - mean.unsqueeze(-1)) * rstd.unsqueeze(-1) * w[cols] + b[cols];
+      out[rows, cols] = (x[rows, cols] - stats.mean.unsqueeze(-1)) * rstd.unsqueeze(-1) * w[cols] + b[cols];
   }
   return out;
 }

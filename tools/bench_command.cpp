@@ -97,14 +97,7 @@ void add_torch_impls(bench::TorchBaseline& torch, const kernels::KernelEntry& e,
 
 }  // namespace
 
-int run_bench(const BenchOptions& o, char** argv) {
-  // OpenBLAS reads OPENBLAS_CORETYPE when it loads: restart once without it (and without
-  // OPENBLAS_L2_SIZE), in this process only, so that it runs its best kernels.
-  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("OPENBLAS_L2_SIZE")) {
-    unsetenv("OPENBLAS_CORETYPE");
-    unsetenv("OPENBLAS_L2_SIZE");
-    execv("/proc/self/exe", argv);
-  }
+int run_bench(const BenchOptions& o) {
   std::vector<std::string> names = o.kernels;
   if (names.empty()) names = {"matmul", "bmm", "epilogue_subtiling", "matmul_layernorm"};
   const int max_threads = lower::Target::host().threads;

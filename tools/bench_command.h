@@ -16,6 +16,8 @@ struct BenchOptions {
   int rounds = 3;
 };
 
-int run_bench(const BenchOptions& o, char** argv);
+// The caller restarts the process without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE first (OpenBLAS
+// reads them when it loads).
+int run_bench(const BenchOptions& o);
 
 }  // namespace parhelion::tools

@@ -171,6 +171,15 @@ ph::TuneReport tune_for(const Options& o, const Prepared& p, const std::string& 
   return p.entry->kernel->tune(p.inputs.args(), opt);
 }
 
+// A report's JSON with the case's shape and dtype added, on one line.
+int print_json_for(const std::string& report, const Prepared& p) {
+  json j = json::parse(report);
+  j["shape"] = p.shape;
+  j["dtype"] = ph::dtype_name(p.dtype);
+  std::cout << j.dump() << "\n";
+  return 0;
+}
+
 void print_prediction(const ph::TpuPrediction& t) {
   if (!t.fits) {
     std::printf("predicted   does not fit: needs %s of VMEM, the core has %s\n",
@@ -190,13 +199,7 @@ int cmd_tune_tpu(const Options& o, const Prepared& p) {
     throw ph::UserError("tuning for --target pallas needs a TPU; without one, tune against the timing model: --model");
   std::string tpu = o.flags.count("tpu") ? o.flags.at("tpu") : "v7x";
   ph::TpuTuneReport r = ph::tune_tpu(*p.entry->kernel, p.inputs.args(), tpu);
-  if (o.json) {
-    json j = json::parse(r.to_json());
-    j["shape"] = p.shape;
-    j["dtype"] = ph::dtype_name(p.dtype);
-    std::cout << j.dump() << "\n";
-    return 0;
-  }
+  if (o.json) return print_json_for(r.to_json(), p);
   std::printf("kernel      %s %s %s on TPU %s (timing model)\n", p.entry->name.c_str(),
               ph::shape_to_string(p.shape).c_str(), std::string(ph::dtype_name(p.dtype)).c_str(), tpu.c_str());
   std::printf("modelled    %d configs (%d do not fit VMEM)\n", r.evaluated, r.rejected);
@@ -217,13 +220,7 @@ int cmd_tune(const Options& o) {
   Prepared p = prepare(o);
   if (o.flags.count("target") && o.flags.at("target") == "pallas") return cmd_tune_tpu(o, p);
   ph::TuneReport r = tune_for(o, p, "effort");
-  if (o.json) {
-    json j = json::parse(r.to_json());
-    j["shape"] = p.shape;
-    j["dtype"] = ph::dtype_name(p.dtype);
-    std::cout << j.dump() << "\n";
-    return 0;
-  }
+  if (o.json) return print_json_for(r.to_json(), p);
   std::printf("kernel      %s %s %s\n", p.entry->name.c_str(), ph::shape_to_string(p.shape).c_str(),
               std::string(ph::dtype_name(p.dtype)).c_str());
   std::printf("searched    %d candidates (%d failed, %d did not fit, %d too slow, %d duplicate code) in %.1f s%s\n",
@@ -374,14 +371,14 @@ int main(int argc, char** argv) {
     if (o.command == "emit") return cmd_emit(o);
     if (o.command == "tune") return cmd_tune(o);
     if (o.command == "bench") {
+      // OpenBLAS reads OPENBLAS_CORETYPE when it loads: restart once without it (and without
+      // OPENBLAS_L2_SIZE), in this process only, so that it runs its best kernels.
+      if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("OPENBLAS_L2_SIZE")) {
+        unsetenv("OPENBLAS_CORETYPE");
+        unsetenv("OPENBLAS_L2_SIZE");
+        execv("/proc/self/exe", argv);
+      }
       if (o.flags.count("suite")) {
-        // OpenBLAS reads OPENBLAS_CORETYPE when it loads: restart once without it (and without
-        // OPENBLAS_L2_SIZE), in this process only, so that it runs its best kernels.
-        if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("OPENBLAS_L2_SIZE")) {
-          unsetenv("OPENBLAS_CORETYPE");
-          unsetenv("OPENBLAS_L2_SIZE");
-          execv("/proc/self/exe", argv);
-        }
         ph::tools::SuiteOptions so;
         so.json = o.json;
         if (auto f = o.flags.find("png"); f != o.flags.end()) so.png = f->second;
@@ -406,7 +403,7 @@ int main(int argc, char** argv) {
           if (int v = std::atoi(item.c_str()); v > 0) b.threads.push_back(v);
         if (b.threads.empty()) throw ph::UserError("--threads must be a list like 1,2");
       }
-      return ph::tools::run_bench(b, argv);
+      return ph::tools::run_bench(b);
     }
     throw ph::UserError("unknown command '" + o.command + "'\n" + kUsage);
   } catch (const ph::UserError& e) {

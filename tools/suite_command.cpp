@@ -51,14 +51,15 @@ struct Row {
   }
 };
 
-// Parhelion's config for a case: the cached winner, or `quick` tuning within the budget.
+// Parhelion's config for a case: the cached winner, or `quick` tuning within the budget; run at
+// the suite's thread count.
 Config tuned_config(const kernels::KernelEntry& e, const kernels::Inputs& in, double budget, int threads) {
   TuneOptions t;
   t.effort = Effort::quick;
   t.budget_seconds = budget;
   t.progress = false;
   Config c = e.kernel->tune(in.args(), t).best_config;
-  c.num_threads = std::min(threads, c.num_threads > 0 ? std::max(c.num_threads, threads) : threads);
+  c.num_threads = std::min(threads, lower::Target::host().threads);
   return c;
 }
 
@@ -98,7 +99,6 @@ int run_suite(const SuiteOptions& o) {
       kernels::Inputs& in = *inputs.back();
       Row row{&e, shape, dt, "", {}, ""};
       Config cfg = tuned_config(e, in, o.tune_budget, T);
-      cfg.num_threads = std::min(T, lower::Target::host().threads);
       compiled.push_back(std::make_unique<CompiledKernel>(e.kernel->compile(in.args(), &cfg)));
       CompiledKernel* k = compiled.back().get();
       row.config = cfg.to_json();

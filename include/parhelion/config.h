@@ -76,6 +76,15 @@ struct ConfigSpec {
 
   // Throws UserError naming the key and its domain if `c` is not a point of this space.
   void validate(const Config& c) const;
+  // The default choice of an inner loop: the target's first strategy, two buffers.
+  InnerLoopChoice default_inner_loop(size_t i) const { return {inner_loops.at(i).strategies.front(), 2}; }
+  // `c` with the knobs it leaves out given their defaults (a config written before inner-loop
+  // strategies existed has no "inner_loops").
+  Config complete(Config c) const {
+    if (c.inner_loops.empty())
+      for (size_t i = 0; i < inner_loops.size(); ++i) c.inner_loops.push_back(default_inner_loop(i));
+    return c;
+  }
   // A readable description of the space (one knob per line).
   std::string describe() const;
   // Number of points, saturating at INT64_MAX.

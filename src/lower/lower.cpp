@@ -410,11 +410,7 @@ std::string fit_hint(const ir::Function& fn, const LaunchPlan& L) {
 
 BlockProgram lower(const ir::Function& fn, const Config& given, const Target& target) {
   ConfigSpec spec = derive_config_spec(fn, target);
-  // A config written before inner-loop strategies existed (or without them) gets the target's
-  // default strategy for every inner loop.
-  Config config = given;
-  if (config.inner_loops.empty())
-    for (const InnerLoopSpec& l : spec.inner_loops) config.inner_loops.push_back({l.strategies.front(), 2});
+  Config config = spec.complete(given);
   spec.validate(config);
   BlockProgram p = plan(fn, config, target);
   if (target.name == "pallas") {
@@ -459,18 +455,26 @@ BlockProgram lower(const ir::Function& fn, const Config& given, const Target& ta
   return p;
 }
 
-// Pallas: every block as large as a legal choice up to 512 allows, halved (largest first) until
-// the launch takes at most half of VMEM; inner loops pipelined with two buffers.
-Config pallas_default_config(const ir::Function& fn, const ConfigSpec& spec, const Target& target) {
+// The starting point of both defaults: every thread, loop orders as written, the first
+// micro-kernel, blocks of 1, each inner loop's default strategy.
+Config base_config(const ConfigSpec& spec) {
   Config c;
-  c.num_threads = 1;
+  c.num_threads = spec.max_threads;
   for (const LoopOrderSpec& l : spec.loop_orders) {
     std::vector<int> order(l.dims);
     for (int i = 0; i < l.dims; ++i) order[i] = i;
     c.loop_orders.push_back(order);
   }
+  c.block_sizes.assign(spec.block_sizes.size(), 1);
   c.micro_kernels.assign(spec.micro_kernels.size(), 0);
-  for (const InnerLoopSpec& l : spec.inner_loops) c.inner_loops.push_back({"pipeline", 2});
+  return spec.complete(c);
+}
+
+// Pallas: every block as large as a legal choice up to 512 allows, halved (largest first) until
+// the launch takes at most half of VMEM; inner loops pipelined (the target's first strategy).
+Config pallas_default_config(const ir::Function& fn, const ConfigSpec& spec, const Target& target) {
+  Config c = base_config(spec);
+  c.block_sizes.clear();
   std::vector<size_t> pick(spec.block_sizes.size());
   for (size_t i = 0; i < spec.block_sizes.size(); ++i) {
     const auto& ch = spec.block_sizes[i].choices;
@@ -496,16 +500,7 @@ Config pallas_default_config(const ir::Function& fn, const ConfigSpec& spec, con
 
 Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Target& target) {
   if (target.name == "pallas") return pallas_default_config(fn, spec, target);
-  Config c;
-  c.num_threads = spec.max_threads;
-  for (const LoopOrderSpec& l : spec.loop_orders) {
-    std::vector<int> order(l.dims);
-    for (int i = 0; i < l.dims; ++i) order[i] = i;
-    c.loop_orders.push_back(order);
-  }
-  c.block_sizes.assign(spec.block_sizes.size(), 1);
-  c.micro_kernels.assign(spec.micro_kernels.size(), 0);
-  for (const InnerLoopSpec& l : spec.inner_loops) c.inner_loops.push_back({l.strategies.front(), 2});
+  Config c = base_config(spec);
   // Which block ids tile a tensor's contiguous (last) dimension, weighted by that tensor's size:
   // grow those first, so that the blocks of the biggest streams are long unit-stride runs.
   std::vector<double> contiguous(fn.block_sizes.size(), 0);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "lower/pallas_plan.h"
@@ -29,6 +30,9 @@ class LaunchModel {
 
   Prediction run() {
     Prediction r;
+    ir::walk(L_.op->body, [&](const Op& o) {
+      if (o.result >= 0) defs_[o.result] = &o;
+    });
     // Regions: the step's own ops, and one trip of each inner loop.
     for (const Op& op : L_.op->body) {
       if (op.kind == OpKind::Loop) {
@@ -79,11 +83,8 @@ class LaunchModel {
     return d && d->kind == OpKind::Load && dtype_size(fn_.tensors[d->tensor].dtype) == 2;
   }
   const Op* def(int v) const {
-    const Op* found = nullptr;
-    ir::walk(L_.op->body, [&](const Op& o) {
-      if (o.result == v) found = &o;
-    });
-    return found;
+    auto it = defs_.find(v);
+    return it == defs_.end() ? nullptr : it->second;
   }
 
   void account(const Op& op, Work& w) {
@@ -225,6 +226,7 @@ class LaunchModel {
   const TpuHardware& hw_;
   Work step_;
   std::vector<LoopWork> loops_;
+  std::map<int, const Op*> defs_;  // value -> its op in this launch
 };
 
 }  // namespace

@@ -51,10 +51,7 @@ std::string ms(double s) {
 TpuPrediction predict_tpu(KernelBase& kernel, const std::vector<Arg>& args, const std::string& tpu,
                           const Config* config) {
   Context c = context(kernel, args, tpu);
-  Config cfg = config ? *config : lower::default_config(c.traced->fn, c.spec, c.target);
-  if (cfg.inner_loops.empty())
-    for (const InnerLoopSpec& l : c.spec.inner_loops) cfg.inner_loops.push_back({l.strategies.front(), 2});
-  return model(c, cfg);
+  return model(c, c.spec.complete(config ? *config : lower::default_config(c.traced->fn, c.spec, c.target)));
 }
 
 TpuTuneReport tune_tpu(KernelBase& kernel, const std::vector<Arg>& args, const std::string& tpu, int max_points) {

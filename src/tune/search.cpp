@@ -66,7 +66,7 @@ ConfigCodec::Point ConfigCodec::encode(const Config& c) const {
     p[k] = i < c.micro_kernels.size() ? std::clamp(c.micro_kernels[i], 0, sizes_[k] - 1) : 0;
   for (size_t i = 0; i < spec_.inner_loops.size(); ++i, k += 2) {
     const InnerLoopSpec& l = spec_.inner_loops[i];
-    InnerLoopChoice choice = i < c.inner_loops.size() ? c.inner_loops[i] : InnerLoopChoice{l.strategies.front(), 2};
+    InnerLoopChoice choice = i < c.inner_loops.size() ? c.inner_loops[i] : spec_.default_inner_loop(i);
     auto it = std::find(l.strategies.begin(), l.strategies.end(), choice.strategy);
     p[k] = it == l.strategies.end() ? 0 : static_cast<int>(it - l.strategies.begin());
     p[k + 1] = std::clamp(choice.buffers - 1, 0, l.max_buffers - 1);

@@ -55,6 +55,9 @@ std::string storage_type(DType d) {
 
 bool is16(DType d) { return d == DType::bf16 || d == DType::f16; }
 
+// The runtime GEMM's code for an operand's storage dtype (abi.h).
+const char* gemm_dtype_code(DType d) { return d == DType::bf16 ? "PH_BF16" : d == DType::f16 ? "PH_F16" : "PH_F32"; }
+
 std::string literal(double v, DType compute) {
   if (compute == DType::i64) return "int64_t(" + std::to_string(static_cast<long long>(v)) + "LL)";
   if (compute == DType::boolean) return v != 0 ? "true" : "false";
@@ -372,13 +375,11 @@ class LaunchEmitter {
     }
     if (m != L_.materialized.end() || d.kind == OpKind::VarGet) {
       const lower::Scratch& s = L_.scratch[m != L_.materialized.end() ? m->second : L_.var_scratch.at(d.var)];
-      const char* code = s.dtype == DType::bf16 ? "PH_BF16" : s.dtype == DType::f16 ? "PH_F16" : "PH_F32";
       return {"(" + scratch_name(s) + " + " + linear(s.capacity, idx) + ")", std::to_string(s.capacity.back()), "1",
-              code};
+              gemm_dtype_code(s.dtype)};
     }
     PH_CHECK(d.kind == OpKind::Load, "dot operand neither loaded nor materialized");
-    const ir::TensorInfo& tt = fn_.tensors[d.tensor];
-    const char* dcode = tt.dtype == DType::bf16 ? "PH_BF16" : tt.dtype == DType::f16 ? "PH_F16" : "PH_F32";
+    const char* dcode = gemm_dtype_code(fn_.tensors[d.tensor].dtype);
     if (auto st = L_.staged_load.find(v); st != L_.staged_load.end()) {
       const lower::StagedBlock& b = L_.staged[st->second];
       Idx at = broadcast(type(v).shape, idx);
@@ -396,9 +397,8 @@ class LaunchEmitter {
     Idx at = broadcast(type(v).shape, idx);
     std::string a = address(d, at);
     std::string offset = a.substr(a.find('[') + 1, a.size() - a.find('[') - 2);
-    const char* code = t.dtype == DType::bf16 ? "PH_BF16" : t.dtype == DType::f16 ? "PH_F16" : "PH_F32";
     return {"(T" + std::to_string(d.tensor) + " + " + offset + ")", std::to_string(t.strides[dims[dims.size() - 2]]),
-            std::to_string(t.strides[dims.back()]), code};
+            std::to_string(t.strides[dims.back()]), dcode};
   }
 
   // C = [acc +] A . B for every batch index, through the runtime's packed micro-kernels.

@@ -269,6 +269,7 @@ class Emitter {
   }
 
   void statement(const Op& op, const lower::InnerLoop* loop) {
+    if (op.result >= 0) defs_[op.result] = &op;
     const ir::Type* rt = op.result >= 0 ? &type(op.result) : nullptr;
     auto def = [&](const std::string& e) { line(v(op.result) + " = " + e); };
     switch (op.kind) {
@@ -485,11 +486,8 @@ class Emitter {
   }
   OpKind def_kind(int id) const { return def_op(id) ? def_op(id)->kind : OpKind::Constant; }
   const Op* def_op(int id) const {
-    const Op* found = nullptr;
-    ir::walk(fn_.body, [&](const Op& o) {
-      if (o.result == id) found = &o;
-    });
-    return found;
+    auto it = defs_.find(id);
+    return it == defs_.end() ? nullptr : it->second;
   }
 
   std::string dot(const Op& op) {
@@ -527,6 +525,21 @@ class Emitter {
     return e;
   }
 
+  // A slot's BlockSpec: its block shape (None for squeezed dims) and an index map from the grid
+  // indices `g_<tile>` (and, for the slot's own inner loop, `loop_index`); `buffered` adds its
+  // pipeline depth (emit_pipeline specs only: pallas_call specs take 1 or 2 buffers).
+  std::string block_spec(const PallasSlot& s, const std::string& lambda, const std::string& loop_index,
+                         bool buffered) const {
+    std::vector<std::string> shape, index;
+    for (size_t d = 0; d < s.first->index.size(); ++d) {
+      const ir::IndexItem& ix = s.first->index[d];
+      shape.push_back(s.block[d] < 0 ? "None" : std::to_string(s.block[d]));
+      index.push_back(ix.kind == ir::IndexItem::All ? "0" : ix.tile == s.loop_tile ? loop_index : "g_" + tname(ix.tile));
+    }
+    return "pl.BlockSpec(" + tuple_str(shape) + ", " + lambda + tuple_str(index) +
+           (buffered ? ", pipeline_mode=pl.Buffered(" + std::to_string(s.buffers) + "))" : ")");
+  }
+
   void inner_loop(const Op& op) {
     int tile = op.loop_tiles[0];
     const ir::TileInfo& t = fn_.tiles[tile];
@@ -557,36 +570,15 @@ class Emitter {
     std::vector<std::string> in_specs, out_specs, in_refs, out_refs, params;
     for (int s : slots) {
       const PallasSlot& slot = cur_->slots[s];
-      std::vector<std::string> shape, index;
-      for (size_t d = 0; d < slot.first->index.size(); ++d) {
-        const ir::IndexItem& ix = slot.first->index[d];
-        shape.push_back(slot.block[d] < 0 ? "None" : std::to_string(slot.block[d]));
-        if (ix.kind == ir::IndexItem::All)
-          index.push_back("0");
-        else if (ix.tile == tile)
-          index.push_back("i");
-        else
-          index.push_back("g_" + tname(ix.tile));
-      }
-      std::string spec = "pl.BlockSpec(" + tuple_str(shape) + ", lambda i: " + tuple_str(index) +
-                         ", pipeline_mode=pl.Buffered(" + std::to_string(slot.buffers) + "))";
-      if (slot.read) {
-        in_specs.push_back(spec);
-        in_refs.push_back(slot_ref(s, false));
-        params.push_back("b" + std::to_string(s) + "i");
-      }
+      if (!slot.read) continue;
+      in_specs.push_back(block_spec(slot, "lambda i: ", "i", true));
+      in_refs.push_back(slot_ref(s, false));
+      params.push_back("b" + std::to_string(s) + "i");
     }
     for (int s : slots) {
       const PallasSlot& slot = cur_->slots[s];
       if (!slot.written) continue;
-      std::vector<std::string> shape, index;
-      for (size_t d = 0; d < slot.first->index.size(); ++d) {
-        const ir::IndexItem& ix = slot.first->index[d];
-        shape.push_back(slot.block[d] < 0 ? "None" : std::to_string(slot.block[d]));
-        index.push_back(ix.kind == ir::IndexItem::All ? "0" : ix.tile == tile ? "i" : "g_" + tname(ix.tile));
-      }
-      out_specs.push_back("pl.BlockSpec(" + tuple_str(shape) + ", lambda i: " + tuple_str(index) +
-                          ", pipeline_mode=pl.Buffered(" + std::to_string(slot.buffers) + "))");
+      out_specs.push_back(block_spec(slot, "lambda i: ", "i", true));
       out_refs.push_back(slot_ref(s, true));
       params.push_back("b" + std::to_string(s) + "o");
     }
@@ -658,17 +650,9 @@ class Emitter {
     }
     std::string lam = "lambda " + join(gargs) + ": ";
     auto spec = [&](const PallasSlot& s) {
+      // A pipelined operand stays in HBM; a resident one spans its loop (block index 0 there).
       if (s.strategy == "pipeline") return std::string("pl.BlockSpec(memory_space=pl.ANY)");
-      std::vector<std::string> shape, index;
-      for (size_t d = 0; d < s.first->index.size(); ++d) {
-        const ir::IndexItem& ix = s.first->index[d];
-        shape.push_back(s.block[d] < 0 ? "None" : std::to_string(s.block[d]));
-        if (ix.kind == ir::IndexItem::All || (ix.tile == s.loop_tile))
-          index.push_back("0");
-        else
-          index.push_back("g_" + tname(ix.tile));
-      }
-      return "pl.BlockSpec(" + tuple_str(shape) + ", " + lam + tuple_str(index) + ")";
+      return block_spec(s, lam, "0", false);
     };
     std::vector<std::string> in_specs, operands, out_specs, out_shapes, scratch, aliases;
     if (!fn_.scalar_params.empty()) {
@@ -734,6 +718,7 @@ class Emitter {
   std::set<int> has_value_;       // tensors with a value before the current launch
   std::set<int> resident_tiles_;  // tiles of the trace-time loops being emitted
   std::map<int, DType> raw_;      // load result -> its storage dtype (`vN_raw` holds it)
+  std::map<int, const Op*> defs_;  // value -> its op, as statements are emitted
   std::ostringstream os_;
   int depth_ = 0;
 };
