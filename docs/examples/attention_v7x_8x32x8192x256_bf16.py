@@ -31,7 +31,7 @@ def _mask(x, axis, valid, fill):
 
 
 def _kernel_0(scalars_ref, s0_ref, s1_ref, s2_ref, o3_ref, var0_ref, var1_ref, var2_ref):
-    # launch 0 at /work/main/kernels/attention.cpp:58
+    # launch 0 at kernels/attention.cpp:62
     g_t0 = pl.program_id(0)
     off_t0 = g_t0
     g_t1 = pl.program_id(1)
@@ -47,7 +47,7 @@ def _kernel_0(scalars_ref, s0_ref, s1_ref, s2_ref, o3_ref, var0_ref, var1_ref, v
     var2_ref[...] = jnp.broadcast_to(v2, (512, 256))
     v3_raw = s0_ref[...]
     v3 = v3_raw.astype(jnp.float32)
-    # loop at /work/main/kernels/attention.cpp:24: 16 trips of 512, pipeline
+    # loop at kernels/attention.cpp:24: 16 trips of 512, pipeline
     
     def _trip_t3(b1i, b2i):
         off_t3 = 0 + pl.program_id(0) * 512  # the pipeline's own trip index
@@ -64,30 +64,31 @@ def _kernel_0(scalars_ref, s0_ref, s1_ref, s2_ref, o3_ref, var0_ref, var1_ref, v
         v12 = jnp.expand_dims(v11, 1)
         v13 = (v8 - v12)
         v14 = jnp.exp(v13)
-        v15 = var0_ref[...]
-        v16 = (v15 - v11)
-        v17 = jnp.exp(v16)
-        v18 = jnp.sum(v14, axis=1)
+        v15 = jnp.sum(v14, axis=1)
+        v16 = var0_ref[...]
+        v17 = (v16 - v11)
+        v18 = jnp.exp(v17)
         v19 = var1_ref[...]
-        v20 = (v19 * v17)
-        v21 = (v20 + v18)
+        v20 = (v19 * v18)
+        v21 = (v20 + v15)
         var1_ref[...] = jnp.broadcast_to(v21, (512,))
         v22_raw = b2i[...]
         v22 = v22_raw.astype(jnp.float32)
-        v23 = jax.lax.dot_general(v14.astype(jnp.bfloat16), v22_raw, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
-        v24 = jnp.expand_dims(v17, 1)
-        v25 = var2_ref[...]
-        v26 = (v25 * v24)
-        v27 = (v26 + v23)
-        var2_ref[...] = jnp.broadcast_to(v27, (512, 256))
+        v23 = jnp.asarray(v14, jnp.float32).astype(jnp.bfloat16).astype(jnp.float32)
+        v24 = jax.lax.dot_general(v23.astype(jnp.bfloat16), v22_raw, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+        v25 = jnp.expand_dims(v18, 1)
+        v26 = var2_ref[...]
+        v27 = (v26 * v25)
+        v28 = (v27 + v24)
+        var2_ref[...] = jnp.broadcast_to(v28, (512, 256))
         var0_ref[...] = jnp.broadcast_to(v11, (512,))
     
     pltpu.emit_pipeline(_trip_t3, grid=(16,), in_specs=[pl.BlockSpec((None, None, 512, 256), lambda i: (g_t0, g_t1, i, 0), pipeline_mode=pl.Buffered(2)), pl.BlockSpec((None, None, 512, 256), lambda i: (g_t0, g_t1, i, 0), pipeline_mode=pl.Buffered(2))], out_specs=[])(s1_ref, s2_ref)
-    v28 = var1_ref[...]
-    v29 = jnp.expand_dims(v28, 1)
-    v30 = var2_ref[...]
-    v31 = (v30 / v29)
-    o3_ref[...] = jnp.broadcast_to(v31, (512, 256)).astype(jnp.bfloat16)
+    v29 = var1_ref[...]
+    v30 = jnp.expand_dims(v29, 1)
+    v31 = var2_ref[...]
+    v32 = (v31 / v30)
+    o3_ref[...] = jnp.broadcast_to(v32, (512, 256)).astype(jnp.bfloat16)
 
 
 def attention(arg0, arg1, arg2, arg3, *, interpret=False):
