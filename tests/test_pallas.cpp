@@ -14,12 +14,13 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
+#include "backend/pallas/interpret.h"
 #include "kernels/registry.h"
 
 namespace ph = parhelion;
-namespace fs = std::filesystem;
-using nlohmann::json;
+namespace pallas = ph::backend::pallas;
 
 namespace {
 
@@ -29,11 +30,6 @@ struct Case {
   ph::DType dtype;
   std::vector<std::string> configs;  // JSON; "" = the pallas default, "resident" = it, all loops resident
 };
-
-std::string python() {
-  if (const char* p = std::getenv("PARHELION_PYTHON")) return p;
-  return std::string(PARHELION_SOURCE_DIR) + "/.venv/bin/python";
-}
 
 // Shapes with ragged blocks where the TPU allows them, and both strategies per inner loop.
 std::vector<Case> cases() {
@@ -45,25 +41,44 @@ std::vector<Case> cases() {
       {"geglu", {16, 256}, ph::DType::f32, {"", R"({"block_sizes":[16,128],"loop_orders":[[1,0]],"num_threads":1})"}},
       {"softmax", {40, 384}, ph::DType::f32, {"", R"({"block_sizes":[16],"loop_orders":[],"num_threads":1})"}},
       {"softmax", {24, 256}, ph::DType::bf16, {"", R"({"block_sizes":[16],"loop_orders":[],"num_threads":1})"}},
-      {"batch_softmax", {2, 24, 256}, ph::DType::f32, {"", R"({"block_sizes":[1,8],"loop_orders":[[0,1]],"num_threads":1})"}},
+      {"batch_softmax",
+       {2, 24, 256},
+       ph::DType::f32,
+       {"", R"({"block_sizes":[1,8],"loop_orders":[[0,1]],"num_threads":1})"}},
       {"layer_norm", {24, 256}, ph::DType::f32, {"", R"({"block_sizes":[8],"loop_orders":[],"num_threads":1})"}},
       {"rms_norm", {24, 256}, ph::DType::bf16, {"", R"({"block_sizes":[16],"loop_orders":[],"num_threads":1})"}},
-      {"softmax_two_pass", {24, 384}, ph::DType::f32,
+      {"softmax_two_pass",
+       {24, 384},
+       ph::DType::f32,
        {R"({"block_sizes":[8,128,256],"inner_loops":[{"strategy":"pipeline","buffers":3},{"strategy":"resident"}],"loop_orders":[],"num_threads":1})",
         R"({"block_sizes":[16,256,128],"inner_loops":[{"strategy":"resident"},{"strategy":"pipeline","buffers":1}],"loop_orders":[],"num_threads":1})"}},
-      {"welford", {24, 384}, ph::DType::f32,
+      {"welford",
+       {24, 384},
+       ph::DType::f32,
        {R"({"block_sizes":[32,256],)" + il("pipeline") + R"(,"loop_orders":[],"num_threads":1})",
         R"({"block_sizes":[32,128],)" + il("resident") + R"(,"loop_orders":[],"num_threads":1})"}},
-      {"matmul", {64, 384, 256}, ph::DType::f32,
-       {R"({"block_sizes":[32,128,128],)" + il("pipeline") + R"(,"loop_orders":[[0,1]],"micro_kernels":[0],"num_threads":1})",
-        R"({"block_sizes":[64,256,128],)" + il("resident") + R"(,"loop_orders":[[1,0]],"micro_kernels":[0],"num_threads":1})"}},
+      {"matmul",
+       {64, 384, 256},
+       ph::DType::f32,
+       {R"({"block_sizes":[32,128,128],)" + il("pipeline") +
+            R"(,"loop_orders":[[0,1]],"micro_kernels":[0],"num_threads":1})",
+        R"({"block_sizes":[64,256,128],)" + il("resident") +
+            R"(,"loop_orders":[[1,0]],"micro_kernels":[0],"num_threads":1})"}},
       {"matmul", {64, 256, 256}, ph::DType::bf16, {""}},
-      {"attention", {1, 2, 200, 64}, ph::DType::f32,
-       {R"({"block_sizes":[64,128],)" + il("pipeline") + R"(,"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})",
-        R"({"block_sizes":[128,128],)" + il("resident") + R"(,"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})"}},
-      {"attention", {2, 128, 128}, ph::DType::bf16,
-       {R"({"block_sizes":[64,64],)" + il("pipeline") + R"(,"loop_orders":[[0,1]],"micro_kernels":[0,0],"num_threads":1})",
-        R"({"block_sizes":[32,128],)" + il("resident") + R"(,"loop_orders":[[1,0]],"micro_kernels":[0,0],"num_threads":1})"}},
+      {"attention",
+       {1, 2, 200, 64},
+       ph::DType::f32,
+       {R"({"block_sizes":[64,128],)" + il("pipeline") +
+            R"(,"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})",
+        R"({"block_sizes":[128,128],)" + il("resident") +
+            R"(,"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})"}},
+      {"attention",
+       {2, 128, 128},
+       ph::DType::bf16,
+       {R"({"block_sizes":[64,64],)" + il("pipeline") +
+            R"(,"loop_orders":[[0,1]],"micro_kernels":[0,0],"num_threads":1})",
+        R"({"block_sizes":[32,128],)" + il("resident") +
+            R"(,"loop_orders":[[1,0]],"micro_kernels":[0,0],"num_threads":1})"}},
       {"layer_norm_looped", {24, 384}, ph::DType::f32, {"", "resident"}},
       {"rms_norm_backward", {24, 256}, ph::DType::f32, {"", "resident"}},
       {"bmm", {2, 64, 128, 128}, ph::DType::f32, {"", "resident"}},
@@ -71,41 +86,29 @@ std::vector<Case> cases() {
       {"epilogue_subtiling", {64, 256, 128}, ph::DType::f32, {"", "resident"}},
       {"matmul_layernorm", {64, 256, 128}, ph::DType::f32, {"", "resident"}},
       {"cross_entropy", {16, 384}, ph::DType::f32, {"", "resident"}},
-      {"causal_attention", {1, 2, 200, 64}, ph::DType::f32,
-       {R"({"block_sizes":[64,128],)" + il("pipeline") + R"(,"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})",
-        R"({"block_sizes":[64,64],)" + il("resident") + R"(,"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})"}},
+      {"causal_attention",
+       {1, 2, 200, 64},
+       ph::DType::f32,
+       {R"({"block_sizes":[64,128],)" + il("pipeline") +
+            R"(,"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})",
+        R"({"block_sizes":[64,64],)" + il("resident") +
+            R"(,"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})"}},
   };
 }
 
-void write_raw(const ph::Array& a, const std::string& path) {
-  ph::Array c = a.is_contiguous() ? a : a.to(a.dtype());
-  std::ofstream(path, std::ios::binary)
-      .write(static_cast<const char*>(c.data()), static_cast<std::streamsize>(c.numel() * ph::dtype_size(c.dtype())));
-}
-
 TEST(Pallas, EmittedKernelsMatchTheirReferencesInInterpretMode) {
-  ASSERT_TRUE(fs::exists(python())) << "no Python with jax at " << python() << " (run `make test`)";
-  fs::path dir = fs::temp_directory_path() / ("ph-pallas-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  json manifest = json::array();
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
   struct Expect {
-    std::string name;
     std::vector<ph::Array> want;
     ph::DType dtype;
     double tol;
   };
+  std::vector<pallas::InterpretCase> runs;
   std::vector<Expect> expect;
-  int n = 0;
   for (const Case& c : cases()) {
     const auto& e = ph::kernels::find_kernel(c.kernel);
     auto in = e.make_inputs(c.shape, c.dtype, 5);
     auto want = e.reference(in);
-    json inputs = json::array();
-    for (size_t i = 0; i < in.tensors.size(); ++i) {
-      std::string path = (dir / ("case" + std::to_string(n) + "_in" + std::to_string(i))).string();
-      write_raw(in.tensors[i], path);
-      inputs.push_back({{"path", path}, {"shape", in.tensors[i].shape()}, {"dtype", ph::dtype_name(in.tensors[i].dtype())}});
-    }
     for (const std::string& cfg : c.configs) {
       std::unique_ptr<ph::Config> config;
       if (cfg == "resident") {
@@ -123,52 +126,73 @@ TEST(Pallas, EmittedKernelsMatchTheirReferencesInInterpretMode) {
         ADD_FAILURE() << name << ": " << err.what();
         continue;
       }
-      std::string module = (dir / ("case" + std::to_string(n) + ".py")).string();
-      std::ofstream(module) << m.source;
-      manifest.push_back({{"name", name},
-                          {"module", module},
-                          {"function", c.kernel},
-                          {"inputs", inputs},
-                          {"scalars", in.scalars},
-                          {"outputs", (dir / ("case" + std::to_string(n) + "_out")).string()},
-                          {"export", true}});
-      expect.push_back({name, want, c.dtype, e.tolerance(c.shape)});
-      ++n;
+      runs.push_back({name, m.source, c.kernel, in.tensors, in.scalars, /*export_for_tpu=*/true});
+      expect.push_back({want, c.dtype, e.tolerance(c.shape)});
     }
   }
-  std::string mf = (dir / "manifest.json").string();
-  std::ofstream(mf) << manifest.dump();
-  std::string cmd = python() + " " + PARHELION_SOURCE_DIR + "/tests/pallas_runner.py " + mf + " 2>" +
-                    (dir / "stderr.txt").string();
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[1 << 16];
-  size_t k = 0;
-  while (std::fgets(buf, sizeof buf, p)) {
-    json r = json::parse(buf);
-    ASSERT_LT(k, expect.size());
+  std::vector<pallas::InterpretResult> results = pallas::run_in_interpret_mode(runs);
+  for (size_t k = 0; k < results.size(); ++k) {
+    const pallas::InterpretResult& r = results[k];
     const Expect& x = expect[k];
-    SCOPED_TRACE(x.name);
-    EXPECT_EQ(r.value("name", ""), x.name);
-    if (!r.value("ok", false)) {
-      ADD_FAILURE() << r.value("error", "") << "\n" << r.value("trace", "");
-    } else {
-      EXPECT_FALSE(r.value("races", true)) << "interpret mode detected a race";
-      EXPECT_EQ(r.value("export", ""), "ok");
-      ASSERT_EQ(r.value("outputs", 0), static_cast<int>(x.want.size()));
-      for (size_t i = 0; i < x.want.size(); ++i) {
-        ph::Array got = ph::Array::empty(x.want[i].shape(), ph::DType::f32);
-        std::ifstream(manifest[k]["outputs"].get<std::string>() + "." + std::to_string(i), std::ios::binary)
-            .read(static_cast<char*>(got.data()), static_cast<std::streamsize>(got.numel() * 4));
-        auto cmp = ph::kernels::compare(got, x.want[i], x.dtype, x.tol);
-        EXPECT_TRUE(cmp.ok) << "output " << i << " max abs error " << cmp.max_abs_err;
-      }
+    SCOPED_TRACE(runs[k].name);
+    if (!r.ok) {
+      ADD_FAILURE() << r.error;
+      continue;
     }
-    ++k;
+    EXPECT_FALSE(r.races) << "interpret mode detected a race";
+    EXPECT_EQ(r.export_status, "ok");
+    ASSERT_EQ(r.outputs.size(), x.want.size());
+    for (size_t i = 0; i < x.want.size(); ++i) {
+      auto cmp = ph::kernels::compare(r.outputs[i], x.want[i], x.dtype, x.tol);
+      EXPECT_TRUE(cmp.ok) << "output " << i << " max abs error " << cmp.max_abs_err;
+    }
   }
-  EXPECT_EQ(pclose(p), 0) << "see " << (dir / "stderr.txt").string();
-  EXPECT_EQ(k, expect.size()) << "the runner stopped early; see " << (dir / "stderr.txt").string();
-  if (!HasFailure()) fs::remove_all(dir);
+}
+
+// out = a^T . b + c, with a [K, M]: the transposed left operand's free dim is M, so the product
+// is already [M, N] (it was transposed a second time: a shape error on non-square blocks, a
+// silently transposed result on square ones).
+ph::Tensor transposed_left_dot(ph::Tensor a, ph::Tensor b, ph::Tensor c) {
+  auto [k, m] = a.sizes<2>();
+  auto n = b.size(1);
+  auto out = ph::empty({m, n});
+  for (auto [tm, tn] : ph::tile(m, n)) {
+    ph::Var acc = c[tm, tn];
+    for (auto tk : ph::tile(k)) acc = ph::dot(ph::transpose(a[tk, tm]), b[tk, tn], acc);
+    out[tm, tn] = acc;
+  }
+  return out;
+}
+
+TEST(Pallas, TransposedLeftDotOperand) {
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  ph::Kernel kernel("transposed_left_dot", transposed_left_dot);
+  std::vector<pallas::InterpretCase> runs;
+  std::vector<ph::Array> want;
+  for (auto [m, n, cfg] :
+       {std::tuple<int64_t, int64_t, const char*>{
+            256, 128, R"({"block_sizes":[128,128,128],"loop_orders":[[0,1]],"micro_kernels":[0],"num_threads":1})"},
+        {128, 128, R"({"block_sizes":[128,128,128],"loop_orders":[[0,1]],"micro_kernels":[0],"num_threads":1})"}}) {
+    ph::Array a = ph::Array::random({256, m}, ph::DType::f32, 1), b = ph::Array::random({256, n}, ph::DType::f32, 2),
+              c = ph::Array::random({m, n}, ph::DType::f32, 3);
+    ph::Config config = ph::Config::from_json(cfg);
+    want.push_back(kernel.compile({a, b, c}, &config).run({a, b, c}).at(0));
+    std::string source = kernel.emit_pallas({a, b, c}, "v7x", &config).source;
+    EXPECT_EQ(source.find("jnp.swapaxes(jax.lax.dot_general"), std::string::npos) << source;
+    runs.push_back({"transposed_left_dot " + std::to_string(m) + "x" + std::to_string(n),
+                    source,
+                    "transposed_left_dot",
+                    {a, b, c},
+                    {},
+                    false});
+  }
+  auto results = pallas::run_in_interpret_mode(runs);
+  for (size_t i = 0; i < results.size(); ++i) {
+    SCOPED_TRACE(runs[i].name);
+    ASSERT_TRUE(results[i].ok) << results[i].error;
+    ASSERT_EQ(results[i].outputs.size(), 1u);
+    EXPECT_LT(ph::max_abs_diff(results[i].outputs[0], want[i]), 1e-3);
+  }
 }
 
 TEST(Pallas, TpuRulesAreEnforcedBeforeEmitting) {

@@ -5,6 +5,7 @@
 // split over threads. A Config prints as one line of JSON that parses back, so a user can pin
 // the configuration a tuner found:
 //   {"block_sizes":[8,1024],"loop_orders":[[0,1]],"num_threads":2}
+// ("index_checks":false, written only when set, turns off the bounds checks of computed indices)
 // (kernels with dot products add "micro_kernels":[0], one choice per dot; kernels with inner tile
 // loops that read tensors add "inner_loops":[{"strategy":"pipeline","buffers":2}], one per loop)
 #pragma once
@@ -33,6 +34,11 @@ struct Config {
   int num_threads = 0;                        // grid points run on this many threads
   std::vector<int> micro_kernels;             // per dot: index into its MicroKernelSpec choices
   std::vector<InnerLoopChoice> inner_loops;   // per ConfigSpec::inner_loops entry
+  // Integer indices computed in the kernel (loaded from tensors, tile offsets) are checked
+  // against their dimension before use, and an out-of-range one fails the call with a
+  // UserError. `"index_checks":false` opts out for speed: an out-of-range index is then
+  // undefined behaviour. Not a tuning knob: the tuner keeps what it is given.
+  bool index_checks = true;
 
   std::string to_json() const;
   // Parses a Config; throws UserError on malformed JSON, unknown keys or wrong types.

@@ -20,6 +20,7 @@
 #include <initializer_list>
 #include <source_location>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "parhelion/array.h"
@@ -103,8 +104,17 @@ struct Index {
   Index(AllTag, Loc l = Loc::current()) : kind(AllK), loc(l) {}
   Index(int64_t i, Loc l = Loc::current()) : kind(IntK), integer(i), loc(l) {}
   Index(int i, Loc l = Loc::current()) : kind(IntK), integer(i), loc(l) {}
-  Index(const Tensor& scalar, Loc l = Loc::current());
+  Index(const Tensor& scalar, Loc l = Loc::current());  // an i64 scalar block
+  Index(const Var& scalar, Loc l = Loc::current());     // a ph::Var holding an i64 scalar
 };
+
+namespace detail {
+template <class... A>
+inline constexpr bool dependent_false = false;
+// Whether a subscript's arguments are all indices (see Index).
+template <class... A>
+inline constexpr bool all_indices = (std::is_convertible_v<const A&, Index> && ...);
+}  // namespace detail
 
 // An operand of a DSL operation: a tensor block, a Var, a Scalar argument or a number.
 // Converting to it records the user's source line.
@@ -169,6 +179,25 @@ class Tensor {
   Tensor operator()(const Index& a, const Index& b, const Index& c, const Index& d) const {
     return subscript({a, b, c, d});
   }
+  // Any other subscript is a compile error here. Without these, a subscript with an argument
+  // that is not an index (or with more than four) would fall back to the built-in comma
+  // operator, and `W[ex, tk, tn]` would silently mean `W[tn]`.
+#if defined(__cpp_multidimensional_subscript) && __cpp_multidimensional_subscript >= 202110L
+  template <class... A>
+  requires(sizeof...(A) > 4 || !detail::all_indices<A...>) Tensor operator[](const A&...) const {
+    static_assert(detail::dependent_false<A...>,
+                  "a Parhelion subscript takes one to four indices, each a ph::Tile, ph::all, an integer, or an "
+                  "i64 scalar (a block or a ph::Var)");
+    return {};
+  }
+#endif
+  template <class... A>
+  requires(sizeof...(A) > 4 || !detail::all_indices<A...>) Tensor operator()(const A&...) const {
+    static_assert(detail::dependent_false<A...>,
+                  "a Parhelion subscript takes one to four indices, each a ph::Tile, ph::all, an integer, or an "
+                  "i64 scalar (a block or a ph::Var)");
+    return {};
+  }
 
   Tensor unsqueeze(int axis, Loc loc = Loc::current()) const;
   Tensor to(DType dtype, Loc loc = Loc::current()) const;
@@ -223,8 +252,9 @@ class Var {
   Var(const Tensor& init, Loc loc = Loc::current());  // NOLINT: `Var m = ph::full(...)`
   Var(const Var&) = delete;
   Var& operator=(const Operand& value);
-  Var& operator=(const Tensor& value) { return *this = Operand(value); }
-  Var& operator=(const Var& other) { return *this = Operand(other); }
+  // (operator= cannot take a source location: these blame the line that computed `value`.)
+  Var& operator=(const Tensor& value);
+  Var& operator=(const Var& other);
   int slot() const { return slot_; }
   Tensor unsqueeze(int axis, Loc loc = Loc::current()) const;
 

@@ -26,6 +26,7 @@ std::string Config::to_json() const {
       j["inner_loops"].push_back(o);
     }
   }
+  if (!index_checks) j["index_checks"] = false;
   return j.dump();
 }
 
@@ -34,8 +35,9 @@ static std::vector<InnerLoopChoice> parse_inner_loops(const json& value) {
   for (const json& o : value) {
     InnerLoopChoice l;
     if (!o.is_object())
-      throw UserError("invalid config: inner_loops entries must be objects like {\"strategy\":\"pipeline\",\"buffers\":2}, got " +
-                      o.dump());
+      throw UserError(
+          "invalid config: inner_loops entries must be objects like {\"strategy\":\"pipeline\",\"buffers\":2}, got " +
+          o.dump());
     for (auto& [k, v] : o.items()) {
       if (k == "strategy")
         l.strategy = v.get<std::string>();
@@ -70,15 +72,18 @@ Config Config::from_json(const std::string& text) {
         c.micro_kernels = value.get<std::vector<int>>();
       else if (key == "inner_loops")
         c.inner_loops = parse_inner_loops(value);
+      else if (key == "index_checks")
+        c.index_checks = value.get<bool>();
       else
         throw UserError("invalid config: unknown key '" + key +
-                        "' (known: block_sizes, loop_orders, num_threads, micro_kernels, inner_loops)");
+                        "' (known: block_sizes, loop_orders, num_threads, micro_kernels, inner_loops, index_checks)");
     } catch (const json::exception&) {
       throw UserError("invalid config: '" + key + "' has the wrong type (" + value.dump() + "); expected " +
                       (key == "block_sizes"     ? "a list of integers"
                        : key == "loop_orders"   ? "a list of integer lists"
                        : key == "micro_kernels" ? "a list of integers"
                        : key == "inner_loops"   ? "a list of objects like {\"strategy\":\"pipeline\",\"buffers\":2}"
+                       : key == "index_checks"  ? "true or false"
                                                 : "an integer"));
     }
   }

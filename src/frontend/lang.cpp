@@ -172,6 +172,17 @@ BlockSizeRef register_block_size(int64_t extent, Loc loc) {
 
 // --- Index / Operand --------------------------------------------------------------------------
 
+Index::Index(const Var& var, Loc l) : kind(ScalarK), loc(l) {
+  Tracer& T = tracer(l);
+  T.require_device("indexing with a ph::Var", l);
+  const Type& vt = T.fn().vars.at(var.slot()).type;
+  if (vt.rank() != 0 || vt.dtype != DType::i64)
+    T.fail("a ph::Var used as an index must hold an i64 scalar; this one is " + ir::type_to_string(T.fn(), vt), l);
+  Op op{OpKind::VarGet};
+  op.var = var.slot();
+  value = emit_value(T, op, vt, l);
+}
+
 Index::Index(const Tensor& scalar, Loc l) : kind(ScalarK), loc(l) {
   Tracer& T = tracer(l);
   if (scalar.kind() != Tensor::BlockK || T.fn().type_of(scalar.id()).rank() != 0 ||
@@ -180,17 +191,21 @@ Index::Index(const Tensor& scalar, Loc l) : kind(ScalarK), loc(l) {
   value = scalar.id();
 }
 
-Operand::Operand(const Tensor& t, Loc l) : kind(TensorK), loc(l) {
-  if (t.kind() == Tensor::NoneK) throw UserError("use of an uninitialized ph::Tensor", l);
+// Why a tensor handle cannot be read as a block value here, or "" if it can.
+static std::string block_misuse(Tracer& T, const Tensor& t) {
+  if (t.kind() == Tensor::NoneK) return "use of an uninitialized ph::Tensor";
   if (t.kind() == Tensor::HostK)
-    throw UserError("a whole tensor (" + tracer(l).fn().tensors[t.id()].name +
-                        ") used as a value; index it with tiles to load a block (x[tile])",
-                    l);
-  if (!tracer(l).value_in_scope(t.id()))
-    throw UserError(
-        "a block is used outside the tile loop that computes it (values do not escape "
-        "their loop; carry state with a ph::Var, or store it to a tensor)",
-        l);
+    return "a whole tensor (" + T.fn().tensors[t.id()].name +
+           ") used as a value; index it with tiles to load a block (x[tile])";
+  if (!T.value_in_scope(t.id()))
+    return "a block is used outside the tile loop that computes it (values do not escape their loop; carry state "
+           "with a ph::Var, or store it to a tensor)";
+  return "";
+}
+
+Operand::Operand(const Tensor& t, Loc l) : kind(TensorK), loc(l) {
+  std::string misuse = t.kind() == Tensor::NoneK ? "use of an uninitialized ph::Tensor" : block_misuse(tracer(l), t);
+  if (!misuse.empty()) throw UserError(misuse, l);
   value = t.id();
 }
 
@@ -338,33 +353,62 @@ Var::Var(const Tensor& init, Loc loc) {
   T.emit(op, loc);
 }
 
-Var& Var::operator=(const Operand& value) {
-  Tracer& T = tracer(value.loc);
-  T.require_device("assigning a ph::Var", value.loc);
-  const Type& vt = T.fn().vars.at(slot_).type;
-  int v = value_of(T, value, vt.dtype);
+// The shape and dtype rules of `var = value`, a cast where the dtypes differ; `at` is the user's line.
+static void assign_var(Tracer& T, int slot, int v, const ir::SourceLoc& at) {
+  const Type& vt = T.fn().vars.at(slot).type;
   Type t = T.fn().type_of(v);
   std::vector<Dim> b;
   std::string err = ir::broadcast_shapes(T.fn(), vt.shape, t.shape, &b);
   if (!err.empty() || !(b == vt.shape))
-    T.fail("cannot assign a block of shape " + ir::dims_to_string(T.fn(), t.shape) + " to a ph::Var of shape " +
-               ir::dims_to_string(T.fn(), vt.shape),
-           value.loc);
+    T.fail_at("cannot assign a block of shape " + ir::dims_to_string(T.fn(), t.shape) + " to a ph::Var of shape " +
+                  ir::dims_to_string(T.fn(), vt.shape),
+              at);
   if (t.dtype != vt.dtype) {
     if (t.dtype == DType::boolean || vt.dtype == DType::boolean)
-      T.fail("cannot assign a " + std::string(dtype_name(t.dtype)) + " block to a " +
-                 std::string(dtype_name(vt.dtype)) + " ph::Var",
-             value.loc);
+      T.fail_at("cannot assign a " + std::string(dtype_name(t.dtype)) + " block to a " +
+                    std::string(dtype_name(vt.dtype)) + " ph::Var",
+                at);
     Op c{OpKind::Cast};
     c.operands = {v};
     c.dtype = vt.dtype;
     t.dtype = vt.dtype;
-    v = emit_value(T, c, t, value.loc);
+    c.result = T.new_value(t);
+    v = T.emit_at(c, at);
   }
   Op op{OpKind::VarSet};
-  op.var = slot_;
+  op.var = slot;
   op.operands = {v};
-  T.emit(op, value.loc);
+  T.emit_at(op, at);
+}
+
+Var& Var::operator=(const Operand& value) {
+  Tracer& T = tracer(value.loc);
+  T.require_device("assigning a ph::Var", value.loc);
+  int v = value_of(T, value, T.fn().vars.at(slot_).type.dtype);
+  assign_var(T, slot_, v, frontend::to_loc(value.loc));
+  return *this;
+}
+
+Var& Var::operator=(const Tensor& value) {
+  Tracer& T = tracer(Loc::current());
+  const ir::SourceLoc at = value.kind() == Tensor::BlockK ? T.value_loc(value.id()) : T.last_loc();
+  if (!T.in_device())
+    T.fail_at("assigning a ph::Var is device code: it must be inside a ph::tile or ph::grid loop", at);
+  std::string misuse = block_misuse(T, value);
+  if (!misuse.empty()) T.fail_at(misuse, at);
+  assign_var(T, slot_, value.id(), at);
+  return *this;
+}
+
+Var& Var::operator=(const Var& other) {
+  Tracer& T = tracer(Loc::current());
+  const ir::SourceLoc at = T.last_loc();
+  if (!T.in_device())
+    T.fail_at("assigning a ph::Var is device code: it must be inside a ph::tile or ph::grid loop", at);
+  Op get{OpKind::VarGet};
+  get.var = other.slot();
+  get.result = T.new_value(T.fn().vars.at(other.slot()).type);
+  assign_var(T, slot_, T.emit_at(get, at), at);
   return *this;
 }
 

@@ -35,6 +35,13 @@ Tracer& Tracer::current(const std::source_location& loc) {
 
 void Tracer::fail(const std::string& msg, const std::source_location& loc) { throw UserError(msg, loc); }
 
+void Tracer::fail_at(const std::string& msg, const ir::SourceLoc& loc) { throw UserError(loc.str() + ": " + msg); }
+
+ir::SourceLoc Tracer::value_loc(int value) const {
+  if (value >= 0 && value < static_cast<int>(value_loc_.size()) && value_loc_[value].line > 0) return value_loc_[value];
+  return last_loc_;
+}
+
 void Tracer::require_device(const char* what, const std::source_location& loc) {
   if (!in_device())
     fail(std::string(what) +
@@ -87,10 +94,17 @@ int Tracer::new_value(ir::Type t) {
   return static_cast<int>(fn_.values.size()) - 1;
 }
 
-int Tracer::emit(ir::Op op, const std::source_location& loc) {
+int Tracer::emit(ir::Op op, const std::source_location& loc) { return emit_at(std::move(op), to_loc(loc)); }
+
+int Tracer::emit_at(ir::Op op, const ir::SourceLoc& loc) {
   PH_CHECK(in_device(), "device op emitted in host code");
-  op.loc = to_loc(loc);
+  op.loc = loc;
+  last_loc_ = loc;
   int r = op.result;
+  if (r >= 0) {
+    if (static_cast<int>(value_loc_.size()) <= r) value_loc_.resize(r + 1);
+    value_loc_[r] = loc;
+  }
   regions_.back()->body.push_back(std::move(op));
   return r;
 }
@@ -109,6 +123,7 @@ std::vector<Tile> Tracer::open_loop(const std::vector<Extent>& dims, bool grid, 
   if (dims.empty()) fail("a tile loop needs at least one dimension", loc);
   ir::Op op{in_device() ? ir::OpKind::Loop : ir::OpKind::Launch};
   op.loc = to_loc(loc);
+  last_loc_ = op.loc;
   std::vector<Tile> tiles;
   for (const Extent& e : dims) {
     if (e.end < e.begin || e.begin < 0)

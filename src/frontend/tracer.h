@@ -40,7 +40,15 @@ class Tracer {
   int new_value(ir::Type t);
   // Appends a device op; returns its result value id (or -1).
   int emit(ir::Op op, const std::source_location& loc);
+  int emit_at(ir::Op op, const ir::SourceLoc& loc);
   [[noreturn]] void fail(const std::string& msg, const std::source_location& loc);
+  [[noreturn]] void fail_at(const std::string& msg, const ir::SourceLoc& loc);
+  // Where the op that computed `value` was written. An assignment `var = expression` has no
+  // source_location of its own (operator= takes one argument), so it is blamed on the line of
+  // the expression it assigns, which is the user's.
+  ir::SourceLoc value_loc(int value) const;
+  // The user's line of the most recently traced op.
+  const ir::SourceLoc& last_loc() const { return last_loc_; }
   void require_device(const char* what, const std::source_location& loc);
 
   std::vector<Tile> open_loop(const std::vector<Extent>& dims, bool grid, const std::source_location& loc);
@@ -59,8 +67,10 @@ class Tracer {
   ir::Function fn_;
   std::vector<ir::Op*> regions_;  // open Launch/Loop ops, innermost last
   std::vector<int> open_tiles_;
-  std::vector<int> open_region_ids_;  // ids of the open loops, innermost last
-  std::vector<int> value_region_;     // the loop id that defines each value
+  std::vector<int> open_region_ids_;      // ids of the open loops, innermost last
+  std::vector<int> value_region_;         // the loop id that defines each value
+  std::vector<ir::SourceLoc> value_loc_;  // the user's line that defines each value
+  ir::SourceLoc last_loc_;
   int next_region_id_ = 0;
   Tracer* previous_;
 };

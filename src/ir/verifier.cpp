@@ -11,7 +11,7 @@ namespace {
 
 class Verifier {
  public:
-  explicit Verifier(const Function& fn) : fn_(fn), defined_(fn.values.size(), false) {}
+  explicit Verifier(const Function& fn) : fn_(fn), defined_(fn.values.size(), false), def_(fn.values.size()) {}
 
   void run() {
     for (const Op& op : fn_.body) {
@@ -20,6 +20,7 @@ class Verifier {
       } else if (op.kind == OpKind::Launch) {
         std::vector<int> scope;
         std::set<int> vars;
+        launch_ = &op;
         device(op, scope, vars);
       } else {
         fail(op, std::string(op_name(op)) + " is device code: it must be inside a tile loop");
@@ -49,6 +50,7 @@ class Verifier {
     check(v >= 0 && v < static_cast<int>(fn_.values.size()), op, "result out of range");
     check(!defined_[v], op, "value %" + std::to_string(v) + " defined twice");
     defined_[v] = true;
+    def_[v] = &op;
     scope.push_back(v);
   }
 
@@ -90,6 +92,7 @@ class Verifier {
           if (!(b == t.shape))
             fail(op, "cannot store a block of shape " + dims_to_string(fn_, fn_.type_of(op.operands[0]).shape) +
                          " into " + fn_.tensors[op.tensor].name + " indexed as " + dims_to_string(fn_, t.shape));
+          check_store_covers_grid(op);
           continue;
         }
         case OpKind::VarDecl:
@@ -140,6 +143,7 @@ class Verifier {
           rule(op, dot_type(fn_, fn_.type_of(op.operands[0]), fn_.type_of(op.operands[1]), &t));
           if (op.operands.size() > 2 && !(fn_.type_of(op.operands[2]) == t))
             fail(op, "dot: the accumulator must have the result's type " + type_to_string(fn_, t));
+          check_contraction(op);
           define(op, op.result, scope);
           expect_type(op, t);
           continue;
@@ -150,8 +154,98 @@ class Verifier {
     }
   }
 
+  // Whether value `v` is computed from tile `tile`'s position (its begin, end or indices, or a
+  // load indexed by it).
+  bool depends_on_tile(int v, int tile) const {
+    const Op* d = def_.at(v);
+    if (!d) return false;
+    if ((d->kind == OpKind::TileBegin || d->kind == OpKind::TileEnd || d->kind == OpKind::TileIndex) && d->tile == tile)
+      return true;
+    for (const IndexItem& it : d->index)
+      if ((it.kind == IndexItem::Tile && it.tile == tile) ||
+          (it.kind == IndexItem::Scalar && depends_on_tile(it.value, tile)))
+        return true;
+    for (int o : d->operands)
+      if (depends_on_tile(o, tile)) return true;
+    return false;
+  }
+
+  // Every grid step of a launch may run in parallel with the others, so a store must select
+  // different elements in different steps: it must index every tile of its launch that has
+  // more than one step (directly, or through a scalar index computed from the tile). Otherwise
+  // the steps race on the same elements (until atomics exist, there is no defined result).
+  void check_store_covers_grid(const Op& store) {
+    for (int tile : launch_->loop_tiles) {
+      const TileInfo& t = fn_.tiles[tile];
+      const int64_t fixed = fn_.block_sizes[t.block].fixed;
+      if (t.extent() <= 1 || (fixed > 0 && fixed >= t.extent())) continue;  // one step only
+      bool covered = false;
+      for (const IndexItem& it : store.index)
+        covered |= (it.kind == IndexItem::Tile && it.tile == tile) ||
+                   (it.kind == IndexItem::Scalar && depends_on_tile(it.value, tile));
+      if (!covered)
+        fail(store, "this store to " + fn_.tensors[store.tensor].name + " does not index the launch's tile " +
+                        tile_name(fn_, tile) + " (the loop at " + launch_->loc.str() +
+                        "): its grid steps run in parallel and would all write the same elements. Index the "
+                        "store with " +
+                        tile_name(fn_, tile) + ", or reduce over that dimension in an inner loop inside the launch");
+    }
+  }
+
+  // The tensor dimension that block dimension `axis` of value `v` reads, if it is a load of a
+  // tensor (through transposes, casts and unary functions).
+  struct TensorDim {
+    int tensor = -1, dim = -1;
+  };
+  TensorDim source_dim(int v, int axis) const {
+    const Op* d = def_.at(v);
+    if (!d) return {};
+    const int rank = fn_.type_of(v).rank();
+    switch (d->kind) {
+      case OpKind::Transpose:
+        if (axis >= rank - 2) axis = axis == rank - 1 ? rank - 2 : rank - 1;
+        return source_dim(d->operands[0], axis);
+      case OpKind::Cast:
+      case OpKind::Unary:
+        return source_dim(d->operands[0], axis);
+      case OpKind::Load: {
+        int block_dim = 0;
+        for (size_t k = 0; k < d->index.size(); ++k) {
+          const IndexItem& it = d->index[k];
+          if (it.kind == IndexItem::Scalar || (it.kind == IndexItem::Tile && fn_.tiles[it.tile].is_grid)) continue;
+          if (block_dim++ == axis) return {d->tensor, static_cast<int>(k)};
+        }
+        return {};
+      }
+      default:
+        return {};
+    }
+  }
+
+  // A dot contracts a tile over the dimension of each operand's tensor that the tile indexes.
+  // When the tile spans the whole of one of those dimensions but the other is longer, the
+  // product silently drops the other's extra rows (x [64,100] . y [110,32]): reject it.
+  void check_contraction(const Op& dot) {
+    const int ra = fn_.type_of(dot.operands[0]).rank(), rb = fn_.type_of(dot.operands[1]).rank();
+    const Dim& k = fn_.type_of(dot.operands[0]).shape[ra - 1];
+    if (k.kind != Dim::Tile) return;
+    TensorDim a = source_dim(dot.operands[0], ra - 1), b = source_dim(dot.operands[1], rb - 2);
+    if (a.tensor < 0 || b.tensor < 0) return;
+    const TensorInfo &ta = fn_.tensors[a.tensor], &tb = fn_.tensors[b.tensor];
+    const int64_t na = ta.shape[a.dim], nb = tb.shape[b.dim];
+    const TileInfo& t = fn_.tiles[k.tile];
+    const bool spans_one = t.begin == 0 && (t.end == na || t.end == nb);
+    if (na == nb || !spans_one) return;
+    fail(dot, "dot: the contracted extents differ: tile " + tile_name(fn_, k.tile) + " (" + std::to_string(t.begin) +
+                  ".." + std::to_string(t.end) + ") contracts dimension " + std::to_string(a.dim) + " of " + ta.name +
+                  " (size " + std::to_string(na) + ") with dimension " + std::to_string(b.dim) + " of " + tb.name +
+                  " (size " + std::to_string(nb) + "); they must be equal");
+  }
+
   const Function& fn_;
   std::vector<bool> defined_;
+  std::vector<const Op*> def_;  // the op that defines each value (as far as verified)
+  const Op* launch_ = nullptr;  // the launch being verified
 };
 
 }  // namespace

@@ -14,7 +14,7 @@
 
 namespace parhelion {
 
-using LaunchFn = void (*)(void* const*, const double*, char*, int64_t, int64_t, const ph_runtime*);
+using LaunchFn = void (*)(void* const*, const double*, char*, int64_t, int64_t, const ph_runtime*, ph_status*);
 
 struct CompiledKernel::Impl {
   std::string name;

@@ -130,10 +130,15 @@ std::vector<Array> CompiledKernel::run(const std::vector<Arg>& args) const {
     std::shared_ptr<void> scratch = runtime::allocate(static_cast<size_t>(std::max<int64_t>(64, per_thread * threads)));
     char* base = static_cast<char*>(scratch.get());
     int64_t steps = L.total_steps;
+    ph_status status{0, 0, nullptr, nullptr};
     runtime::parallel_run(threads, [&](int tid) {
       int64_t b = steps * tid / threads, e = steps * (tid + 1) / threads;
-      if (b < e) f(ptrs.data(), scalars.data(), base + per_thread * tid, b, e, runtime::runtime_table());
+      if (b < e) f(ptrs.data(), scalars.data(), base + per_thread * tid, b, e, runtime::runtime_table(), &status);
     });
+    if (status.failed)
+      throw UserError(std::string(status.where) + ": index " + std::to_string(status.value) + " is out of bounds for " +
+                      status.what +
+                      " (computed indices are checked; the config's \"index_checks\":false turns the check off)");
   }
   std::vector<Array> out;
   for (int t : fn.outputs) out.push_back(tensors[t]);

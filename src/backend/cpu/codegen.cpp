@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <sstream>
 
 #include "backend/cpu/runtime_source.h"
@@ -77,12 +78,13 @@ class LaunchEmitter {
   std::string run() {
     line("extern \"C\" void " + launch_symbol(L_.index) +
          "(void* const* ph_tensors, const double* ph_scalars, char* ph_scratch, int64_t ph_step_begin, "
-         "int64_t ph_step_end, const ph_runtime* ph_rt_table) {");
+         "int64_t ph_step_end, const ph_runtime* ph_rt_table, ph_status* ph_st) {");
     ++depth_;
     declare_tensors();
     for (size_t i = 0; i < fn_.scalar_params.size(); ++i)
       line("const float sp" + std::to_string(i) + " = static_cast<float>(ph_scalars[" + std::to_string(i) + "]);");
-    line("(void)ph_scalars; (void)ph_scratch; (void)ph_rt_table;");
+    line("(void)ph_scalars; (void)ph_scratch; (void)ph_rt_table; (void)ph_st;");
+    if (p_.config.index_checks) collect_index_uses();
     for (const lower::Scratch& s : L_.scratch) {
       std::string ty = s.staged >= 0 || is16(s.dtype) ? storage_type(s.dtype) : c_type(s.dtype);
       line(ty + "* __restrict " + scratch_name(s) + " = reinterpret_cast<" + ty + "*>(ph_scratch + " +
@@ -158,6 +160,14 @@ class LaunchEmitter {
   // always do so itself, and then leaves the whole loop scalar.
   void nest(const std::vector<Dim>& shape, const std::function<void(const Idx&)>& body,
             const std::string& simd_clause = "", size_t inner_from = 0) {
+    // A nest opened inside another (a dot's accumulator copy inside its batch loop) names its
+    // indices apart, so that it never reuses an enclosing loop's index.
+    const std::string prefix = nest_depth_ == 0 ? "i" : "i" + std::to_string(nest_depth_) + "_";
+    ++nest_depth_;
+    struct Leave {
+      int& depth;
+      ~Leave() { --depth; }
+    } leave{nest_depth_};
     Idx idx(shape.size());
     int innermost = -1;
     for (size_t d = 0; d < shape.size(); ++d)
@@ -169,7 +179,7 @@ class LaunchEmitter {
         idx[k] = "0";
         continue;
       }
-      idx[k] = "i" + std::to_string(k);
+      idx[k] = prefix + std::to_string(k);
     }
     for (size_t k = 0; k < shape.size(); ++k) {
       if (shape[k].is_one()) continue;
@@ -631,6 +641,48 @@ class LaunchEmitter {
     }
   }
 
+  // --- index checks ---
+  // A scalar that indexes a tensor dimension, and where: checked right where it is computed,
+  // before any use, so that no out-of-range access happens.
+  struct IndexUse {
+    std::string where, what;
+    int64_t size = 0;
+  };
+
+  void collect_index_uses() {
+    std::map<int, const Op*> defs;
+    ir::walk(L_.op->body, [&](const Op& op) {
+      if (op.result >= 0) defs[op.result] = &op;
+      if (op.kind != OpKind::Load && op.kind != OpKind::Store) return;
+      const ir::TensorInfo& t = fn_.tensors[op.tensor];
+      for (size_t d = 0; d < op.index.size(); ++d) {
+        const ir::IndexItem& ix = op.index[d];
+        if (ix.kind != ir::IndexItem::Scalar) continue;
+        auto def = defs.find(ix.value);
+        if (def != defs.end() && def->second->kind == OpKind::Constant) continue;  // checked when traced
+        index_uses_[ix.value].push_back(
+            {op.loc.str(),
+             "dimension " + std::to_string(d) + " of " + t.name + " (size " + std::to_string(t.shape[d]) + ")",
+             t.shape[d]});
+      }
+    });
+  }
+
+  static std::string c_string(const std::string& s) {
+    std::string r = "\"";
+    for (char c : s) r += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    return r + "\"";
+  }
+
+  void check_index(int v) {
+    auto it = index_uses_.find(v);
+    if (it == index_uses_.end()) return;
+    std::string s = "s" + std::to_string(v);
+    for (const IndexUse& u : it->second)
+      line("if (__builtin_expect(static_cast<uint64_t>(" + s + ") >= " + std::to_string(u.size) + "u, 0)) { " +
+           "ph_index_error(ph_st, " + c_string(u.where) + ", " + c_string(u.what) + ", " + s + "); return; }");
+  }
+
   // --- statements ---
   void block(const std::vector<Op>& ops) {
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -685,6 +737,7 @@ class LaunchEmitter {
     const ir::Type& t = type(op.result);
     if (t.rank() == 0) {
       line("const " + c_type(t.dtype) + " s" + std::to_string(op.result) + " = " + op_expr(op, {}) + ";");
+      check_index(op.result);
       return;
     }
     auto m = L_.materialized.find(op.result);
@@ -694,7 +747,8 @@ class LaunchEmitter {
     ++depth_;
     nest(t.shape, [&](const Idx& idx) {
       std::string v = op_expr(op, idx);
-      if (is16(s.dtype)) v = std::string(s.dtype == DType::bf16 ? "ph_rt::f32_to_bf16(" : "ph_rt::f32_to_f16(") + v + ")";
+      if (is16(s.dtype))
+        v = std::string(s.dtype == DType::bf16 ? "ph_rt::f32_to_bf16(" : "ph_rt::f32_to_f16(") + v + ")";
       line(scratch_ref(s, idx) + " = " + v + ";");
     });
     --depth_;
@@ -817,7 +871,8 @@ class LaunchEmitter {
       if (ix.kind == ir::IndexItem::All || (ix.kind == ir::IndexItem::Tile && !fn_.tiles[ix.tile].is_grid))
         last_tensor_dim = static_cast<int>(d);
     }
-    int64_t step = last_tensor_dim >= 0 && t.strides[last_tensor_dim] == 1 ? std::max<int64_t>(1, 64 / dtype_size(t.dtype)) : 1;
+    int64_t step =
+        last_tensor_dim >= 0 && t.strides[last_tensor_dim] == 1 ? std::max<int64_t>(1, 64 / dtype_size(t.dtype)) : 1;
     Idx idx(shape.size());
     int opened = 0;
     copying_ = true;
@@ -983,6 +1038,8 @@ class LaunchEmitter {
   };
   std::vector<Hoisted> hoisted_;  // reads to emit before that loop, as constants
   int hoist_counter_ = 0;
+  int nest_depth_ = 0;                               // how many nest() calls are open
+  std::map<int, std::vector<IndexUse>> index_uses_;  // scalar value -> the dimensions it indexes
 };
 
 const char* kPrelude = R"(
@@ -992,6 +1049,16 @@ static inline int64_t ph_abs_i64(int64_t a) { return a < 0 ? -a : a; }
 template <class T> static inline T ph_max(T a, T b) { return a > b ? a : b; }
 template <class T> static inline T ph_min(T a, T b) { return a < b ? a : b; }
 static inline float ph_pow(float a, float b) { return ph_rt::exp(b * ph_rt::log(a)); }
+// Records the first out-of-range index of a launch (threads race to be first; the caller reads
+// the status after they have joined).
+static inline void ph_index_error(ph_status* st, const char* where, const char* what, int64_t value) {
+  int expected = 0;
+  if (__atomic_compare_exchange_n(&st->failed, &expected, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    st->value = value;
+    st->where = where;
+    st->what = what;
+  }
+}
 )";
 
 }  // namespace

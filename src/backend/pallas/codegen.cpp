@@ -520,7 +520,8 @@ class Emitter {
     std::string dims = "(((" + std::to_string(ka) + ",), (" + std::to_string(kb) + ",)), (" + tuple_str(batch) + ", " +
                        tuple_str(batch) + "))";
     std::string e = "jax.lax.dot_general(" + ea + ", " + eb + ", " + dims + ", preferred_element_type=jnp.float32)";
-    if (a.transposed) e = "jnp.swapaxes(" + e + ", -1, -2)";  // (rare) a^T . b: result rows from a's last dim
+    // dot_general orders the result (batch, a's free dim, b's free dim): with a transposed its free
+    // dim is M, so the result is already [..., M, N] and takes no transpose.
     if (op.operands.size() > 2) e = "(" + operand(op.operands[2]) + " + " + e + ")";
     return e;
   }

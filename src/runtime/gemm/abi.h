@@ -24,6 +24,15 @@ struct ph_gemm_args {
   void* workspace;  // at least ph_gemm_workspace_bytes(m, n, k) bytes, 64-byte aligned
 };
 
+// What a launch reports back to its caller: the first failed check (an index computed in the
+// kernel that is out of its dimension's range), set once by whichever thread fails first.
+struct ph_status {
+  int failed;
+  int64_t value;      // the offending index
+  const char* where;  // "file:line" of the subscript
+  const char* what;   // "dimension D of NAME (size N)"
+};
+
 // What generated code can call; one table per process, passed to every launch.
 struct ph_runtime {
   void (*gemm)(const ph_gemm_args*);

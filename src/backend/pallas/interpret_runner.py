@@ -1,4 +1,4 @@
-"""Runs emitted Pallas modules in JAX's TPU interpret mode for test_pallas.
+"""Runs emitted Pallas modules in JAX's TPU interpret mode (embedded in the library; see interpret.h).
 
 Reads a manifest (JSON list of cases) from argv[1]; for each case imports the module, calls its
 kernel function on the given raw inputs with race detection on and uninitialized memory
@@ -40,7 +40,8 @@ def run(case):
     outs = outs if isinstance(outs, tuple) else (outs,)
     for i, o in enumerate(outs):
         np.asarray(o.astype(jnp.float32)).tofile(case["outputs"] + "." + str(i))
-    result = {"ok": True, "outputs": len(outs), "races": bool(ipc.races.races_found)}
+    result = {"ok": True, "outputs": len(outs), "shapes": [list(o.shape) for o in outs],
+              "races": bool(ipc.races is not None and ipc.races.races_found)}
     if case.get("export"):
         structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args[:len(case["inputs"])]]
         scal = list(case["scalars"])
@@ -59,10 +60,10 @@ def main():
             r = run(case)
         except Exception as e:
             r = {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc(limit=4)}
-            try:
-                pltpu.reset_tpu_interpret_mode_state()
-            except Exception:
-                pass
+        try:  # each case starts with no races recorded and fresh interpreter state
+            pltpu.reset_tpu_interpret_mode_state()
+        except Exception:
+            pass
         r["name"] = case["name"]
         print(json.dumps(r), flush=True)
 

@@ -1,0 +1,258 @@
+// Regressions for defects that gave wrong results silently, or crashed, on ordinary kernels.
+// Each test fails on the code before its fix.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "parhelion/parhelion.h"
+
+namespace ph = parhelion;
+
+namespace {
+
+std::string here(int line) { return std::string("test_trust.cpp:") + std::to_string(line) + ": "; }
+
+template <class F>
+std::string user_error_of(F&& f) {
+  try {
+    f();
+  } catch (const ph::UserError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a UserError";
+  return "";
+}
+
+#define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+
+float worst_difference(const ph::Array& a, const ph::Array& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  float d = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) d = std::max(d, static_cast<float>(std::fabs(a.get(i) - b.get(i))));
+  return d;
+}
+
+// --- a batched dot that accumulates into its third argument --------------------------------------
+
+ph::Tensor bmm_into_acc(ph::Tensor x, ph::Tensor y) {
+  auto [b, m, k] = x.sizes<3>();
+  auto n = y.size(2);
+  auto out = ph::empty({b, m, n});
+  for (auto [tb, tm, tn] : ph::tile(b, m, n)) {
+    ph::Var acc = ph::zeros({tb, tm, tn});
+    for (auto tk : ph::tile(k)) acc = ph::dot(x[tb, tm, tk], y[tb, tk, tn], acc);
+    out[tb, tm, tn] = acc;
+  }
+  return out;
+}
+
+ph::Array bmm_reference(const ph::Array& x, const ph::Array& y) {
+  int64_t B = x.shape()[0], M = x.shape()[1], K = x.shape()[2], N = y.shape()[2];
+  ph::Array r = ph::Array::zeros({B, M, N}, ph::DType::f32);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < K; ++p) s += x.get((b * M + i) * K + p) * y.get((b * K + p) * N + j);
+        r.set((b * M + i) * N + j, s);
+      }
+  return r;
+}
+
+TEST(Trust, BatchedDotWithAccumulatorArgument) {
+  ph::Kernel k("bmm_into_acc", bmm_into_acc);
+  ph::Array x = ph::Array::random({3, 37, 29}, ph::DType::f32, 1),
+            y = ph::Array::random({3, 29, 21}, ph::DType::f32, 2);
+  ph::Array want = bmm_reference(x, y);
+  // Batch blocks of 1 and 2 (a ragged last one), and K blocks smaller than K: the accumulator
+  // is copied into the dot's output for every batch index and every K trip.
+  for (const char* cfg :
+       {R"({"block_sizes":[1,16,16,8],"loop_orders":[[0,1,2]],"micro_kernels":[0],"num_threads":1})",
+        R"({"block_sizes":[2,8,32,16],"loop_orders":[[2,1,0]],"micro_kernels":[0],"num_threads":2})",
+        R"({"block_sizes":[4,64,32,32],"loop_orders":[[0,1,2]],"micro_kernels":[0],"num_threads":1})"}) {
+    SCOPED_TRACE(cfg);
+    ph::Config c = ph::Config::from_json(cfg);
+    ph::Array got = k.compile({x, y}, &c).run({x, y}).at(0);
+    EXPECT_LT(worst_difference(got, want), 1e-4);
+  }
+}
+
+// --- a store that leaves out a grid tile races -------------------------------------------------------
+
+constexpr int kLineRacyStore = __LINE__ + 5;
+ph::Tensor racy_row_sum(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m});
+  for (auto [tm, tn] : ph::tile(m, n)) out[tm] = ph::sum(x[tm, tn], -1);
+  return out;
+}
+
+TEST(Trust, StoreThatLeavesOutAGridTileIsRejected) {
+  ph::Kernel k("racy_row_sum", racy_row_sum);
+  ph::Array x = ph::Array::random({64, 300}, ph::DType::f32, 1);
+  std::string msg = user_error_of([&] { k(x); });
+  EXPECT_HAS(msg, here(kLineRacyStore));
+  EXPECT_HAS(msg, "does not index the launch's tile t1");
+  // The same store is fine when that tile cannot have a second step.
+  ph::Array one = ph::Array::random({64, 1}, ph::DType::f32, 1);
+  ph::Array got = k(one);
+  for (int64_t i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(got.get(i), one.get(i));
+}
+
+// --- a dot whose operands disagree on the contracted extent -----------------------------------------
+
+constexpr int kLineShortK = __LINE__ + 7;
+ph::Tensor unchecked_matmul(ph::Tensor x, ph::Tensor y) {
+  auto [m, k] = x.sizes<2>();
+  auto n = y.size(1);
+  auto out = ph::empty({m, n});
+  for (auto [tm, tn] : ph::tile(m, n)) {
+    ph::Var acc = ph::zeros({tm, tn});
+    for (auto tk : ph::tile(k)) acc = acc + ph::dot(x[tm, tk], y[tk, tn]);
+    out[tm, tn] = acc;
+  }
+  return out;
+}
+
+TEST(Trust, DotContractedExtentsMustBeEqual) {
+  ph::Kernel k("unchecked_matmul", unchecked_matmul);
+  ph::Array x = ph::Array::random({64, 100}, ph::DType::f32, 1), y = ph::Array::random({110, 32}, ph::DType::f32, 2);
+  std::string msg = user_error_of([&] { k(x, y); });
+  EXPECT_HAS(msg, here(kLineShortK));
+  EXPECT_HAS(msg, "contracted extents differ");
+  EXPECT_HAS(msg, "dimension 1 of arg0 (size 100) with dimension 0 of arg1 (size 110)");
+  ph::Array y2 = ph::Array::random({100, 32}, ph::DType::f32, 2);
+  EXPECT_NO_THROW(k(x, y2));
+}
+
+// --- `var = expression` is blamed on the user's line ----------------------------------------------------
+
+constexpr int kLineVarAssign = __LINE__ + 6;
+ph::Tensor bad_var_assign(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m});
+  for (auto tm : ph::tile(m)) {
+    ph::Var acc = ph::zeros({tm});
+    for (auto tn : ph::tile(n)) acc = x[tm, tn] * 2.0f;
+    out[tm] = acc;
+  }
+  return out;
+}
+
+TEST(Trust, VarAssignmentErrorsNameTheUsersLine) {
+  ph::Kernel k("bad_var_assign", bad_var_assign);
+  ph::Array x = ph::Array::random({8, 8}, ph::DType::f32, 1);
+  std::string msg = user_error_of([&] { k(x); });
+  EXPECT_HAS(msg, here(kLineVarAssign));
+  EXPECT_HAS(msg, "cannot assign a block of shape [t0, t1] to a ph::Var of shape [t0]");
+  EXPECT_EQ(msg.find("lang.h"), std::string::npos) << msg;
+}
+
+ph::Tensor row_sums(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m});
+  for (auto tm : ph::tile(m)) {
+    ph::Var acc = ph::zeros({tm});
+    for (auto tn : ph::tile(n)) acc = acc + ph::sum(x[tm, tn], -1);
+    out[tm] = acc;
+  }
+  return out;
+}
+
+TEST(Trust, VarAssignmentsCarryTheUsersLineIntoTheIr) {
+  ph::Kernel k("row_sums", row_sums);
+  ph::Array x = ph::Array::random({8, 40}, ph::DType::f32, 1);
+  auto c = k.compile({x});
+  EXPECT_EQ(c.ir().find("lang.h"), std::string::npos) << c.ir();
+  EXPECT_EQ(c.source().find("lang.h"), std::string::npos) << c.source();
+}
+
+// --- a ph::Var as a subscript index ------------------------------------------------------------------
+
+// out[e, n] = sum over k of w[expert[e], k, n]: the expert id is carried in a Var.
+ph::Tensor expert_column_sums(ph::Tensor expert, ph::Tensor w) {
+  auto num = expert.size(0);
+  auto [ne, k, n] = w.sizes<3>();
+  (void)ne;
+  auto out = ph::empty({num, n});
+  for (auto e : ph::grid(num)) {
+    ph::Var ex = expert[e];
+    for (auto tn : ph::tile(n)) {
+      ph::Var acc = ph::zeros({tn});
+      for (auto tk : ph::tile(k)) acc = acc + ph::sum(w[ex, tk, tn], 0);
+      out[e, tn] = acc;
+    }
+  }
+  return out;
+}
+
+TEST(Trust, VarAsSubscriptIndex) {
+  ph::Kernel kern("expert_column_sums", expert_column_sums);
+  ph::Array expert = ph::Array::empty({3}, ph::DType::i64);
+  for (int i = 0; i < 3; ++i) expert.set(i, 2 - i);
+  ph::Array w = ph::Array::random({3, 10, 6}, ph::DType::f32, 4);
+  ph::Array got = kern(expert, w);
+  for (int e = 0; e < 3; ++e)
+    for (int j = 0; j < 6; ++j) {
+      double s = 0;
+      for (int p = 0; p < 10; ++p) s += w.get(((2 - e) * 10 + p) * 6 + j);
+      EXPECT_NEAR(got.get(e * 6 + j), s, 1e-5);
+    }
+}
+
+// --- integer indices loaded from tensors are bounds-checked ------------------------------------------
+
+constexpr int kLineGather = __LINE__ + 5;
+ph::Tensor embedding(ph::Tensor idx, ph::Tensor table) {
+  auto [v, d] = table.sizes<2>();
+  (void)v;
+  auto out = ph::empty({idx.size(0), d});
+  for (auto [g, td] : ph::tile(ph::range(idx.size(0)).block(1), d)) out[g, td] = table[idx[g.begin()], td];
+  return out;
+}
+
+ph::Tensor embedding_grid(ph::Tensor idx, ph::Tensor table) {
+  auto d = table.size(1);
+  auto out = ph::empty({idx.size(0), d});
+  for (auto g : ph::grid(idx.size(0)))
+    for (auto td : ph::tile(d)) out[g, td] = table[idx[g], td];
+  return out;
+}
+
+TEST(Trust, LoadedIndicesAreBoundsChecked) {
+  ph::Kernel k("embedding_grid", embedding_grid);
+  ph::Array table = ph::Array::random({10, 16}, ph::DType::f32, 1);
+  ph::Array idx = ph::Array::empty({4}, ph::DType::i32);
+  for (int i = 0; i < 4; ++i) idx.set(i, 3 * i);
+  ph::Array got = k(idx, table);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 16; ++j) EXPECT_EQ(got.get(i * 16 + j), table.get(3 * i * 16 + j));
+  for (int bad : {10, -1, 1 << 30}) {
+    idx.set(2, bad);
+    std::string msg = user_error_of([&] { k(idx, table); });
+    EXPECT_HAS(msg, "test_trust.cpp:");
+    EXPECT_HAS(msg, "index " + std::to_string(bad) + " is out of bounds for dimension 0 of arg1 (size 10)");
+  }
+  // The opt-out: no check in the generated code.
+  auto checked = k.compile({idx, table});
+  EXPECT_HAS(checked.source(), "ph_index_error(ph_st, ");
+  ph::Config c = checked.config();
+  c.index_checks = false;
+  EXPECT_EQ(k.compile({idx, table}, &c).source().find("ph_index_error(ph_st, "), std::string::npos);
+  EXPECT_EQ(ph::Config::from_json(c.to_json()), c);
+}
+
+TEST(Trust, IndicesComputedFromTileOffsetsAreChecked) {
+  ph::Kernel k("embedding", embedding);
+  ph::Array table = ph::Array::random({10, 16}, ph::DType::f32, 1);
+  ph::Array idx = ph::Array::empty({3}, ph::DType::i64);
+  idx.set(0, 1);
+  idx.set(1, 12);
+  idx.set(2, 0);
+  std::string msg = user_error_of([&] { k(idx, table); });
+  EXPECT_HAS(msg, here(kLineGather));
+  EXPECT_HAS(msg, "index 12 is out of bounds for dimension 0 of arg1 (size 10)");
+}
+
+}  // namespace
