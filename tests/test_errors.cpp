@@ -250,3 +250,39 @@ TEST(Errors, UnsupportedDtypeNamesTheCheck) {
   EXPECT_HAS(msg, "unsupported dtype i32; expected one of f32, bf16, f16");
 }
 }  // namespace
+
+namespace {
+
+// Before C++23, x[a, b] is x[(a, b)]: the header turns that comma into a compile error with a
+// message, instead of a kernel that silently indexes with b alone.
+TEST(Errors, MultidimensionalSubscriptBeforeCpp23IsACompileError) {
+  std::string dir = testing::TempDir();
+  std::string src = dir + "/subscript_cxx20.cpp";
+  {
+    std::ofstream f(src);
+    f << "#include <parhelion/parhelion.h>\n"
+         "parhelion::Tensor copy(parhelion::Tensor x) {\n"
+         "  auto out = parhelion::empty_like(x);\n"
+         "  for (auto [tm, tn] : parhelion::tile(x.size(0), x.size(1))) out[tm, tn] = x[tm, tn];\n"
+         "  return out;\n"
+         "}\n";
+  }
+  auto compile = [&](const std::string& standard, int* status) {
+    std::string cmd = ph::backend::cpu::compiler_command() + " -std=" + standard + " -fsyntax-only -I " +
+                      PARHELION_SOURCE_DIR "/include " + src + " 2>&1";
+    std::string out;
+    FILE* p = popen(cmd.c_str(), "r");
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    *status = pclose(p);
+    return out;
+  };
+  int status = 0;
+  std::string cxx20 = compile("c++20", &status);
+  EXPECT_NE(status, 0) << cxx20;
+  EXPECT_NE(cxx20.find("x[a, b] needs C++23"), std::string::npos) << cxx20;
+  std::string cxx23 = compile("c++23", &status);
+  EXPECT_EQ(status, 0) << cxx23;
+}
+
+}  // namespace
