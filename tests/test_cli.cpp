@@ -77,13 +77,14 @@ TEST(Cli, TuneJsonHasTheContractFields) {
 TEST(Cli, BenchJsonRowsHaveTheContractFields) {
   Result r = cli("bench bmm --threads 1 --quick --json");
   ASSERT_EQ(r.status, 0) << r.out;
-  int parhelion_rows = 0, peak_rows = 0;
+  int parhelion_rows = 0, peak_rows = 0, openblas_rows = 0;
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);) {
     if (line.empty() || line[0] != '{') continue;
     auto j = nlohmann::json::parse(line);
     for (const char* k : {"kernel", "dtype", "impl", "threads", "gflops"}) EXPECT_TRUE(j.contains(k)) << line;
     if (j["impl"] == "peak") ++peak_rows;
+    if (j["impl"] == "openblas") ++openblas_rows;
     if (j["impl"] == "parhelion") {
       ++parhelion_rows;
       for (const char* k : {"shape", "median_ms"}) EXPECT_TRUE(j.contains(k)) << line;
@@ -92,6 +93,10 @@ TEST(Cli, BenchJsonRowsHaveTheContractFields) {
   }
   EXPECT_EQ(parhelion_rows, 2);  // bmm in f32 and bf16
   EXPECT_EQ(peak_rows, 2);       // f32 and bf16 FMA peaks
+  // A baseline is measured, or the run says it is missing and why: never silently absent.
+  if (openblas_rows == 0) {
+    EXPECT_HAS(r, "# baseline missing: openblas: ");
+  }
   EXPECT_NE(cli("bench nosuchkernel").out.find("unknown kernel 'nosuchkernel'"), std::string::npos);
 }
 
