@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "baselines_missing.h"  // PH_OPENBLAS_MISSING, PH_ONEDNN_MISSING (CMakeLists.txt)
 #ifdef PH_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -36,6 +37,25 @@ bool have_onednn() {
   return true;
 #else
   return false;
+#endif
+}
+
+std::vector<MissingBaseline> missing_baselines() {
+  std::vector<MissingBaseline> missing;
+#ifdef PH_OPENBLAS_MISSING
+  missing.push_back({"openblas", PH_OPENBLAS_MISSING});
+#endif
+#ifdef PH_ONEDNN_MISSING
+  missing.push_back({"onednn", PH_ONEDNN_MISSING});
+#endif
+  return missing;
+}
+
+std::string openblas_config() {
+#ifdef PH_HAVE_OPENBLAS
+  return openblas_get_config();
+#else
+  return "absent";
 #endif
 }
 

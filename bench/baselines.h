@@ -5,11 +5,19 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace parhelion::bench {
 
 bool have_openblas();
 bool have_onednn();
+// The baselines this build lacks, each with why (from configure), for `parhelion bench` to say.
+struct MissingBaseline {
+  std::string name, why;
+};
+std::vector<MissingBaseline> missing_baselines();
+// What OpenBLAS says it is (openblas_get_config: version, core, threading), or "absent".
+std::string openblas_config();
 std::string openblas_core();  // the kernel set OpenBLAS picked, e.g. "Cooperlake"
 
 // C[M,N] = A[M,K] . B[K,N], row-major f32.

@@ -9,12 +9,12 @@
 namespace parhelion::kernels {
 namespace {
 
-// While set (make_specs), inputs are allocated but not filled: tracing and emitting need only
-// shapes, dtypes and strides, and a TPU-sized input would take seconds to fill.
+// While set (make_specs), inputs are placeholders (address space, no memory): tracing and
+// emitting need only shapes, dtypes and strides, and a TPU-sized input may not fit in host memory.
 thread_local bool g_shapes_only = false;
 
 Array input_array(Shape shape, DType dt, uint64_t seed, double lo = -1.0, double hi = 1.0) {
-  if (g_shapes_only) return Array::empty(std::move(shape), dt);
+  if (g_shapes_only) return Array::placeholder(std::move(shape), dt);
   return Array::random(std::move(shape), dt, seed, lo, hi);
 }
 
@@ -190,7 +190,8 @@ std::vector<KernelEntry> build() {
   for (bool causal : {false, true}) {
     KernelEntry e;
     e.name = causal ? "causal_attention" : "attention";
-    e.summary = causal ? "softmax(q k^T / sqrt(D), causal mask) v, flash style" : "softmax(q k^T / sqrt(D)) v, flash style";
+    e.summary =
+        causal ? "softmax(q k^T / sqrt(D), causal mask) v, flash style" : "softmax(q k^T / sqrt(D)) v, flash style";
     e.shape_help = "B,H,S,D or BH,S,D";
     e.min_rank = 3;
     e.max_rank = 4;
@@ -200,9 +201,9 @@ std::vector<KernelEntry> build() {
     std::string name = e.name;
     e.make_inputs = [name](const Shape& s, DType dt, uint64_t seed) {
       need_rank(name, s, 3, 4, "B,H,S,D or BH,S,D");
-      return Inputs{{input_array(s, dt, seed, -1, 1), input_array(s, dt, seed + 1, -1, 1),
-                     input_array(s, dt, seed + 2, -1, 1)},
-                    {1.0 / std::sqrt(static_cast<double>(s.back()))}};
+      return Inputs{
+          {input_array(s, dt, seed, -1, 1), input_array(s, dt, seed + 1, -1, 1), input_array(s, dt, seed + 2, -1, 1)},
+          {1.0 / std::sqrt(static_cast<double>(s.back()))}};
     };
     e.reference = [causal](const Inputs& in) {
       return std::vector<Array>{ref::attention(in.tensors[0], in.tensors[1], in.tensors[2], in.scalars[0], causal)};

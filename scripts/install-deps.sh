@@ -11,7 +11,10 @@ command -v make >/dev/null 2>&1 || need+=(make)
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
 # The benchmarks' baselines (`install-deps.sh --bench`): OpenBLAS and oneDNN.
 if [ "${1:-}" = "--bench" ]; then
-  [ -f /usr/include/x86_64-linux-gnu/cblas.h ] || need+=(libopenblas-dev)
+  # OpenBLAS itself, not any cblas.h: the reference BLAS (libblas-dev) installs one too, and then
+  # the matmul baselines would silently disappear.
+  dpkg -s libopenblas-dev >/dev/null 2>&1 || ls /usr/lib/*/libopenblas.so /usr/lib/*/openblas-*/libopenblas.so \
+    >/dev/null 2>&1 || need+=(libopenblas-dev)
   [ -f /usr/include/dnnl.hpp ] || need+=(libdnnl-dev)
   # jemalloc for the torch baselines (eager torch on glibc malloc pays page faults per tensor).
   ls /usr/lib/*/libjemalloc.so.2 >/dev/null 2>&1 || need+=(libjemalloc2)

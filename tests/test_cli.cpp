@@ -8,8 +8,9 @@
 namespace {
 
 struct Result {
-  int status;
+  int status;  // the exit code, or -1 if a signal ended the process
   std::string out;
+  int signal = 0;  // the signal that ended it, if any
 };
 
 Result cli(const std::string& args) {
@@ -19,7 +20,10 @@ Result cli(const std::string& args) {
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+  // The shell reports a child killed by signal N as exit status 128 + N.
+  int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  int sig = WIFSIGNALED(st) ? WTERMSIG(st) : code > 128 ? code - 128 : 0;
+  return {code, out, sig};
 }
 
 #define EXPECT_HAS(r, needle) EXPECT_NE((r).out.find(needle), std::string::npos) << (r).out
@@ -73,13 +77,14 @@ TEST(Cli, TuneJsonHasTheContractFields) {
 TEST(Cli, BenchJsonRowsHaveTheContractFields) {
   Result r = cli("bench bmm --threads 1 --quick --json");
   ASSERT_EQ(r.status, 0) << r.out;
-  int parhelion_rows = 0, peak_rows = 0;
+  int parhelion_rows = 0, peak_rows = 0, openblas_rows = 0;
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);) {
     if (line.empty() || line[0] != '{') continue;
     auto j = nlohmann::json::parse(line);
     for (const char* k : {"kernel", "dtype", "impl", "threads", "gflops"}) EXPECT_TRUE(j.contains(k)) << line;
     if (j["impl"] == "peak") ++peak_rows;
+    if (j["impl"] == "openblas") ++openblas_rows;
     if (j["impl"] == "parhelion") {
       ++parhelion_rows;
       for (const char* k : {"shape", "median_ms"}) EXPECT_TRUE(j.contains(k)) << line;
@@ -88,6 +93,10 @@ TEST(Cli, BenchJsonRowsHaveTheContractFields) {
   }
   EXPECT_EQ(parhelion_rows, 2);  // bmm in f32 and bf16
   EXPECT_EQ(peak_rows, 2);       // f32 and bf16 FMA peaks
+  // A baseline is measured, or the run says it is missing and why: never silently absent.
+  if (openblas_rows == 0) {
+    EXPECT_HAS(r, "# baseline missing: openblas: ");
+  }
   EXPECT_NE(cli("bench nosuchkernel").out.find("unknown kernel 'nosuchkernel'"), std::string::npos);
 }
 
@@ -174,6 +183,132 @@ TEST(Cli, SuiteSaysWhatIsMissing) {
   EXPECT_HAS(corrupt, "is not valid JSON");
   Result absent = cli("bench --suite --suite-file /nonexistent/suite.json");
   EXPECT_HAS(absent, "cannot read the suite file /nonexistent/suite.json");
+}
+
+}  // namespace
+
+namespace {
+
+// Every bad input gets a clear error and exit status 2: no signal, no hang, no library
+// exception text, no "internal error" for what is the user's mistake.
+void expect_refused(const std::string& args, std::initializer_list<const char*> key_words) {
+  Result r = cli(args);
+  EXPECT_EQ(r.signal, 0) << args << "\n" << r.out;
+  EXPECT_EQ(r.status, 2) << args << "\n" << r.out;
+  EXPECT_HAS(r, "error: ");
+  for (const char* w : key_words)
+    EXPECT_NE(r.out.find(w), std::string::npos) << args << "\nwanted: " << w << "\n" << r.out;
+  for (const char* leak : {"internal error", "std::", "stoi", "stoull", "stod", "bad_alloc", "what()"})
+    EXPECT_EQ(r.out.find(leak), std::string::npos) << args << "\nleaked: " << leak << "\n" << r.out;
+}
+
+TEST(CliBadInput, RepsMustBeAPositiveWholeNumber) {
+  expect_refused("run add --shape 8 --reps 0", {"--reps", "'0'", "from 1"});
+  expect_refused("run add --shape 8 --reps -3", {"--reps", "'-3'", "from 1"});
+  expect_refused("run add --shape 8 --reps 1x", {"--reps", "'1x'"});
+  expect_refused("run add --shape 8 --reps ''", {"--reps", "''"});
+  expect_refused("run add --shape 8 --reps 99999999999999999999", {"--reps", "out of range"});
+}
+
+TEST(CliBadInput, SeedBudgetRoundsAndThreadsAreParsedStrictly) {
+  expect_refused("run add --shape 8 --seed abc", {"--seed", "'abc'"});
+  expect_refused("run add --shape 8 --seed -1", {"--seed", "'-1'"});
+  expect_refused("run add --shape 8 --seed 99999999999999999999", {"--seed", "out of range"});
+  expect_refused("tune add --shape 8 --budget 2s", {"--budget", "'2s'"});
+  expect_refused("tune add --shape 8 --budget nan", {"--budget", "'nan'"});
+  expect_refused("tune add --shape 8 --budget 0", {"--budget", "'0'"});
+  expect_refused("run add --shape 8 --threads two", {"--threads", "'two'"});
+  expect_refused("run add --shape 8 --threads 0", {"--threads", "'0'"});
+  expect_refused("bench --threads 1,x", {"--threads", "'x'"});
+  expect_refused("bench --threads 1,", {"--threads", "'1,'"});
+  expect_refused("bench --suite --rounds 3x", {"--rounds", "'3x'"});
+  expect_refused("bench --suite --budget -5", {"--budget", "'-5'"});
+  expect_refused("run add --shape 8,", {"--shape", "ends with a comma"});
+  expect_refused("run add --shape 99999999999999999999", {"--shape", "'99999999999999999999'"});
+}
+
+TEST(CliBadInput, ElementCountsThatOverflowAreRefused) {
+  expect_refused("emit add --shape 4000000000000,4000000000000", {"[4000000000000,4000000000000]", "64-bit"});
+  expect_refused("run add --shape 3037000500,3037000500", {"[3037000500,3037000500]", "64-bit"});
+  // The count fits, the bytes do not: 2^61 f32 elements are 2^63 bytes.
+  expect_refused("emit add --shape 2305843009213693952", {"[2305843009213693952]", "64-bit"});
+}
+
+TEST(CliBadInput, AShapeTooLargeForMemorySaysTheBytesNeededAndAvailable) {
+  // 1e12 f32 elements are 4 TB: more than any test host has; no overcommitted allocation, no
+  // std::bad_alloc, but the bytes it needs and the bytes there are.
+  expect_refused("run add --shape 1000000,1000000", {"f32[1000000,1000000] needs 4000000000000 bytes", "available"});
+  // A budget makes the same path testable at a small size (4 MB against 1 MiB).
+  setenv("PARHELION_MEMORY_LIMIT", "1M", 1);
+  Result r = cli("run add --shape 1000,1000 --reps 1");
+  unsetenv("PARHELION_MEMORY_LIMIT");
+  EXPECT_EQ(r.signal, 0) << r.out;
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_HAS(r, "needs 4000000 bytes");
+  EXPECT_HAS(r, "only 1048576 bytes (1.0 MiB) are available");
+  // Emitting never touches the data: a TPU-sized input is a placeholder, not an allocation.
+  setenv("PARHELION_MEMORY_LIMIT", "1M", 1);
+  Result emit = cli("emit add --shape 1000,1000 --stage ir");
+  unsetenv("PARHELION_MEMORY_LIMIT");
+  EXPECT_EQ(emit.status, 0) << emit.out;
+}
+
+TEST(CliBadInput, FlagsThatDoNotApplyAreRefusedNotIgnored) {
+  expect_refused("emit add --shape 8,128 --predict", {"--predict needs --target pallas"});
+  expect_refused("emit add --shape 8,128 --tpu v7x", {"--tpu needs --target pallas"});
+  expect_refused("emit add --shape 8,128 -o /tmp/x.py", {"-o needs --target pallas"});
+  expect_refused("emit add --shape 8,128 --json", {"--json for emit needs --predict"});
+  expect_refused("emit add --shape 8,128 --seed 3", {"--seed does not apply to `parhelion emit`"});
+  expect_refused("emit add --shape 8,128 --reps 3", {"--reps does not apply to `parhelion emit`"});
+  expect_refused("tune add --shape 8,128 --model", {"--model needs --target pallas"});
+  expect_refused("tune add --shape 8,128 --target pallas --model --effort full", {"--effort does not apply"});
+  expect_refused("tune add --shape 8,128 --target gpu", {"--target must be cpu or pallas"});
+  expect_refused("run add --shape 8,128 --target pallas", {"--target for run must be cpu", "emit add --target pallas"});
+  expect_refused("run add --shape 8,128 --budget 3", {"--budget needs --tune"});
+  expect_refused("run add --shape 8,128 --tune quick --threads 1", {"--threads and --tune exclude each other"});
+  expect_refused("list --shape 8", {"--shape does not apply to `parhelion list`"});
+  expect_refused("bench --png out.png", {"--png needs --suite"});
+  expect_refused("bench --suite --quick", {"--quick does not apply to --suite"});
+  expect_refused("bench --suite softmax add", {"at most one KERNEL"});
+}
+
+TEST(CliBadInput, UnparsableEnvironmentOverridesAreRefused) {
+  for (const char* value : {"2x", "0", "many"}) {
+    setenv("PARHELION_NUM_THREADS", value, 1);
+    Result r = cli("run add --shape 8 --reps 1");
+    unsetenv("PARHELION_NUM_THREADS");
+    EXPECT_EQ(r.signal, 0) << r.out;
+    EXPECT_EQ(r.status, 2) << value << "\n" << r.out;
+    EXPECT_HAS(r, "PARHELION_NUM_THREADS");
+    EXPECT_HAS(r, std::string("'") + value + "'");
+  }
+  setenv("PARHELION_FAST_MEMORY", "lots", 1);
+  Result fast = cli("run add --shape 8 --reps 1");
+  unsetenv("PARHELION_FAST_MEMORY");
+  EXPECT_EQ(fast.status, 2) << fast.out;
+  EXPECT_HAS(fast, "PARHELION_FAST_MEMORY must be a byte count");
+  setenv("PARHELION_MEMORY_LIMIT", "1 GB", 1);  // read when a large (>= 1 MiB) block is allocated
+  Result limit = cli("run add --shape 1000,1000 --reps 1");
+  unsetenv("PARHELION_MEMORY_LIMIT");
+  EXPECT_EQ(limit.status, 2) << limit.out;
+  EXPECT_HAS(limit, "PARHELION_MEMORY_LIMIT must be a byte count");
+}
+
+TEST(Cli, RunThreadsSetsTheConfigsThreadCount) {
+  // PARHELION_NUM_THREADS makes the host look like 4 threads whatever it has, so the default
+  // (4) and the asked-for count (3) differ on any machine.
+  setenv("PARHELION_NUM_THREADS", "4", 1);
+  Result r = cli("run add --shape 64,1024 --threads 3 --reps 1 --json");
+  Result pinned =
+      cli("run add --shape 64,1024 --threads 2 --reps 1 --json "
+          "--config '{\"block_sizes\":[8,1024],\"loop_orders\":[[0,1]],\"num_threads\":1}'");
+  unsetenv("PARHELION_NUM_THREADS");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["config"]["num_threads"], 3) << r.out;
+  ASSERT_EQ(pinned.status, 0) << pinned.out;
+  auto j = nlohmann::json::parse(pinned.out);
+  EXPECT_EQ(j["config"]["num_threads"], 2) << pinned.out;
+  EXPECT_EQ(j["config"]["block_sizes"], nlohmann::json::array({8, 1024})) << pinned.out;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The autotuner: reproducible seeded search, failing candidates skipped and counted, the cache
 // (round trip, key sensitivity, corrupt files), and `none` compiling one config.
 #include <gtest/gtest.h>
+#include <algorithm>
 
 #include <atomic>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "backend/cpu/jit.h"
 #include "kernels/kernels.h"
 #include "kernels/references.h"
+#include "lower/target.h"
 #include "tune/cache.h"
 #include "tune/search.h"
 
@@ -153,9 +155,13 @@ TEST(Tuner, FailingCandidatesAreSkippedAndCounted) {
 
 TEST(Tuner, RejectsConfigsThatDoNotFitBeforeCompiling) {
   ScopedCache cache("fit");
-  ph::Array x = ph::Array::random({64, 4096}, ph::DType::f32, 1);
+  // Sized from this host's fast-memory budget (L2 per core, or PARHELION_FAST_MEMORY), not an
+  // assumed 1 MiB: a row is 1/16 of the budget, so 64 rows, materialized, are 4 times it.
+  const int64_t budget = ph::lower::Target::host().fast_memory_bytes;
+  const int64_t cols = std::max<int64_t>(256, budget / 16 / static_cast<int64_t>(sizeof(float)));
+  ph::Array x = ph::Array::random({64, cols}, ph::DType::f32, 1);
   ph::TuneReport r = ph::kernels::softmax.tune({x}, fast_options());
-  EXPECT_GT(r.rejected, 0);  // 64 rows of 4096 floats, materialized, exceed 1 MiB
+  EXPECT_GT(r.rejected, 0) << "64 rows of " << cols << " floats against a budget of " << budget << " bytes";
   EXPECT_EQ(r.failed, 0);
 }
 

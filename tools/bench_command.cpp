@@ -101,6 +101,9 @@ int run_bench(const BenchOptions& o) {
   std::vector<std::string> names = o.kernels;
   if (names.empty()) names = {"matmul", "bmm", "epilogue_subtiling", "matmul_layernorm"};
   const int max_threads = lower::Target::host().threads;
+  // On stderr, so that --json's stdout stays one JSON object a line.
+  for (const bench::MissingBaseline& m : bench::missing_baselines())
+    std::fprintf(stderr, "# baseline missing: %s: %s\n", m.name.c_str(), m.why.c_str());
 
   std::map<int, double> peak_f32, peak_bf16;
   for (int t : o.threads) {
@@ -116,9 +119,7 @@ int run_bench(const BenchOptions& o) {
   std::string dnnl_impls;
   std::string torch_why;
   std::unique_ptr<bench::TorchBaseline> torch;
-  auto wants_torch = [&](const std::string& name) {
-    return name == "attention" || name == "causal_attention";
-  };
+  auto wants_torch = [&](const std::string& name) { return name == "attention" || name == "causal_attention"; };
   if (std::any_of(names.begin(), names.end(), wants_torch)) torch = bench::TorchBaseline::start(&torch_why);
 
   for (const std::string& name : names) {
@@ -222,8 +223,9 @@ int run_bench(const BenchOptions& o) {
       for (Impl& i : c.impls) i.ms.push_back(i.timed ? i.timed() : time_it(i.run, 1, 3, 0.2).median_ms);
 
   if (!o.json) {
-    std::printf("# parhelion bench: %s; OpenBLAS core: %s; oneDNN: %s\n", lower::Target::host().cpu_model.c_str(),
-                bench::openblas_core().c_str(), dnnl_impls.empty() ? "absent" : dnnl_impls.c_str());
+    std::printf("# parhelion bench: %s; OpenBLAS: %s (core %s); oneDNN: %s\n", lower::Target::host().cpu_model.c_str(),
+                bench::openblas_config().c_str(), bench::openblas_core().c_str(),
+                dnnl_impls.empty() ? "absent" : dnnl_impls.c_str());
     if (torch)
       std::printf("# torch baselines: %s; threads set per case, not pinned\n", torch->settings().c_str());
     else if (!torch_why.empty())

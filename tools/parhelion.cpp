@@ -1,7 +1,7 @@
 // The `parhelion` command-line tool: list, run and emit library kernels.
 //
 //   parhelion list
-//   parhelion run KERNEL --shape 1000,1003 [--dtype f32|bf16|f16] [--config JSON] [--seed N] [--json]
+//   parhelion run KERNEL --shape 1000,1003 [--dtype f32|bf16|f16] [--config JSON] [--threads N] [--seed N] [--json]
 //   parhelion emit KERNEL --shape ... [--dtype ...] [--stage ir|spec|block|code] [--config JSON]
 //   parhelion tune KERNEL --shape ... [--dtype ...] [--effort quick|full] [--budget SECONDS] [--seed N] [--json]
 //
@@ -19,9 +19,12 @@
 #include <vector>
 
 #include "kernels/registry.h"
-#include "parhelion/tpu.h"
 #include "lower/target.h"
+#include "parhelion/tpu.h"
+#include "runtime/compiled_kernel_impl.h"
+#include "runtime/host_memory.h"
 #include "tools/bench_command.h"
+#include "tools/cli_options.h"
 #include "tools/suite_command.h"
 #include "tools/timing.h"
 
@@ -30,91 +33,8 @@ using nlohmann::json;
 
 namespace {
 
-const char* kUsage = R"(usage:
-  parhelion list
-  parhelion run KERNEL --shape D0,D1,... [--dtype f32|bf16|f16] [--config JSON] [--seed N] [--reps N] [--json]
-  parhelion emit KERNEL --shape D0,D1,... [--dtype ...] [--stage ir|spec|block|code] [--config JSON]
-  parhelion emit KERNEL --target pallas [--tpu v5e|v6e|v5p|v7x] --shape ... [--dtype ...] [--config JSON]
-                 [--stage spec|block|code] [-o FILE]     a JAX Pallas TPU module (see docs/pallas.md)
-  parhelion emit KERNEL --target pallas --tpu v7x --shape ... --predict [--json]   modelled TPU time
-  parhelion tune KERNEL --target pallas --tpu v7x --shape ... --model [--json]     tune against the model
-  parhelion tune KERNEL --shape D0,D1,... [--dtype ...] [--effort quick|full] [--budget SECONDS] [--seed N] [--json]
-
-  parhelion bench [KERNEL...] [--threads 1,2] [--quick] [--tuned] [--json]
-  parhelion bench --suite [KERNEL] [--threads 2] [--rounds 3] [--budget SECONDS] [--png FILE] [--json]
-                 [--suite-file FILE]
-                 the kernel table against PyTorch eager and torch.compile (bench/suite.json)
-
-  run --tune quick|full   tunes first (or takes the cached winner), then runs the best config
-)";
-
-struct Options {
-  std::string command, kernel;
-  std::map<std::string, std::string> flags;
-  std::vector<std::string> extra;  // bench: kernel names
-  bool json = false;
-};
-
-Options parse(int argc, char** argv) {
-  Options o;
-  std::vector<std::string> pos;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--json") {
-      o.json = true;
-    } else if (a == "--quick" || a == "--tuned" || a == "--predict" || a == "--model" || a == "--suite") {
-      o.flags[a.substr(2)] = "1";
-    } else if (a == "-o") {
-      if (i + 1 >= argc) throw ph::UserError("option -o needs a file name");
-      o.flags["output"] = argv[++i];
-    } else if (a == "-h" || a == "--help") {
-      o.command = "help";
-    } else if (a.rfind("--", 0) == 0) {
-      std::string key = a.substr(2), value;
-      auto eq = key.find('=');
-      if (eq != std::string::npos) {
-        value = key.substr(eq + 1);
-        key = key.substr(0, eq);
-      } else {
-        if (i + 1 >= argc) throw ph::UserError("option --" + key + " needs a value");
-        value = argv[++i];
-      }
-      static const std::vector<std::string> known = {"shape",  "dtype",  "config",  "seed",   "stage", "reps",
-                                                     "tune",   "effort", "budget",  "threads", "target", "tpu",
-                                                     "output", "png",    "rounds", "suite-file"};
-      if (std::find(known.begin(), known.end(), key) == known.end())
-        throw ph::UserError("unknown option --" + key + "\n" + kUsage);
-      o.flags[key] = value;
-    } else {
-      pos.push_back(a);
-    }
-  }
-  if (o.command.empty()) o.command = pos.empty() ? "help" : pos[0];
-  if (pos.size() > 1) o.kernel = pos[1];
-  if (o.command == "bench")
-    o.extra.assign(pos.begin() + std::min<size_t>(1, pos.size()), pos.end());
-  else if (pos.size() > 2)
-    throw ph::UserError("unexpected argument '" + pos[2] + "'\n" + kUsage);
-  return o;
-}
-
-ph::Shape parse_shape(const std::string& s) {
-  ph::Shape shape;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t used = 0;
-      long long v = std::stoll(item, &used);
-      if (used != item.size() || v <= 0) throw std::invalid_argument(item);
-      shape.push_back(v);
-    } catch (const std::exception&) {
-      throw ph::UserError("--shape: '" + item + "' is not a positive integer (expected e.g. --shape 1000,1003)");
-    }
-  }
-  if (shape.empty()) throw ph::UserError("--shape is empty (expected e.g. --shape 1000,1003)");
-  return shape;
-}
+using ph::tools::kUsage;
+using ph::tools::Options;
 
 struct Prepared {
   const ph::kernels::KernelEntry* entry;
@@ -129,7 +49,7 @@ Prepared prepare(const Options& o) {
   Prepared p;
   p.entry = &ph::kernels::find_kernel(o.kernel);
   auto it = o.flags.find("shape");
-  p.shape = it != o.flags.end() ? parse_shape(it->second) : p.entry->default_shape;
+  p.shape = it != o.flags.end() ? ph::tools::parse_shape(it->second) : p.entry->default_shape;
   if (auto d = o.flags.find("dtype"); d != o.flags.end()) {
     auto dt = ph::parse_dtype(d->second);
     if (!dt || std::find(p.entry->dtypes.begin(), p.entry->dtypes.end(), *dt) == p.entry->dtypes.end()) {
@@ -140,8 +60,7 @@ Prepared prepare(const Options& o) {
     }
     p.dtype = *dt;
   }
-  uint64_t seed = 0;
-  if (auto s = o.flags.find("seed"); s != o.flags.end()) seed = std::stoull(s->second);
+  uint64_t seed = o.seed().value_or(0);
   // emit and TPU tuning never read the inputs: allocate them without filling.
   bool shapes_only = o.command == "emit" || (o.flags.count("target") && o.flags.at("target") == "pallas");
   p.inputs = shapes_only ? p.entry->make_specs(p.shape, p.dtype) : p.entry->make_inputs(p.shape, p.dtype, seed);
@@ -155,15 +74,8 @@ ph::TuneReport tune_for(const Options& o, const Prepared& p, const std::string& 
   std::string effort = o.flags.count(effort_flag) ? o.flags.at(effort_flag) : "quick";
   if (!ph::parse_effort(effort, &opt.effort))
     throw ph::UserError("--" + effort_flag + " must be none, quick or full; got '" + effort + "'");
-  if (auto b = o.flags.find("budget"); b != o.flags.end()) {
-    try {
-      opt.budget_seconds = std::stod(b->second);
-    } catch (const std::exception&) {
-      opt.budget_seconds = -1;
-    }
-    if (!(opt.budget_seconds > 0)) throw ph::UserError("--budget must be a positive number of seconds");
-  }
-  if (auto s = o.flags.find("seed"); s != o.flags.end()) opt.seed = std::stoull(s->second);
+  opt.budget_seconds = o.seconds("budget", opt.budget_seconds);
+  opt.seed = o.seed().value_or(opt.seed);
   opt.progress = !o.json || isatty(2);
   const ph::kernels::Inputs& in = p.inputs;
   const ph::kernels::KernelEntry* e = p.entry;
@@ -186,9 +98,10 @@ void print_prediction(const ph::TpuPrediction& t) {
                 ph::lower::format_bytes(t.vmem_bytes).c_str(), ph::lower::format_bytes(t.vmem_capacity).c_str());
     return;
   }
-  std::printf("predicted   %.4f ms, %.1f TFLOP/s, %s-bound (compute %.3f ms, DMA %.3f ms, fixed costs %.3f ms "
-              "before overlap)\n",
-              t.seconds * 1e3, t.tflops, t.bound.c_str(), t.compute_s * 1e3, t.dma_s * 1e3, t.overhead_s * 1e3);
+  std::printf(
+      "predicted   %.4f ms, %.1f TFLOP/s, %s-bound (compute %.3f ms, DMA %.3f ms, fixed costs %.3f ms "
+      "before overlap)\n",
+      t.seconds * 1e3, t.tflops, t.bound.c_str(), t.compute_s * 1e3, t.dma_s * 1e3, t.overhead_s * 1e3);
   std::printf("strategy    %s; VMEM %s of %s\n", t.strategy.c_str(), ph::lower::format_bytes(t.vmem_bytes).c_str(),
               ph::lower::format_bytes(t.vmem_capacity).c_str());
 }
@@ -253,6 +166,10 @@ int cmd_run(const Options& o) {
     if (p.config) throw ph::UserError("--tune and --config exclude each other");
     p.config = std::make_unique<ph::Config>(tune_for(o, p, "tune").best_config);
   }
+  if (o.has("threads")) {  // the default config (or --config's) on that many threads
+    if (!p.config) p.config = std::make_unique<ph::Config>(p.entry->kernel->trace(args)->config);
+    p.config->num_threads = static_cast<int>(o.integer("threads", 1, ph::tools::kMaxThreadsFlag, 1));
+  }
   ph::CompiledKernel k = p.entry->kernel->compile(args, p.config.get());
   std::vector<ph::Array> out = k.run(args);
   std::vector<ph::Array> want = p.entry->reference(p.inputs);
@@ -263,7 +180,7 @@ int cmd_run(const Options& o) {
     err = std::max(err, c.max_abs_err);
     ok = ok && c.ok;
   }
-  int reps = o.flags.count("reps") ? std::stoi(o.flags.at("reps")) : 10;
+  int reps = static_cast<int>(o.integer("reps", 1, 1000000, 10));
   auto t = ph::tools::time_it([&] { k.run(args); }, 2, reps);
   double gbps = p.entry->bytes(p.shape, p.dtype) / (t.median_ms * 1e6);
   double gflops = p.entry->flops(p.shape) / (t.median_ms * 1e6);
@@ -325,7 +242,8 @@ int cmd_emit_pallas(const Options& o, const Prepared& p, const std::string& stag
     std::cout << m.block_ir;
     return 0;
   }
-  if (stage != "code") throw ph::UserError("--stage for --target pallas must be spec, block or code; got '" + stage + "'");
+  if (stage != "code")
+    throw ph::UserError("--stage for --target pallas must be spec, block or code; got '" + stage + "'");
   if (auto f = o.flags.find("output"); f != o.flags.end()) {
     std::ofstream out(f->second);
     if (!(out << m.source)) throw ph::UserError("cannot write " + f->second);
@@ -361,11 +279,12 @@ int cmd_emit(const Options& o) {
 
 int main(int argc, char** argv) {
   try {
-    Options o = parse(argc, argv);
+    Options o = ph::tools::parse_options(argc, argv);
     if (o.command == "help") {
       std::cout << kUsage;
       return argc > 1 ? 0 : 2;
     }
+    ph::tools::check_flags_apply(o);
     if (o.command == "list") return cmd_list(o);
     if (o.command == "run") return cmd_run(o);
     if (o.command == "emit") return cmd_emit(o);
@@ -383,9 +302,9 @@ int main(int argc, char** argv) {
         so.json = o.json;
         if (auto f = o.flags.find("png"); f != o.flags.end()) so.png = f->second;
         if (auto f = o.flags.find("suite-file"); f != o.flags.end()) so.suite_file = f->second;
-        if (auto f = o.flags.find("budget"); f != o.flags.end()) so.tune_budget = std::atof(f->second.c_str());
-        if (auto f = o.flags.find("rounds"); f != o.flags.end()) so.rounds = std::max(1, std::atoi(f->second.c_str()));
-        if (auto f = o.flags.find("threads"); f != o.flags.end()) so.threads = std::max(1, std::atoi(f->second.c_str()));
+        so.tune_budget = o.seconds("budget", so.tune_budget);
+        so.rounds = static_cast<int>(o.integer("rounds", 1, 1000, so.rounds));
+        so.threads = static_cast<int>(o.integer("threads", 1, ph::tools::kMaxThreadsFlag, so.threads));
         if (!o.extra.empty()) so.only = o.extra[0];
         return ph::tools::run_suite(so);
       }
@@ -395,14 +314,7 @@ int main(int argc, char** argv) {
       b.json = o.json;
       b.quick = o.flags.count("quick") > 0;
       b.tune = o.flags.count("tuned") > 0;
-      if (auto t = o.flags.find("threads"); t != o.flags.end()) {
-        b.threads.clear();
-        std::stringstream ss(t->second);
-        std::string item;
-        while (std::getline(ss, item, ','))
-          if (int v = std::atoi(item.c_str()); v > 0) b.threads.push_back(v);
-        if (b.threads.empty()) throw ph::UserError("--threads must be a list like 1,2");
-      }
+      if (o.has("threads")) b.threads = o.integer_list("threads", 1, ph::tools::kMaxThreadsFlag);
       return ph::tools::run_bench(b);
     }
     throw ph::UserError("unknown command '" + o.command + "'\n" + kUsage);
@@ -412,8 +324,20 @@ int main(int argc, char** argv) {
   } catch (const ph::CompileError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 3;
-  } catch (const std::exception& e) {
+  } catch (const std::bad_alloc&) {
+    // Arrays check their size against the memory available (a UserError); this is any other
+    // allocation running out, still most likely because of the problem's size.
+    std::cerr << "error: out of memory (" << ph::runtime::available_host_memory()
+              << " bytes are available); try a smaller --shape\n";
+    return 2;
+  } catch (const ph::InternalError& e) {
     std::cerr << "error: " << e.what() << "\n";
+    return 4;
+  } catch (const std::exception& e) {
+    std::cerr << "error: internal error (a bug in Parhelion): " << e.what() << "\n";
+    return 4;
+  } catch (...) {
+    std::cerr << "error: internal error (a bug in Parhelion): an unknown exception\n";
     return 4;
   }
 }

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <chrono>
 
+#include "parhelion/error.h"
+
 namespace parhelion::tools {
 
 Timing time_it(const std::function<void()>& fn, int warmup, int reps, double min_seconds) {
   using clock = std::chrono::steady_clock;
+  PH_CHECK(reps >= 1, "time_it needs at least one repetition (callers validate --reps)");
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> ms;
   auto start = clock::now();

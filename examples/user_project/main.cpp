@@ -5,9 +5,12 @@
 
 namespace ph = parhelion;
 
+// x[tm, tn] is C++23's multidimensional subscript: this project must build as C++23 although
+// it asks for no standard itself (parhelion::parhelion carries it).
 ph::Tensor scale_shift_relu(ph::Tensor x, ph::Scalar scale, ph::Scalar shift) {
-  auto out = ph::empty_like(x);
-  for (auto tile : ph::tile(out.sizes())) out[tile] = ph::maximum(x[tile] * scale + shift, 0.0f);
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n});
+  for (auto [tm, tn] : ph::tile(m, n)) out[tm, tn] = ph::maximum(x[tm, tn] * scale + shift, 0.0f);
   return out;
 }
 

@@ -5,6 +5,7 @@
 // machines the first touch of a fresh 4 KiB page costs about 11 us.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -18,7 +19,11 @@ namespace parhelion {
 using Shape = std::vector<int64_t>;
 
 std::string shape_to_string(const Shape& s);
+// The element count; throws UserError if it overflows 64 bits.
 int64_t shape_numel(const Shape& s);
+// The bytes an array of this shape and dtype takes; throws UserError on a negative dimension
+// or if the size overflows.
+size_t shape_bytes(const Shape& s, DType dtype);
 Shape contiguous_strides(const Shape& s);
 
 class Array {
@@ -26,6 +31,10 @@ class Array {
   Array() = default;
   // A new contiguous array; contents uninitialized.
   static Array empty(Shape shape, DType dtype);
+  // An array with a shape, a dtype and an address range of its own, but no memory behind it
+  // (address space only): for tracing and emitting, which read shapes, never data. Reading or
+  // writing its elements faults.
+  static Array placeholder(Shape shape, DType dtype);
   static Array zeros(Shape shape, DType dtype);
   static Array full(Shape shape, double value, DType dtype);
   // Seeded uniform values in [lo, hi) (integers: [lo, hi) truncated).

@@ -116,6 +116,20 @@ template <class... A>
 inline constexpr bool all_indices = (std::is_convertible_v<const A&, Index> && ...);
 }  // namespace detail
 
+#if !(defined(__cpp_multidimensional_subscript) && __cpp_multidimensional_subscript >= 202110L)
+// Before C++23 (P2128), `x[a, b]` compiles as `x[(a, b)]`: the comma operator drops `a` and the
+// kernel silently indexes with `b` alone. Make that comma a compile error that says why.
+template <class T>
+concept SubscriptPart = std::is_same_v<std::remove_cvref_t<T>, Tile> || std::is_same_v<std::remove_cvref_t<T>, Tiles> ||
+    std::is_same_v<std::remove_cvref_t<T>, AllTag> || std::is_same_v<std::remove_cvref_t<T>, Index>;
+template <class A, class B>
+requires(SubscriptPart<A> || SubscriptPart<B>) void operator,(A&&, B&&) {
+  static_assert(sizeof(A) == 0,
+                "parhelion: x[a, b] needs C++23's multidimensional subscript (compile with -std=c++23: g++ 12 or "
+                "clang++ 15 or newer); with an older standard write x(a, b)");
+}
+#endif
+
 // An operand of a DSL operation: a tensor block, a Var, a Scalar argument or a number.
 // Converting to it records the user's source line.
 struct Operand {

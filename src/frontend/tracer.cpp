@@ -72,6 +72,12 @@ int Tracer::add_alloc(const Shape& shape, DType dtype, bool fill, double value, 
   if (in_device()) fail("allocating a tensor inside a tile loop; allocate outputs in host code, before the loop", loc);
   for (int64_t d : shape)
     if (d < 0) fail("negative size in shape " + shape_to_string(shape), loc);
+  // The run allocates it (Array::empty); a size that overflows must fail here, at the user's line.
+  try {
+    shape_bytes(shape, dtype);
+  } catch (const UserError& e) {
+    fail(e.what(), loc);
+  }
   ir::TensorInfo t;
   t.name = "buf" + std::to_string(fn_.tensors.size() - fn_.num_tensor_params);
   t.shape = shape;

@@ -8,29 +8,24 @@
 #include <string>
 #include <thread>
 
+#include "parhelion/error.h"
+#include "runtime/parse_number.h"
+
 namespace parhelion::lower {
 namespace {
 
-int64_t parse_size(const std::string& s) {
-  if (s.empty()) return 0;
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  std::string suf(end);
-  if (suf == "K" || suf == "k" || suf == "KiB")
-    v *= 1024;
-  else if (suf == "M" || suf == "MiB")
-    v *= 1024 * 1024;
-  else if (suf == "G" || suf == "GiB")
-    v *= 1024.0 * 1024 * 1024;
-  return static_cast<int64_t>(v);
-}
+// More threads than any host has: a larger PARHELION_NUM_THREADS is a typo.
+constexpr int64_t kMaxThreads = 4096;
 
 int64_t detect_l2_bytes() {
   std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index2/size");
   std::string s;
   if (f >> s) {
-    int64_t b = parse_size(s);
-    if (b > 0) return b;
+    try {
+      return parse_byte_size(s, "the L2 size in sysfs");  // e.g. "2048K"
+    } catch (const UserError&) {
+      // an unexpected format: ask the CPU instead
+    }
   }
   // cpuid 0x80000006: ECX[31:16] = L2 size in KiB (AMD and Intel).
   unsigned a, b, c, d;
@@ -70,11 +65,12 @@ const Target& Target::host() {
   static const Target t = [] {
     Target t;
     t.fast_memory_bytes = detect_l2_bytes();
-    if (const char* e = std::getenv("PARHELION_FAST_MEMORY"))
-      if (int64_t v = parse_size(e); v > 0) t.fast_memory_bytes = v;
+    // A set but unparsable override is refused: ignoring it would tune for the wrong machine.
+    if (const char* e = std::getenv("PARHELION_FAST_MEMORY"); e && *e)
+      t.fast_memory_bytes = parse_byte_size(e, "PARHELION_FAST_MEMORY");
     t.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    if (const char* e = std::getenv("PARHELION_NUM_THREADS"))
-      if (int v = std::atoi(e); v > 0) t.threads = v;
+    if (const char* e = std::getenv("PARHELION_NUM_THREADS"); e && *e)
+      t.threads = static_cast<int>(parse_integer(e, "PARHELION_NUM_THREADS", 1, kMaxThreads));
     t.cpu_model = detect_model();
     t.features = detect_features();
     return t;
@@ -84,7 +80,9 @@ const Target& Target::host() {
 
 std::string format_bytes(int64_t b) {
   char buf[64];
-  if (b >= (1 << 20))
+  if (b >= (int64_t{1} << 30))
+    std::snprintf(buf, sizeof buf, "%.1f GiB", b / 1073741824.0);
+  else if (b >= (1 << 20))
     std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
   else if (b >= 1024)
     std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);

@@ -2,10 +2,14 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <vector>
+
+#include "parhelion/error.h"
+#include "runtime/host_memory.h"
 
 namespace parhelion::runtime {
 namespace {
@@ -36,17 +40,28 @@ Pool& pool() {
   return *p;
 }
 
-void* fresh_block(size_t bytes) {
+// `bytes` is the size class; `requested` what the caller asked for (the figure a user knows).
+void* fresh_block(size_t bytes, size_t requested, const std::string& what) {
+  // Small blocks are not worth a read of /proc/meminfo; a large one that cannot fit would be
+  // granted by overcommit and then kill the process when its pages are touched.
+  if (bytes >= kLargeBlock) {
+    size_t available = available_host_memory();
+    if (bytes > available) {
+      release_cached_memory();  // blocks in our free lists count as used
+      available = available_host_memory();
+    }
+    if (bytes > available) throw_out_of_memory(what, requested, available);
+  }
   size_t align = bytes >= kLargeBlock ? kHugePage : 64;
   void* p = std::aligned_alloc(align, (bytes + align - 1) / align * align);
-  if (!p) throw std::bad_alloc();
+  if (!p) throw_out_of_memory(what, requested, available_host_memory());
   if (bytes >= kLargeBlock) madvise(p, bytes, MADV_HUGEPAGE);
   return p;
 }
 
 }  // namespace
 
-std::shared_ptr<void> allocate(size_t bytes) {
+std::shared_ptr<void> allocate(size_t bytes, const std::string& what) {
   size_t cls = size_class(bytes == 0 ? 1 : bytes);
   Pool& P = pool();
   void* p = nullptr;
@@ -62,13 +77,22 @@ std::shared_ptr<void> allocate(size_t bytes) {
       P.stats.blocks_allocated++;
     }
   }
-  if (!p) p = fresh_block(cls);
+  if (!p) p = fresh_block(cls, bytes, what);
   return std::shared_ptr<void>(p, [cls](void* q) {
     Pool& P = pool();
     std::lock_guard<std::mutex> lock(P.mu);
     P.free_lists[cls].push_back(q);
     P.stats.bytes_cached += cls;
   });
+}
+
+std::shared_ptr<void> reserve_address_space(size_t bytes, const std::string& what) {
+  size_t length = std::max<size_t>(bytes, 1);
+  void* p = mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    throw UserError(what + " needs " + std::to_string(bytes) +
+                    " bytes of address space, more than this process can reserve");
+  return std::shared_ptr<void>(p, [length](void* q) { munmap(q, length); });
 }
 
 AllocatorStats allocator_stats() {

@@ -9,11 +9,17 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 namespace parhelion::runtime {
 
 // Returns a block of at least `bytes` bytes, 64-byte aligned; freed (recycled) on release.
-std::shared_ptr<void> allocate(size_t bytes);
+// A block larger than the memory available is a UserError naming `what` (see host_memory.h).
+std::shared_ptr<void> allocate(size_t bytes, const std::string& what = "an allocation");
+
+// Reserves `bytes` of address space with no memory behind it (Array::placeholder): distinct
+// addresses for tracing, at no cost however large. Any access faults.
+std::shared_ptr<void> reserve_address_space(size_t bytes, const std::string& what);
 
 struct AllocatorStats {
   size_t blocks_allocated = 0;  // fresh blocks obtained from the OS

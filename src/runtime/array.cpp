@@ -20,8 +20,21 @@ std::string shape_to_string(const Shape& s) {
 
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw UserError("shape " + shape_to_string(s) + " has more elements than a 64-bit count can hold");
   return n;
+}
+
+size_t shape_bytes(const Shape& s, DType dtype) {
+  for (int64_t d : s)
+    if (d < 0) throw UserError("negative dimension in shape " + shape_to_string(s));
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(shape_numel(s)), static_cast<size_t>(dtype_size(dtype)), &bytes) ||
+      bytes > static_cast<size_t>(INT64_MAX))
+    throw UserError("shape " + shape_to_string(s) + " of " + std::string(dtype_name(dtype)) +
+                    " needs more bytes than a 64-bit size can hold");
+  return bytes;
 }
 
 Shape contiguous_strides(const Shape& s) {
@@ -35,10 +48,21 @@ Shape contiguous_strides(const Shape& s) {
 }
 
 Array Array::empty(Shape shape, DType dtype) {
-  for (int64_t d : shape)
-    if (d < 0) throw UserError("negative dimension in shape " + shape_to_string(shape));
+  size_t bytes = shape_bytes(shape, dtype);
   Array a;
-  a.storage_ = runtime::allocate(static_cast<size_t>(shape_numel(shape) * dtype_size(dtype)));
+  a.storage_ = runtime::allocate(bytes, "an array " + std::string(dtype_name(dtype)) + shape_to_string(shape));
+  a.data_ = a.storage_.get();
+  a.strides_ = contiguous_strides(shape);
+  a.shape_ = std::move(shape);
+  a.dtype_ = dtype;
+  return a;
+}
+
+Array Array::placeholder(Shape shape, DType dtype) {
+  size_t bytes = shape_bytes(shape, dtype);
+  Array a;
+  a.storage_ = runtime::reserve_address_space(
+      bytes, "a placeholder array " + std::string(dtype_name(dtype)) + shape_to_string(shape));
   a.data_ = a.storage_.get();
   a.strides_ = contiguous_strides(shape);
   a.shape_ = std::move(shape);

@@ -159,7 +159,7 @@ std::vector<Array> outputs_isolated(const CompiledKernel& k, const std::vector<A
   std::vector<Array> shared;
   for (int t : fn.outputs) {
     const ir::TensorInfo& info = fn.tensors[t];
-    size_t bytes = std::max<size_t>(1, static_cast<size_t>(shape_numel(info.shape) * dtype_size(info.dtype)));
+    size_t bytes = std::max<size_t>(1, shape_bytes(info.shape, info.dtype));
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw InternalError("mmap failed");
     std::shared_ptr<void> owner(p, [bytes](void* q) { munmap(q, bytes); });

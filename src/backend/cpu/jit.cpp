@@ -14,6 +14,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "backend/cpu/object_cache.h"
 #include "parhelion/error.h"
 
 namespace parhelion::backend::cpu {
@@ -21,20 +22,6 @@ namespace fs = std::filesystem;
 namespace {
 
 std::atomic<int> g_invocations{0};
-
-// 128-bit FNV-1a-style hash from two independent 64-bit lanes: cache keys, not security.
-std::string hash_hex(const std::string& s) {
-  uint64_t h1 = 1469598103934665603ull, h2 = 0x9e3779b97f4a7c15ull;
-  for (unsigned char c : s) {
-    h1 = (h1 ^ c) * 1099511628211ull;
-    h2 = (h2 ^ c) * 0x100000001b3ull + 0x632be59bd9b4e019ull;
-    h2 ^= h2 >> 29;
-  }
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h1),
-                static_cast<unsigned long long>(h2));
-  return buf;
-}
 
 std::string run_capture(const std::string& cmd, int* status) {
   std::string out;
@@ -111,7 +98,7 @@ int compiler_invocations() { return g_invocations.load(); }
 JitResult jit_compile(const std::string& source) {
   JitResult r;
   std::string flags = compiler_flags();
-  r.key = hash_hex(source + "\n//" + compiler_identity() + "\n//" + flags);
+  r.key = content_hash(source + "\n//" + compiler_identity() + "\n//" + flags);
   std::string dir = cache_dir() + "/jit";
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -128,15 +115,12 @@ JitResult jit_compile(const std::string& source) {
       return r;
     }
   }
-  if (!fs::exists(so)) {
+  // A truncated or corrupted object (a crash or a full disk while it was written) would load
+  // and then SIGBUS: check it against its manifest, and rebuild it if it does not match.
+  if (!object_is_intact(so)) {
+    discard_object(so);
+    write_file_atomically(r.source_path, source);
     std::string tag = std::to_string(getpid()) + "." + std::to_string(std::hash<std::string>{}(source)&0xffff);
-    std::string tmp_src = base + ".cpp.tmp." + tag;
-    {
-      std::ofstream f(tmp_src);
-      f << source;
-      if (!f) throw UserError("cannot write generated source " + tmp_src);
-    }
-    fs::rename(tmp_src, r.source_path, ec);
     std::string tmp_so = base + ".so.tmp." + tag;
     std::string cmd =
         compiler_command() + " " + flags + " " + shell_quote(r.source_path) + " -o " + shell_quote(tmp_so) + " 2>&1";
@@ -154,8 +138,7 @@ JitResult jit_compile(const std::string& source) {
           "the C++ compiler failed on generated code " + r.source_path + "\n  command: " + cmd + "\n" + head,
           r.source_path);
     }
-    fs::rename(tmp_so, so, ec);
-    if (ec) throw UserError("cannot move compiled kernel into the cache: " + ec.message());
+    commit_object(tmp_so, so);
   } else {
     r.cache_hit = true;
   }
@@ -163,7 +146,7 @@ JitResult jit_compile(const std::string& source) {
   if (!h) {
     // A corrupt or truncated cache entry: drop it and compile again once.
     std::string err = dlerror();
-    fs::remove(so, ec);
+    discard_object(so);
     if (r.cache_hit) return jit_compile(source);
     throw CompileError("cannot load compiled kernel " + so + ": " + err, r.source_path);
   }

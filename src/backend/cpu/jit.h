@@ -3,8 +3,10 @@
 // Objects are cached on disk, keyed by a hash of the source, the compiler's identity
 // (`$CXX --version`) and the flags, so a second process running the same kernel, shape and
 // config compiles nothing. Cache directory: $PARHELION_CACHE_DIR, else
-// $XDG_CACHE_HOME/parhelion, else ~/.cache/parhelion. Writes are atomic (temp file + rename),
-// so concurrent processes never load a half-written object.
+// $XDG_CACHE_HOME/parhelion, else ~/.cache/parhelion. Writes are atomic and durable (temp file,
+// fsync, rename), and an object is loaded only if it matches its recorded size and hash, so
+// neither a concurrent process nor an earlier crash leaves a half-written object to load
+// (object_cache.h).
 #pragma once
 
 #include <memory>

@@ -1,0 +1,181 @@
+#include "tools/cli_options.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "parhelion/error.h"
+#include "runtime/parse_number.h"
+
+namespace parhelion::tools {
+
+const char* const kUsage = R"(usage:
+  parhelion list [--json]
+  parhelion run KERNEL --shape D0,D1,... [--dtype f32|bf16|f16] [--config JSON] [--threads N] [--seed N] [--reps N] [--json]
+  parhelion emit KERNEL --shape D0,D1,... [--dtype ...] [--stage ir|spec|block|code] [--config JSON]
+  parhelion emit KERNEL --target pallas [--tpu v5e|v6e|v5p|v7x] --shape ... [--dtype ...] [--config JSON]
+                 [--stage spec|block|code] [-o FILE]     a JAX Pallas TPU module (see docs/pallas.md)
+  parhelion emit KERNEL --target pallas --tpu v7x --shape ... --predict [--json]   modelled TPU time
+  parhelion tune KERNEL --target pallas --tpu v7x --shape ... --model [--json]     tune against the model
+  parhelion tune KERNEL --shape D0,D1,... [--dtype ...] [--effort quick|full] [--budget SECONDS] [--seed N] [--json]
+
+  parhelion bench [KERNEL...] [--threads 1,2] [--quick] [--tuned] [--json]
+  parhelion bench --suite [KERNEL] [--threads 2] [--rounds 3] [--budget SECONDS] [--png FILE] [--json]
+                 [--suite-file FILE]
+                 the kernel table against PyTorch eager and torch.compile (bench/suite.json)
+
+  run --tune quick|full [--budget SECONDS]   tunes first (or takes the cached winner), then runs the best config
+  run --threads N   runs the default (or --config's) config on N threads
+)";
+
+namespace {
+
+const std::set<std::string> kSwitches = {"quick", "tuned", "predict", "model", "suite"};
+const std::set<std::string> kValued = {"shape",  "dtype",   "config", "seed", "stage",  "reps", "tune",   "effort",
+                                       "budget", "threads", "target", "tpu",  "output", "png",  "rounds", "suite-file"};
+
+std::string flag_name(const std::string& key) { return key == "output" ? "-o" : "--" + key; }
+
+void refuse(const std::string& flag, const std::string& why) { throw UserError(flag_name(flag) + " " + why); }
+
+}  // namespace
+
+std::string Options::get(const std::string& flag, const std::string& fallback) const {
+  auto it = flags.find(flag);
+  return it == flags.end() ? fallback : it->second;
+}
+
+int64_t Options::integer(const std::string& flag, int64_t lo, int64_t hi, int64_t fallback) const {
+  auto it = flags.find(flag);
+  return it == flags.end() ? fallback : parse_integer(it->second, flag_name(flag), lo, hi);
+}
+
+std::optional<uint64_t> Options::seed() const {
+  auto it = flags.find("seed");
+  if (it == flags.end()) return std::nullopt;
+  return parse_unsigned(it->second, "--seed");
+}
+
+double Options::seconds(const std::string& flag, double fallback) const {
+  auto it = flags.find(flag);
+  // A budget below a millisecond cannot time even one candidate; a year is a typo.
+  return it == flags.end() ? fallback : parse_real(it->second, flag_name(flag) + " (seconds)", 1e-3, 3.2e7);
+}
+
+std::vector<int> Options::integer_list(const std::string& flag, int64_t lo, int64_t hi) const {
+  std::vector<int> values;
+  std::string text = get(flag, "");
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    values.push_back(static_cast<int>(parse_integer(item, flag_name(flag) + " (a list like 1,2)", lo, hi)));
+  if (values.empty() || text.back() == ',')
+    throw UserError(flag_name(flag) + " must be a list like 1,2; got '" + text + "'");
+  return values;
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  std::vector<std::string> pos;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--json") {
+      o.json = true;
+    } else if (a.rfind("--", 0) == 0 && kSwitches.count(a.substr(2))) {
+      o.flags[a.substr(2)] = "1";
+    } else if (a == "-o") {
+      if (i + 1 >= argc) throw UserError("option -o needs a file name");
+      o.flags["output"] = argv[++i];
+    } else if (a == "-h" || a == "--help") {
+      o.command = "help";
+    } else if (a.rfind("--", 0) == 0) {
+      std::string key = a.substr(2), value;
+      auto eq = key.find('=');
+      if (eq != std::string::npos) {
+        value = key.substr(eq + 1);
+        key = key.substr(0, eq);
+      } else {
+        if (i + 1 >= argc) throw UserError("option --" + key + " needs a value");
+        value = argv[++i];
+      }
+      if (!kValued.count(key)) throw UserError("unknown option --" + key + "\n" + kUsage);
+      o.flags[key] = value;
+    } else {
+      pos.push_back(a);
+    }
+  }
+  if (o.command.empty()) o.command = pos.empty() ? "help" : pos[0];
+  if (pos.size() > 1) o.kernel = pos[1];
+  if (o.command == "bench")
+    o.extra.assign(pos.begin() + std::min<size_t>(1, pos.size()), pos.end());
+  else if (pos.size() > 2)
+    throw UserError("unexpected argument '" + pos[2] + "'\n" + kUsage);
+  return o;
+}
+
+void check_flags_apply(const Options& o) {
+  static const std::map<std::string, std::set<std::string>> takes = {
+      {"list", {}},
+      {"run", {"shape", "dtype", "config", "seed", "reps", "tune", "budget", "threads", "target"}},
+      {"emit", {"shape", "dtype", "config", "stage", "target", "tpu", "output", "predict"}},
+      {"tune", {"shape", "dtype", "effort", "budget", "seed", "target", "tpu", "model"}},
+      {"bench", {"threads", "quick", "tuned", "suite", "png", "rounds", "budget", "suite-file"}},
+  };
+  auto it = takes.find(o.command);
+  if (it == takes.end()) return;  // help, or an unknown command (refused by the caller)
+  for (const auto& [flag, value] : o.flags)
+    if (!it->second.count(flag)) refuse(flag, "does not apply to `parhelion " + o.command + "`\n" + kUsage);
+
+  const std::string target = o.get("target", "cpu");
+  if (target != "cpu" && target != "pallas") refuse("target", "must be cpu or pallas; got '" + target + "'");
+  const bool pallas = target == "pallas";
+  if (o.command == "run") {
+    if (pallas)
+      refuse("target", "for run must be cpu (run executes on this machine); for TPU code use `parhelion emit " +
+                           o.kernel + " --target pallas`");
+    if (o.has("budget") && !o.has("tune")) refuse("budget", "needs --tune (it bounds the tuning time)");
+    if (o.has("threads") && o.has("tune"))
+      refuse("threads", "and --tune exclude each other (tuning chooses num_threads)");
+  }
+  if (o.command == "emit") {
+    for (const char* flag : {"tpu", "predict", "output"})
+      if (o.has(flag) && !pallas) refuse(flag, "needs --target pallas");
+    if (o.json && !o.has("predict")) throw UserError("--json for emit needs --predict (emitted code is printed as is)");
+    if (o.has("predict") && (o.has("stage") || o.has("output")))
+      refuse("predict", "prints the modelled time; it takes neither --stage nor -o");
+  }
+  if (o.command == "tune") {
+    for (const char* flag : {"tpu", "model"})
+      if (o.has(flag) && !pallas) refuse(flag, "needs --target pallas");
+    if (pallas)
+      for (const char* flag : {"effort", "budget", "seed"})
+        if (o.has(flag))
+          refuse(flag, "does not apply to --target pallas --model (the timing model evaluates every config)");
+  }
+  if (o.command == "bench") {
+    bool suite = o.has("suite");
+    for (const char* flag : {"png", "rounds", "budget", "suite-file"})
+      if (o.has(flag) && !suite) refuse(flag, "needs --suite");
+    for (const char* flag : {"quick", "tuned"})
+      if (o.has(flag) && suite) refuse(flag, "does not apply to --suite (the suite tunes every case itself)");
+    if (suite && o.extra.size() > 1) throw UserError("bench --suite takes at most one KERNEL");
+  }
+}
+
+Shape parse_shape(const std::string& text) {
+  Shape shape;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      shape.push_back(parse_integer(item, "--shape", 1, INT64_MAX));
+    } catch (const UserError&) {
+      throw UserError("--shape: '" + item + "' is not a positive integer below 2^63 (expected e.g. --shape 1000,1003)");
+    }
+  }
+  if (shape.empty()) throw UserError("--shape is empty (expected e.g. --shape 1000,1003)");
+  if (text.back() == ',') throw UserError("--shape '" + text + "' ends with a comma (expected e.g. --shape 1000,1003)");
+  return shape;
+}
+
+}  // namespace parhelion::tools
