@@ -24,15 +24,20 @@ const char* const kUsage = R"(usage:
                  [--suite-file FILE]
                  the kernel table against PyTorch eager and torch.compile (bench/suite.json)
 
+  parhelion fuzz [--seconds N] [--programs N] [--seed S] [--family NAME] [--configs N] [--pallas-every N]
+                 [--no-minimize] [--json]
+                 random kernels on every backend against the reference interpreter (docs/testing.md)
+
   run --tune quick|full [--budget SECONDS]   tunes first (or takes the cached winner), then runs the best config
   run --threads N   runs the default (or --config's) config on N threads
 )";
 
 namespace {
 
-const std::set<std::string> kSwitches = {"quick", "tuned", "predict", "model", "suite"};
+const std::set<std::string> kSwitches = {"quick", "tuned", "predict", "model", "suite", "no-minimize"};
 const std::set<std::string> kValued = {"shape",  "dtype",   "config", "seed", "stage",  "reps", "tune",   "effort",
-                                       "budget", "threads", "target", "tpu",  "output", "png",  "rounds", "suite-file"};
+                                       "budget", "threads", "target", "tpu",  "output", "png",  "rounds", "suite-file",
+                                       "seconds", "programs", "family", "configs", "pallas-every"};
 
 std::string flag_name(const std::string& key) { return key == "output" ? "-o" : "--" + key; }
 
@@ -120,6 +125,7 @@ void check_flags_apply(const Options& o) {
       {"emit", {"shape", "dtype", "config", "stage", "target", "tpu", "output", "predict"}},
       {"tune", {"shape", "dtype", "effort", "budget", "seed", "target", "tpu", "model"}},
       {"bench", {"threads", "quick", "tuned", "suite", "png", "rounds", "budget", "suite-file"}},
+      {"fuzz", {"seconds", "programs", "seed", "family", "configs", "pallas-every", "no-minimize"}},
   };
   auto it = takes.find(o.command);
   if (it == takes.end()) return;  // help, or an unknown command (refused by the caller)

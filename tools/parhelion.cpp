@@ -24,6 +24,7 @@
 #include "runtime/compiled_kernel_impl.h"
 #include "runtime/host_memory.h"
 #include "tools/bench_command.h"
+#include "tools/fuzz_command.h"
 #include "tools/cli_options.h"
 #include "tools/suite_command.h"
 #include "tools/timing.h"
@@ -289,6 +290,7 @@ int main(int argc, char** argv) {
     if (o.command == "run") return cmd_run(o);
     if (o.command == "emit") return cmd_emit(o);
     if (o.command == "tune") return cmd_tune(o);
+    if (o.command == "fuzz") return ph::tools::run_fuzz(o);
     if (o.command == "bench") {
       // OpenBLAS reads OPENBLAS_CORETYPE when it loads: restart once without it (and without
       // OPENBLAS_L2_SIZE), in this process only, so that it runs its best kernels.

@@ -1,0 +1,437 @@
+#include "fuzz/differential.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "backend/pallas/interpret.h"
+#include "fuzz/generate.h"
+#include "lower/lower.h"
+#include "lower/tpu.h"
+#include "parhelion/error.h"
+#include "runtime/compiled_kernel_impl.h"
+#include "tune/accuracy.h"
+#include "tune/search.h"
+
+namespace parhelion::fuzz {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// --- tolerance ---------------------------------------------------------------------------------
+
+// The interpreter computes in double; the backends in f32 with fast transcendentals, and round
+// where the program does (16-bit data, casts, a rounded product). The tolerance follows the
+// coarsest rounding the program contains and widens with the longest reduction (rounding
+// accumulates ~ sqrt(length)).
+struct Tolerance {
+  DType dtype = DType::f32;
+  double scale = 1;
+};
+
+Tolerance tolerance_of(const Program& p) {
+  bool bf16 = false, f16 = false;
+  auto note = [&](DType d) {
+    bf16 |= d == DType::bf16;
+    f16 |= d == DType::f16;
+  };
+  for (const TensorDecl& t : p.tensors) note(t.dtype);
+  for (const Expr& e : p.exprs)
+    if (e.kind == Expr::Cast || e.kind == Expr::Dot) note(e.dtype);
+  int64_t longest = 1;
+  std::function<void(const std::vector<Stmt>&)> walk = [&](const std::vector<Stmt>& body) {
+    for (const Stmt& s : body) {
+      for (const LoopDim& d : s.dims) longest = std::max(longest, d.extent);
+      walk(s.body);
+    }
+  };
+  walk(p.body);
+  for (const TensorDecl& t : p.tensors)
+    for (int64_t d : t.shape) longest = std::max(longest, d);
+  Tolerance t;
+  t.dtype = bf16 ? DType::bf16 : f16 ? DType::f16 : DType::f32;
+  // f32: 2e-5 (tune::compare) x 5 for the fast exp/log/tanh of the runtime over deep chains.
+  t.scale = (t.dtype == DType::f32 ? 5.0 : 1.0) * std::max(1.0, std::sqrt(static_cast<double>(longest)) / 4);
+  return t;
+}
+
+std::string compare_outputs(const std::vector<Array>& got, const std::vector<Array>& want, const Tolerance& tol) {
+  if (got.size() != want.size())
+    return std::to_string(got.size()) + " outputs, the interpreter has " + std::to_string(want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    Array g = got[i].dtype() == DType::f32 ? got[i] : got[i].to(DType::f32);
+    Array w = want[i].dtype() == DType::f32 ? want[i] : want[i].to(DType::f32);
+    tune::Closeness c = tune::compare(g, w, tol.dtype, tol.scale);
+    if (!c.ok)
+      return "output " + std::to_string(i) + ": max |got - interpreter| = " + std::to_string(c.max_abs_err) +
+             " (tolerance of " + std::string(dtype_name(tol.dtype)) + " x" + std::to_string(tol.scale) + ")";
+  }
+  return "";
+}
+
+bool is_fit_rejection(const std::string& msg) {
+  return msg.find("of fast memory") != std::string::npos || msg.find("of VMEM") != std::string::npos;
+}
+
+// --- one program on the cpu, in this process -----------------------------------------------------
+
+struct Outcome {
+  std::string kind, config, detail;
+};
+
+json check_here(const Program& p, uint64_t seed, int configs, const std::vector<Config>& explicit_configs) {
+  json r = {{"findings", json::array()}, {"runs", 0}, {"not_fitting", 0}};
+  auto finding = [&](const std::string& kind, const std::string& config, const std::string& detail) {
+    r["findings"].push_back({{"kind", kind}, {"config", config}, {"detail", detail}});
+  };
+  std::unique_ptr<KernelBase> kernel = make_kernel(p);
+  std::vector<Array> inputs = make_inputs(p, seed);
+  std::vector<Arg> args = make_args(p, inputs);
+  std::vector<Array> want;
+  std::shared_ptr<CompiledKernel::Impl> traced;
+  try {
+    traced = kernel->trace(args);
+    want = kernel->interpret(args);
+  } catch (const UserError& e) {
+    finding("rejected", "", e.what());  // the generator makes only valid programs
+    return r;
+  } catch (const std::exception& e) {
+    finding("internal error", "", std::string("tracing or interpreting: ") + e.what());
+    return r;
+  }
+  const Tolerance tol = tolerance_of(p);
+  std::vector<Config> todo = explicit_configs;
+  if (todo.empty()) {
+    tune::ConfigCodec codec(traced->spec);
+    std::mt19937_64 gen(seed * 7919 + 17);
+    todo.push_back(traced->config);
+    for (int i = 1; i < configs; ++i) todo.push_back(codec.decode(codec.random(gen)));
+  }
+  for (const Config& c : todo) {
+    std::string cj = c.to_json();
+    try {
+      std::vector<Array> got = kernel->compile(args, &c).run(args);
+      r["runs"] = r["runs"].get<int>() + 1;
+      std::string diff = compare_outputs(got, want, tol);
+      if (!diff.empty()) finding("mismatch", cj, diff);
+    } catch (const UserError& e) {
+      if (is_fit_rejection(e.what()))
+        r["not_fitting"] = r["not_fitting"].get<int>() + 1;
+      else
+        finding("rejected", cj, e.what());
+    } catch (const CompileError& e) {
+      finding("compile error", cj, std::string(e.what()) + " (source " + e.source_path() + ")");
+    } catch (const std::exception& e) {
+      finding("internal error", cj, e.what());
+    }
+  }
+  return r;
+}
+
+// --- in a child process ---------------------------------------------------------------------------
+
+// Runs `body` in a forked child; its JSON result comes back through a pipe. A signal or a
+// timeout becomes a finding.
+json in_child(const std::function<json()>& body, double timeout_s) {
+  int fds[2];
+  if (pipe(fds) != 0) throw InternalError("fuzz: pipe failed");
+  pid_t pid = fork();
+  if (pid < 0) throw InternalError("fuzz: fork failed");
+  if (pid == 0) {
+    close(fds[0]);
+    std::string out;
+    try {
+      out = body().dump();
+    } catch (const std::exception& e) {
+      out = json{{"findings", {{{"kind", "internal error"}, {"config", ""}, {"detail", e.what()}}}}}.dump();
+    }
+    size_t off = 0;
+    while (off < out.size()) {
+      ssize_t w = write(fds[1], out.data() + off, out.size() - off);
+      if (w <= 0) break;
+      off += static_cast<size_t>(w);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string text;
+  auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  bool timed_out = false;
+  char buf[1 << 15];
+  for (;;) {
+    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd pf{fds[0], POLLIN, 0};
+    int n = poll(&pf, 1, left);
+    if (n <= 0) continue;
+    ssize_t got = read(fds[0], buf, sizeof buf);
+    if (got <= 0) break;
+    text.append(buf, static_cast<size_t>(got));
+  }
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  auto one = [](const std::string& kind, const std::string& detail) {
+    return json{{"findings", {{{"kind", kind}, {"config", ""}, {"detail", detail}}}}, {"runs", 0}, {"not_fitting", 0}};
+  };
+  if (timed_out) return one("timeout", "no result after " + std::to_string(timeout_s) + " s");
+  if (WIFSIGNALED(status)) return one("crash", std::string("signal ") + strsignal(WTERMSIG(status)));
+  json r = json::parse(text, nullptr, false);
+  if (r.is_discarded()) return one("crash", "the child exited without a result");
+  return r;
+}
+
+json check_isolated(const Program& p, uint64_t seed, int configs, const std::vector<Config>& explicit_configs) {
+  return in_child([&] { return check_here(p, seed, configs, explicit_configs); }, 120);
+}
+
+std::vector<Outcome> outcomes_of(const json& r) {
+  std::vector<Outcome> out;
+  for (const json& f : r["findings"]) out.push_back({f["kind"], f["config"], f["detail"]});
+  return out;
+}
+
+// --- minimization -----------------------------------------------------------------------------------
+
+// The expressions a program uses (reachable from its statements).
+std::set<int> used_exprs(const Program& p) {
+  std::set<int> used;
+  std::function<void(int)> expr = [&](int id) {
+    if (id < 0 || !used.insert(id).second) return;
+    for (int a : p.exprs[id].args) expr(a);
+    for (const Subscript& s : p.exprs[id].index)
+      if (s.kind == Subscript::Scalar) expr(s.expr);
+  };
+  std::function<void(const std::vector<Stmt>&)> walk = [&](const std::vector<Stmt>& body) {
+    for (const Stmt& s : body) {
+      expr(s.expr);
+      for (const Subscript& x : s.index)
+        if (x.kind == Subscript::Scalar) expr(x.expr);
+      walk(s.body);
+    }
+  };
+  walk(p.body);
+  return used;
+}
+
+// Smaller variants of `p`: an expression replaced by one of its operands or by a number, then
+// every extent halved.
+std::vector<Program> shrink_candidates(const Program& p) {
+  std::vector<Program> out;
+  for (int id : used_exprs(p)) {
+    const Expr& e = p.exprs[id];
+    for (int a : e.args) {
+      Program q = p;
+      q.exprs[id] = p.exprs[a];
+      out.push_back(std::move(q));
+    }
+    if (e.kind != Expr::Number && e.kind != Expr::Load) {
+      Program q = p;
+      q.exprs[id] = Expr{};
+      q.exprs[id].number = 0.5;
+      out.push_back(std::move(q));
+    }
+  }
+  std::set<int64_t> extents;
+  for (const TensorDecl& t : p.tensors)
+    for (int64_t d : t.shape)
+      if (d > 1) extents.insert(d);
+  for (int64_t v : extents) {
+    Program q = p;
+    int64_t to = v / 2;
+    for (TensorDecl& t : q.tensors) {
+      for (int64_t& d : t.shape)
+        if (d == v) d = to;
+      if (t.index_bound == v) t.index_bound = to;
+    }
+    std::function<void(std::vector<Stmt>&)> walk = [&](std::vector<Stmt>& body) {
+      for (Stmt& s : body) {
+        for (LoopDim& d : s.dims)
+          if (d.extent == v) d.extent = to;
+        walk(s.body);
+      }
+    };
+    walk(q.body);
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
+// Shrinks a program that fails on the cpu with `kind` at `config` while it keeps failing so.
+Program minimize_cpu(Program p, uint64_t seed, const std::string& kind, const std::string& config_json,
+                     double budget_s) {
+  auto start = Clock::now();
+  Config config = config_json.empty() ? Config{} : Config::from_json(config_json);
+  auto still_fails = [&](const Program& q) {
+    json r = in_child(
+        [&] {
+          std::vector<Config> cs;
+          if (!config_json.empty()) {
+            // The same point of the (possibly smaller) config space.
+            std::unique_ptr<KernelBase> k = make_kernel(q);
+            std::vector<Array> in = make_inputs(q, seed);
+            auto traced = k->trace(make_args(q, in));
+            tune::ConfigCodec codec(traced->spec);
+            Config c = codec.decode(codec.encode(config));
+            c.index_checks = config.index_checks;
+            cs.push_back(c);
+          }
+          return check_here(q, seed, 1, cs);
+        },
+        60);
+    for (const Outcome& o : outcomes_of(r))
+      if (o.kind == kind) return true;
+    return false;
+  };
+  bool progress = true;
+  while (progress && std::chrono::duration<double>(Clock::now() - start).count() < budget_s) {
+    progress = false;
+    for (Program& q : shrink_candidates(p)) {
+      if (std::chrono::duration<double>(Clock::now() - start).count() >= budget_s) break;
+      if (still_fails(q)) {
+        p = std::move(q);
+        progress = true;
+        break;
+      }
+    }
+  }
+  return p;
+}
+
+// --- pallas -------------------------------------------------------------------------------------------
+
+struct PallasPending {
+  Program program;
+  uint64_t seed;
+  std::string config;
+  std::vector<Array> want;
+  Tolerance tol;
+};
+
+}  // namespace
+
+std::vector<Finding> check_on_cpu(const Program& p, uint64_t seed, int configs, FuzzReport* counts) {
+  json r = check_isolated(p, seed, configs, {});
+  if (counts) {
+    counts->cpu_runs += r.value("runs", 0);
+    counts->not_fitting += r.value("not_fitting", 0);
+  }
+  std::vector<Finding> out;
+  for (const Outcome& o : outcomes_of(r)) {
+    Finding f;
+    f.kind = o.kind;
+    f.backend = "cpu";
+    f.config = o.config;
+    f.detail = o.detail;
+    f.seed = seed;
+    f.program = p;
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+FuzzReport fuzz(const FuzzOptions& o) {
+  FuzzReport report;
+  auto start = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  auto log = [&](const std::string& s) {
+    if (o.log) o.log(s);
+  };
+  std::vector<PallasPending> pending;
+  std::vector<backend::pallas::InterpretCase> cases;
+  auto flush_pallas = [&] {
+    if (cases.empty()) return;
+    std::vector<backend::pallas::InterpretResult> results = backend::pallas::run_in_interpret_mode(cases);
+    for (size_t i = 0; i < results.size(); ++i) {
+      const PallasPending& pp = pending[i];
+      const backend::pallas::InterpretResult& r = results[i];
+      ++report.pallas_runs;
+      std::string kind, detail;
+      if (!r.ok) {
+        kind = "pallas error";
+        detail = r.error;
+      } else if (r.races) {
+        kind = "pallas race";
+        detail = "interpret mode detected a race";
+      } else {
+        detail = compare_outputs(r.outputs, pp.want, pp.tol);
+        if (!detail.empty()) kind = "mismatch";
+      }
+      if (kind.empty()) continue;
+      Finding f{kind, "pallas", pp.config, detail, pp.seed, pp.program, to_cpp(pp.program, "", pp.seed)};
+      log("FOUND " + kind + " on pallas, seed " + std::to_string(pp.seed) + ": " + detail.substr(0, 300));
+      report.findings.push_back(std::move(f));
+    }
+    cases.clear();
+    pending.clear();
+  };
+  for (int64_t n = 0; o.max_programs < 0 || n < o.max_programs; ++n) {
+    if (o.max_programs < 0 && elapsed() >= o.seconds) break;
+    const uint64_t seed = o.seed + static_cast<uint64_t>(n);
+    Program p = generate(seed, o.family);
+    ++report.programs;
+    ++report.by_family[p.family];
+    for (Finding& f : check_on_cpu(p, seed, o.configs_per_program, &report)) {
+      log("FOUND " + f.kind + " on cpu, seed " + std::to_string(seed) + " (" + p.family + "): " +
+          f.detail.substr(0, 300));
+      if (o.minimize && f.kind != "timeout") {
+        f.program = minimize_cpu(f.program, seed, f.kind, f.config, o.minimize_seconds);
+      }
+      f.cpp = to_cpp(f.program, f.config, seed);
+      report.findings.push_back(std::move(f));
+    }
+    if (o.pallas_every > 0 && n % o.pallas_every == 0) {
+      // The pallas default and one random config of the pallas space, each as a module.
+      try {
+        std::unique_ptr<KernelBase> kernel = make_kernel(p);
+        std::vector<Array> inputs = make_inputs(p, seed);
+        std::vector<Arg> args = make_args(p, inputs);
+        std::vector<Array> want = kernel->interpret(args);
+        auto traced = kernel->trace(args);
+        ConfigSpec spec = lower::derive_config_spec(traced->fn, lower::pallas_target("v7x"));
+        tune::ConfigCodec codec(spec);
+        std::mt19937_64 gen(seed);
+        std::vector<const Config*> configs = {nullptr};
+        Config random = codec.decode(codec.random(gen));
+        configs.push_back(&random);
+        for (const Config* c : configs) {
+          try {
+            PallasModule m = kernel->emit_pallas(args, "v7x", c);
+            std::vector<double> scalars;
+            if (p.has_scalar) scalars.push_back(p.scalar_value);
+            cases.push_back({p.family + " seed " + std::to_string(seed), m.source, p.name, inputs, scalars, false});
+            pending.push_back({p, seed, m.config.to_json(), want, tolerance_of(p)});
+          } catch (const UserError& e) {
+            ++report.pallas_unsupported;  // a construct or config the TPU backend refuses, clearly
+          }
+        }
+      } catch (const std::exception& e) {
+        Finding f{"internal error", "pallas", "", e.what(), seed, p, to_cpp(p, "", seed)};
+        report.findings.push_back(std::move(f));
+      }
+      if (cases.size() >= 16) flush_pallas();
+    }
+    if ((n + 1) % 25 == 0)
+      log(std::to_string(n + 1) + " programs, " + std::to_string(report.cpu_runs) + " cpu runs, " +
+          std::to_string(report.pallas_runs) + " pallas runs, " + std::to_string(report.findings.size()) +
+          " findings, " + std::to_string(static_cast<int>(elapsed())) + " s");
+  }
+  flush_pallas();
+  report.seconds = elapsed();
+  return report;
+}
+
+}  // namespace parhelion::fuzz

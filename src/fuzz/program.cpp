@@ -1,0 +1,470 @@
+#include "fuzz/program.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "ir/ir.h"
+#include "parhelion/error.h"
+#include "parhelion/lang.h"
+
+namespace parhelion::fuzz {
+
+using ir::BinaryFn;
+using ir::ReduceFn;
+using ir::UnaryFn;
+
+int Program::num_inputs() const {
+  int n = 0;
+  for (const TensorDecl& t : tensors) n += !t.is_output;
+  return n;
+}
+
+std::vector<int> Program::outputs() const {
+  std::vector<int> out;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].is_output) out.push_back(static_cast<int>(i));
+  return out;
+}
+
+// The index values of an integer input (a formula that the printed program repeats).
+static int64_t index_value(int64_t i, uint64_t seed, int64_t bound) {
+  return static_cast<int64_t>((static_cast<uint64_t>(i) * 7 + 3 + seed) % static_cast<uint64_t>(bound));
+}
+static uint64_t data_seed(uint64_t seed, size_t tensor) { return seed * 131 + tensor; }
+
+std::vector<Array> make_inputs(const Program& p, uint64_t seed) {
+  std::vector<Array> in;
+  for (size_t i = 0; i < p.tensors.size(); ++i) {
+    const TensorDecl& t = p.tensors[i];
+    if (t.is_output) continue;
+    if (t.index_bound > 0) {
+      Array a = Array::empty(t.shape, t.dtype);
+      for (int64_t k = 0; k < a.numel(); ++k)
+        a.set(k, static_cast<double>(index_value(k, data_seed(seed, i), t.index_bound)));
+      in.push_back(a);
+    } else {
+      in.push_back(Array::random(t.shape, t.dtype, data_seed(seed, i)));
+    }
+  }
+  return in;
+}
+
+std::vector<Arg> make_args(const Program& p, const std::vector<Array>& inputs) {
+  std::vector<Arg> args(inputs.begin(), inputs.end());
+  if (p.has_scalar) args.emplace_back(p.scalar_value);
+  return args;
+}
+
+// --- tracing: the program played through the DSL ------------------------------------------------
+
+namespace {
+
+class Player {
+ public:
+  Player(const Program& p, const std::vector<KernelBase::TraceArg>& args) : p_(p), tiles_(p.num_tiles) {
+    size_t a = 0;
+    for (const TensorDecl& t : p.tensors) tensors_.push_back(t.is_output ? empty(t.shape, t.dtype) : args[a++].tensor);
+    if (p.has_scalar) scalar_ = args[a].scalar;
+    vars_.resize(p.num_vars);
+  }
+
+  std::vector<Tensor> run() {
+    for (const Stmt& s : p_.body) stmt(s);
+    std::vector<Tensor> out;
+    for (int t : p_.outputs()) out.push_back(tensors_[t]);
+    return out;
+  }
+
+ private:
+  Tensor block(const Operand& o) {
+    if (o.kind == Operand::TensorK) return Tensor::block(o.value);
+    return full({}, o.number);  // a number where a block is needed (a Var's initial value)
+  }
+
+  std::vector<Index> subscript(const std::vector<Subscript>& items) {
+    std::vector<Index> ix;
+    for (const Subscript& s : items) {
+      if (s.kind == Subscript::Tile)
+        ix.emplace_back(tiles_.at(s.tile));
+      else if (s.kind == Subscript::All)
+        ix.emplace_back(all);
+      else
+        ix.emplace_back(block(expr(s.expr)));
+    }
+    return ix;
+  }
+
+  static Tensor subscripted(const Tensor& t, const std::vector<Index>& ix) {
+    switch (ix.size()) {
+      case 1:
+        return t(ix[0]);
+      case 2:
+        return t(ix[0], ix[1]);
+      case 3:
+        return t(ix[0], ix[1], ix[2]);
+      case 4:
+        return t(ix[0], ix[1], ix[2], ix[3]);
+    }
+    throw InternalError("fuzz: a subscript of " + std::to_string(ix.size()) + " indices");
+  }
+
+  Operand unary(UnaryFn f, const Operand& x) {
+    switch (f) {
+      case UnaryFn::neg:
+        return -x;
+      case UnaryFn::exp:
+        return exp(x);
+      case UnaryFn::log:
+        return log(x);
+      case UnaryFn::sqrt:
+        return sqrt(x);
+      case UnaryFn::rsqrt:
+        return rsqrt(x);
+      case UnaryFn::tanh:
+        return tanh(x);
+      case UnaryFn::sigmoid:
+        return sigmoid(x);
+      case UnaryFn::silu:
+        return silu(x);
+      case UnaryFn::gelu:
+        return gelu(x);
+      case UnaryFn::abs:
+        return abs(x);
+      case UnaryFn::logical_not:
+        return !x;
+    }
+    throw InternalError("fuzz: unary");
+  }
+
+  Operand binary(BinaryFn f, const Operand& a, const Operand& b) {
+    switch (f) {
+      case BinaryFn::add:
+        return a + b;
+      case BinaryFn::sub:
+        return a - b;
+      case BinaryFn::mul:
+        return a * b;
+      case BinaryFn::div:
+        return a / b;
+      case BinaryFn::maximum:
+        return maximum(a, b);
+      case BinaryFn::minimum:
+        return minimum(a, b);
+      case BinaryFn::pow:
+        return pow(a, b);
+      case BinaryFn::lt:
+        return a < b;
+      case BinaryFn::le:
+        return a <= b;
+      case BinaryFn::gt:
+        return a > b;
+      case BinaryFn::ge:
+        return a >= b;
+      case BinaryFn::eq:
+        return a == b;
+      case BinaryFn::ne:
+        return a != b;
+      case BinaryFn::logical_and:
+        return a && b;
+      case BinaryFn::logical_or:
+        return a || b;
+    }
+    throw InternalError("fuzz: binary");
+  }
+
+  Operand expr(int id) {
+    const Expr& e = p_.exprs.at(id);
+    auto arg = [&](int k) { return expr(e.args.at(k)); };
+    switch (e.kind) {
+      case Expr::Load:
+        return subscripted(tensors_.at(e.tensor), subscript(e.index));
+      case Expr::Number:
+        return Operand(e.number);
+      case Expr::ScalarArg:
+        return Operand(scalar_);
+      case Expr::TileIndex:
+        return e.scalar ? tiles_.at(e.tile).begin() : tiles_.at(e.tile).index();
+      case Expr::Unary:
+        return unary(static_cast<UnaryFn>(e.fn), arg(0));
+      case Expr::Binary:
+        return binary(static_cast<BinaryFn>(e.fn), arg(0), arg(1));
+      case Expr::Where:
+        return where(arg(0), arg(1), arg(2));
+      case Expr::Cast:
+        return cast(arg(0), e.dtype);
+      case Expr::Reduce:
+        switch (static_cast<ReduceFn>(e.fn)) {
+          case ReduceFn::sum:
+            return sum(arg(0), e.axis, e.keepdim);
+          case ReduceFn::max:
+            return amax(arg(0), e.axis, e.keepdim);
+          case ReduceFn::min:
+            return amin(arg(0), e.axis, e.keepdim);
+          case ReduceFn::mean:
+            return mean(arg(0), e.axis, e.keepdim);
+        }
+        break;
+      case Expr::Unsqueeze:
+        return unsqueeze(arg(0), e.axis);
+      case Expr::Transpose:
+        return transpose(arg(0));
+      case Expr::Dot:
+        if (e.args.size() > 2) return dot(arg(0), arg(1), arg(2));
+        if (e.dtype != DType::f32) return dot(arg(0), arg(1), e.dtype);
+        return dot(arg(0), arg(1));
+      case Expr::VarRead:
+        return Operand(*vars_.at(e.var));
+    }
+    throw InternalError("fuzz: expression kind");
+  }
+
+  void stmt(const Stmt& s) {
+    switch (s.kind) {
+      case Stmt::Loop: {
+        std::vector<Extent> dims;
+        for (const LoopDim& d : s.dims) {
+          Extent x(d.extent);
+          dims.push_back(d.fixed_block > 0 ? x.block(d.fixed_block) : x);
+        }
+        std::vector<Tile> opened = detail::open_loop(dims, s.grid, Loc::current());
+        for (size_t i = 0; i < opened.size(); ++i) tiles_.at(s.tiles[i]) = opened[i];
+        for (const Stmt& b : s.body) stmt(b);
+        detail::close_loop();
+        return;
+      }
+      case Stmt::VarDecl:
+        vars_.at(s.var) = std::make_unique<Var>(block(expr(s.expr)));
+        return;
+      case Stmt::VarSet:
+        *vars_.at(s.var) = expr(s.expr);
+        return;
+      case Stmt::Store:
+        subscripted(tensors_.at(s.tensor), subscript(s.index)) = expr(s.expr);
+        return;
+    }
+  }
+
+  const Program& p_;
+  std::vector<Tensor> tensors_;
+  Scalar scalar_;
+  std::vector<Tile> tiles_;
+  std::vector<std::unique_ptr<Var>> vars_;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelBase> make_kernel(const Program& p) {
+  std::vector<bool> is_tensor(p.num_inputs(), true);
+  if (p.has_scalar) is_tensor.push_back(false);
+  auto program = std::make_shared<Program>(p);
+  return std::make_unique<KernelBase>(p.name, is_tensor, [program](const std::vector<KernelBase::TraceArg>& args) {
+    return Player(*program, args).run();
+  });
+}
+
+// --- printing: the program as the C++ a user would write -------------------------------------------
+
+namespace {
+
+std::string dtype_expr(DType d) { return "ph::DType::" + std::string(dtype_name(d)); }
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s + "f";
+}
+
+class Printer {
+ public:
+  explicit Printer(const Program& p) : p_(p) {}
+
+  std::string kernel() {
+    std::ostringstream os;
+    std::vector<int> outs = p_.outputs();
+    std::string ret = outs.size() == 1 ? "ph::Tensor" : "std::tuple<" + repeat("ph::Tensor", outs.size()) + ">";
+    os << ret << " " << p_.name << "(";
+    bool first = true;
+    for (size_t i = 0; i < p_.tensors.size(); ++i)
+      if (!p_.tensors[i].is_output) os << (first ? "" : ", ") << "ph::Tensor " << tensor(i), first = false;
+    if (p_.has_scalar) os << (first ? "" : ", ") << "ph::Scalar s";
+    os << ") {\n";
+    for (int o : outs)
+      os << "  auto " << tensor(o) << " = ph::empty(" << shape(p_.tensors[o].shape) << ", "
+         << dtype_expr(p_.tensors[o].dtype) << ");\n";
+    for (const Stmt& s : p_.body) stmt(os, s, 1);
+    if (outs.size() == 1)
+      os << "  return " << tensor(outs[0]) << ";\n";
+    else {
+      os << "  return {";
+      for (size_t i = 0; i < outs.size(); ++i) os << (i ? ", " : "") << tensor(outs[i]);
+      os << "};\n";
+    }
+    os << "}\n";
+    return os.str();
+  }
+
+  std::string tensor(size_t i) const {
+    int in = 0, out = 0;
+    for (size_t k = 0; k < i; ++k) (p_.tensors[k].is_output ? out : in)++;
+    return p_.tensors[i].is_output ? "out" + std::to_string(out) : "x" + std::to_string(in);
+  }
+
+  static std::string shape(const Shape& s) {
+    std::string r = "{";
+    for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+    return r + "}";
+  }
+
+ private:
+  static std::string repeat(const std::string& s, size_t n) {
+    std::string r;
+    for (size_t i = 0; i < n; ++i) r += (i ? ", " : "") + s;
+    return r;
+  }
+
+  std::string subscript(const std::vector<Subscript>& items) {
+    std::string r;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const Subscript& s = items[i];
+      r += i ? ", " : "";
+      r += s.kind == Subscript::Tile ? "t" + std::to_string(s.tile) : s.kind == Subscript::All ? "ph::all" : expr(s.expr);
+    }
+    return r;
+  }
+
+  std::string expr(int id) {
+    const Expr& e = p_.exprs.at(id);
+    auto arg = [&](int k) { return expr(e.args.at(k)); };
+    switch (e.kind) {
+      case Expr::Load:
+        return tensor(e.tensor) + "[" + subscript(e.index) + "]";
+      case Expr::Number:
+        return number(e.number);
+      case Expr::ScalarArg:
+        return "s";
+      case Expr::TileIndex:
+        return "t" + std::to_string(e.tile) + (e.scalar ? ".begin()" : ".index()");
+      case Expr::Unary: {
+        auto f = static_cast<UnaryFn>(e.fn);
+        if (f == UnaryFn::neg) return "(-" + arg(0) + ")";
+        if (f == UnaryFn::logical_not) return "(!" + arg(0) + ")";
+        return "ph::" + std::string(ir::unary_name(f)) + "(" + arg(0) + ")";
+      }
+      case Expr::Binary: {
+        auto f = static_cast<BinaryFn>(e.fn);
+        static const char* ops[] = {"+", "-", "*", "/", nullptr, nullptr, nullptr, "<", "<=", ">", ">=", "==", "!=", "&&", "||"};
+        const char* op = ops[static_cast<int>(f)];
+        if (op) return "(" + arg(0) + " " + op + " " + arg(1) + ")";
+        return "ph::" + std::string(ir::binary_name(f)) + "(" + arg(0) + ", " + arg(1) + ")";
+      }
+      case Expr::Where:
+        return "ph::where(" + arg(0) + ", " + arg(1) + ", " + arg(2) + ")";
+      case Expr::Cast:
+        return "ph::cast(" + arg(0) + ", " + dtype_expr(e.dtype) + ")";
+      case Expr::Reduce: {
+        static const char* names[] = {"sum", "amax", "amin", "mean"};
+        return "ph::" + std::string(names[e.fn]) + "(" + arg(0) + ", " + std::to_string(e.axis) +
+               (e.keepdim ? ", true" : "") + ")";
+      }
+      case Expr::Unsqueeze:
+        return "ph::unsqueeze(" + arg(0) + ", " + std::to_string(e.axis) + ")";
+      case Expr::Transpose:
+        return "ph::transpose(" + arg(0) + ")";
+      case Expr::Dot:
+        if (e.args.size() > 2) return "ph::dot(" + arg(0) + ", " + arg(1) + ", " + arg(2) + ")";
+        if (e.dtype != DType::f32) return "ph::dot(" + arg(0) + ", " + arg(1) + ", " + dtype_expr(e.dtype) + ")";
+        return "ph::dot(" + arg(0) + ", " + arg(1) + ")";
+      case Expr::VarRead:
+        return "v" + std::to_string(e.var);
+    }
+    throw InternalError("fuzz: expression kind");
+  }
+
+  // A Var's initial value must be a block: a bare number becomes ph::full({}, n).
+  std::string block_expr(int id) {
+    const Expr& e = p_.exprs.at(id);
+    return e.kind == Expr::Number ? "ph::full({}, " + number(e.number) + ")" : expr(id);
+  }
+
+  void stmt(std::ostringstream& os, const Stmt& s, int depth) {
+    std::string pad(depth * 2, ' ');
+    switch (s.kind) {
+      case Stmt::Loop: {
+        std::string dims;
+        for (size_t i = 0; i < s.dims.size(); ++i) {
+          const LoopDim& d = s.dims[i];
+          std::string x = std::to_string(d.extent);
+          if (d.fixed_block > 0) x = "ph::range(" + x + ").block(" + std::to_string(d.fixed_block) + ")";
+          dims += (i ? ", " : "") + x;
+        }
+        std::string names;
+        for (size_t i = 0; i < s.tiles.size(); ++i) names += (i ? ", " : "") + ("t" + std::to_string(s.tiles[i]));
+        std::string bind = s.tiles.size() == 1 ? names : "[" + names + "]";
+        os << pad << "for (auto " << bind << " : ph::" << (s.grid ? "grid" : "tile") << "(" << dims << ")) {\n";
+        for (const Stmt& b : s.body) stmt(os, b, depth + 1);
+        os << pad << "}\n";
+        return;
+      }
+      case Stmt::VarDecl:
+        os << pad << "ph::Var v" << s.var << " = " << block_expr(s.expr) << ";\n";
+        return;
+      case Stmt::VarSet:
+        os << pad << "v" << s.var << " = " << expr(s.expr) << ";\n";
+        return;
+      case Stmt::Store:
+        os << pad << tensor(s.tensor) << "[" << subscript(s.index) << "] = " << expr(s.expr) << ";\n";
+        return;
+    }
+  }
+
+  const Program& p_;
+};
+
+}  // namespace
+
+std::string to_cpp(const Program& p, const std::string& config_json, uint64_t seed) {
+  Printer pr(p);
+  std::ostringstream os;
+  os << "// A kernel found by `parhelion fuzz` (family " << p.family << "). Build it against Parhelion\n"
+     << "// (C++23) and run it: it prints the largest difference between the compiled kernel and\n"
+     << "// the reference interpreter.\n"
+     << "#include <parhelion/parhelion.h>\n\n#include <cstdio>\n#include <tuple>\n\nnamespace ph = parhelion;\n\n"
+     << pr.kernel() << "\nint main() {\n";
+  int k = 0;
+  std::string args;
+  for (size_t i = 0; i < p.tensors.size(); ++i) {
+    const TensorDecl& t = p.tensors[i];
+    if (t.is_output) continue;
+    std::string name = pr.tensor(i);
+    if (t.index_bound > 0) {
+      os << "  ph::Array " << name << " = ph::Array::empty(" << Printer::shape(t.shape) << ", " << dtype_expr(t.dtype)
+         << ");\n"
+         << "  for (int64_t i = 0; i < " << name << ".numel(); ++i) " << name << ".set(i, static_cast<double>((i * 7 + "
+         << 3 + data_seed(seed, i) << ") % " << t.index_bound << "));\n";
+    } else {
+      os << "  ph::Array " << name << " = ph::Array::random(" << Printer::shape(t.shape) << ", " << dtype_expr(t.dtype)
+         << ", " << data_seed(seed, i) << ");\n";
+    }
+    args += (args.empty() ? "" : ", ") + name;
+    ++k;
+  }
+  if (p.has_scalar) args += (args.empty() ? "" : ", ") + number(p.scalar_value);
+  os << "  ph::Kernel kernel(\"" << p.name << "\", " << p.name << ");\n";
+  if (!config_json.empty()) {
+    std::string escaped;
+    for (char c : config_json) escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
+    os << "  ph::Config config = ph::Config::from_json(\"" << escaped << "\");\n"
+       << "  std::vector<ph::Array> got = kernel.compile({" << args << "}, &config).run({" << args << "});\n";
+  } else {
+    os << "  std::vector<ph::Array> got = kernel.run({" << args << "});\n";
+  }
+  os << "  std::vector<ph::Array> want = kernel.interpret({" << args << "});\n"
+     << "  for (size_t i = 0; i < got.size(); ++i)\n"
+     << "    std::printf(\"output %zu: max |compiled - interpreted| = %g\\n\", i, ph::max_abs_diff(got[i], want[i]));\n"
+     << "}\n";
+  return os.str();
+}
+
+}  // namespace parhelion::fuzz

@@ -1,0 +1,114 @@
+// A random kernel for differential testing: a small syntax tree of the kernel language that
+// can be traced (played through the DSL, exactly as a user's C++ kernel runs) and printed as
+// the C++ kernel a user would write. Both walk the same tree, so a printed failure is the
+// program that failed.
+//
+// A Program has input tensors (random data; index tensors hold valid indices), output
+// tensors allocated in host code, and a host body of launches. Device code is statements
+// (loops, Var declarations and assignments, stores) over expression trees (loads, numbers,
+// the scalar argument, tile indices, pointwise ops, where, casts, reductions, unsqueeze,
+// transpose, dot). The generator (generate.h) only builds well-typed programs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "parhelion/array.h"
+#include "parhelion/dtype.h"
+#include "parhelion/kernel.h"
+
+namespace parhelion::fuzz {
+
+struct TensorDecl {
+  Shape shape;
+  DType dtype = DType::f32;
+  bool is_output = false;
+  int64_t index_bound = 0;  // > 0: an integer input whose values are indices in [0, index_bound)
+};
+
+// One dimension of a tile loop: [0, extent) in blocks that the config chooses, or a fixed
+// block (`fixed_block` > 0), or a grid dimension (single indices).
+struct LoopDim {
+  int64_t extent = 1;
+  int64_t fixed_block = 0;
+};
+
+// A subscript item: a loop tile (`tile` is the program's tile number), `ph::all`, or an
+// integer scalar expression.
+struct Subscript {
+  enum Kind { Tile, All, Scalar } kind = All;
+  int tile = -1;
+  int expr = -1;
+};
+
+struct Expr {
+  enum Kind {
+    Load,       // tensor[index]
+    Number,     // a float literal
+    ScalarArg,  // the kernel's scalar argument
+    TileIndex,  // tile.index() (i64), or tile.begin() with `scalar`
+    Unary,      // fn (ir::UnaryFn)
+    Binary,     // fn (ir::BinaryFn)
+    Where,      // args: cond, a, b
+    Cast,       // dtype
+    Reduce,     // fn (ir::ReduceFn), axis, keepdim
+    Unsqueeze,  // axis
+    Transpose,
+    Dot,        // args: a, b [, acc]; with `dtype` != f32: the product rounded to it
+    VarRead,    // var
+  } kind = Number;
+  std::vector<int> args;  // child expressions
+  int fn = 0;
+  int axis = 0;
+  bool keepdim = false;
+  bool scalar = false;
+  double number = 0;
+  DType dtype = DType::f32;
+  int tensor = -1;
+  std::vector<Subscript> index;
+  int tile = -1;
+  int var = -1;
+};
+
+struct Stmt {
+  enum Kind { Loop, VarDecl, VarSet, Store } kind = Store;
+  // Loop: its dims (tile numbers `tiles`, one per dim); at the top level a launch.
+  std::vector<LoopDim> dims;
+  std::vector<int> tiles;
+  bool grid = false;
+  std::vector<Stmt> body;
+  int var = -1;   // VarDecl / VarSet
+  int expr = -1;  // VarDecl / VarSet / Store: the value
+  int tensor = -1;  // Store
+  std::vector<Subscript> index;
+};
+
+struct Program {
+  std::string name = "fuzz_kernel";
+  std::vector<TensorDecl> tensors;  // inputs first, then outputs
+  bool has_scalar = false;          // one scalar argument (after the tensors)
+  double scalar_value = 0.5;
+  std::vector<Expr> exprs;
+  std::vector<Stmt> body;  // launches
+  int num_tiles = 0, num_vars = 0;
+  std::string family;  // which generator made it (for reports)
+
+  int num_inputs() const;
+  std::vector<int> outputs() const;
+};
+
+// The kernel's inputs: seeded random data in [-1, 1] (index tensors: valid indices).
+std::vector<Array> make_inputs(const Program& p, uint64_t seed);
+// The arguments for a call: the inputs, then the scalar.
+std::vector<Arg> make_args(const Program& p, const std::vector<Array>& inputs);
+
+// A Kernel that traces `p` through the DSL (the program is copied into it).
+std::unique_ptr<KernelBase> make_kernel(const Program& p);
+
+// The program as a self-contained C++ kernel, with a main() that makes the inputs of `seed`
+// (as make_inputs does) and runs it with `config_json` (empty: the default config).
+std::string to_cpp(const Program& p, const std::string& config_json = "", uint64_t seed = 1);
+
+}  // namespace parhelion::fuzz

@@ -1,0 +1,59 @@
+#include "tools/fuzz_command.h"
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "fuzz/differential.h"
+#include "fuzz/generate.h"
+#include "parhelion/error.h"
+
+namespace parhelion::tools {
+
+int run_fuzz(const Options& o) {
+  fuzz::FuzzOptions f;
+  f.seed = o.seed().value_or(1);
+  f.seconds = o.seconds("seconds", 60);
+  f.max_programs = o.integer("programs", 1, int64_t{1} << 40, -1);
+  f.configs_per_program = static_cast<int>(o.integer("configs", 1, 1000, f.configs_per_program));
+  f.pallas_every = static_cast<int>(o.integer("pallas-every", 0, 1 << 20, f.pallas_every));
+  f.minimize = !o.has("no-minimize");
+  f.family = o.get("family", "");
+  if (!f.family.empty()) {
+    bool known = false;
+    std::string names;
+    for (const std::string& n : fuzz::families()) {
+      known |= n == f.family;
+      names += (names.empty() ? "" : ", ") + n;
+    }
+    if (!known) throw UserError("--family must be one of " + names + "; got '" + f.family + "'");
+  }
+  f.log = [](const std::string& line) { std::cerr << "fuzz: " << line << "\n"; };
+  fuzz::FuzzReport r = fuzz::fuzz(f);
+  if (o.json) {
+    nlohmann::json j = {{"programs", r.programs},       {"cpu_runs", r.cpu_runs},
+                        {"pallas_runs", r.pallas_runs}, {"not_fitting", r.not_fitting},
+                        {"pallas_unsupported", r.pallas_unsupported}, {"by_family", r.by_family},
+                        {"seconds", r.seconds},         {"findings", nlohmann::json::array()}};
+    for (const fuzz::Finding& x : r.findings)
+      j["findings"].push_back({{"kind", x.kind}, {"backend", x.backend}, {"config", x.config},
+                               {"detail", x.detail}, {"seed", x.seed}, {"cpp", x.cpp}});
+    std::cout << j.dump(1) << "\n";
+  } else {
+    for (const fuzz::Finding& x : r.findings) {
+      std::cout << "// ---- " << x.kind << " on " << x.backend << " (program seed " << x.seed << ")\n"
+                << "// " << x.detail.substr(0, 2000) << "\n"
+                << "// config: " << (x.config.empty() ? "default" : x.config) << "\n"
+                << x.cpp << "\n";
+    }
+    std::cout << r.programs << " programs (";
+    bool first = true;
+    for (const auto& [fam, n] : r.by_family) std::cout << (first ? "" : ", ") << fam << " " << n, first = false;
+    std::cout << "), " << r.cpu_runs << " cpu runs, " << r.pallas_runs << " pallas runs in TPU interpret mode, "
+              << r.not_fitting << " configs refused for fast memory, " << r.pallas_unsupported
+              << " refused by pallas; " << r.findings.size() << " findings in " << static_cast<int>(r.seconds)
+              << " s\n";
+  }
+  return r.findings.empty() ? 0 : 1;
+}
+
+}  // namespace parhelion::tools
