@@ -367,12 +367,18 @@ class Interpreter {
     }
     PH_CHECK(block_stride.size() == block.size(), "a region's rank differs from its block's");
     std::vector<int64_t> pos(static_cast<size_t>(shape_numel(block)));
-    std::vector<int64_t> idx;
+    std::vector<int64_t> idx(block.size(), 0);
+    int64_t p = base;
     for (size_t i = 0; i < pos.size(); ++i) {
-      unflatten(static_cast<int64_t>(i), block, idx);
-      int64_t p = base;
-      for (size_t k = 0; k < idx.size(); ++k) p += idx[k] * block_stride[k];
       pos[i] = p;
+      for (size_t k = block.size(); k-- > 0;) {  // odometer step, keeping p in step
+        if (++idx[k] < block[k]) {
+          p += block_stride[k];
+          break;
+        }
+        p -= block_stride[k] * (block[k] - 1);
+        idx[k] = 0;
+      }
     }
     return pos;
   }

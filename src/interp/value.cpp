@@ -18,6 +18,10 @@ std::vector<int64_t> broadcast_map(const Shape& from, const Shape& to) {
   }
   const int64_t n = shape_numel(to);
   std::vector<int64_t> map(static_cast<size_t>(n));
+  if (from == to) {  // the common case: the identity
+    for (int64_t i = 0; i < n; ++i) map[static_cast<size_t>(i)] = i;
+    return map;
+  }
   std::vector<int64_t> idx(to.size(), 0);
   int64_t at = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -42,14 +46,6 @@ Value broadcast_to(const Value& v, const Shape& shape) {
   r.data.resize(map.size());
   for (size_t i = 0; i < map.size(); ++i) r.data[i] = v.data[static_cast<size_t>(map[i])];
   return r;
-}
-
-void unflatten(int64_t flat, const Shape& shape, std::vector<int64_t>& idx) {
-  idx.resize(shape.size());
-  for (size_t k = shape.size(); k-- > 0;) {
-    idx[k] = shape[k] ? flat % shape[k] : 0;
-    flat = shape[k] ? flat / shape[k] : 0;
-  }
 }
 
 }  // namespace parhelion::interp

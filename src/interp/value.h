@@ -32,7 +32,4 @@ std::vector<int64_t> broadcast_map(const Shape& from, const Shape& to);
 // `v` broadcast to `shape` (a copy).
 Value broadcast_to(const Value& v, const Shape& shape);
 
-// The multi-index of flat row-major position `flat` in `shape`.
-void unflatten(int64_t flat, const Shape& shape, std::vector<int64_t>& idx);
-
 }  // namespace parhelion::interp
