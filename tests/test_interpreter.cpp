@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "kernels/registry.h"
 #include "runtime/compiled_kernel_impl.h"
+#include "tune/accuracy.h"
 
 namespace ph = parhelion;
 
@@ -541,6 +542,68 @@ TEST(Interpreter, StridedArgumentsReadLogicalElements) {
   ph::Array out = k.interpret({view, 2.0}).at(0);
   for (int64_t i = 0; i < 4; ++i)
     for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(out.get(i * 3 + j), 2 * base.get(i * 6 + 2 * j));
+}
+
+// --- the oracle in use: compiled kernels agree with it ------------------------------------
+
+// Runs `k` compiled by the CPU backend at its default config and at the smallest blocks, on
+// fresh copies of `tensors` (then `scalars`), and checks every output against the interpreter.
+void expect_compiled_agrees(ph::KernelBase& k, const std::vector<ph::Array>& tensors,
+                            const std::vector<double>& scalars = {}, ph::DType tol = ph::DType::f32) {
+  auto fresh = [&](std::vector<ph::Array>& copies) {
+    copies.clear();
+    for (const ph::Array& t : tensors) copies.push_back(t.clone());
+    std::vector<ph::Arg> args(copies.begin(), copies.end());
+    for (double s : scalars) args.emplace_back(s);
+    return args;
+  };
+  std::vector<ph::Array> c0;
+  auto want = k.interpret(fresh(c0));
+  ph::Config def = k.compile(fresh(c0)).config(), smallest = def;
+  for (auto& b : smallest.block_sizes) b = 1;
+  for (const ph::Config& c : {def, smallest}) {
+    SCOPED_TRACE(k.name() + " config " + c.to_json());
+    std::vector<ph::Array> copies;
+    auto args = fresh(copies);
+    auto got = k.compile(args, &c).run(args);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      auto cmp = ph::tune::compare(got[i], want[i], tol);
+      EXPECT_TRUE(cmp.ok) << "output " << i << " max abs error " << cmp.max_abs_err;
+    }
+  }
+}
+
+TEST(Interpreter, CompiledKernelsAgreeWithIt) {
+  // (Not block_geometry: it reports its tunable block's length, which is the config's choice.)
+  ph::Kernel stats("row_stats2", row_stats2);
+  expect_compiled_agrees(stats, {ph::Array::random({5, 37}, ph::DType::f32, 2)});
+  ph::Kernel axes("axis_reductions", axis_reductions);
+  expect_compiled_agrees(axes, {ph::Array::random({4, 9}, ph::DType::f32, 3)});
+  ph::Kernel sums("running_sums", running_sums);
+  expect_compiled_agrees(sums, {ph::Array::random({7, 40}, ph::DType::f32, 4)});
+  ph::Kernel dots("dot_acc_transpose", dot_acc_transpose);
+  for (ph::DType dt : {ph::DType::f32, ph::DType::bf16})
+    expect_compiled_agrees(dots,
+                           {ph::Array::random({6, 21}, dt, 5), ph::Array::random({5, 21}, dt, 6),
+                            ph::Array::random({6, 5}, ph::DType::f32, 7)},
+                           {}, dt);
+  ph::Kernel batched("batched_dot", batched_dot);
+  expect_compiled_agrees(
+      batched, {ph::Array::random({3, 2, 7}, ph::DType::f32, 8), ph::Array::random({7, 4}, ph::DType::f32, 9)});
+  ph::Kernel cast_kernel("casts", casts);
+  expect_compiled_agrees(cast_kernel, {ph::Array::random({33}, ph::DType::f32, 10)});
+  ph::Kernel unaries("unary_zoo", unary_zoo);
+  expect_compiled_agrees(unaries, {ph::Array::random({41}, ph::DType::f32, 11, -4, 4)});
+  ph::Kernel binaries("binary_zoo", binary_zoo);
+  expect_compiled_agrees(
+      binaries, {ph::Array::random({6}, ph::DType::f32, 12, -2, 2), ph::Array::random({7}, ph::DType::f32, 13, -2, 2)});
+  ph::Kernel gather("gather_rows", gather_rows);
+  ph::Array idx = ph::Array::empty({4}, ph::DType::i32);
+  for (int r = 0; r < 4; ++r) idx.set(r, (r * 3) % 5);
+  expect_compiled_agrees(gather, {ph::Array::random({5, 6}, ph::DType::f32, 15), idx});
+  ph::Kernel in_place("scale_in_place", scale_in_place);
+  expect_compiled_agrees(in_place, {ph::Array::random({3, 5}, ph::DType::f32, 17)}, {1.5});
 }
 
 // --- the library: every kernel, two shapes, f32 and bf16, against its reference -------------
