@@ -416,6 +416,23 @@ TEST(Interpreter, PowAndNaNFollowTorch) {
   EXPECT_TRUE(std::isnan(out.get(3)));
 }
 
+// i64 values are exact integers in a double: beyond 2^53 the interpreter refuses, not rounds.
+ph::Tensor times_four(ph::Tensor x) {
+  auto out = ph::empty_like(x);
+  for (auto t : ph::tile(x.size(0))) out[t] = x[t] * 4;
+  return out;
+}
+
+TEST(Interpreter, I64BeyondTwoTo53IsRefusedNotRounded) {
+  ph::Kernel k("times_four", times_four);
+  ph::Array x = ph::Array::full({2}, 3.0, ph::DType::i64);
+  EXPECT_EQ(k.interpret({x}).at(0).get(1), 12);
+  x.set(1, 4e15);  // below 2^53, but four times it is not
+  EXPECT_THROW(k.interpret({x}), ph::UserError);
+  x.set(1, 1e17);  // already beyond 2^53 as an argument
+  EXPECT_THROW(k.interpret({x}), ph::UserError);
+}
+
 // --- memory: allocation fills, scalar indices, arguments ------------------------------------
 
 // zeros/full fill; empty is NaN where never written.

@@ -390,6 +390,9 @@ class Interpreter {
     // dtype (bf16/f16 -> f32, i32 -> i64, bool -> bool) is exact.
     Value r = Value::filled(compute_dtype(T.dtype), shape, 0);
     for (size_t i = 0; i < pos.size(); ++i) r.data[i] = T.data[static_cast<size_t>(pos[i])];
+    // An i64 argument beyond 2^53 was already rounded when it became a double: refuse it.
+    if (T.dtype == DType::i64)
+      for (double v : r.data) exact_i64(v, op.loc);
     return r;
   }
 
