@@ -301,7 +301,7 @@ class Interpreter {
       }
       case OpKind::Binary: {
         const Value &a = operand(op, 0), &b = operand(op, 1);
-        std::vector<int64_t> ma = broadcast_map(a.shape, shape), mb = broadcast_map(b.shape, shape);
+        Broadcast ma(a.shape, shape), mb(b.shape, shape);
         Value r = Value::filled(t.dtype, shape, 0);
         for (size_t i = 0; i < r.data.size(); ++i)
           r.data[i] = binary(static_cast<BinaryFn>(op.fn), t.dtype, a.data[ma[i]], b.data[mb[i]], op.loc);
@@ -309,8 +309,7 @@ class Interpreter {
       }
       case OpKind::Where: {
         const Value &c = operand(op, 0), &a = operand(op, 1), &b = operand(op, 2);
-        std::vector<int64_t> mc = broadcast_map(c.shape, shape), ma = broadcast_map(a.shape, shape),
-                             mb = broadcast_map(b.shape, shape);
+        Broadcast mc(c.shape, shape), ma(a.shape, shape), mb(b.shape, shape);
         Value r = Value::filled(t.dtype, shape, 0);
         for (size_t i = 0; i < r.data.size(); ++i) r.data[i] = c.data[mc[i]] != 0 ? a.data[ma[i]] : b.data[mb[i]];
         return r;
@@ -459,11 +458,12 @@ class Interpreter {
     const int64_t M = a.shape[ra - 2], K = a.shape[ra - 1], N = b.shape[rb - 1];
     PH_CHECK(b.shape[rb - 2] == K && shape[rr - 2] == M && shape[rr - 1] == N, "dot shapes");
     Shape batch(shape.begin(), shape.end() - 2);
-    std::vector<int64_t> ba = broadcast_map(Shape(a.shape.begin(), a.shape.end() - 2), batch),
-                         bb = broadcast_map(Shape(b.shape.begin(), b.shape.end() - 2), batch);
+    Broadcast ba(Shape(a.shape.begin(), a.shape.end() - 2), batch),
+        bb(Shape(b.shape.begin(), b.shape.end() - 2), batch);
     Value r = Value::filled(DType::f32, shape, 0);
     if (op.operands.size() > 2) r = broadcast_to(operand(op, 2), shape);
-    for (size_t p = 0; p < ba.size(); ++p) {
+    const auto batches = static_cast<size_t>(shape_numel(batch));
+    for (size_t p = 0; p < batches; ++p) {
       const double* A = a.data.data() + ba[p] * M * K;
       const double* B = b.data.data() + bb[p] * K * N;
       double* C = r.data.data() + static_cast<int64_t>(p) * M * N;

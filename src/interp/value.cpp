@@ -4,7 +4,11 @@
 
 namespace parhelion::interp {
 
-std::vector<int64_t> broadcast_map(const Shape& from, const Shape& to) {
+Broadcast::Broadcast(const Shape& from, const Shape& to) {
+  if (from == to) {
+    identity_ = true;
+    return;
+  }
   PH_CHECK(from.size() <= to.size(), "broadcast of " + shape_to_string(from) + " to " + shape_to_string(to));
   const size_t lead = to.size() - from.size();
   // The stride of each output dim in `from` (0 where it is broadcast or absent).
@@ -17,15 +21,11 @@ std::vector<int64_t> broadcast_map(const Shape& from, const Shape& to) {
     s *= from[k];
   }
   const int64_t n = shape_numel(to);
-  std::vector<int64_t> map(static_cast<size_t>(n));
-  if (from == to) {  // the common case: the identity
-    for (int64_t i = 0; i < n; ++i) map[static_cast<size_t>(i)] = i;
-    return map;
-  }
+  map_.resize(static_cast<size_t>(n));
   std::vector<int64_t> idx(to.size(), 0);
   int64_t at = 0;
   for (int64_t i = 0; i < n; ++i) {
-    map[static_cast<size_t>(i)] = at;
+    map_[static_cast<size_t>(i)] = at;
     // Odometer increment of idx, keeping `at` in step.
     for (size_t k = to.size(); k-- > 0;) {
       if (++idx[k] < to[k]) {
@@ -36,15 +36,14 @@ std::vector<int64_t> broadcast_map(const Shape& from, const Shape& to) {
       idx[k] = 0;
     }
   }
-  return map;
 }
 
 Value broadcast_to(const Value& v, const Shape& shape) {
   if (v.shape == shape) return v;
   Value r{v.dtype, shape, {}};
-  std::vector<int64_t> map = broadcast_map(v.shape, shape);
-  r.data.resize(map.size());
-  for (size_t i = 0; i < map.size(); ++i) r.data[i] = v.data[static_cast<size_t>(map[i])];
+  Broadcast map(v.shape, shape);
+  r.data.resize(static_cast<size_t>(shape_numel(shape)));
+  for (size_t i = 0; i < r.data.size(); ++i) r.data[i] = v.data[static_cast<size_t>(map[i])];
   return r;
 }
 

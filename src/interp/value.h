@@ -24,10 +24,19 @@ struct Value {
   double scalar() const { return data.at(0); }
 };
 
-// For each element of a block of shape `to` (row-major), the flat index of the element of a
-// block of shape `from` that numpy broadcasting reads there: `from` is right-aligned against
-// `to`, and its size-1 dims stretch. `from` must broadcast to `to` (checked).
-std::vector<int64_t> broadcast_map(const Shape& from, const Shape& to);
+// Where numpy broadcasting reads a block of shape `from` for each element of a block of shape
+// `to` (row-major): `from` is right-aligned against `to`, and its size-1 dims stretch. `from`
+// must broadcast to `to` (checked). The identity (equal shapes, the common case) stores nothing.
+class Broadcast {
+ public:
+  Broadcast(const Shape& from, const Shape& to);
+  // The flat index in `from` read at flat index `i` of `to`.
+  int64_t operator[](size_t i) const { return identity_ ? static_cast<int64_t>(i) : map_[i]; }
+
+ private:
+  bool identity_ = false;
+  std::vector<int64_t> map_;
+};
 
 // `v` broadcast to `shape` (a copy).
 Value broadcast_to(const Value& v, const Shape& shape);
