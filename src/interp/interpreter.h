@@ -8,7 +8,9 @@
 //   Loop iterates its tiles row-major (the first tile outermost); each tile's range
 //   [begin, end) is cut into blocks of its block size. A block size the kernel fixed
 //   (tile(n).block(64), grid loops) is honoured; a tunable one is taken as its whole extent
-//   (BlockSize::extent), i.e. one block. The last block may be ragged.
+//   (BlockSize::extent), i.e. one block. The last block may be ragged. A valid kernel's result
+//   does not depend on its block sizes; one whose does (a non-associative Var recurrence over an
+//   inner loop, say acc = acc * 0.5 + dot(...)) gets the answer for one block per tunable tile.
 // - Values are dense blocks of doubles with a concrete shape: a Tile dim is the current block's
 //   valid length, min(block, end - offset). f32 values are computed in double (more precise than
 //   the f32 the language promises, which is what an oracle wants); i64 values are exact
