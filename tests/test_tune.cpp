@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "kernels/references.h"
 #include "lower/target.h"
+#include "tune/accuracy.h"
 #include "tune/cache.h"
 #include "tune/search.h"
 
@@ -247,6 +248,44 @@ TEST(Tuner, NeighbouringShapesSeedTheSearch) {
   ph::TuneReport r = ph::kernels::softmax.tune({b}, fast_options());
   EXPECT_FALSE(r.cache_hit);
   EXPECT_GT(r.best_ms, 0);
+}
+
+// With no reference, candidates are checked against the reference interpreter: a kernel that
+// reads out of bounds for these inputs is reported (by the interpreter, with its line) instead
+// of being tuned against its own default config's garbage.
+ph::Tensor gather_rows(ph::Tensor table, ph::Tensor idx) {
+  auto out = ph::empty({idx.size(0), table.size(1)}, table.dtype());
+  for (auto r : ph::grid(idx.size(0))) out[r, ph::all] = table[idx[r], ph::all];
+  return out;
+}
+
+TEST(Tuner, WithoutAReferenceTheInterpreterIsTheOracle) {
+  ScopedCache cache("oracle");
+  ph::Kernel k("gather_rows", gather_rows);
+  ph::Array table = ph::Array::random({5, 8}, ph::DType::f32, 1);
+  ph::Array idx = ph::Array::full({3}, 2.0, ph::DType::i32);
+  ph::TuneOptions o = fast_options();
+  o.effort = ph::Effort::none;
+  EXPECT_GT(k.tune({table, idx}, o).best_ms, 0);
+  idx.set(1, 7);
+  try {
+    k.tune({table, idx}, o);
+    FAIL() << "no error";
+  } catch (const ph::UserError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("reference interpreter"), std::string::npos) << m;
+    EXPECT_NE(m.find("index 7 is out of bounds"), std::string::npos) << m;
+  }
+}
+
+// Expected NaN (the interpreter's unwritten memory) accepts only NaN.
+TEST(Accuracy, ExpectedNaNOrInfAcceptsOnlyThemselves) {
+  auto arr = [](std::vector<float> v) { return ph::Array::from_floats({static_cast<int64_t>(v.size())}, v); };
+  EXPECT_TRUE(ph::tune::compare(arr({NAN, INFINITY, 1}), arr({NAN, INFINITY, 1}), ph::DType::f32).ok);
+  EXPECT_FALSE(ph::tune::compare(arr({0, INFINITY, 1}), arr({NAN, INFINITY, 1}), ph::DType::f32).ok);
+  EXPECT_FALSE(ph::tune::compare(arr({NAN, INFINITY, 1}), arr({0, INFINITY, 1}), ph::DType::f32).ok);
+  EXPECT_FALSE(ph::tune::compare(arr({NAN, 1e30f, 1}), arr({NAN, INFINITY, 1}), ph::DType::f32).ok);
+  EXPECT_FALSE(ph::tune::compare(arr({NAN, INFINITY, 1.1f}), arr({NAN, INFINITY, 1}), ph::DType::bf16).ok);
 }
 
 }  // namespace

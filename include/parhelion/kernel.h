@@ -89,6 +89,15 @@ class KernelBase {
   // Runs on `args`; returns the kernel's outputs.
   std::vector<Array> run(const std::vector<Arg>& args);
 
+  // Evaluates the kernel on `args` with the reference interpreter (src/interp/interpreter.h):
+  // the traced Tile IR (the same cached trace as compile/run), op by op on whole tensors in
+  // double precision, with no config and no generated code; returns its outputs in their
+  // storage dtypes. The oracle for the compiled kernel, within the dtype's tolerance. Unlike
+  // run(), it never modifies the arguments (an in-place kernel's result is in the returned
+  // output). Throws UserError for a data-dependent error the compiled kernel would not catch
+  // (an out-of-bounds index read from a tensor), naming the source line.
+  std::vector<Array> interpret(const std::vector<Arg>& args);
+
   // Searches the config space for the fastest correct config for the signature of `args`
   // (or returns the cached winner); see tune.h.
   TuneReport tune(const std::vector<Arg>& args, const TuneOptions& options = {});

@@ -8,6 +8,7 @@
 #include "backend/cpu/codegen.h"
 #include "backend/cpu/jit.h"
 #include "frontend/tracer.h"
+#include "interp/interpreter.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "lower/lower.h"
@@ -243,5 +244,9 @@ CompiledKernel KernelBase::compile(const std::vector<Arg>& args, const Config* c
 }
 
 std::vector<Array> KernelBase::run(const std::vector<Arg>& args) { return compile(args).run(args); }
+
+std::vector<Array> KernelBase::interpret(const std::vector<Arg>& args) {
+  return interp::interpret(trace(args)->fn, args).outputs;
+}
 
 }  // namespace parhelion

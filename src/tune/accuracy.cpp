@@ -20,9 +20,11 @@ Closeness compare(const Array& out, const Array& want, DType dtype, double scale
     double o = out.get(i), r = want.get(i);
     double err = std::abs(o - r);
     if (std::isnan(o) != std::isnan(r) || (std::isinf(r) && o != r)) err = INFINITY;
-    if (std::isnan(err)) err = 0;  // both NaN
+    if (std::isnan(err)) err = 0;  // both NaN (or the same inf)
     c.max_abs_err = std::max(c.max_abs_err, err);
-    if (err > atol + rtol * std::abs(r)) c.ok = false;
+    // An infinite error fails outright: against an expected NaN the bound below is NaN, and
+    // `err > NaN` is false, which would accept a number where NaN is expected.
+    if (std::isinf(err) || err > atol + rtol * std::abs(r)) c.ok = false;
   }
   return c;
 }

@@ -1,7 +1,8 @@
 // The autotuner: KernelBase::tune.
 //
 // 1. Trace the kernel for the signature; build the cache key; return the cached winner if any.
-// 2. Expected outputs: the caller's reference, else the default config's (run isolated).
+// 2. Expected outputs: the caller's reference, else the reference interpreter's, else (too large
+//    to interpret) the default config's, run isolated.
 // 3. Search (effort quick: pattern search from the default and neighbouring shapes' winners;
 //    full: differential evolution, then pattern search), in batches. Each candidate is lowered
 //    (a config that does not fit fast memory is rejected before compiling), deduplicated by
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "interp/interpreter.h"
 #include "ir/printer.h"
 #include "parhelion/error.h"
 #include "parhelion/kernel.h"
@@ -146,6 +148,31 @@ class Progress {
   double budget_, last_ = -1e9;
 };
 
+// What candidates are checked against: the caller's reference if given; else the reference
+// interpreter's outputs; else (a shape too large to interpret in the time a tuning has) the
+// default config's, run isolated. The interpreter comes before the default config because it
+// shares nothing with what the candidates go through (lowering, code generation, the runtime
+// GEMM): a bug there that the default config has too would make every candidate that repeats
+// it "correct", and one that is right "wrong", if the default config were the oracle. A
+// UserError from the interpreter (an out-of-bounds index read from a tensor, a float that does
+// not convert to an integer) is the kernel's, for these inputs: it is reported, not tuned past.
+constexpr double kMaxInterpretWork = 3e7;  // element operations: about a second, a few 100 MB
+
+std::vector<Array> expected_outputs(const CompiledKernel::Impl& traced,
+                                    const std::shared_ptr<CompiledKernel::Impl>& default_kernel,
+                                    const std::vector<Arg>& args, const TuneOptions& opt) {
+  if (opt.reference) return opt.reference();
+  if (interp::work_estimate(traced.fn) <= kMaxInterpretWork) {
+    try {
+      return interp::interpret(traced.fn, args).outputs;
+    } catch (const UserError& e) {
+      throw UserError("kernel " + traced.name +
+                      ": the reference interpreter, which checks the candidates, failed: " + e.what());
+    }
+  }
+  return tune::outputs_isolated(CompiledKernel(default_kernel), args, opt.candidate_timeout_seconds);
+}
+
 struct Measured {
   Config config;
   std::shared_ptr<CompiledKernel::Impl> kernel;
@@ -189,11 +216,9 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
   const double tol_scale = tolerance_scale(*traced);
   tune::TimingPlan plan;
 
-  // The default config: compiled, and (with no reference) the source of the expected outputs.
   auto default_kernel = specialize(*traced, traced->config);
   load(*default_kernel);
-  std::vector<Array> expected =
-      opt.reference ? opt.reference() : tune::outputs_isolated(CompiledKernel(default_kernel), args, timeout);
+  std::vector<Array> expected = expected_outputs(*traced, default_kernel, args, opt);
 
   if (opt.effort == Effort::none) {
     tune::RunResult r =

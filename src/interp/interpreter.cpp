@@ -1,0 +1,530 @@
+// The reference interpreter (semantics: interpreter.h). Deliberately naive: every op makes a
+// new dense Value, loops are plain loops over whole blocks; nothing is fused, staged,
+// vectorized or shared with src/lower and src/backend, so that the two can disagree.
+#include "interp/interpreter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "interp/conversions.h"
+#include "interp/value.h"
+#include "ir/printer.h"
+#include "ir/type_rules.h"
+#include "parhelion/error.h"
+
+namespace parhelion::interp {
+namespace {
+
+using ir::BinaryFn;
+using ir::Dim;
+using ir::IndexItem;
+using ir::Op;
+using ir::OpKind;
+using ir::ReduceFn;
+using ir::UnaryFn;
+
+[[noreturn]] void fail(const ir::SourceLoc& loc, const std::string& msg) { throw UserError(loc.str() + ": " + msg); }
+
+std::string integer(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+
+// The block size a tile is cut into: a fixed one as given, a tunable one as its whole extent.
+int64_t block_of(const ir::Function& fn, int tile) {
+  const ir::BlockSize& b = fn.block_sizes.at(fn.tiles.at(tile).block);
+  return std::max<int64_t>(1, b.fixed > 0 ? b.fixed : b.extent);
+}
+
+// A host tensor's contents, logical row-major (strides are a memory layout; they do not change
+// what an index reads), each element already rounded to the tensor's dtype.
+struct TensorState {
+  DType dtype = DType::f32;
+  Shape shape;
+  std::vector<double> data;
+};
+
+double unary(UnaryFn f, DType dt, double x, const ir::SourceLoc& loc) {
+  switch (f) {
+    case UnaryFn::neg:
+      return dt == DType::i64 ? exact_i64(-x, loc) : -x;
+    case UnaryFn::exp:
+      return std::exp(x);
+    case UnaryFn::log:
+      return std::log(x);
+    case UnaryFn::sqrt:
+      return std::sqrt(x);
+    case UnaryFn::rsqrt:
+      return 1.0 / std::sqrt(x);
+    case UnaryFn::tanh:
+      return std::tanh(x);
+    case UnaryFn::sigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case UnaryFn::silu:
+      // x * sigmoid(x); its limit at -inf is -0 (the product form would give -inf * 0 = NaN).
+      return x == -INFINITY ? -0.0 : x / (1.0 + std::exp(-x));
+    case UnaryFn::gelu: {
+      // The tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+      if (x == -INFINITY) return -0.0;
+      const double k = std::sqrt(2.0 / M_PI);
+      return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+    }
+    case UnaryFn::abs:
+      return std::abs(x);
+    case UnaryFn::logical_not:
+      return x != 0 ? 0.0 : 1.0;
+  }
+  throw InternalError("unknown unary fn");
+}
+
+// NaN-propagating max/min (torch.maximum / amax semantics).
+double nan_max(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
+double nan_min(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
+
+double binary(BinaryFn f, DType result, double a, double b, const ir::SourceLoc& loc) {
+  auto arith = [&](double r) { return result == DType::i64 ? exact_i64(r, loc) : r; };
+  switch (f) {
+    case BinaryFn::add:
+      return arith(a + b);
+    case BinaryFn::sub:
+      return arith(a - b);
+    case BinaryFn::mul:
+      return arith(a * b);
+    case BinaryFn::div:
+      return a / b;  // true division: the result is f32 even for i64 operands
+    case BinaryFn::maximum:
+      return nan_max(a, b);
+    case BinaryFn::minimum:
+      return nan_min(a, b);
+    case BinaryFn::pow:
+      return std::pow(a, b);
+    case BinaryFn::lt:
+      return a < b;
+    case BinaryFn::le:
+      return a <= b;
+    case BinaryFn::gt:
+      return a > b;
+    case BinaryFn::ge:
+      return a >= b;
+    case BinaryFn::eq:
+      return a == b;
+    case BinaryFn::ne:
+      return a != b;
+    case BinaryFn::logical_and:
+      return a != 0 && b != 0;
+    case BinaryFn::logical_or:
+      return a != 0 || b != 0;
+  }
+  throw InternalError("unknown binary fn");
+}
+
+class Interpreter {
+ public:
+  Interpreter(const ir::Function& fn, const std::vector<Arg>& args) : fn_(fn) {
+    bind_args(args);
+    tile_off_.assign(fn.tiles.size(), 0);
+    tile_len_.assign(fn.tiles.size(), -1);
+    values_.resize(fn.values.size());
+    vars_.resize(fn.vars.size());
+  }
+
+  Interpretation run() {
+    for (const Op& op : fn_.body) {
+      if (op.kind == OpKind::Alloc)
+        alloc(op);
+      else if (op.kind == OpKind::Launch)
+        loop(op, 0);
+      else
+        throw InternalError("host op " + std::string(ir::op_name(op)) + " in the host body");
+    }
+    Interpretation r;
+    for (int t : fn_.outputs) r.outputs.push_back(to_array(tensors_.at(t)));
+    for (int i = 0; i < fn_.num_tensor_params; ++i) r.params.push_back(to_array(tensors_[i]));
+    return r;
+  }
+
+ private:
+  // --- arguments and host ops ---
+  void bind_args(const std::vector<Arg>& args) {
+    size_t want = static_cast<size_t>(fn_.num_tensor_params) + fn_.scalar_params.size();
+    if (args.size() != want)
+      throw UserError("kernel " + fn_.name + " takes " + std::to_string(want) + " arguments, got " +
+                      std::to_string(args.size()));
+    tensors_.resize(fn_.tensors.size());
+    int ti = 0;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!args[i].is_tensor()) {
+        scalars_.push_back(args[i].scalar);
+        continue;
+      }
+      if (ti >= fn_.num_tensor_params)
+        throw UserError("kernel " + fn_.name + ": argument " + std::to_string(i) + " is a tensor; the kernel takes " +
+                        std::to_string(fn_.num_tensor_params) + " tensors");
+      const Array& a = *args[i].array;
+      const ir::TensorInfo& t = fn_.tensors[ti];
+      PH_CHECK(t.origin == ir::TensorInfo::Param && t.param_index == ti, "tensor params come first, in order");
+      if (a.shape() != t.shape || a.dtype() != t.dtype)
+        throw UserError("kernel " + fn_.name + ": argument " + std::to_string(i) + " is " +
+                        std::string(dtype_name(a.dtype())) + shape_to_string(a.shape()) +
+                        " but the kernel was traced for " + std::string(dtype_name(t.dtype)) +
+                        shape_to_string(t.shape));
+      TensorState& s = tensors_[ti++];
+      s.dtype = t.dtype;
+      s.shape = t.shape;
+      s.data.resize(static_cast<size_t>(a.numel()));
+      for (int64_t k = 0; k < a.numel(); ++k) s.data[static_cast<size_t>(k)] = a.get(k);  // a copy: args stay intact
+    }
+    if (ti != fn_.num_tensor_params || scalars_.size() != fn_.scalar_params.size())
+      throw UserError("kernel " + fn_.name + " takes " + std::to_string(fn_.num_tensor_params) + " tensors and " +
+                      std::to_string(fn_.scalar_params.size()) + " scalars");
+  }
+
+  void alloc(const Op& op) {
+    const ir::TensorInfo& t = fn_.tensors.at(op.tensor);
+    TensorState& s = tensors_.at(op.tensor);
+    s.dtype = t.dtype;
+    s.shape = t.shape;
+    // Unwritten memory is NaN (integers too: NaN is the "never written" marker; see to_array).
+    double fill = op.has_fill ? to_storage(op.number, DType::f32, t.dtype, op.loc, "fill of " + t.name) : NAN;
+    s.data.assign(static_cast<size_t>(shape_numel(t.shape)), fill);
+  }
+
+  static Array to_array(const TensorState& s) {
+    Array a = Array::empty(s.shape, s.dtype);
+    double unwritten = s.dtype == DType::i32 ? INT32_MIN : s.dtype == DType::i64 ? -9223372036854775808.0 : 1.0;
+    bool integral = !is_floating(s.dtype);
+    for (size_t i = 0; i < s.data.size(); ++i) {
+      double v = s.data[i];
+      a.set(static_cast<int64_t>(i), integral && std::isnan(v) ? unwritten : v);
+    }
+    return a;
+  }
+
+  // --- loops ---
+  // Iterates the blocks of op.loop_tiles[k..], row-major, then runs the body.
+  void loop(const Op& op, size_t k) {
+    if (k == op.loop_tiles.size()) {
+      for (const Op& o : op.body) exec(o);
+      return;
+    }
+    int tile = op.loop_tiles[k];
+    const ir::TileInfo& t = fn_.tiles.at(tile);
+    int64_t block = block_of(fn_, tile);
+    for (int64_t off = t.begin; off < t.end; off += block) {
+      tile_off_[tile] = off;
+      tile_len_[tile] = std::min(block, t.end - off);
+      loop(op, k + 1);
+    }
+    tile_len_[tile] = -1;  // out of scope
+  }
+
+  // --- values ---
+  Shape concrete(const ir::Type& t) const {
+    Shape s;
+    for (const Dim& d : t.shape) {
+      if (d.kind == Dim::Const) {
+        s.push_back(d.size);
+      } else {
+        PH_CHECK(tile_len_.at(d.tile) >= 0, "a value's tile dim outside its loop");
+        s.push_back(tile_len_[d.tile]);
+      }
+    }
+    return s;
+  }
+
+  const Value& val(int v) const { return values_.at(v); }
+  const Value& operand(const Op& op, int k) const { return val(op.operands.at(k)); }
+
+  void define(const Op& op, Value v) {
+    const ir::Type& t = fn_.type_of(op.result);
+    PH_CHECK(v.dtype == t.dtype && v.shape == concrete(t),
+             std::string(ir::op_name(op)) + " at " + op.loc.str() + " made " + std::string(dtype_name(v.dtype)) +
+                 shape_to_string(v.shape) + ", its type says " + ir::type_to_string(fn_, t));
+    values_[op.result] = std::move(v);
+  }
+
+  void exec(const Op& op) {
+    switch (op.kind) {
+      case OpKind::Loop:
+        return loop(op, 0);
+      case OpKind::Store:
+        return store(op);
+      case OpKind::VarDecl:
+      case OpKind::VarSet: {
+        const ir::VarInfo& info = fn_.vars.at(op.var);
+        Value v = broadcast_to(operand(op, 0), concrete(info.type));
+        PH_CHECK(v.dtype == info.type.dtype, "Var assigned a value of another dtype");
+        vars_[op.var] = std::move(v);
+        return;
+      }
+      case OpKind::Alloc:
+      case OpKind::Launch:
+        throw InternalError(std::string(ir::op_name(op)) + " in device code");
+      default:
+        return define(op, evaluate(op));
+    }
+  }
+
+  Value evaluate(const Op& op) {
+    const ir::Type& t = fn_.type_of(op.result);
+    const Shape shape = concrete(t);
+    switch (op.kind) {
+      case OpKind::Load:
+        return load(op, shape);
+      case OpKind::Constant:
+      case OpKind::Full:
+        return Value::filled(t.dtype, shape, cast_to(op.number, DType::f32, t.dtype, op.loc));
+      case OpKind::ScalarParam:
+        return Value::filled(DType::f32, {}, scalars_.at(op.param));
+      case OpKind::TileBegin:
+        return Value::filled(DType::i64, {}, static_cast<double>(tile_off_.at(op.tile)));
+      case OpKind::TileEnd:
+        return Value::filled(DType::i64, {}, static_cast<double>(tile_off_.at(op.tile) + tile_len_.at(op.tile)));
+      case OpKind::TileIndex:
+      case OpKind::Arange: {
+        Value r = Value::filled(DType::i64, shape, 0);
+        double base = op.kind == OpKind::TileIndex ? static_cast<double>(tile_off_.at(op.tile)) : 0;
+        for (size_t i = 0; i < r.data.size(); ++i) r.data[i] = base + static_cast<double>(i);
+        return r;
+      }
+      case OpKind::VarGet:
+        return vars_.at(op.var);
+      case OpKind::Unary: {
+        const Value& a = operand(op, 0);
+        Value r = Value::filled(t.dtype, shape, 0);
+        for (size_t i = 0; i < r.data.size(); ++i)
+          r.data[i] = unary(static_cast<UnaryFn>(op.fn), a.dtype, a.data[i], op.loc);
+        return r;
+      }
+      case OpKind::Binary: {
+        const Value &a = operand(op, 0), &b = operand(op, 1);
+        Broadcast ma(a.shape, shape), mb(b.shape, shape);
+        Value r = Value::filled(t.dtype, shape, 0);
+        for (size_t i = 0; i < r.data.size(); ++i)
+          r.data[i] = binary(static_cast<BinaryFn>(op.fn), t.dtype, a.data[ma[i]], b.data[mb[i]], op.loc);
+        return r;
+      }
+      case OpKind::Where: {
+        const Value &c = operand(op, 0), &a = operand(op, 1), &b = operand(op, 2);
+        Broadcast mc(c.shape, shape), ma(a.shape, shape), mb(b.shape, shape);
+        Value r = Value::filled(t.dtype, shape, 0);
+        for (size_t i = 0; i < r.data.size(); ++i) r.data[i] = c.data[mc[i]] != 0 ? a.data[ma[i]] : b.data[mb[i]];
+        return r;
+      }
+      case OpKind::Cast: {
+        const Value& a = operand(op, 0);
+        Value r = Value::filled(t.dtype, shape, 0);
+        for (size_t i = 0; i < r.data.size(); ++i) r.data[i] = cast_to(a.data[i], a.dtype, op.dtype, op.loc);
+        return r;
+      }
+      case OpKind::Reduce:
+        return reduce(op, shape);
+      case OpKind::Unsqueeze: {
+        Value r = operand(op, 0);
+        r.shape = shape;  // inserting a size-1 dim does not move any element
+        return r;
+      }
+      case OpKind::Transpose:
+        return transpose(operand(op, 0), shape);
+      case OpKind::Dot:
+        return dot(op, shape);
+      default:
+        throw InternalError("the interpreter has no rule for " + std::string(ir::op_name(op)));
+    }
+  }
+
+  // --- memory ---
+  // The flat positions in tensor op.tensor of the region op.index selects, in the row-major
+  // order of its block. Scalar indices are checked against their dimension here.
+  std::vector<int64_t> region(const Op& op, const Shape& block, const char* verb) const {
+    const TensorState& T = tensors_.at(op.tensor);
+    const ir::TensorInfo& info = fn_.tensors.at(op.tensor);
+    Shape strides = contiguous_strides(T.shape);
+    int64_t base = 0;
+    std::vector<int64_t> block_stride;  // the tensor stride of each block dim
+    for (size_t d = 0; d < op.index.size(); ++d) {
+      const IndexItem& it = op.index[d];
+      if (it.kind == IndexItem::All) {
+        block_stride.push_back(strides[d]);
+      } else if (it.kind == IndexItem::Tile) {
+        base += tile_off_.at(it.tile) * strides[d];
+        if (!fn_.tiles.at(it.tile).is_grid) block_stride.push_back(strides[d]);  // a grid index drops the dim
+      } else {
+        double v = val(it.value).scalar();
+        if (std::isnan(v))
+          fail(op.loc, std::string(verb) + " " + info.name + ": the index for dimension " + std::to_string(d) +
+                           " was read from memory the kernel never wrote");
+        if (v < 0 || v >= static_cast<double>(T.shape[d]))
+          fail(op.loc, std::string(verb) + " " + info.name + ": index " + integer(v) +
+                           " is out of bounds for dimension " + std::to_string(d) + " of " + info.name +
+                           ", which has size " + std::to_string(T.shape[d]));
+        base += static_cast<int64_t>(v) * strides[d];
+      }
+    }
+    PH_CHECK(block_stride.size() == block.size(), "a region's rank differs from its block's");
+    std::vector<int64_t> pos(static_cast<size_t>(shape_numel(block)));
+    std::vector<int64_t> idx(block.size(), 0);
+    int64_t p = base;
+    for (size_t i = 0; i < pos.size(); ++i) {
+      pos[i] = p;
+      for (size_t k = block.size(); k-- > 0;) {  // odometer step, keeping p in step
+        if (++idx[k] < block[k]) {
+          p += block_stride[k];
+          break;
+        }
+        p -= block_stride[k] * (block[k] - 1);
+        idx[k] = 0;
+      }
+    }
+    return pos;
+  }
+
+  Value load(const Op& op, const Shape& shape) const {
+    const TensorState& T = tensors_.at(op.tensor);
+    std::vector<int64_t> pos = region(op, shape, "load from");
+    // Stored elements are already values of the storage dtype; widening them to the compute
+    // dtype (bf16/f16 -> f32, i32 -> i64, bool -> bool) is exact.
+    Value r = Value::filled(compute_dtype(T.dtype), shape, 0);
+    for (size_t i = 0; i < pos.size(); ++i) r.data[i] = T.data[static_cast<size_t>(pos[i])];
+    // An i64 argument beyond 2^53 was already rounded when it became a double: refuse it.
+    if (T.dtype == DType::i64)
+      for (double v : r.data) exact_i64(v, op.loc);
+    return r;
+  }
+
+  void store(const Op& op) {
+    ir::Type rt;
+    std::string err = ir::load_type(fn_, op.tensor, op.index, &rt);
+    PH_CHECK(err.empty(), err);
+    Shape shape = concrete(rt);
+    std::vector<int64_t> pos = region(op, shape, "store to");
+    Value v = broadcast_to(operand(op, 0), shape);
+    TensorState& T = tensors_.at(op.tensor);
+    const std::string what = "store to " + fn_.tensors[op.tensor].name;
+    for (size_t i = 0; i < pos.size(); ++i)
+      T.data[static_cast<size_t>(pos[i])] = to_storage(v.data[i], v.dtype, T.dtype, op.loc, what);
+  }
+
+  // --- structure ---
+  Value reduce(const Op& op, const Shape& shape) const {
+    const Value& a = operand(op, 0);
+    auto f = static_cast<ReduceFn>(op.fn);
+    const int axis = op.axis;
+    int64_t outer = 1, inner = 1, n = a.shape.at(axis);
+    for (int k = 0; k < axis; ++k) outer *= a.shape[k];
+    for (size_t k = axis + 1; k < a.shape.size(); ++k) inner *= a.shape[k];
+    const bool i64 = a.dtype == DType::i64;
+    // The identity of max/min over no elements: what the CPU backend starts from.
+    double init = f == ReduceFn::max   ? (i64 ? -9223372036854775808.0 : -INFINITY)
+                  : f == ReduceFn::min ? (i64 ? 9223372036854775807.0 : INFINITY)
+                                       : 0.0;
+    Value r = Value::filled(fn_.type_of(op.result).dtype, shape, 0);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        double acc = init;
+        for (int64_t k = 0; k < n; ++k) {
+          double x = a.data[static_cast<size_t>((o * n + k) * inner + i)];
+          if (f == ReduceFn::max)
+            acc = nan_max(acc, x);
+          else if (f == ReduceFn::min)
+            acc = nan_min(acc, x);
+          else
+            acc += x;
+        }
+        if (f == ReduceFn::mean) acc /= static_cast<double>(n);
+        if (i64 && (f == ReduceFn::sum)) acc = exact_i64(acc, op.loc);
+        r.data[static_cast<size_t>(o * inner + i)] = acc;
+      }
+    return r;
+  }
+
+  static Value transpose(const Value& a, const Shape& shape) {
+    const size_t r = a.shape.size();
+    const int64_t rows = a.shape[r - 2], cols = a.shape[r - 1], mat = rows * cols;
+    const int64_t batch = mat ? static_cast<int64_t>(a.data.size()) / mat : 0;
+    Value out = Value::filled(a.dtype, shape, 0);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) out.data[b * mat + j * rows + i] = a.data[b * mat + i * cols + j];
+    return out;
+  }
+
+  Value dot(const Op& op, const Shape& shape) const {
+    const Value &a = operand(op, 0), &b = operand(op, 1);
+    const size_t ra = a.shape.size(), rb = b.shape.size(), rr = shape.size();
+    const int64_t M = a.shape[ra - 2], K = a.shape[ra - 1], N = b.shape[rb - 1];
+    PH_CHECK(b.shape[rb - 2] == K && shape[rr - 2] == M && shape[rr - 1] == N, "dot shapes");
+    Shape batch(shape.begin(), shape.end() - 2);
+    Broadcast ba(Shape(a.shape.begin(), a.shape.end() - 2), batch),
+        bb(Shape(b.shape.begin(), b.shape.end() - 2), batch);
+    Value r = Value::filled(DType::f32, shape, 0);
+    if (op.operands.size() > 2) r = broadcast_to(operand(op, 2), shape);
+    const auto batches = static_cast<size_t>(shape_numel(batch));
+    for (size_t p = 0; p < batches; ++p) {
+      const double* A = a.data.data() + ba[p] * M * K;
+      const double* B = b.data.data() + bb[p] * K * N;
+      double* C = r.data.data() + static_cast<int64_t>(p) * M * N;
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double s = 0;
+          for (int64_t k = 0; k < K; ++k) s += A[i * K + k] * B[k * N + j];
+          C[i * N + j] += s;
+        }
+    }
+    return r;
+  }
+
+  const ir::Function& fn_;
+  std::vector<TensorState> tensors_;
+  std::vector<double> scalars_;
+  std::vector<int64_t> tile_off_, tile_len_;  // the current block of each tile (len -1: not in a loop)
+  std::vector<Value> values_;                 // by value id: the latest definition
+  std::vector<Value> vars_;                   // by var id
+};
+
+// Work of `ops` run `trips` times (see work_estimate).
+double work(const ir::Function& fn, const std::vector<Op>& ops, double trips) {
+  auto len = [&](const Dim& d) {
+    if (d.kind == Dim::Const) return static_cast<double>(d.size);
+    const ir::TileInfo& t = fn.tiles[d.tile];
+    return static_cast<double>(std::min(block_of(fn, d.tile), t.extent()));
+  };
+  auto numel = [&](const ir::Type& t) {
+    double n = 1;
+    for (const Dim& d : t.shape) n *= len(d);
+    return n;
+  };
+  double w = 0;
+  for (const Op& op : ops) {
+    if (op.kind == OpKind::Alloc) {
+      w += static_cast<double>(shape_numel(fn.tensors[op.tensor].shape));
+    } else if (op.kind == OpKind::Launch || op.kind == OpKind::Loop) {
+      double blocks = 1;
+      for (int t : op.loop_tiles) {
+        double e = static_cast<double>(fn.tiles[t].extent()), b = static_cast<double>(block_of(fn, t));
+        blocks *= std::ceil(e / b);
+      }
+      w += work(fn, op.body, trips * blocks);
+    } else if (op.kind == OpKind::Dot) {
+      const ir::Type& a = fn.type_of(op.operands[0]);
+      w += trips * numel(fn.type_of(op.result)) * len(a.shape.back());
+    } else if (op.kind == OpKind::Reduce || op.kind == OpKind::Store || op.kind == OpKind::VarSet ||
+               op.kind == OpKind::VarDecl) {
+      w += trips * numel(fn.type_of(op.operands[0])) * (op.kind == OpKind::Store ? 2 : 1);
+    } else if (op.result >= 0) {
+      w += trips * numel(fn.type_of(op.result));
+    }
+  }
+  return w;
+}
+
+}  // namespace
+
+Interpretation interpret(const ir::Function& fn, const std::vector<Arg>& args) { return Interpreter(fn, args).run(); }
+
+double work_estimate(const ir::Function& fn) { return work(fn, fn.body, 1); }
+
+}  // namespace parhelion::interp

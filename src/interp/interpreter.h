@@ -1,0 +1,59 @@
+// The Tile IR reference interpreter: the oracle that does not share the compiler's lowering.
+//
+// It evaluates a traced kernel (ir::Function) op by op on whole tensors, in double precision,
+// with no Block IR, no config and no generated code, following the semantics stated in
+// src/ir/ir.h:
+// - Host body: an Alloc with a fill (zeros/full) is filled with it; an empty one is filled with
+//   NaN, so that reads of memory the kernel never wrote show in floating outputs. A Launch or
+//   Loop iterates its tiles row-major (the first tile outermost); each tile's range
+//   [begin, end) is cut into blocks of its block size. A block size the kernel fixed
+//   (tile(n).block(64), grid loops) is honoured; a tunable one is taken as its whole extent
+//   (BlockSize::extent), i.e. one block. The last block may be ragged. A valid kernel's result
+//   does not depend on its block sizes; one whose does (a non-associative Var recurrence over an
+//   inner loop, say acc = acc * 0.5 + dot(...)) gets the answer for one block per tunable tile.
+// - Values are dense blocks of doubles with a concrete shape: a Tile dim is the current block's
+//   valid length, min(block, end - offset). f32 values are computed in double (more precise than
+//   the f32 the language promises, which is what an oracle wants); i64 values are exact
+//   integers (a result beyond 2^53 is refused with a UserError rather than rounded); booleans
+//   are 0 and 1.
+// - Load widens the storage dtype (f32, bf16, f16, i32, i64, bool) to the compute dtype; Store
+//   rounds to the storage dtype (bf16/f16: through f32, round to nearest even; integers from f32:
+//   truncation toward zero; i64 into i32: wraps, as the CPU backend's static_cast does).
+//   Cast to bf16/f16 rounds through that format; to an integer truncates toward zero; to bool
+//   is `!= 0`. Converting NaN or an out-of-range float to an integer is undefined behaviour in
+//   the CPU backend: here it is a UserError.
+// - Pointwise ops follow torch: numpy broadcasting of size-1 dims, true division (i64 / i64 is
+//   f32), pow(a, b) = std::pow (negative bases with integer exponents are defined), maximum,
+//   minimum, amax and amin propagate NaN, gelu is the tanh approximation. Reductions cover the
+//   block's valid elements only; mean divides by their count.
+// - Dot: a [..., M, K] . b [..., K, N] (+ acc), batch dims broadcast, accumulated in double.
+// - A scalar index (an i64 rank-0 value, e.g. loaded from a tensor) is checked against its
+//   dimension: out of range (or never written) is a UserError naming the tensor, the dimension,
+//   the value, the size and the op's source line.
+// Integer outputs have no NaN: an element the kernel never wrote comes back as the dtype's
+// minimum (bool: true).
+#pragma once
+
+#include <vector>
+
+#include "ir/ir.h"
+#include "parhelion/array.h"
+#include "parhelion/kernel.h"
+
+namespace parhelion::interp {
+
+struct Interpretation {
+  std::vector<Array> outputs;  // fn.outputs, in their storage dtypes (contiguous)
+  std::vector<Array> params;   // final state of every tensor argument, by parameter index
+};
+
+// Evaluates `fn` on `args` (tensors and scalars in the kernel's argument order; their shapes
+// and dtypes must be the traced ones). Arguments are never modified: written arguments are
+// copied first. Throws UserError (naming the op's source line) for a data-dependent error.
+Interpretation interpret(const ir::Function& fn, const std::vector<Arg>& args);
+
+// About how many element operations interpret(fn, ...) performs (a dot counts M*N*K): callers
+// with a time budget (the tuner) use it to decide whether interpreting is affordable.
+double work_estimate(const ir::Function& fn);
+
+}  // namespace parhelion::interp
