@@ -80,7 +80,7 @@ TEST(Trust, BatchedDotWithAccumulatorArgument) {
 
 // --- a store that leaves out a grid tile races -------------------------------------------------------
 
-constexpr int kLineRacyStore = __LINE__ + 5;
+constexpr int kLineRacyStore = __LINE__ + 4;
 ph::Tensor racy_row_sum(ph::Tensor x) {
   auto [m, n] = x.sizes<2>();
   auto out = ph::empty({m});
@@ -253,6 +253,23 @@ TEST(Trust, IndicesComputedFromTileOffsetsAreChecked) {
   std::string msg = user_error_of([&] { k(idx, table); });
   EXPECT_HAS(msg, here(kLineGather));
   EXPECT_HAS(msg, "index 12 is out of bounds for dimension 0 of arg1 (size 10)");
+}
+
+// --- storing a number: the store's target type outlives the number's new value ----------------------
+
+ph::Tensor many_literal_stores(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n});
+  for (auto tn : ph::tile(n))
+    for (int rep = 0; rep < 40; ++rep) out[ph::all, tn] = 0.25f * rep;  // each store adds a Constant
+  return out;
+}
+
+TEST(Trust, StoringNumbersKeepsTheTargetShape) {
+  ph::Kernel k("many_literal_stores", many_literal_stores);
+  ph::Array x = ph::Array::random({3, 5}, ph::DType::f32, 1);
+  ph::Array got = k(x);
+  for (int64_t i = 0; i < got.numel(); ++i) EXPECT_EQ(got.get(i), 0.25 * 39);
 }
 
 }  // namespace

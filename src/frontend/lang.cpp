@@ -320,7 +320,7 @@ void Tensor::operator=(const Operand& value) && {
   op.tensor = store_tensor_;
   for (size_t i = 0; i < store_index_.size(); i += 3)
     op.index.push_back({static_cast<ir::IndexItem::Kind>(store_index_[i]), store_index_[i + 1], store_index_[i + 2]});
-  const Type& target = T.fn().type_of(id_);
+  const Type target = T.fn().type_of(id_);  // a copy: value_of may add a value and move fn.values
   int v = value_of(T, value, target.dtype);
   std::vector<Dim> b;
   std::string err = ir::broadcast_shapes(T.fn(), target.shape, T.fn().type_of(v).shape, &b);

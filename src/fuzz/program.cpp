@@ -1,5 +1,6 @@
 #include "fuzz/program.h"
 
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -85,11 +86,11 @@ class Player {
     std::vector<Index> ix;
     for (const Subscript& s : items) {
       if (s.kind == Subscript::Tile)
-        ix.emplace_back(tiles_.at(s.tile));
+        ix.push_back(Index(tiles_.at(s.tile)));
       else if (s.kind == Subscript::All)
-        ix.emplace_back(all);
+        ix.push_back(Index(all));
       else
-        ix.emplace_back(block(expr(s.expr)));
+        ix.push_back(Index(block(expr(s.expr))));
     }
     return ix;
   }
@@ -214,6 +215,19 @@ class Player {
         return dot(arg(0), arg(1));
       case Expr::VarRead:
         return Operand(*vars_.at(e.var));
+      case Expr::Full: {
+        std::vector<Tile> t;
+        for (const Subscript& s : e.index) t.push_back(tiles_.at(s.tile));
+        switch (t.size()) {
+          case 1:
+            return full({t[0]}, e.number);
+          case 2:
+            return full({t[0], t[1]}, e.number);
+          case 3:
+            return full({t[0], t[1], t[2]}, e.number);
+        }
+        throw InternalError("fuzz: a full block of rank " + std::to_string(t.size()));
+      }
     }
     throw InternalError("fuzz: expression kind");
   }
@@ -269,6 +283,7 @@ namespace {
 std::string dtype_expr(DType d) { return "ph::DType::" + std::string(dtype_name(d)); }
 
 std::string number(double v) {
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "-INFINITY";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   std::string s = buf;
@@ -378,6 +393,8 @@ class Printer {
         return "ph::dot(" + arg(0) + ", " + arg(1) + ")";
       case Expr::VarRead:
         return "v" + std::to_string(e.var);
+      case Expr::Full:
+        return "ph::full({" + subscript(e.index) + "}, " + number(e.number) + ")";
     }
     throw InternalError("fuzz: expression kind");
   }
@@ -430,9 +447,8 @@ std::string to_cpp(const Program& p, const std::string& config_json, uint64_t se
   os << "// A kernel found by `parhelion fuzz` (family " << p.family << "). Build it against Parhelion\n"
      << "// (C++23) and run it: it prints the largest difference between the compiled kernel and\n"
      << "// the reference interpreter.\n"
-     << "#include <parhelion/parhelion.h>\n\n#include <cstdio>\n#include <tuple>\n\nnamespace ph = parhelion;\n\n"
+     << "#include <parhelion/parhelion.h>\n\n#include <cmath>\n#include <cstdio>\n#include <tuple>\n\nnamespace ph = parhelion;\n\n"
      << pr.kernel() << "\nint main() {\n";
-  int k = 0;
   std::string args;
   for (size_t i = 0; i < p.tensors.size(); ++i) {
     const TensorDecl& t = p.tensors[i];
@@ -448,7 +464,6 @@ std::string to_cpp(const Program& p, const std::string& config_json, uint64_t se
          << ", " << data_seed(seed, i) << ");\n";
     }
     args += (args.empty() ? "" : ", ") + name;
-    ++k;
   }
   if (p.has_scalar) args += (args.empty() ? "" : ", ") + number(p.scalar_value);
   os << "  ph::Kernel kernel(\"" << p.name << "\", " << p.name << ");\n";

@@ -58,6 +58,7 @@ struct Expr {
     Transpose,
     Dot,        // args: a, b [, acc]; with `dtype` != f32: the product rounded to it
     VarRead,    // var
+    Full,       // ph::full({tiles of `index`}, number): a block of one value
   } kind = Number;
   std::vector<int> args;  // child expressions
   int fn = 0;

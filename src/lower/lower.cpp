@@ -39,17 +39,23 @@ int64_t compute_bytes(DType d) { return d == DType::f32 ? 4 : d == DType::i64 ? 
 // The loads directly in `body` (not in nested loops) that index `tile` exactly once and read a
 // tensor the launch does not write (a staged copy of a tensor being written would go stale).
 // With `stores` (the pallas target, where every block a loop touches moves through VMEM), its
-// stores and the loads of written tensors too.
+// stores and the loads of written tensors too. A block whose scalar index is computed inside
+// the loop (a row number loaded per trip) cannot be staged: its copy is made before the trip
+// (resident: before the loop) computes the index.
 void collect_stageable(const ir::Function& fn, const std::vector<Op>& body, int tile, const std::set<int>& written,
-                       bool stores, std::vector<const Op*>& out) {
+                       bool stores, const std::set<int>& defined_in_loop, std::vector<const Op*>& out) {
   for (const Op& op : body) {
     if (op.kind == OpKind::Loop) continue;
+    bool invariant_index = true;
+    for (const ir::IndexItem& ix : op.index)
+      if (ix.kind == ir::IndexItem::Scalar && defined_in_loop.count(ix.value)) invariant_index = false;
+    if (!invariant_index) continue;
     if ((op.kind == OpKind::Load && (stores || !written.count(op.tensor))) || (stores && op.kind == OpKind::Store)) {
       int uses = 0;
       for (const ir::IndexItem& ix : op.index) uses += ix.kind == ir::IndexItem::Tile && ix.tile == tile;
       if (uses == 1 && !fn.tiles[tile].is_grid) out.push_back(&op);
     }
-    collect_stageable(fn, op.body, tile, written, stores, out);
+    collect_stageable(fn, op.body, tile, written, stores, defined_in_loop, out);
   }
 }
 
@@ -66,7 +72,11 @@ std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool stores)
     ir::walk(launch.body, [&](const Op& op) {
       if (op.kind != OpKind::Loop || op.loop_tiles.size() != 1) return;
       InnerLoopSite s{&op, &launch, {}};
-      collect_stageable(fn, op.body, op.loop_tiles[0], written, stores, s.loads);
+      std::set<int> defined_in_loop;
+      ir::walk(op.body, [&](const Op& inner) {
+        if (inner.result >= 0) defined_in_loop.insert(inner.result);
+      });
+      collect_stageable(fn, op.body, op.loop_tiles[0], written, stores, defined_in_loop, s.loads);
       if (!s.loads.empty()) sites.push_back(std::move(s));
     });
   }
@@ -412,6 +422,15 @@ BlockProgram lower(const ir::Function& fn, const Config& given, const Target& ta
   ConfigSpec spec = derive_config_spec(fn, target);
   Config config = spec.complete(given);
   spec.validate(config);
+  if (target.name == "pallas") {
+    // The config space offers only legal TPU blocks; a block the kernel fixes must be legal too.
+    for (const ir::BlockSize& b : fn.block_sizes)
+      if (b.fixed > 0 && !pallas_legal(fn, b.id, b.fixed))
+        throw UserError(b.loc.str() + ": the pallas backend cannot use this loop's fixed block of " +
+                        std::to_string(b.fixed) +
+                        ": a TPU block's last two dims must be multiples of (8, 128) (16 rows for 16-bit data) "
+                        "or whole dims; leave the block size to the config, or fix a legal one");
+  }
   BlockProgram p = plan(fn, config, target);
   if (target.name == "pallas") {
     for (const PallasLaunch& pl : plan_pallas(p)) {

@@ -1,0 +1,52 @@
+// The differential tester as a test: a seeded, bounded sample of random programs (every
+// family) on the cpu backend at several configs, and a sample of them on pallas in TPU
+// interpret mode, each compared with the reference interpreter. `parhelion fuzz` runs the
+// same for longer.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "backend/pallas/interpret.h"
+#include "fuzz/differential.h"
+#include "fuzz/generate.h"
+
+namespace fz = parhelion::fuzz;
+
+namespace {
+
+std::string describe(const std::vector<fz::Finding>& findings) {
+  std::string s;
+  for (const fz::Finding& f : findings)
+    s += "---- " + f.kind + " on " + f.backend + " (seed " + std::to_string(f.seed) + ", config " + f.config +
+         "): " + f.detail.substr(0, 500) + "\n" + f.cpp + "\n";
+  return s;
+}
+
+TEST(Fuzz, SeededSampleAgreesWithTheInterpreter) {
+  ASSERT_FALSE(parhelion::backend::pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  fz::FuzzOptions o;
+  o.seed = 20261201;
+  o.max_programs = 60;
+  o.configs_per_program = 3;
+  o.pallas_every = 6;
+  o.minimize = true;
+  o.minimize_seconds = 30;
+  fz::FuzzReport r = fz::fuzz(o);
+  EXPECT_EQ(r.programs, 60);
+  EXPECT_EQ(r.by_family.size(), fz::families().size()) << "every family is drawn";
+  EXPECT_GE(r.cpu_runs, 120) << "most configs compile and run";
+  EXPECT_GE(r.pallas_runs, 8) << "a sample runs in TPU interpret mode";
+  EXPECT_TRUE(r.findings.empty()) << describe(r.findings);
+}
+
+TEST(Fuzz, GeneratorIsDeterministicAndVaried) {
+  std::set<std::string> texts;
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    std::string a = fz::to_cpp(fz::generate(seed)), b = fz::to_cpp(fz::generate(seed));
+    EXPECT_EQ(a, b) << "seed " << seed;
+    texts.insert(a);
+  }
+  EXPECT_EQ(texts.size(), 30u);
+}
+
+}  // namespace
