@@ -272,4 +272,64 @@ TEST(Trust, StoringNumbersKeepsTheTargetShape) {
   for (int64_t i = 0; i < got.numel(); ++i) EXPECT_EQ(got.get(i), 0.25 * 39);
 }
 
+// --- a store that reads the tensor it writes, through a transpose --------------------------------------
+
+ph::Tensor transpose_in_place(ph::Tensor x) {
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    x[ph::all, ph::all] = ph::transpose(x[ph::all, ph::all]);
+  }
+  return x;
+}
+
+TEST(Trust, StoreReadsItsTensorBeforeOverwritingIt) {
+  ph::Kernel k("transpose_in_place", transpose_in_place);
+  ph::Array x = ph::Array::random({5, 5}, ph::DType::f32, 1);
+  ph::Array before = x.clone();
+  ph::Array got = k(x);
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 5; ++j) EXPECT_EQ(got.get(i * 5 + j), before.get(j * 5 + i)) << i << "," << j;
+}
+
+// --- pow and NaN as torch defines them --------------------------------------------------------------
+
+ph::Tensor pow_and_nan(ph::Tensor base, ph::Tensor expo, ph::Tensor v) {
+  auto n = base.size(0);
+  auto out = ph::empty({n + 4});
+  for (auto t : ph::tile(n)) out[t] = ph::pow(base[t], expo[t]);
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    auto row = v[ph::all];
+    out[n] = ph::amax(row, 0);
+    out[n + 1] = ph::amin(row, 0);
+    out[n + 2] = ph::sum(ph::maximum(row, 0.0f), 0);
+    out[n + 3] = ph::sum(ph::minimum(0.0f, row), 0);
+  }
+  return out;
+}
+
+TEST(Trust, PowAndNanPropagationFollowTorch) {
+  ph::Kernel k("pow_and_nan", pow_and_nan);
+  const std::vector<std::pair<double, double>> cases = {{-2, 2}, {-2, 3}, {0, 0}, {0, 2}, {0, -1}, {2, 0.5}, {-2, 0.5}, {3, -2}};
+  const int n = static_cast<int>(cases.size());
+  ph::Array base = ph::Array::empty({n}, ph::DType::f32), expo = ph::Array::empty({n}, ph::DType::f32);
+  for (int i = 0; i < n; ++i) {
+    base.set(i, cases[i].first);
+    expo.set(i, cases[i].second);
+  }
+  ph::Array v = ph::Array::empty({4}, ph::DType::f32);
+  const double values[] = {1, NAN, 2, 3};
+  for (int i = 0; i < 4; ++i) v.set(i, values[i]);
+  ph::Array got = k(base, expo, v);
+  auto same = [](double a, double b) {
+    return (std::isnan(a) && std::isnan(b)) || a == b || std::fabs(a - b) <= 1e-5 * std::max(1.0, std::fabs(b));
+  };
+  for (int i = 0; i < n; ++i)
+    EXPECT_TRUE(same(got.get(i), std::pow(cases[i].first, cases[i].second)))
+        << "pow(" << cases[i].first << ", " << cases[i].second << ") = " << got.get(i);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(std::isnan(got.get(n + i))) << "NaN reaches output " << i;
+  ph::Array want = k.interpret({base, expo, v}).at(0);  // the interpreter agrees
+  for (int64_t i = 0; i < want.numel(); ++i) EXPECT_TRUE(same(got.get(i), want.get(i))) << i;
+}
+
 }  // namespace

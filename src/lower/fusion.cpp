@@ -43,15 +43,21 @@ class Fusion {
       t.size = 1;
       t.transcendental = is_transcendental(op);
       if (op.kind == OpKind::VarGet) t.vars.insert(op.var);
-      if (op.kind == OpKind::Load) t.tensors.insert(op.tensor);
+      if (op.kind == OpKind::Load) {
+        t.tensors.insert(op.tensor);
+        t.loads.push_back(&op);
+      }
+      t.transposes = op.kind == OpKind::Transpose;
       if (!is_pointwise(op.kind)) continue;
       for (int v : op.operands) {
         if (!is_pointwise(ops_[def_.at(v)].op->kind) || rank(v) == 0) continue;
         const Tree& o = tree_[v];
         t.size += o.size;
         t.transcendental |= o.transcendental;
+        t.transposes |= o.transposes;
         t.vars.insert(o.vars.begin(), o.vars.end());
         t.tensors.insert(o.tensors.begin(), o.tensors.end());
+        t.loads.insert(t.loads.end(), o.loads.begin(), o.loads.end());
       }
     }
     // Backward: decide each value after all of its users are decided.
@@ -88,8 +94,17 @@ class Fusion {
   struct Tree {
     int size = 0;
     bool transcendental = false;
+    bool transposes = false;  // the tree reads some block through a transpose
     std::set<int> vars, tensors;
+    std::vector<const Op*> loads;
   };
+
+  static bool same_index(const std::vector<ir::IndexItem>& a, const std::vector<ir::IndexItem>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i].kind != b[i].kind || a[i].tile != b[i].tile || a[i].value != b[i].value) return false;
+    return true;
+  }
 
   void collect(const std::vector<Op>& body, std::vector<int>& loops) {
     for (const Op& op : body) {
@@ -173,6 +188,13 @@ class Fusion {
       if (t.vars.count(ops_[w].op->var) && between(w)) return true;
     for (int w : tensor_writes_)
       if (t.tensors.count(ops_[w].op->tensor) && between(w)) return true;
+    // A store that reads the tensor it writes, evaluated inside the store's own loop nest, sees
+    // the elements it has already overwritten unless every element reads only itself (the same
+    // index, no transpose): `x[all, all] = transpose(x[all, all])` must read x first.
+    const Op& user = *c.op;
+    if (user.kind == OpKind::Store)
+      for (const Op* load : t.loads)
+        if (load->tensor == user.tensor && (t.transposes || !same_index(load->index, user.index))) return true;
     return false;
   }
 

@@ -1046,9 +1046,18 @@ const char* kPrelude = R"(
 static constexpr int kLanes = 32;  // partial accumulators per reduction (two AVX-512 vectors of f32)
 static inline int64_t ph_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t ph_abs_i64(int64_t a) { return a < 0 ? -a : a; }
-template <class T> static inline T ph_max(T a, T b) { return a > b ? a : b; }
-template <class T> static inline T ph_min(T a, T b) { return a < b ? a : b; }
-static inline float ph_pow(float a, float b) { return ph_rt::exp(b * ph_rt::log(a)); }
+// maximum/minimum (and amax/amin) propagate NaN, as torch does, whichever operand holds it.
+template <class T> static inline T ph_max(T a, T b) { return (a > b || a != a) ? a : b; }
+template <class T> static inline T ph_min(T a, T b) { return (a < b || a != a) ? a : b; }
+// pow as std::pow and torch define it: x^0 = 1, 0^y, and negative bases with integer exponents.
+static inline float ph_pow(float a, float b) {
+  if (b == 0.0f) return 1.0f;
+  if (a > 0.0f) return ph_rt::exp(b * ph_rt::log(a));
+  if (a == 0.0f) return b > 0.0f ? 0.0f : __builtin_inff();
+  if (a != a || b != b || __builtin_truncf(b) != b) return __builtin_nanf("");  // NaN, or a fractional power of a negative
+  const float m = ph_rt::exp(b * ph_rt::log(-a));
+  return __builtin_fmodf(b, 2.0f) != 0.0f ? -m : m;
+}
 // Records the first out-of-range index of a launch (threads race to be first; the caller reads
 // the status after they have joined).
 static inline void ph_index_error(ph_status* st, const char* where, const char* what, int64_t value) {
