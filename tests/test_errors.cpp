@@ -285,4 +285,32 @@ TEST(Errors, MultidimensionalSubscriptBeforeCpp23IsACompileError) {
   EXPECT_EQ(status, 0) << cxx23;
 }
 
+// Halide-style: each program in tests/must_not_compile/ must fail to compile (C++23) with the
+// message its first line names (`// expect: ...`).
+TEST(Errors, ProgramsThatMustNotCompile) {
+  namespace fs = std::filesystem;
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator(PARHELION_SOURCE_DIR "/tests/must_not_compile")) {
+    if (entry.path().extension() != ".cpp") continue;
+    ++n;
+    SCOPED_TRACE(entry.path().filename().string());
+    std::ifstream in(entry.path());
+    std::string first;
+    std::getline(in, first);
+    const std::string tag = "// expect: ";
+    ASSERT_EQ(first.rfind(tag, 0), 0u) << "the first line must be " << tag << "MESSAGE";
+    std::string cmd = ph::backend::cpu::compiler_command() +
+                      " -std=c++23 -fsyntax-only -I " PARHELION_SOURCE_DIR "/include " + entry.path().string() +
+                      " 2>&1";
+    std::string out;
+    FILE* p = popen(cmd.c_str(), "r");
+    char buf[4096];
+    for (size_t k; (k = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, k);
+    int status = pclose(p);
+    EXPECT_NE(status, 0) << "compiled, but must not";
+    EXPECT_NE(out.find(first.substr(tag.size())), std::string::npos) << out.substr(0, 3000);
+  }
+  EXPECT_GE(n, 3);
+}
+
 }  // namespace

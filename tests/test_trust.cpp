@@ -310,7 +310,8 @@ ph::Tensor pow_and_nan(ph::Tensor base, ph::Tensor expo, ph::Tensor v) {
 
 TEST(Trust, PowAndNanPropagationFollowTorch) {
   ph::Kernel k("pow_and_nan", pow_and_nan);
-  const std::vector<std::pair<double, double>> cases = {{-2, 2}, {-2, 3}, {0, 0}, {0, 2}, {0, -1}, {2, 0.5}, {-2, 0.5}, {3, -2}};
+  const std::vector<std::pair<double, double>> cases = {{-2, 2}, {-2, 3},  {0, 0},    {0, 2},
+                                                        {0, -1}, {2, 0.5}, {-2, 0.5}, {3, -2}};
   const int n = static_cast<int>(cases.size());
   ph::Array base = ph::Array::empty({n}, ph::DType::f32), expo = ph::Array::empty({n}, ph::DType::f32);
   for (int i = 0; i < n; ++i) {

@@ -30,13 +30,21 @@ int run_fuzz(const Options& o) {
   f.log = [](const std::string& line) { std::cerr << "fuzz: " << line << "\n"; };
   fuzz::FuzzReport r = fuzz::fuzz(f);
   if (o.json) {
-    nlohmann::json j = {{"programs", r.programs},       {"cpu_runs", r.cpu_runs},
-                        {"pallas_runs", r.pallas_runs}, {"not_fitting", r.not_fitting},
-                        {"pallas_unsupported", r.pallas_unsupported}, {"by_family", r.by_family},
-                        {"seconds", r.seconds},         {"findings", nlohmann::json::array()}};
+    nlohmann::json j = {{"programs", r.programs},
+                        {"cpu_runs", r.cpu_runs},
+                        {"pallas_runs", r.pallas_runs},
+                        {"not_fitting", r.not_fitting},
+                        {"pallas_unsupported", r.pallas_unsupported},
+                        {"by_family", r.by_family},
+                        {"seconds", r.seconds},
+                        {"findings", nlohmann::json::array()}};
     for (const fuzz::Finding& x : r.findings)
-      j["findings"].push_back({{"kind", x.kind}, {"backend", x.backend}, {"config", x.config},
-                               {"detail", x.detail}, {"seed", x.seed}, {"cpp", x.cpp}});
+      j["findings"].push_back({{"kind", x.kind},
+                               {"backend", x.backend},
+                               {"config", x.config},
+                               {"detail", x.detail},
+                               {"seed", x.seed},
+                               {"cpp", x.cpp}});
     std::cout << j.dump(1) << "\n";
   } else {
     for (const fuzz::Finding& x : r.findings) {
@@ -49,9 +57,8 @@ int run_fuzz(const Options& o) {
     bool first = true;
     for (const auto& [fam, n] : r.by_family) std::cout << (first ? "" : ", ") << fam << " " << n, first = false;
     std::cout << "), " << r.cpu_runs << " cpu runs, " << r.pallas_runs << " pallas runs in TPU interpret mode, "
-              << r.not_fitting << " configs refused for fast memory, " << r.pallas_unsupported
-              << " refused by pallas; " << r.findings.size() << " findings in " << static_cast<int>(r.seconds)
-              << " s\n";
+              << r.not_fitting << " configs refused for fast memory, " << r.pallas_unsupported << " refused by pallas; "
+              << r.findings.size() << " findings in " << static_cast<int>(r.seconds) << " s\n";
   }
   return r.findings.empty() ? 0 : 1;
 }

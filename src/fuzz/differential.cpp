@@ -397,8 +397,8 @@ FuzzReport fuzz(const FuzzOptions& o) {
     ++report.programs;
     ++report.by_family[p.family];
     for (Finding& f : check_on_cpu(p, seed, o.configs_per_program, &report)) {
-      log("FOUND " + f.kind + " on cpu, seed " + std::to_string(seed) + " (" + p.family + "): " +
-          f.detail.substr(0, 300));
+      log("FOUND " + f.kind + " on cpu, seed " + std::to_string(seed) + " (" + p.family +
+          "): " + f.detail.substr(0, 300));
       if (o.minimize && f.kind != "timeout") {
         f.program = minimize_cpu(f.program, seed, f.kind, f.config, o.minimize_seconds);
       }

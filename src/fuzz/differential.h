@@ -33,21 +33,21 @@ struct Finding {
 
 struct FuzzOptions {
   uint64_t seed = 1;
-  double seconds = 60;           // stop after this long...
-  int64_t max_programs = -1;     // ...or after this many programs (-1: no limit)
-  int configs_per_program = 3;   // the cpu default and random configs
-  int pallas_every = 8;          // one program in this many also runs on pallas (0: never)
+  double seconds = 60;          // stop after this long...
+  int64_t max_programs = -1;    // ...or after this many programs (-1: no limit)
+  int configs_per_program = 3;  // the cpu default and random configs
+  int pallas_every = 8;         // one program in this many also runs on pallas (0: never)
   bool minimize = true;
-  double minimize_seconds = 120;  // per finding
-  std::string family;            // "": every family
+  double minimize_seconds = 120;                // per finding
+  std::string family;                           // "": every family
   std::function<void(const std::string&)> log;  // progress lines
 };
 
 struct FuzzReport {
   int64_t programs = 0;
-  int64_t cpu_runs = 0;       // compiled configs compared with the interpreter
-  int64_t pallas_runs = 0;    // modules run in TPU interpret mode
-  int64_t not_fitting = 0;    // configs refused for fast memory (clean UserErrors, expected)
+  int64_t cpu_runs = 0;            // compiled configs compared with the interpreter
+  int64_t pallas_runs = 0;         // modules run in TPU interpret mode
+  int64_t not_fitting = 0;         // configs refused for fast memory (clean UserErrors, expected)
   int64_t pallas_unsupported = 0;  // programs the pallas backend refuses with a clear error
   std::map<std::string, int64_t> by_family;
   std::vector<Finding> findings;

@@ -307,7 +307,8 @@ class Generator {
     int x = tensor({m, n}, data_dtype());
     int t = new_tile();
     Subscript ix_t = tile_ix(t);
-    std::vector<Subscript> block = columns ? std::vector<Subscript>{all_ix(), ix_t} : std::vector<Subscript>{ix_t, all_ix()};
+    std::vector<Subscript> block =
+        columns ? std::vector<Subscript>{all_ix(), ix_t} : std::vector<Subscript>{ix_t, all_ix()};
     std::vector<Leaf> leaves = {[=, this] { return load(x, block); }};
     std::vector<Leaf> exact = leaves;
     if (chance(0.5)) {  // along the reduced dim, broadcast over the blocked one
@@ -375,7 +376,8 @@ class Generator {
       int v = pass(f, [](int e) { return e; });
       result = var_read(v);
       if (f == ReduceFn::mean) result = bin(BinaryFn::div, result, num(static_cast<double>(n)));
-      if (chance(0.5)) result = fexpr(std::vector<Leaf>{[=, this] { return var_read(v); }}, {[=, this] { return var_read(v); }}, 2);
+      if (chance(0.5))
+        result = fexpr(std::vector<Leaf>{[=, this] { return var_read(v); }}, {[=, this] { return var_read(v); }}, 2);
     }
     launch.body.push_back(store(out, {tile_ix(tm)}, result));
     p_.body.push_back(std::move(launch));
@@ -405,7 +407,8 @@ class Generator {
       return s;
     };
     int a = tensor(lead_shape(at ? Shape{k, m} : Shape{m, k}), dt);
-    int b = tensor(shared_b ? Shape{k, n} : lead_shape(bt ? Shape{n, k} : Shape{k, n}), chance(0.8) ? dt : data_dtype());
+    int b =
+        tensor(shared_b ? Shape{k, n} : lead_shape(bt ? Shape{n, k} : Shape{k, n}), chance(0.8) ? dt : data_dtype());
     int bias = chance(0.5) ? tensor({n}, data_dtype()) : -1;
     int out = tensor(lead_shape({m, n}), data_dtype(), true);
     std::vector<int> grid_tiles = batched ? std::vector<int>{tb, tm, tn} : std::vector<int>{tm, tn};
@@ -423,7 +426,7 @@ class Generator {
             : bt     ? transpose(load(b, {tile_ix(tn), tile_ix(tk)}))
                      : load(b, lead({tile_ix(tk), tile_ix(tn)}));
     if (chance(0.2)) A = bin(BinaryFn::mul, A, num(0.5));  // a computed operand
-    if (chance(0.25)) {                                     // 16-bit operands for the MXU / bf16 micro-kernels
+    if (chance(0.25)) {                                    // 16-bit operands for the MXU / bf16 micro-kernels
       A = cast(A, DType::bf16);
       B = cast(B, DType::bf16);
     }
@@ -473,7 +476,9 @@ class Generator {
         e.index = {Subscript{Subscript::Scalar, -1, tile_index(tg, true)}};
       return add(e);
     };
-    std::vector<Leaf> leaves = {[=, this] { return load(table, {Subscript{Subscript::Scalar, -1, row()}, tile_ix(td)}); }};
+    std::vector<Leaf> leaves = {[=, this] {
+      return load(table, {Subscript{Subscript::Scalar, -1, row()}, tile_ix(td)});
+    }};
     std::vector<Leaf> exact = leaves;
     if (chance(0.5)) {
       int b = tensor({d}, data_dtype());

@@ -344,7 +344,9 @@ class Printer {
     for (size_t i = 0; i < items.size(); ++i) {
       const Subscript& s = items[i];
       r += i ? ", " : "";
-      r += s.kind == Subscript::Tile ? "t" + std::to_string(s.tile) : s.kind == Subscript::All ? "ph::all" : expr(s.expr);
+      r += s.kind == Subscript::Tile  ? "t" + std::to_string(s.tile)
+           : s.kind == Subscript::All ? "ph::all"
+                                      : expr(s.expr);
     }
     return r;
   }
@@ -369,7 +371,8 @@ class Printer {
       }
       case Expr::Binary: {
         auto f = static_cast<BinaryFn>(e.fn);
-        static const char* ops[] = {"+", "-", "*", "/", nullptr, nullptr, nullptr, "<", "<=", ">", ">=", "==", "!=", "&&", "||"};
+        static const char* ops[] = {"+",  "-", "*",  "/",  nullptr, nullptr, nullptr, "<",
+                                    "<=", ">", ">=", "==", "!=",    "&&",    "||"};
         const char* op = ops[static_cast<int>(f)];
         if (op) return "(" + arg(0) + " " + op + " " + arg(1) + ")";
         return "ph::" + std::string(ir::binary_name(f)) + "(" + arg(0) + ", " + arg(1) + ")";
@@ -447,7 +450,8 @@ std::string to_cpp(const Program& p, const std::string& config_json, uint64_t se
   os << "// A kernel found by `parhelion fuzz` (family " << p.family << "). Build it against Parhelion\n"
      << "// (C++23) and run it: it prints the largest difference between the compiled kernel and\n"
      << "// the reference interpreter.\n"
-     << "#include <parhelion/parhelion.h>\n\n#include <cmath>\n#include <cstdio>\n#include <tuple>\n\nnamespace ph = parhelion;\n\n"
+     << "#include <parhelion/parhelion.h>\n\n#include <cmath>\n#include <cstdio>\n#include <tuple>\n\nnamespace ph = "
+        "parhelion;\n\n"
      << pr.kernel() << "\nint main() {\n";
   std::string args;
   for (size_t i = 0; i < p.tensors.size(); ++i) {

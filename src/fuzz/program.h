@@ -56,9 +56,9 @@ struct Expr {
     Reduce,     // fn (ir::ReduceFn), axis, keepdim
     Unsqueeze,  // axis
     Transpose,
-    Dot,        // args: a, b [, acc]; with `dtype` != f32: the product rounded to it
-    VarRead,    // var
-    Full,       // ph::full({tiles of `index`}, number): a block of one value
+    Dot,      // args: a, b [, acc]; with `dtype` != f32: the product rounded to it
+    VarRead,  // var
+    Full,     // ph::full({tiles of `index`}, number): a block of one value
   } kind = Number;
   std::vector<int> args;  // child expressions
   int fn = 0;
@@ -80,8 +80,8 @@ struct Stmt {
   std::vector<int> tiles;
   bool grid = false;
   std::vector<Stmt> body;
-  int var = -1;   // VarDecl / VarSet
-  int expr = -1;  // VarDecl / VarSet / Store: the value
+  int var = -1;     // VarDecl / VarSet
+  int expr = -1;    // VarDecl / VarSet / Store: the value
   int tensor = -1;  // Store
   std::vector<Subscript> index;
 };

@@ -35,7 +35,6 @@ std::vector<int> tunable_block_ids(const ir::Function& fn) {
 
 int64_t compute_bytes(DType d) { return d == DType::f32 ? 4 : d == DType::i64 ? 8 : 1; }
 
-
 // The loads directly in `body` (not in nested loops) that index `tile` exactly once and read a
 // tensor the launch does not write (a staged copy of a tensor being written would go stale).
 // With `stores` (the pallas target, where every block a loop touches moves through VMEM), its
