@@ -195,6 +195,28 @@ TEST(Pallas, TransposedLeftDotOperand) {
   }
 }
 
+// An inner pipelined loop that only writes (a fill from a scalar argument): emit_pipeline gets
+// no input refs (the call's operands were joined as "(, out)", a syntax error).
+ph::Tensor fill_rows(ph::Tensor x, ph::Scalar s) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n});
+  for (auto g : ph::grid(m))
+    for (auto tn : ph::tile(n)) out[g, tn] = ph::full({tn}, 0.0f) + s;
+  return out;
+}
+
+TEST(Pallas, PipelineThatOnlyWrites) {
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  ph::Kernel kernel("fill_rows", fill_rows);
+  ph::Array x = ph::Array::random({4, 256}, ph::DType::f32, 1);
+  ph::PallasModule m = kernel.emit_pallas({x, 1.5}, "v7x");
+  EXPECT_NE(m.source.find("in_specs=[]"), std::string::npos) << m.source;
+  auto results = pallas::run_in_interpret_mode({{"fill_rows", m.source, "fill_rows", {x}, {1.5}, false}});
+  ASSERT_TRUE(results.at(0).ok) << results[0].error << "\n" << m.source;
+  ASSERT_EQ(results[0].outputs.size(), 1u);
+  for (int64_t i = 0; i < results[0].outputs[0].numel(); ++i) EXPECT_EQ(results[0].outputs[0].get(i), 1.5);
+}
+
 TEST(Pallas, TpuRulesAreEnforcedBeforeEmitting) {
   const auto& e = ph::kernels::find_kernel("attention");
   // [8,32,32768,256] bf16 resident: K and V, double-buffered, are 64 MiB: more than v7x's VMEM.

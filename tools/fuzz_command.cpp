@@ -44,7 +44,7 @@ int run_fuzz(const Options& o) {
                                {"config", x.config},
                                {"detail", x.detail},
                                {"seed", x.seed},
-                               {"cpp", x.cpp}});
+                               {"cpp", x.cpp}, {"module", x.module}});
     std::cout << j.dump(1) << "\n";
   } else {
     for (const fuzz::Finding& x : r.findings) {
@@ -52,6 +52,7 @@ int run_fuzz(const Options& o) {
                 << "// " << x.detail.substr(0, 2000) << "\n"
                 << "// config: " << (x.config.empty() ? "default" : x.config) << "\n"
                 << x.cpp << "\n";
+      if (!x.module.empty()) std::cout << "// the emitted Pallas module:\n/*\n" << x.module << "*/\n";
     }
     std::cout << r.programs << " programs (";
     bool first = true;

@@ -383,7 +383,7 @@ FuzzReport fuzz(const FuzzOptions& o) {
         if (!detail.empty()) kind = "mismatch";
       }
       if (kind.empty()) continue;
-      Finding f{kind, "pallas", pp.config, detail, pp.seed, pp.program, to_cpp(pp.program, "", pp.seed)};
+      Finding f{kind, "pallas", pp.config, detail, pp.seed, pp.program, to_cpp(pp.program, "", pp.seed), cases[i].source};
       log("FOUND " + kind + " on pallas, seed " + std::to_string(pp.seed) + ": " + detail.substr(0, 300));
       report.findings.push_back(std::move(f));
     }
@@ -431,7 +431,7 @@ FuzzReport fuzz(const FuzzOptions& o) {
           }
         }
       } catch (const std::exception& e) {
-        Finding f{"internal error", "pallas", "", e.what(), seed, p, to_cpp(p, "", seed)};
+        Finding f{"internal error", "pallas", "", e.what(), seed, p, to_cpp(p, "", seed), ""};
         report.findings.push_back(std::move(f));
       }
       if (cases.size() >= 16) flush_pallas();

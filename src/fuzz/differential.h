@@ -29,6 +29,7 @@ struct Finding {
   uint64_t seed = 0;    // the program's seed (`parhelion fuzz --seed S --programs 1` replays it)
   Program program;      // minimized
   std::string cpp;      // the minimized program as a C++ kernel
+  std::string module;   // pallas: the emitted module that failed
 };
 
 struct FuzzOptions {

@@ -592,9 +592,10 @@ class Emitter {
     body(op.body, il);
     --depth_;
     line("");
+    std::vector<std::string> refs = in_refs;  // the pipeline's operands: its inputs, then its outputs
+    refs.insert(refs.end(), out_refs.begin(), out_refs.end());
     line("pltpu.emit_pipeline(_trip_" + n + ", grid=(" + std::to_string(trips) + ",), in_specs=[" + join(in_specs) +
-         "], out_specs=[" + join(out_specs) + "])(" + join(in_refs) + (out_refs.empty() ? "" : ", ") + join(out_refs) +
-         ")");
+         "], out_specs=[" + join(out_specs) + "])(" + join(refs) + ")");
   }
 
   // --- the host function ---
