@@ -241,6 +241,20 @@ TEST(Pallas, TpuRulesAreEnforcedBeforeEmitting) {
   bad.block_sizes = {24, 512};
   EXPECT_THROW(e.kernel->emit_pallas(in.args(), "v7x", &bad), ph::UserError);
   EXPECT_THROW(e.kernel->emit_pallas(in.args(), "v9", &c), ph::UserError);
+  // A pipelined block ragged along a grid dim (130 rows in blocks of 128): the TPU's copy of
+  // the last one, rounded up to 8 rows, would read past the array (found by the fuzzer).
+  const auto& mm = ph::kernels::find_kernel("matmul");
+  auto small = mm.make_inputs({130, 256, 128}, ph::DType::f32, 1);
+  ph::Config ragged = ph::Config::from_json(
+      R"({"block_sizes":[128,128,128],"inner_loops":[{"strategy":"pipeline","buffers":2}],"loop_orders":[[0,1]],"micro_kernels":[0],"num_threads":1})");
+  try {
+    mm.kernel->emit_pallas(small.args(), "v7x", &ragged);
+    FAIL() << "expected the ragged pipeline to be refused";
+  } catch (const ph::UserError& err) {
+    EXPECT_NE(std::string(err.what()).find("is ragged in dimension 0 (130 is not a multiple of the block 128)"),
+              std::string::npos)
+        << err.what();
+  }
 }
 
 TEST(Pallas, ModuleTextShowsTheStrategy) {

@@ -433,21 +433,25 @@ BlockProgram lower(const ir::Function& fn, const Config& given, const Target& ta
   BlockProgram p = plan(fn, config, target);
   if (target.name == "pallas") {
     for (const PallasLaunch& pl : plan_pallas(p)) {
-      // emit_pipeline copies a ragged last block rounded up to whole (8, 128) tiles: that
-      // copy must stay inside the array.
+      // emit_pipeline copies a ragged last block rounded up to whole tiles of the dtype's
+      // layout ((8, 128) for 32-bit data, (16, 128) for 16-bit; a 1-D array in 512-byte rows: 128 f32,
+      // 256 bf16): along every dim the block is ragged in, not only the loop's own, that
+      // rounded copy must stay inside the array.
       for (const PallasSlot& s : pl.slots) {
         if (s.strategy != "pipeline") continue;
         const ir::TensorInfo& t = fn.tensors[s.tensor];
         const int rank = static_cast<int>(t.shape.size());
+        const int64_t bytes = dtype_size(t.dtype);
         for (int d = 0; d < rank; ++d) {
-          const ir::IndexItem& ix = s.first->index[d];
-          if (ix.kind != ir::IndexItem::Tile || ix.tile != s.loop_tile) continue;
-          int64_t e = t.shape[d], b = s.block[d], q = rank - 1 - d == 0 ? 128 : rank - 1 - d == 1 ? 8 : 1;
-          if (e % b != 0 && e % q != 0)
+          const int64_t e = t.shape[d], b = s.block[d];
+          if (b <= 0 || e % b == 0) continue;  // a squeezed dim, or whole blocks
+          const int from_minor = rank - 1 - d;
+          const int64_t q = from_minor == 0 ? (rank == 1 ? 512 / bytes : 128) : from_minor == 1 ? 32 / bytes : 1;
+          if (e % q != 0)
             throw UserError("config " + config.to_json() + " cannot pipeline loop " + ir::tile_name(fn, s.loop_tile) +
-                            " (at " + s.first->loc.str() + "): its last block of " + t.name + " is ragged (" +
-                            std::to_string(e) + " is not a multiple of the block " + std::to_string(b) +
-                            ") and the TPU's copy of it, rounded up to " + std::to_string(q) +
+                            " (at " + s.first->loc.str() + "): its last block of " + t.name + " is ragged in dimension " +
+                            std::to_string(d) + " (" + std::to_string(e) + " is not a multiple of the block " +
+                            std::to_string(b) + ") and the TPU's copy of it, rounded up to " + std::to_string(q) +
                             ", would read past the end. Use a block size that divides " + std::to_string(e) +
                             ", or the resident strategy.");
         }
