@@ -275,38 +275,38 @@ Program minimize_cpu(Program p, uint64_t seed, const std::string& kind, const st
                      double budget_s) {
   auto start = Clock::now();
   Config config = config_json.empty() ? Config{} : Config::from_json(config_json);
-  // The failing config as a point of `q`'s (possibly smaller) space, and the config with one
-  // block per tunable loop (the interpreter's own blocking). A candidate that fails at both
-  // is more likely a program whose result depends on its block count (shrinking can make
-  // one, e.g. a loop that adds a number per trip) than the same bug: when the original passes
-  // at one block per loop, candidates must too.
-  auto configs_of = [&](const Program& q) {
+  // The failing config as a point of `q`'s (possibly smaller) space, and two references: one
+  // block per tunable loop (the interpreter's own blocking) and the smallest blocks (the most
+  // trips). Shrinking can make a program whose result depends on its block count (a loop that
+  // adds a number per trip, a Var overwritten instead of accumulated): such a candidate fails
+  // at any config with more trips than one, the smallest blocks included. So at each reference
+  // where the original passes, a candidate must pass too; it must fail at the failing config.
+  enum Which { Failing, Whole, Smallest };
+  auto config_of = [&](const Program& q, Which which) {
     std::unique_ptr<KernelBase> k = make_kernel(q);
     std::vector<Array> in = make_inputs(q, seed);
     auto traced = k->trace(make_args(q, in));
     tune::ConfigCodec codec(traced->spec);
-    Config failing = config_json.empty() ? traced->config : codec.decode(codec.encode(config));
-    failing.index_checks = config.index_checks;
-    Config whole = failing;
-    for (size_t i = 0; i < traced->spec.block_sizes.size(); ++i)
-      whole.block_sizes[i] = traced->spec.block_sizes[i].choices.back();
-    return std::make_pair(failing, whole);
+    Config c = config_json.empty() ? traced->config : codec.decode(codec.encode(config));
+    c.index_checks = config.index_checks;
+    for (size_t i = 0; which != Failing && i < traced->spec.block_sizes.size(); ++i)
+      c.block_sizes[i] = which == Whole ? traced->spec.block_sizes[i].choices.back() : traced->spec.block_sizes[i].choices.front();
+    return c;
   };
-  auto kinds_at = [&](const Program& q, bool whole) {
-    json r = in_child(
-        [&] {
-          auto [failing, one_block] = configs_of(q);
-          return check_here(q, seed, 1, {whole ? one_block : failing});
-        },
-        60);
+  auto kinds_at = [&](const Program& q, Which which) {
+    json r = in_child([&] { return check_here(q, seed, 1, {config_of(q, which)}); }, 60);
     std::set<std::string> kinds;
     for (const Outcome& o : outcomes_of(r)) kinds.insert(o.kind);
     return kinds;
   };
-  const bool passes_whole = kinds_at(p, true).empty();
+  std::vector<Which> must_pass;
+  for (Which w : {Whole, Smallest})
+    if (kinds_at(p, w).empty()) must_pass.push_back(w);
   auto still_fails = [&](const Program& q) {
-    if (!kinds_at(q, false).count(kind)) return false;
-    return !passes_whole || kinds_at(q, true).empty();
+    if (!kinds_at(q, Failing).count(kind)) return false;
+    for (Which w : must_pass)
+      if (!kinds_at(q, w).empty()) return false;
+    return true;
   };
   bool progress = true;
   while (progress && std::chrono::duration<double>(Clock::now() - start).count() < budget_s) {

@@ -450,10 +450,13 @@ class Generator {
     launch.body.push_back(std::move(inner));
     std::vector<Leaf> leaves = {[=, this] { return var_read(v); }};
     if (bias >= 0) leaves.push_back([=, this] { return load(bias, {tile_ix(tn)}); });
-    // (Conditions here compare the accumulator, a computed value: a tie that f32 and double
-    // break differently is possible but needs an exact-zero product, which random data makes
-    // vanishingly rare.)
-    int epilogue = chance(0.4) ? var_read(v) : fexpr(leaves, leaves, 2);
+    // Conditions compare exact values only (the bias, the column index): the accumulator is
+    // rounded differently at different K blocks (a rounded product per block), and a
+    // threshold on it would turn a rounding difference into a different branch.
+    std::vector<Leaf> exact;
+    if (bias >= 0) exact.push_back(leaves.back());
+    exact.push_back(index_leaf(tn));
+    int epilogue = chance(0.4) ? var_read(v) : fexpr(leaves, exact, 2);
     launch.body.push_back(store(out, lead({tile_ix(tm), tile_ix(tn)}), epilogue));
     p_.body.push_back(std::move(launch));
   }
