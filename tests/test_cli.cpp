@@ -48,6 +48,9 @@ TEST(Cli, RunJsonHasTheContractFields) {
   EXPECT_EQ(j["target"], "cpu");
   EXPECT_TRUE(j["ok"].get<bool>());
   EXPECT_GT(j["median_ms"].get<double>(), 0);
+  // The second check, against the Tile IR interpreter.
+  ASSERT_TRUE(j.contains("interpreter_max_abs_err"));
+  EXPECT_LT(j["interpreter_max_abs_err"].get<double>(), 0.05);
 }
 
 TEST(Cli, RunWithPinnedConfigAndHumanOutput) {
@@ -56,6 +59,7 @@ TEST(Cli, RunWithPinnedConfigAndHumanOutput) {
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_HAS(r, "config      {\"block_sizes\":[2],\"loop_orders\":[],\"num_threads\":1}");
   EXPECT_HAS(r, ": ok");
+  EXPECT_HAS(r, "vs the Tile IR interpreter: ok");
 }
 
 TEST(Cli, TuneJsonHasTheContractFields) {

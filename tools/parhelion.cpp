@@ -18,14 +18,15 @@
 #include <string>
 #include <vector>
 
+#include "interp/interpreter.h"
 #include "kernels/registry.h"
 #include "lower/target.h"
 #include "parhelion/tpu.h"
 #include "runtime/compiled_kernel_impl.h"
 #include "runtime/host_memory.h"
 #include "tools/bench_command.h"
-#include "tools/fuzz_command.h"
 #include "tools/cli_options.h"
+#include "tools/fuzz_command.h"
 #include "tools/suite_command.h"
 #include "tools/timing.h"
 
@@ -174,13 +175,23 @@ int cmd_run(const Options& o) {
   ph::CompiledKernel k = p.entry->kernel->compile(args, p.config.get());
   std::vector<ph::Array> out = k.run(args);
   std::vector<ph::Array> want = p.entry->reference(p.inputs);
+  auto check = [&](const std::vector<ph::Array>& expected, double* err) {
+    bool same = out.size() == expected.size();
+    for (size_t i = 0; i < out.size() && i < expected.size(); ++i) {
+      auto c = ph::kernels::compare(out[i], expected[i], p.dtype, p.entry->tolerance(p.shape));
+      *err = std::max(*err, c.max_abs_err);
+      same = same && c.ok;
+    }
+    return same;
+  };
   double err = 0;
-  bool ok = out.size() == want.size();
-  for (size_t i = 0; i < out.size() && i < want.size(); ++i) {
-    auto c = ph::kernels::compare(out[i], want[i], p.dtype, p.entry->tolerance(p.shape));
-    err = std::max(err, c.max_abs_err);
-    ok = ok && c.ok;
-  }
+  const bool reference_ok = check(want, &err);
+  // The second check: the Tile IR interpreter, which shares nothing with the compiler's
+  // lowering (skipped for shapes too large to interpret in about a second).
+  double interp_err = 0;
+  const bool interpreted = ph::interp::work_estimate(p.entry->kernel->trace(args)->fn) <= ph::interp::kAffordableWork;
+  bool interp_ok = !interpreted || check(p.entry->kernel->interpret(args), &interp_err);
+  const bool ok = reference_ok && interp_ok;
   int reps = static_cast<int>(o.integer("reps", 1, 1000000, 10));
   auto t = ph::tools::time_it([&] { k.run(args); }, 2, reps);
   double gbps = p.entry->bytes(p.shape, p.dtype) / (t.median_ms * 1e6);
@@ -192,6 +203,7 @@ int cmd_run(const Options& o) {
                       {"target", "cpu"},
                       {"config", json::parse(k.config().to_json())},
                       {"max_abs_err", err},
+                      {"interpreter_max_abs_err", interpreted ? json(interp_err) : json(nullptr)},
                       {"ok", ok},
                       {"median_ms", t.median_ms},
                       {"gbps", gbps},
@@ -208,7 +220,12 @@ int cmd_run(const Options& o) {
     std::printf("config      %s\n", k.config().to_json().c_str());
     std::printf("compiled    %s (%s)\n", k.source_path().c_str(),
                 k.cache_hit() ? "cache hit" : ("compiled in " + std::to_string(k.compile_seconds()) + " s").c_str());
-    std::printf("check       max abs error %.3g vs reference: %s\n", err, ok ? "ok" : "MISMATCH");
+    std::printf("check       max abs error %.3g vs reference: %s\n", err, reference_ok ? "ok" : "MISMATCH");
+    if (interpreted)
+      std::printf("            max abs error %.3g vs the Tile IR interpreter: %s\n", interp_err,
+                  interp_ok ? "ok" : "MISMATCH");
+    else
+      std::printf("            (too large to interpret as a second check)\n");
     std::printf("time        median %.4f ms over %d runs (min %.4f), %.1f GB/s, %.1f GFLOP/s\n", t.median_ms, t.reps,
                 t.min_ms, gbps, gflops);
   }

@@ -55,5 +55,7 @@ Interpretation interpret(const ir::Function& fn, const std::vector<Arg>& args);
 // About how many element operations interpret(fn, ...) performs (a dot counts M*N*K): callers
 // with a time budget (the tuner) use it to decide whether interpreting is affordable.
 double work_estimate(const ir::Function& fn);
+// The work that is cheap enough to interpret as a check: about a second, a few 100 MB.
+inline constexpr double kAffordableWork = 3e7;
 
 }  // namespace parhelion::interp

@@ -156,13 +156,12 @@ class Progress {
 // it "correct", and one that is right "wrong", if the default config were the oracle. A
 // UserError from the interpreter (an out-of-bounds index read from a tensor, a float that does
 // not convert to an integer) is the kernel's, for these inputs: it is reported, not tuned past.
-constexpr double kMaxInterpretWork = 3e7;  // element operations: about a second, a few 100 MB
 
 std::vector<Array> expected_outputs(const CompiledKernel::Impl& traced,
                                     const std::shared_ptr<CompiledKernel::Impl>& default_kernel,
                                     const std::vector<Arg>& args, const TuneOptions& opt) {
   if (opt.reference) return opt.reference();
-  if (interp::work_estimate(traced.fn) <= kMaxInterpretWork) {
+  if (interp::work_estimate(traced.fn) <= interp::kAffordableWork) {
     try {
       return interp::interpret(traced.fn, args).outputs;
     } catch (const UserError& e) {
