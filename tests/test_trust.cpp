@@ -94,6 +94,8 @@ TEST(Trust, StoreThatLeavesOutAGridTileIsRejected) {
   std::string msg = user_error_of([&] { k(x); });
   EXPECT_HAS(msg, here(kLineRacyStore));
   EXPECT_HAS(msg, "does not index the launch's tile t1");
+  // Not emitted for a TPU either (it was, with every grid dim "parallel").
+  EXPECT_HAS(user_error_of([&] { k.emit_pallas({x}, "v7x"); }), "does not index the launch's tile t1");
   // The same store is fine when that tile cannot have a second step.
   ph::Array one = ph::Array::random({64, 1}, ph::DType::f32, 1);
   ph::Array got = k(one);

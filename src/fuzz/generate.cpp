@@ -238,8 +238,8 @@ class Generator {
         return cast(cast(sub(), choose({DType::bf16, DType::f16})), DType::f32);
       case 13:  // a boolean as 0/1
         return cast(condition(exact), DType::f32);
-      case 14:  // through an integer: a comparison's 0/1, or a small exact value
-        return cast(cast(condition(exact), DType::i64), DType::f32);
+      case 14:  // through an integer type: a comparison's 0/1
+        return cast(cast(condition(exact), choose({DType::i64, DType::i32})), DType::f32);
       default:
         return bin(BinaryFn::mul, sub(), num(choose<double>({0.5, 2.0, -1.0})));
     }
