@@ -27,6 +27,7 @@ TEST(Fuzz, SeededSampleAgreesWithTheInterpreter) {
   fz::FuzzOptions o;
   o.seed = 20261201;
   o.max_programs = 60;
+  o.seconds = 1e9;  // the count decides
   o.configs_per_program = 3;
   o.pallas_every = 6;
   o.minimize = true;

@@ -12,7 +12,8 @@ namespace parhelion::tools {
 int run_fuzz(const Options& o) {
   fuzz::FuzzOptions f;
   f.seed = o.seed().value_or(1);
-  f.seconds = o.seconds("seconds", 60);
+  // --programs alone runs that many; --seconds alone that long; both: whichever comes first.
+  f.seconds = o.seconds("seconds", o.has("programs") ? 1e18 : 60);
   f.max_programs = o.integer("programs", 1, int64_t{1} << 40, -1);
   f.configs_per_program = static_cast<int>(o.integer("configs", 1, 1000, f.configs_per_program));
   f.pallas_every = static_cast<int>(o.integer("pallas-every", 0, 1 << 20, f.pallas_every));
@@ -44,7 +45,8 @@ int run_fuzz(const Options& o) {
                                {"config", x.config},
                                {"detail", x.detail},
                                {"seed", x.seed},
-                               {"cpp", x.cpp}, {"module", x.module}});
+                               {"cpp", x.cpp},
+                               {"module", x.module}});
     std::cout << j.dump(1) << "\n";
   } else {
     for (const fuzz::Finding& x : r.findings) {

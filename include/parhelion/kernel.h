@@ -94,8 +94,8 @@ class KernelBase {
   // double precision, with no config and no generated code; returns its outputs in their
   // storage dtypes. The oracle for the compiled kernel, within the dtype's tolerance. Unlike
   // run(), it never modifies the arguments (an in-place kernel's result is in the returned
-  // output). Throws UserError for a data-dependent error the compiled kernel would not catch
-  // (an out-of-bounds index read from a tensor), naming the source line.
+  // output). Throws UserError for a data-dependent error (an out-of-bounds index read from a
+  // tensor, a float that does not convert to an integer), naming the source line.
   std::vector<Array> interpret(const std::vector<Arg>& args);
 
   // Searches the config space for the fastest correct config for the signature of `args`

@@ -1,10 +1,12 @@
 #include "fuzz/differential.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -143,10 +145,12 @@ json check_here(const Program& p, uint64_t seed, int configs, const std::vector<
 // timeout becomes a finding.
 json in_child(const std::function<json()>& body, double timeout_s) {
   int fds[2];
-  if (pipe(fds) != 0) throw InternalError("fuzz: pipe failed");
+  // Close-on-exec: the compilers the child starts must not hold the pipe open.
+  if (pipe2(fds, O_CLOEXEC) != 0) throw InternalError("fuzz: pipe failed");
   pid_t pid = fork();
   if (pid < 0) throw InternalError("fuzz: fork failed");
   if (pid == 0) {
+    setpgid(0, 0);  // its own process group: a timeout kills the compilers it started too
     close(fds[0]);
     std::string out;
     try {
@@ -181,9 +185,13 @@ json in_child(const std::function<json()>& body, double timeout_s) {
     text.append(buf, static_cast<size_t>(got));
   }
   close(fds[0]);
-  if (timed_out) kill(pid, SIGKILL);
+  if (timed_out) {
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+  }
   int status = 0;
-  waitpid(pid, &status, 0);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   auto one = [](const std::string& kind, const std::string& detail) {
     return json{{"findings", {{{"kind", kind}, {"config", ""}, {"detail", detail}}}}, {"runs", 0}, {"not_fitting", 0}};
   };
@@ -290,11 +298,22 @@ Program minimize_cpu(Program p, uint64_t seed, const std::string& kind, const st
     Config c = config_json.empty() ? traced->config : codec.decode(codec.encode(config));
     c.index_checks = config.index_checks;
     for (size_t i = 0; which != Failing && i < traced->spec.block_sizes.size(); ++i)
-      c.block_sizes[i] = which == Whole ? traced->spec.block_sizes[i].choices.back() : traced->spec.block_sizes[i].choices.front();
+      c.block_sizes[i] =
+          which == Whole ? traced->spec.block_sizes[i].choices.back() : traced->spec.block_sizes[i].choices.front();
     return c;
   };
   auto kinds_at = [&](const Program& q, Which which) {
-    json r = in_child([&] { return check_here(q, seed, 1, {config_of(q, which)}); }, 60);
+    json r = in_child(
+        [&] {
+          Config c;
+          try {
+            c = config_of(q, which);
+          } catch (const std::exception& e) {  // a shrunk candidate that is not a valid kernel
+            return json{{"findings", {{{"kind", "rejected"}, {"config", ""}, {"detail", e.what()}}}}};
+          }
+          return check_here(q, seed, 1, {c});
+        },
+        60);
     std::set<std::string> kinds;
     for (const Outcome& o : outcomes_of(r)) kinds.insert(o.kind);
     return kinds;
@@ -333,6 +352,42 @@ struct PallasPending {
   Tolerance tol;
 };
 
+// In the child: the interpreter's outputs, and the module of the pallas default and of one
+// random config of the pallas space (a clear refusal counts as unsupported, not a finding).
+json prepare_pallas_here(const Program& p, uint64_t seed) {
+  json r = {{"findings", json::array()}, {"modules", json::array()}, {"want", json::array()}, {"unsupported", 0}};
+  std::unique_ptr<KernelBase> kernel = make_kernel(p);
+  std::vector<Array> inputs = make_inputs(p, seed);
+  std::vector<Arg> args = make_args(p, inputs);
+  std::vector<Array> want;
+  std::shared_ptr<CompiledKernel::Impl> traced;
+  try {
+    traced = kernel->trace(args);
+    want = kernel->interpret(args);
+  } catch (const UserError& e) {
+    r["findings"].push_back({{"kind", "rejected"}, {"config", ""}, {"detail", e.what()}});
+    return r;
+  }
+  for (const Array& w : want) {
+    json data = json::array();
+    for (int64_t i = 0; i < w.numel(); ++i) data.push_back(w.get(i));
+    r["want"].push_back({{"shape", w.shape()}, {"data", data}});
+  }
+  ConfigSpec spec = lower::derive_config_spec(traced->fn, lower::pallas_target("v7x"));
+  tune::ConfigCodec codec(spec);
+  std::mt19937_64 gen(seed);
+  Config random = codec.decode(codec.random(gen));
+  for (const Config* c : {static_cast<const Config*>(nullptr), static_cast<const Config*>(&random)}) {
+    try {
+      PallasModule m = kernel->emit_pallas(args, "v7x", c);
+      r["modules"].push_back({{"source", m.source}, {"config", m.config.to_json()}});
+    } catch (const UserError&) {
+      r["unsupported"] = r["unsupported"].get<int>() + 1;
+    }
+  }
+  return r;
+}
+
 }  // namespace
 
 std::vector<Finding> check_on_cpu(const Program& p, uint64_t seed, int configs, FuzzReport* counts) {
@@ -366,7 +421,24 @@ FuzzReport fuzz(const FuzzOptions& o) {
   std::vector<backend::pallas::InterpretCase> cases;
   auto flush_pallas = [&] {
     if (cases.empty()) return;
-    std::vector<backend::pallas::InterpretResult> results = backend::pallas::run_in_interpret_mode(cases);
+    std::vector<backend::pallas::InterpretResult> results;
+    try {
+      results = backend::pallas::run_in_interpret_mode(cases);
+    } catch (const UserError& e) {  // the runner died: one finding for the batch, the run goes on
+      Finding f{"pallas error",
+                "pallas",
+                "",
+                e.what(),
+                pending[0].seed,
+                pending[0].program,
+                to_cpp(pending[0].program, "", pending[0].seed),
+                cases[0].source};
+      log("FOUND the pallas runner failing on a batch from seed " + std::to_string(pending[0].seed));
+      report.findings.push_back(std::move(f));
+      cases.clear();
+      pending.clear();
+      return;
+    }
     for (size_t i = 0; i < results.size(); ++i) {
       const PallasPending& pp = pending[i];
       const backend::pallas::InterpretResult& r = results[i];
@@ -383,15 +455,18 @@ FuzzReport fuzz(const FuzzOptions& o) {
         if (!detail.empty()) kind = "mismatch";
       }
       if (kind.empty()) continue;
-      Finding f{kind, "pallas", pp.config, detail, pp.seed, pp.program, to_cpp(pp.program, "", pp.seed), cases[i].source};
+      Finding f{kind,           "pallas", pp.config, detail, pp.seed, pp.program, to_cpp(pp.program, "", pp.seed),
+                cases[i].source};
       log("FOUND " + kind + " on pallas, seed " + std::to_string(pp.seed) + ": " + detail.substr(0, 300));
       report.findings.push_back(std::move(f));
     }
     cases.clear();
     pending.clear();
   };
+  const bool pallas = o.pallas_every > 0 && !backend::pallas::interpret_python().empty();
+  if (o.pallas_every > 0 && !pallas) log("no Python with jax (PARHELION_PYTHON or the project's .venv): cpu only");
   for (int64_t n = 0; o.max_programs < 0 || n < o.max_programs; ++n) {
-    if (o.max_programs < 0 && elapsed() >= o.seconds) break;
+    if (elapsed() >= o.seconds) break;
     const uint64_t seed = o.seed + static_cast<uint64_t>(n);
     Program p = generate(seed, o.family);
     ++report.programs;
@@ -405,34 +480,28 @@ FuzzReport fuzz(const FuzzOptions& o) {
       f.cpp = to_cpp(f.program, f.config, seed);
       report.findings.push_back(std::move(f));
     }
-    if (o.pallas_every > 0 && n % o.pallas_every == 0) {
-      // The pallas default and one random config of the pallas space, each as a module.
-      try {
-        std::unique_ptr<KernelBase> kernel = make_kernel(p);
-        std::vector<Array> inputs = make_inputs(p, seed);
-        std::vector<Arg> args = make_args(p, inputs);
-        std::vector<Array> want = kernel->interpret(args);
-        auto traced = kernel->trace(args);
-        ConfigSpec spec = lower::derive_config_spec(traced->fn, lower::pallas_target("v7x"));
-        tune::ConfigCodec codec(spec);
-        std::mt19937_64 gen(seed);
-        std::vector<const Config*> configs = {nullptr};
-        Config random = codec.decode(codec.random(gen));
-        configs.push_back(&random);
-        for (const Config* c : configs) {
-          try {
-            PallasModule m = kernel->emit_pallas(args, "v7x", c);
-            std::vector<double> scalars;
-            if (p.has_scalar) scalars.push_back(p.scalar_value);
-            cases.push_back({p.family + " seed " + std::to_string(seed), m.source, p.name, inputs, scalars, false});
-            pending.push_back({p, seed, m.config.to_json(), want, tolerance_of(p)});
-          } catch (const UserError& e) {
-            ++report.pallas_unsupported;  // a construct or config the TPU backend refuses, clearly
-          }
+    if (pallas && n % o.pallas_every == 0) {
+      // Emitted (and interpreted) in a child, like the cpu runs: a crash there is a finding.
+      json r = in_child([&] { return prepare_pallas_here(p, seed); }, 120);
+      report.pallas_unsupported += r.value("unsupported", 0);
+      for (const Outcome& x : outcomes_of(r)) {
+        log("FOUND " + x.kind + " preparing pallas, seed " + std::to_string(seed) + ": " + x.detail.substr(0, 300));
+        report.findings.push_back({x.kind, "pallas", x.config, x.detail, seed, p, to_cpp(p, "", seed), ""});
+      }
+      if (r.contains("modules")) {
+        std::vector<Array> inputs = make_inputs(p, seed), want;
+        for (const json& w : r["want"]) {
+          Array a = Array::empty(w["shape"].get<Shape>(), DType::f32);
+          const std::vector<double> data = w["data"].get<std::vector<double>>();
+          for (int64_t i = 0; i < a.numel(); ++i) a.set(i, data[static_cast<size_t>(i)]);
+          want.push_back(a);
         }
-      } catch (const std::exception& e) {
-        Finding f{"internal error", "pallas", "", e.what(), seed, p, to_cpp(p, "", seed), ""};
-        report.findings.push_back(std::move(f));
+        std::vector<double> scalars;
+        if (p.has_scalar) scalars.push_back(p.scalar_value);
+        for (const json& m : r["modules"]) {
+          cases.push_back({p.family + " seed " + std::to_string(seed), m["source"], p.name, inputs, scalars, false});
+          pending.push_back({p, seed, m["config"], want, tolerance_of(p)});
+        }
       }
       if (cases.size() >= 16) flush_pallas();
     }

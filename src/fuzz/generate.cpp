@@ -247,7 +247,8 @@ class Generator {
 
   // The i64 index of a tile's last dim as a small f32, shaped to broadcast as [.., t] (rank `r`).
   Leaf index_leaf(int tile) {
-    return [this, tile] { return bin(BinaryFn::mul, cast(tile_index(tile, false), DType::f32), num(0.01)); };
+    // (scaled by a power of two: exact in f32 and in double, so it may appear in conditions)
+    return [this, tile] { return bin(BinaryFn::mul, cast(tile_index(tile, false), DType::f32), num(0.125)); };
   }
 
   // An expression that has every dim of `anchor`'s shape: combined with it, so that a

@@ -44,7 +44,8 @@ double round16(double v, DType to) {
 
 double exact_i64(double v, const ir::SourceLoc& loc) {
   if (std::abs(v) > kExactInt)
-    fail(loc, "i64 value " + number(v) + " is beyond 2^53, where the reference interpreter is no longer exact");
+    throw Unrepresentable(loc.str() + ": i64 value " + number(v) +
+                          " is beyond 2^53, where the reference interpreter is no longer exact");
   return v;
 }
 
@@ -62,7 +63,8 @@ double to_storage(double v, DType from, DType storage, const ir::SourceLoc& loc,
       return wrap_i32(v);
     case DType::i64:
       if (unwritten) return v;
-      if (from == DType::f32) return truncate_into(v, -kExactInt, kExactInt, storage, loc, what);
+      if (from == DType::f32)
+        return exact_i64(truncate_into(v, -9.2233720368547758e18, 9.2233720368547758e18, storage, loc, what), loc);
       return v;
     case DType::boolean:
       if (unwritten) return v;
@@ -85,7 +87,8 @@ double cast_to(double v, DType from, DType to, const ir::SourceLoc& loc) {
       return wrap_i32(v);
     case DType::i64:
       if (unwritten) return v;
-      if (from == DType::f32) return truncate_into(v, -kExactInt, kExactInt, to, loc, "cast");
+      if (from == DType::f32)
+        return exact_i64(truncate_into(v, -9.2233720368547758e18, 9.2233720368547758e18, to, loc, "cast"), loc);
       return v;
     case DType::boolean:
       if (unwritten) return v;

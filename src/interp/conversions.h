@@ -8,8 +8,16 @@
 #include <string>
 
 #include "ir/ir.h"
+#include "parhelion/error.h"
 
 namespace parhelion::interp {
+
+// A value the interpreter cannot hold exactly (an integer beyond 2^53): not the kernel's
+// mistake, so callers that use the interpreter as a check fall back to another oracle.
+class Unrepresentable : public UserError {
+ public:
+  using UserError::UserError;
+};
 
 // `v` (of compute dtype `from`) as a tensor of dtype `storage` holds it. An integer or bool
 // `storage` gets an integer; bf16/f16 round to nearest even through f32; f32 rounds to f32.

@@ -274,11 +274,15 @@ class Interpreter {
     switch (op.kind) {
       case OpKind::Load:
         return load(op, shape);
+      // Literals and scalar arguments are f32 values in the language (the backends compute
+      // with the float nearest the number): round them, so that `x > 0.1` compares with 0.1f.
       case OpKind::Constant:
-      case OpKind::Full:
-        return Value::filled(t.dtype, shape, cast_to(op.number, DType::f32, t.dtype, op.loc));
+      case OpKind::Full: {
+        const double number = t.dtype == DType::f32 ? static_cast<double>(static_cast<float>(op.number)) : op.number;
+        return Value::filled(t.dtype, shape, cast_to(number, DType::f32, t.dtype, op.loc));
+      }
       case OpKind::ScalarParam:
-        return Value::filled(DType::f32, {}, scalars_.at(op.param));
+        return Value::filled(DType::f32, {}, static_cast<double>(static_cast<float>(scalars_.at(op.param))));
       case OpKind::TileBegin:
         return Value::filled(DType::i64, {}, static_cast<double>(tile_off_.at(op.tile)));
       case OpKind::TileEnd:

@@ -1,5 +1,6 @@
 #include "ir/verifier.h"
 
+#include <map>
 #include <set>
 
 #include "ir/printer.h"
@@ -155,19 +156,24 @@ class Verifier {
   }
 
   // Whether value `v` is computed from tile `tile`'s position (its begin, end or indices, or a
-  // load indexed by it).
-  bool depends_on_tile(int v, int tile) const {
+  // load indexed by it). A Var read counts as dependent (its value may come from anywhere in
+  // the loop). Memoized: index expressions share subexpressions.
+  bool depends_on_tile(int v, int tile) {
+    auto key = std::make_pair(v, tile);
+    if (auto m = depends_memo_.find(key); m != depends_memo_.end()) return m->second;
     const Op* d = def_.at(v);
-    if (!d) return false;
-    if ((d->kind == OpKind::TileBegin || d->kind == OpKind::TileEnd || d->kind == OpKind::TileIndex) && d->tile == tile)
-      return true;
-    for (const IndexItem& it : d->index)
-      if ((it.kind == IndexItem::Tile && it.tile == tile) ||
-          (it.kind == IndexItem::Scalar && depends_on_tile(it.value, tile)))
-        return true;
-    for (int o : d->operands)
-      if (depends_on_tile(o, tile)) return true;
-    return false;
+    bool r = false;
+    if (d) {
+      r = d->kind == OpKind::VarGet ||
+          ((d->kind == OpKind::TileBegin || d->kind == OpKind::TileEnd || d->kind == OpKind::TileIndex) &&
+           d->tile == tile);
+      for (const IndexItem& it : d->index)
+        r = r || (it.kind == IndexItem::Tile && it.tile == tile) ||
+            (it.kind == IndexItem::Scalar && depends_on_tile(it.value, tile));
+      for (int o : d->operands) r = r || depends_on_tile(o, tile);
+    }
+    depends_memo_[key] = r;
+    return r;
   }
 
   // Every grid step of a launch may run in parallel with the others, so a store must select
@@ -246,6 +252,7 @@ class Verifier {
   std::vector<bool> defined_;
   std::vector<const Op*> def_;  // the op that defines each value (as far as verified)
   const Op* launch_ = nullptr;  // the launch being verified
+  std::map<std::pair<int, int>, bool> depends_memo_;
 };
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "interp/conversions.h"
 #include "interp/interpreter.h"
 #include "ir/printer.h"
 #include "parhelion/error.h"
@@ -156,6 +157,8 @@ class Progress {
 // it "correct", and one that is right "wrong", if the default config were the oracle. A
 // UserError from the interpreter (an out-of-bounds index read from a tensor, a float that does
 // not convert to an integer) is the kernel's, for these inputs: it is reported, not tuned past.
+// A value the interpreter cannot hold exactly (an i64 beyond 2^53) is not: the default config
+// is the oracle then, as for shapes too large to interpret.
 
 std::vector<Array> expected_outputs(const CompiledKernel::Impl& traced,
                                     const std::shared_ptr<CompiledKernel::Impl>& default_kernel,
@@ -164,6 +167,8 @@ std::vector<Array> expected_outputs(const CompiledKernel::Impl& traced,
   if (interp::work_estimate(traced.fn) <= interp::kAffordableWork) {
     try {
       return interp::interpret(traced.fn, args).outputs;
+    } catch (const interp::Unrepresentable&) {
+      // fall through to the default config's outputs
     } catch (const UserError& e) {
       throw UserError("kernel " + traced.name +
                       ": the reference interpreter, which checks the candidates, failed: " + e.what());

@@ -1020,6 +1020,7 @@ class LaunchEmitter {
     }
     --depth_;
     line("}");
+    if (scalar) check_index(op.result);  // a reduced scalar used as a subscript
   }
 
   const lower::BlockProgram& p_;
@@ -1049,14 +1050,22 @@ static inline int64_t ph_abs_i64(int64_t a) { return a < 0 ? -a : a; }
 // maximum/minimum (and amax/amin) propagate NaN, as torch does, whichever operand holds it.
 template <class T> static inline T ph_max(T a, T b) { return (a > b || a != a) ? a : b; }
 template <class T> static inline T ph_min(T a, T b) { return (a < b || a != a) ? a : b; }
-// pow as std::pow and torch define it: x^0 = 1, 0^y, and negative bases with integer exponents.
+// pow as std::pow and torch define it: x^0 = 1^y = 1, NaN otherwise propagates, 0^y, and
+// negative bases with integer exponents (odd ones keep the sign; infinite ones are even).
 static inline float ph_pow(float a, float b) {
-  if (b == 0.0f) return 1.0f;
+  if (b == 0.0f || a == 1.0f) return 1.0f;
+  if (a != a || b != b) return __builtin_nanf("");
   if (a > 0.0f) return ph_rt::exp(b * ph_rt::log(a));
-  if (a == 0.0f) return b > 0.0f ? 0.0f : __builtin_inff();
-  if (a != a || b != b || __builtin_truncf(b) != b) return __builtin_nanf("");  // NaN, or a fractional power of a negative
+  const bool b_inf = __builtin_isinf(b);
+  const bool odd = !b_inf && __builtin_fabsf(b) < 16777216.0f && __builtin_truncf(b) == b && __builtin_fmodf(b, 2.0f) != 0.0f;
+  if (a == 0.0f) {  // +0 or -0: the sign survives odd powers
+    if (b > 0.0f) return odd ? a : 0.0f;
+    return odd ? __builtin_copysignf(__builtin_inff(), a) : __builtin_inff();
+  }
+  if (a == -1.0f && b_inf) return 1.0f;
+  if (!b_inf && __builtin_truncf(b) != b) return __builtin_nanf("");  // a fractional power of a negative
   const float m = ph_rt::exp(b * ph_rt::log(-a));
-  return __builtin_fmodf(b, 2.0f) != 0.0f ? -m : m;
+  return odd ? -m : m;
 }
 // Records the first out-of-range index of a launch (threads race to be first; the caller reads
 // the status after they have joined).

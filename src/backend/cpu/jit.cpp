@@ -117,10 +117,12 @@ JitResult jit_compile(const std::string& source) {
   }
   // A truncated or corrupted object (a crash or a full disk while it was written) would load
   // and then SIGBUS: check it against its manifest, and rebuild it if it does not match.
+  // (Not deleted first: the rebuilt object replaces it atomically, and another process may be
+  // committing the same entry right now.)
   if (!object_is_intact(so)) {
-    discard_object(so);
     write_file_atomically(r.source_path, source);
-    std::string tag = std::to_string(getpid()) + "." + std::to_string(std::hash<std::string>{}(source)&0xffff);
+    static std::atomic<unsigned> builds{0};  // distinct temporary names across threads too
+    std::string tag = std::to_string(getpid()) + "." + std::to_string(builds++);
     std::string tmp_so = base + ".so.tmp." + tag;
     std::string cmd =
         compiler_command() + " " + flags + " " + shell_quote(r.source_path) + " -o " + shell_quote(tmp_so) + " 2>&1";

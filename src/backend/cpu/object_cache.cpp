@@ -92,13 +92,15 @@ void commit_object(const std::string& built, const std::string& object) {
     fs::remove(built, ec);
     throw UserError("cannot read back the compiled kernel " + built + " (is the disk full?)");
   }
+  // The manifest first, then the object: a reader between the two sees them disagree and
+  // rebuilds (a rename replaces the file atomically); nothing is ever deleted under another
+  // process that has just committed the same entry.
+  write_file_atomically(manifest_path(object), manifest_for(bytes));
   fs::rename(built, object, ec);
   if (ec) {
     fs::remove(built, ec);
     throw UserError("cannot move the compiled kernel into the cache: " + ec.message());
   }
-  // The manifest last: until it is there, the entry reads as incomplete and is rebuilt.
-  write_file_atomically(manifest_path(object), manifest_for(bytes));
 }
 
 bool object_is_intact(const std::string& object) {

@@ -84,16 +84,31 @@ std::vector<InterpretResult> run_in_interpret_mode(const std::vector<InterpretCa
   std::ofstream(dir.path / "manifest.json") << manifest.dump();
   std::string cmd = "'" + python + "' '" + (dir.path / "runner.py").string() + "' '" +
                     (dir.path / "manifest.json").string() + "' 2>'" + (dir.path / "stderr.txt").string() + "'";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) throw UserError("cannot start " + python);
+  // Closed on every path (an exception included), so that Python is reaped before the
+  // temporary directory it reads goes away.
+  struct Pipe {
+    FILE* f;
+    int status = -1;
+    int close() {
+      if (f) status = pclose(f);
+      f = nullptr;
+      return status;
+    }
+    ~Pipe() { close(); }
+  } p{popen(cmd.c_str(), "r")};
+  if (!p.f) throw UserError("cannot start " + python);
   std::string line;
   char buf[1 << 16];
-  while (std::fgets(buf, sizeof buf, p)) {
+  while (std::fgets(buf, sizeof buf, p.f)) {
     line += buf;
     if (line.empty() || line.back() != '\n') continue;
     json r = json::parse(line, nullptr, false);
     line.clear();
-    if (r.is_discarded() || results.size() >= cases.size()) continue;
+    // Only the runner's result objects, in order and naming their case: a stray line that a
+    // module or a library prints is not a result.
+    if (r.is_discarded() || !r.is_object() || results.size() >= cases.size() || !r.contains("ok") ||
+        r.value("name", "") != cases[results.size()].name)
+      continue;
     const size_t n = results.size();
     InterpretResult out;
     out.ok = r.value("ok", false);
@@ -104,14 +119,22 @@ std::vector<InterpretResult> run_in_interpret_mode(const std::vector<InterpretCa
       std::vector<Shape> shapes = r.value("shapes", std::vector<Shape>{});
       for (size_t i = 0; i < shapes.size(); ++i) {
         Array a = Array::empty(shapes[i], DType::f32);
-        std::ifstream(dir.path / ("case" + std::to_string(n) + "_out." + std::to_string(i)), std::ios::binary)
-            .read(static_cast<char*>(a.data()), static_cast<std::streamsize>(a.numel() * 4));
+        std::ifstream f(dir.path / ("case" + std::to_string(n) + "_out." + std::to_string(i)), std::ios::binary);
+        const auto want_bytes = static_cast<std::streamsize>(a.numel() * 4);
+        f.read(static_cast<char*>(a.data()), want_bytes);
+        if (f.gcount() != want_bytes) {
+          out.ok = false;
+          out.error = "output " + std::to_string(i) + " came back short (" + std::to_string(f.gcount()) + " of " +
+                      std::to_string(want_bytes) + " bytes)";
+          out.outputs.clear();
+          break;
+        }
         out.outputs.push_back(std::move(a));
       }
     }
     results.push_back(std::move(out));
   }
-  int status = pclose(p);
+  int status = p.close();
   if (results.size() != cases.size()) {
     std::ifstream err(dir.path / "stderr.txt");
     std::string text((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
