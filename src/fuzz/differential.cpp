@@ -90,26 +90,50 @@ struct Outcome {
   std::string kind, config, detail;
 };
 
+void add_finding(json& r, const std::string& kind, const std::string& config, const std::string& detail) {
+  r["findings"].push_back({{"kind", kind}, {"config", config}, {"detail", detail}});
+}
+
+// A program ready to run: its kernel, inputs, trace and the interpreter's outputs. nullptr,
+// with a finding in `r`, when it does not trace or interpret (the generator makes only valid
+// programs, so that is a finding too).
+struct Ready {
+  std::unique_ptr<KernelBase> kernel;
+  std::vector<Array> inputs;
+  std::vector<Arg> args;  // point into `inputs`
+  std::shared_ptr<CompiledKernel::Impl> traced;
+  std::vector<Array> want;
+};
+
+std::unique_ptr<Ready> make_ready(const Program& p, uint64_t seed, json& r) {
+  auto k = std::make_unique<Ready>();
+  k->kernel = make_kernel(p);
+  k->inputs = make_inputs(p, seed);
+  k->args = make_args(p, k->inputs);
+  try {
+    k->traced = k->kernel->trace(k->args);
+    k->want = k->kernel->interpret(k->args);
+  } catch (const UserError& e) {
+    add_finding(r, "rejected", "", e.what());
+    return nullptr;
+  } catch (const std::exception& e) {
+    add_finding(r, "internal error", "", std::string("tracing or interpreting: ") + e.what());
+    return nullptr;
+  }
+  return k;
+}
+
 json check_here(const Program& p, uint64_t seed, int configs, const std::vector<Config>& explicit_configs) {
   json r = {{"findings", json::array()}, {"runs", 0}, {"not_fitting", 0}};
   auto finding = [&](const std::string& kind, const std::string& config, const std::string& detail) {
-    r["findings"].push_back({{"kind", kind}, {"config", config}, {"detail", detail}});
+    add_finding(r, kind, config, detail);
   };
-  std::unique_ptr<KernelBase> kernel = make_kernel(p);
-  std::vector<Array> inputs = make_inputs(p, seed);
-  std::vector<Arg> args = make_args(p, inputs);
-  std::vector<Array> want;
-  std::shared_ptr<CompiledKernel::Impl> traced;
-  try {
-    traced = kernel->trace(args);
-    want = kernel->interpret(args);
-  } catch (const UserError& e) {
-    finding("rejected", "", e.what());  // the generator makes only valid programs
-    return r;
-  } catch (const std::exception& e) {
-    finding("internal error", "", std::string("tracing or interpreting: ") + e.what());
-    return r;
-  }
+  std::unique_ptr<Ready> ready = make_ready(p, seed, r);
+  if (!ready) return r;
+  KernelBase* kernel = ready->kernel.get();
+  const std::vector<Arg>& args = ready->args;
+  const std::vector<Array>& want = ready->want;
+  const auto& traced = ready->traced;
   const Tolerance tol = tolerance_of(p);
   std::vector<Config> todo = explicit_configs;
   if (todo.empty()) {
@@ -356,18 +380,12 @@ struct PallasPending {
 // random config of the pallas space (a clear refusal counts as unsupported, not a finding).
 json prepare_pallas_here(const Program& p, uint64_t seed) {
   json r = {{"findings", json::array()}, {"modules", json::array()}, {"want", json::array()}, {"unsupported", 0}};
-  std::unique_ptr<KernelBase> kernel = make_kernel(p);
-  std::vector<Array> inputs = make_inputs(p, seed);
-  std::vector<Arg> args = make_args(p, inputs);
-  std::vector<Array> want;
-  std::shared_ptr<CompiledKernel::Impl> traced;
-  try {
-    traced = kernel->trace(args);
-    want = kernel->interpret(args);
-  } catch (const UserError& e) {
-    r["findings"].push_back({{"kind", "rejected"}, {"config", ""}, {"detail", e.what()}});
-    return r;
-  }
+  std::unique_ptr<Ready> ready = make_ready(p, seed, r);
+  if (!ready) return r;
+  KernelBase* kernel = ready->kernel.get();
+  const std::vector<Arg>& args = ready->args;
+  const std::vector<Array>& want = ready->want;
+  const auto& traced = ready->traced;
   for (const Array& w : want) {
     json data = json::array();
     for (int64_t i = 0; i < w.numel(); ++i) data.push_back(w.get(i));
