@@ -217,6 +217,31 @@ TEST(Pallas, PipelineThatOnlyWrites) {
   for (int64_t i = 0; i < results[0].outputs[0].numel(); ++i) EXPECT_EQ(results[0].outputs[0].get(i), 1.5);
 }
 
+// x[rows] = x[rows] * 2, in place: the output is the argument itself, which is not padded.
+ph::Tensor double_in_place(ph::Tensor x) {
+  for (auto [tm, tn] : ph::tile(x.size(0), x.size(1))) x[tm, tn] = x[tm, tn] * 2.0f;
+  return x;
+}
+
+TEST(Pallas, InPlaceUpdatesNeedBlocksThatDivide) {
+  ph::Kernel kernel("double_in_place", double_in_place);
+  ph::Array x = ph::Array::random({31, 256}, ph::DType::f32, 1);
+  ph::Config ragged = ph::Config::from_json(R"({"block_sizes":[8,128],"loop_orders":[[0,1]],"num_threads":1})");
+  try {
+    kernel.emit_pallas({x}, "v7x", &ragged);
+    FAIL() << "expected the ragged in-place update to be refused (found by the fuzzer)";
+  } catch (const ph::UserError& err) {
+    EXPECT_NE(std::string(err.what()).find("cannot update arg0 in place"), std::string::npos) << err.what();
+  }
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  ph::Array y = ph::Array::random({32, 256}, ph::DType::f32, 1);
+  ph::Config whole = ph::Config::from_json(R"({"block_sizes":[16,128],"loop_orders":[[0,1]],"num_threads":1})");
+  ph::PallasModule m = kernel.emit_pallas({y}, "v7x", &whole);
+  auto results = pallas::run_in_interpret_mode({{"double_in_place", m.source, "double_in_place", {y}, {}, false}});
+  ASSERT_TRUE(results.at(0).ok) << results[0].error;
+  for (int64_t i = 0; i < y.numel(); ++i) EXPECT_EQ(results[0].outputs.at(0).get(i), 2 * y.get(i));
+}
+
 TEST(Pallas, TpuRulesAreEnforcedBeforeEmitting) {
   const auto& e = ph::kernels::find_kernel("attention");
   // [8,32,32768,256] bf16 resident: K and V, double-buffered, are 64 MiB: more than v7x's VMEM.

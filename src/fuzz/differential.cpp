@@ -131,7 +131,6 @@ json check_here(const Program& p, uint64_t seed, int configs, const std::vector<
   std::unique_ptr<Ready> ready = make_ready(p, seed, r);
   if (!ready) return r;
   KernelBase* kernel = ready->kernel.get();
-  const std::vector<Arg>& args = ready->args;
   const std::vector<Array>& want = ready->want;
   const auto& traced = ready->traced;
   const Tolerance tol = tolerance_of(p);
@@ -145,7 +144,10 @@ json check_here(const Program& p, uint64_t seed, int configs, const std::vector<
   for (const Config& c : todo) {
     std::string cj = c.to_json();
     try {
-      std::vector<Array> got = kernel->compile(args, &c).run(args);
+      // Fresh inputs for every run: an in-place kernel updates its arguments.
+      std::vector<Array> fresh = make_inputs(p, seed);
+      std::vector<Arg> fresh_args = make_args(p, fresh);
+      std::vector<Array> got = kernel->compile(fresh_args, &c).run(fresh_args);
       r["runs"] = r["runs"].get<int>() + 1;
       std::string diff = compare_outputs(got, want, tol);
       if (!diff.empty()) finding("mismatch", cj, diff);

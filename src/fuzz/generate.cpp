@@ -294,10 +294,34 @@ class Generator {
       });
     }
     if (chance(0.3)) leaves.push_back(index_leaf(tiles.back()));
+    const double variant = std::uniform_real_distribution<double>(0, 1)(rng_);
+    if (variant < 0.2) {  // in place: x[tiles] = f(x[tiles], ...), x returned
+      Stmt launch = loop(dims, tiles);
+      launch.body.push_back(store(x, full, fexpr(leaves, exact, 4)));
+      p_.body.push_back(std::move(launch));
+      p_.returns = {x};
+      return;
+    }
     int out = tensor(s, data_dtype(), true);
     Stmt launch = loop(dims, tiles);
     launch.body.push_back(store(out, full, fexpr(leaves, exact, 4)));
     p_.body.push_back(std::move(launch));
+    if (variant < 0.4) {  // a second launch reads the first one's result (at other blocks)
+      std::vector<int> tiles2;
+      std::vector<LoopDim> dims2;
+      for (int i = 0; i < rank; ++i) {
+        tiles2.push_back(new_tile());
+        dims2.push_back(dim(s[i]));
+      }
+      std::vector<Subscript> full2;
+      for (int t : tiles2) full2.push_back(tile_ix(t));
+      std::vector<Leaf> second = {[=, this] { return load(out, full2); }, [=, this] { return load(x, full2); }};
+      int out2 = tensor(s, data_dtype(), true);
+      Stmt launch2 = loop(dims2, tiles2);
+      launch2.body.push_back(store(out2, full2, fexpr(second, {second[1]}, 3)));
+      p_.body.push_back(std::move(launch2));
+      p_.returns = chance(0.5) ? std::vector<int>{out2} : std::vector<int>{out, out2};
+    }
   }
 
   static ReduceFn reduce_fn(size_t i) { return static_cast<ReduceFn>(i % 4); }

@@ -27,6 +27,8 @@ std::vector<int> Program::outputs() const {
   return out;
 }
 
+std::vector<int> Program::returned() const { return returns.empty() ? outputs() : returns; }
+
 // The index values of an integer input (a formula that the printed program repeats).
 static int64_t index_value(int64_t i, uint64_t seed, int64_t bound) {
   return static_cast<int64_t>((static_cast<uint64_t>(i) * 7 + 3 + seed) % static_cast<uint64_t>(bound));
@@ -72,7 +74,7 @@ class Player {
   std::vector<Tensor> run() {
     for (const Stmt& s : p_.body) stmt(s);
     std::vector<Tensor> out;
-    for (int t : p_.outputs()) out.push_back(tensors_[t]);
+    for (int t : p_.returned()) out.push_back(tensors_[t]);
     return out;
   }
 
@@ -297,7 +299,7 @@ class Printer {
 
   std::string kernel() {
     std::ostringstream os;
-    std::vector<int> outs = p_.outputs();
+    std::vector<int> outs = p_.returned();
     std::string ret = outs.size() == 1 ? "ph::Tensor" : "std::tuple<" + repeat("ph::Tensor", outs.size()) + ">";
     os << ret << " " << p_.name << "(";
     bool first = true;
@@ -305,7 +307,7 @@ class Printer {
       if (!p_.tensors[i].is_output) os << (first ? "" : ", ") << "ph::Tensor " << tensor(i), first = false;
     if (p_.has_scalar) os << (first ? "" : ", ") << "ph::Scalar s";
     os << ") {\n";
-    for (int o : outs)
+    for (int o : p_.outputs())
       os << "  auto " << tensor(o) << " = ph::empty(" << shape(p_.tensors[o].shape) << ", "
          << dtype_expr(p_.tensors[o].dtype) << ");\n";
     for (const Stmt& s : p_.body) stmt(os, s, 1);

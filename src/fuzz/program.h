@@ -95,9 +95,13 @@ struct Program {
   std::vector<Stmt> body;  // launches
   int num_tiles = 0, num_vars = 0;
   std::string family;  // which generator made it (for reports)
+  // The tensors the kernel returns (empty: every output). An input here is updated in place;
+  // an output not here is an intermediate between launches.
+  std::vector<int> returns;
 
   int num_inputs() const;
-  std::vector<int> outputs() const;
+  std::vector<int> outputs() const;   // the tensors allocated in host code
+  std::vector<int> returned() const;  // what the kernel returns
 };
 
 // The kernel's inputs: seeded random data in [-1, 1] (index tensors: valid indices).

@@ -437,9 +437,12 @@ BlockProgram lower(const ir::Function& fn, const Config& given, const Target& ta
       // layout ((8, 128) for 32-bit data, (16, 128) for 16-bit; a 1-D array in 512-byte rows: 128 f32,
       // 256 bf16): along every dim the block is ragged in, not only the loop's own, that
       // rounded copy must stay inside the array.
+      // An argument updated in place (aliased as an output) is not padded either: its grid
+      // blocks follow the same rule.
       for (const PallasSlot& s : pl.slots) {
-        if (s.strategy != "pipeline") continue;
         const ir::TensorInfo& t = fn.tensors[s.tensor];
+        const bool in_place = s.written && t.origin == ir::TensorInfo::Param;
+        if (s.strategy != "pipeline" && !in_place) continue;
         const int rank = static_cast<int>(t.shape.size());
         const int64_t bytes = dtype_size(t.dtype);
         for (int d = 0; d < rank; ++d) {
@@ -447,13 +450,20 @@ BlockProgram lower(const ir::Function& fn, const Config& given, const Target& ta
           if (b <= 0 || e % b == 0) continue;  // a squeezed dim, or whole blocks
           const int from_minor = rank - 1 - d;
           const int64_t q = from_minor == 0 ? (rank == 1 ? 512 / bytes : 128) : from_minor == 1 ? 32 / bytes : 1;
-          if (e % q != 0)
-            throw UserError("config " + config.to_json() + " cannot pipeline loop " + ir::tile_name(fn, s.loop_tile) +
-                            " (at " + s.first->loc.str() + "): its last block of " + t.name + " is ragged in dimension " +
-                            std::to_string(d) + " (" + std::to_string(e) + " is not a multiple of the block " +
-                            std::to_string(b) + ") and the TPU's copy of it, rounded up to " + std::to_string(q) +
-                            ", would read past the end. Use a block size that divides " + std::to_string(e) +
-                            ", or the resident strategy.");
+          // (An aliased argument's grid blocks are not rounded but not padded either: in
+          // interpret mode any ragged last block of it is out of bounds.)
+          const bool rounded_overruns = e % q != 0, unpadded = in_place && s.strategy != "pipeline";
+          if (!rounded_overruns && !unpadded) continue;
+          const std::string why =
+              unpadded ? "an argument updated in place is not padded, so that block runs past it"
+                       : "the TPU's copy of it, rounded up to " + std::to_string(q) + ", would read past the end";
+          throw UserError("config " + config.to_json() + " cannot " +
+                          (s.strategy == "pipeline" ? "pipeline loop " + ir::tile_name(fn, s.loop_tile)
+                                                    : "update " + t.name + " in place") +
+                          " (at " + s.first->loc.str() + "): its last block of " + t.name + " is ragged in dimension " +
+                          std::to_string(d) + " (" + std::to_string(e) + " is not a multiple of the block " +
+                          std::to_string(b) + ") and " + why + ". Use a block size that divides " + std::to_string(e) +
+                          (s.strategy == "pipeline" ? ", or the resident strategy." : "."));
         }
       }
     }
