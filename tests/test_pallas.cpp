@@ -242,6 +242,30 @@ TEST(Pallas, InPlaceUpdatesNeedBlocksThatDivide) {
   for (int64_t i = 0; i < y.numel(); ++i) EXPECT_EQ(results[0].outputs.at(0).get(i), 2 * y.get(i));
 }
 
+// A K loop of block 1: TPU blocks squeeze that dim out of both operands (found by the fuzzer:
+// the module failed to trace). Refused at the dot's line.
+ph::Tensor k_by_one(ph::Tensor a, ph::Tensor b) {
+  auto out = ph::empty({a.size(0), b.size(1)});
+  for (auto [tm, tn] : ph::tile(a.size(0), b.size(1))) {
+    ph::Var acc = ph::zeros({tm, tn});
+    for (auto tk : ph::tile(ph::range(a.size(1)).block(1))) acc = acc + ph::dot(a[tm, tk], b[tk, tn]);
+    out[tm, tn] = acc;
+  }
+  return out;
+}
+
+TEST(Pallas, DotOverSqueezedDimIsRefused) {
+  ph::Kernel kernel("k_by_one", k_by_one);
+  ph::Array a = ph::Array::random({8, 4}, ph::DType::f32, 1), b = ph::Array::random({4, 128}, ph::DType::f32, 2);
+  try {
+    kernel.emit_pallas({a, b}, "v7x");
+    FAIL() << "expected a refusal";
+  } catch (const ph::UserError& err) {
+    EXPECT_NE(std::string(err.what()).find("test_pallas.cpp:"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("cannot emit this dot"), std::string::npos) << err.what();
+  }
+}
+
 TEST(Pallas, TpuRulesAreEnforcedBeforeEmitting) {
   const auto& e = ph::kernels::find_kernel("attention");
   // [8,32,32768,256] bf16 resident: K and V, double-buffered, are 64 MiB: more than v7x's VMEM.

@@ -492,6 +492,13 @@ class Emitter {
 
   std::string dot(const Op& op) {
     DotArg a = dot_arg(op.operands[0]), b = dot_arg(op.operands[1]);
+    // A tile of single elements (block 1, a grid index) is squeezed out of TPU blocks: an
+    // operand that loses its M, K or N dim that way is not a matrix for the MXU any more.
+    if (a.rank < 2 || b.rank < 2)
+      throw UserError(op.loc.str() +
+                      ": the pallas backend cannot emit this dot: an operand's matrix dim is indexed by a tile of "
+                      "block 1 (or a grid index), which TPU blocks squeeze out; give that loop a block size of at "
+                      "least 8 (or leave it to the config)");
     // A batched a with a shared 2-D b (broadcast_matmul): no batch dims, a's free dims lead.
     const bool shared_b = a.rank > 2 && b.rank == 2 && !a.transposed;
     if (a.rank != b.rank && !shared_b)
