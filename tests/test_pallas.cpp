@@ -242,7 +242,8 @@ TEST(Pallas, InPlaceUpdatesNeedBlocksThatDivide) {
   for (int64_t i = 0; i < y.numel(); ++i) EXPECT_EQ(results[0].outputs.at(0).get(i), 2 * y.get(i));
 }
 
-// A K loop of block 1: TPU blocks squeeze that dim out of both operands (found by the fuzzer:
+// A K loop of block 1 over K = 1 (a legal block: the whole dim): TPU blocks squeeze that dim out
+// of both operands (found by the fuzzer:
 // the module failed to trace). Refused at the dot's line.
 ph::Tensor k_by_one(ph::Tensor a, ph::Tensor b) {
   auto out = ph::empty({a.size(0), b.size(1)});
@@ -256,7 +257,7 @@ ph::Tensor k_by_one(ph::Tensor a, ph::Tensor b) {
 
 TEST(Pallas, DotOverSqueezedDimIsRefused) {
   ph::Kernel kernel("k_by_one", k_by_one);
-  ph::Array a = ph::Array::random({8, 4}, ph::DType::f32, 1), b = ph::Array::random({4, 128}, ph::DType::f32, 2);
+  ph::Array a = ph::Array::random({8, 1}, ph::DType::f32, 1), b = ph::Array::random({1, 128}, ph::DType::f32, 2);
   try {
     kernel.emit_pallas({a, b}, "v7x");
     FAIL() << "expected a refusal";

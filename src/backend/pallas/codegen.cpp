@@ -136,7 +136,8 @@ class Emitter {
     std::string sig = "SIGNATURE = [";
     for (int i = 0; i < fn_.num_tensor_params; ++i) {
       const ir::TensorInfo& t = fn_.tensors[i];
-      sig += std::string(i ? ", " : "") + "(" + shape_tuple(t.shape) + ", \"" + std::string(dtype_name(t.dtype)) + "\")";
+      sig +=
+          std::string(i ? ", " : "") + "(" + shape_tuple(t.shape) + ", \"" + std::string(dtype_name(t.dtype)) + "\")";
     }
     line(sig + "]");
     line("");
@@ -148,7 +149,8 @@ class Emitter {
     line("    if jax.default_backend() == \"tpu\":");
     line("        return contextlib.nullcontext()");
     line("    device = jax.sharding.AbstractDevice(device_kind=\"TPU v5 lite\", num_cores=1, platform=\"tpu\")");
-    line("    return jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), (\"x\",), abstract_device=device))");
+    line(
+        "    return jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), (\"x\",), abstract_device=device))");
     line("");
     line("");
     line("def _mask(x, axis, valid, fill):");
@@ -161,7 +163,8 @@ class Emitter {
   static std::string python_json(const std::string& json) {
     std::string s = json;
     for (auto [from, to] : {std::pair<std::string, std::string>{"true", "True"}, {"false", "False"}}) {
-      for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+      for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
+        s.replace(p, from.size(), to);
     }
     return s;
   }
@@ -244,8 +247,7 @@ class Emitter {
     int s = cur_->slot_of.at(&op);
     const PallasSlot& slot = cur_->slots[s];
     bool out = op.kind == OpKind::Store;
-    std::string ref = slot.strategy == "pipeline" ? "b" + std::to_string(s) + (out ? "o" : "i")
-                                                  : slot_ref(s, out);
+    std::string ref = slot.strategy == "pipeline" ? "b" + std::to_string(s) + (out ? "o" : "i") : slot_ref(s, out);
     if (slot.strategy != "resident") return ref + "[...]";
     std::vector<std::string> idx;
     for (size_t d = 0; d < op.index.size(); ++d) {
@@ -320,8 +322,8 @@ class Emitter {
       case OpKind::Reduce:
         return def(reduce(op));
       case OpKind::Unsqueeze:
-        return def("jnp.expand_dims(" + operand(op.operands[0]) + ", " +
-                   std::to_string(kept_axis(rt->shape, op.axis)) + ")");
+        return def("jnp.expand_dims(" + operand(op.operands[0]) + ", " + std::to_string(kept_axis(rt->shape, op.axis)) +
+                   ")");
       case OpKind::Transpose:
         return def("jnp.swapaxes(" + operand(op.operands[0]) + ", -1, -2)");
       case OpKind::Dot:
@@ -502,7 +504,8 @@ class Emitter {
     // A batched a with a shared 2-D b (broadcast_matmul): no batch dims, a's free dims lead.
     const bool shared_b = a.rank > 2 && b.rank == 2 && !a.transposed;
     if (a.rank != b.rank && !shared_b)
-      throw UserError(op.loc.str() + ": the pallas backend needs both dot operands to have the same batch dims, or a 2-D "
+      throw UserError(op.loc.str() +
+                      ": the pallas backend needs both dot operands to have the same batch dims, or a 2-D "
                       "right operand");
     // Contracted dims (kept positions) and their masking along a ragged tile.
     const ir::Type& at = type(op.operands[0]);
@@ -542,7 +545,9 @@ class Emitter {
     for (size_t d = 0; d < s.first->index.size(); ++d) {
       const ir::IndexItem& ix = s.first->index[d];
       shape.push_back(s.block[d] < 0 ? "None" : std::to_string(s.block[d]));
-      index.push_back(ix.kind == ir::IndexItem::All ? "0" : ix.tile == s.loop_tile ? loop_index : "g_" + tname(ix.tile));
+      index.push_back(ix.kind == ir::IndexItem::All ? "0"
+                      : ix.tile == s.loop_tile      ? loop_index
+                                                    : "g_" + tname(ix.tile));
     }
     return "pl.BlockSpec(" + tuple_str(shape) + ", " + lambda + tuple_str(index) +
            (buffered ? ", pipeline_mode=pl.Buffered(" + std::to_string(s.buffers) + "))" : ")");
@@ -724,9 +729,9 @@ class Emitter {
   const ir::Function& fn_;
   std::vector<PallasLaunch> launches_;
   const PallasLaunch* cur_ = nullptr;
-  std::set<int> has_value_;       // tensors with a value before the current launch
-  std::set<int> resident_tiles_;  // tiles of the trace-time loops being emitted
-  std::map<int, DType> raw_;      // load result -> its storage dtype (`vN_raw` holds it)
+  std::set<int> has_value_;        // tensors with a value before the current launch
+  std::set<int> resident_tiles_;   // tiles of the trace-time loops being emitted
+  std::map<int, DType> raw_;       // load result -> its storage dtype (`vN_raw` holds it)
   std::map<int, const Op*> defs_;  // value -> its op, as statements are emitted
   std::ostringstream os_;
   int depth_ = 0;
