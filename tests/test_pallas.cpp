@@ -52,6 +52,12 @@ std::vector<Case> cases() {
        ph::DType::f32,
        {R"({"block_sizes":[8,128,256],"inner_loops":[{"strategy":"pipeline","buffers":3},{"strategy":"resident"}],"loop_orders":[],"num_threads":1})",
         R"({"block_sizes":[16,256,128],"inner_loops":[{"strategy":"resident"},{"strategy":"pipeline","buffers":1}],"loop_orders":[],"num_threads":1})"}},
+      // Three buffers for a loop that writes: its outputs stay double-buffered (Mosaic refuses
+      // more; found by the fuzzer).
+      {"softmax_two_pass",
+       {24, 256},
+       ph::DType::f32,
+       {R"({"block_sizes":[8,128,128],"inner_loops":[{"strategy":"pipeline","buffers":3},{"strategy":"pipeline","buffers":3}],"loop_orders":[],"num_threads":1})"}},
       {"welford",
        {24, 384},
        ph::DType::f32,

@@ -115,7 +115,8 @@ class Planner {
     };
     for (const PallasSlot& s : out_.slots) {
       std::string what = fn_.tensors[s.tensor].name + (s.strategy == "grid" ? "" : " " + s.strategy);
-      item(what, s.strategy == "pipeline" ? s.buffers : 2, s.block_bytes);
+      // (outputs of a pipeline are double-buffered at most: see the pallas emitter)
+      item(what, s.strategy == "pipeline" && !s.written ? s.buffers : std::min(s.buffers, 2), s.block_bytes);
     }
     int64_t vars = 0, big1 = 0, big2 = 0;
     for (const ir::VarInfo& v : fn_.vars) {

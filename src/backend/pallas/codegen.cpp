@@ -591,7 +591,11 @@ class Emitter {
     for (int s : slots) {
       const PallasSlot& slot = cur_->slots[s];
       if (!slot.written) continue;
-      out_specs.push_back(block_spec(slot, "lambda i: ", "i", true));
+      // Mosaic buffers a pipeline's outputs at most twice ("Buffer count >2 not supported for
+      // output buffered refs"): a deeper pipeline deepens its inputs only.
+      PallasSlot out = slot;
+      out.buffers = std::min(out.buffers, 2);
+      out_specs.push_back(block_spec(out, "lambda i: ", "i", true));
       out_refs.push_back(slot_ref(s, true));
       params.push_back("b" + std::to_string(s) + "o");
     }
