@@ -261,7 +261,31 @@ ph::Tensor k_by_one(ph::Tensor a, ph::Tensor b) {
   return out;
 }
 
+// The batched form: the batch dim keeps the operands at rank 2 after K is squeezed.
+ph::Tensor batched_k_by_one(ph::Tensor a, ph::Tensor b) {
+  auto [nb, m, k] = a.sizes<3>();
+  auto out = ph::empty({nb, m, b.size(2)});
+  for (auto [tb, tm, tn] : ph::tile(nb, m, b.size(2))) {
+    ph::Var acc = ph::zeros({tb, tm, tn});
+    for (auto tk : ph::tile(ph::range(k).block(1))) acc = acc + ph::dot(a[tb, tm, tk], b[tb, tk, tn]);
+    out[tb, tm, tn] = acc;
+  }
+  return out;
+}
+
 TEST(Pallas, DotOverSqueezedDimIsRefused) {
+  {
+    ph::Kernel batched("batched_k_by_one", batched_k_by_one);
+    ph::Array a = ph::Array::random({1, 16, 1}, ph::DType::f32, 1), b = ph::Array::random({1, 1, 2}, ph::DType::f32, 2);
+    ph::Config c = ph::Config::from_json(
+        R"({"block_sizes":[1,16,2],"inner_loops":[{"buffers":2,"strategy":"pipeline"}],"loop_orders":[[0,1,2]],"micro_kernels":[0],"num_threads":1})");
+    try {
+      batched.emit_pallas({a, b}, "v7x", &c);
+      ADD_FAILURE() << "expected a refusal";
+    } catch (const ph::UserError& err) {
+      EXPECT_NE(std::string(err.what()).find("cannot emit this dot"), std::string::npos) << err.what();
+    }
+  }
   ph::Kernel kernel("k_by_one", k_by_one);
   ph::Array a = ph::Array::random({8, 1}, ph::DType::f32, 1), b = ph::Array::random({1, 128}, ph::DType::f32, 2);
   try {

@@ -496,7 +496,13 @@ class Emitter {
     DotArg a = dot_arg(op.operands[0]), b = dot_arg(op.operands[1]);
     // A tile of single elements (block 1, a grid index) is squeezed out of TPU blocks: an
     // operand that loses its M, K or N dim that way is not a matrix for the MXU any more.
-    if (a.rank < 2 || b.rank < 2)
+    auto matrix_dim_squeezed = [&](int v) {
+      const ir::Type& t = type(v);
+      for (int k = t.rank() - 2; k < t.rank(); ++k)
+        if (k >= 0 && t.shape[k].kind == Dim::Tile && unit(t.shape[k].tile)) return true;
+      return false;
+    };
+    if (a.rank < 2 || b.rank < 2 || matrix_dim_squeezed(op.operands[0]) || matrix_dim_squeezed(op.operands[1]))
       throw UserError(op.loc.str() +
                       ": the pallas backend cannot emit this dot: an operand's matrix dim is indexed by a tile of "
                       "block 1 (or a grid index), which TPU blocks squeeze out; give that loop a block size of at "
