@@ -297,6 +297,30 @@ TEST(Pallas, DotOverSqueezedDimIsRefused) {
   }
 }
 
+// Row sums over a loop of single columns: each trip's reduction is over a squeezed dim (it was
+// emitted as jnp.sum(x, axis=1) of a 1-D value; found by the fuzzer).
+ph::Tensor column_by_column_sum(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m});
+  for (auto tm : ph::tile(m)) {
+    ph::Var acc = ph::zeros({tm});
+    for (auto tn : ph::tile(ph::range(n).block(1))) acc = acc + ph::sum(x[tm, tn], -1);
+    out[tm] = acc;
+  }
+  return out;
+}
+
+TEST(Pallas, ReductionOverASqueezedDim) {
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  ph::Kernel kernel("column_by_column_sum", column_by_column_sum);
+  ph::Array x = ph::Array::random({128, 1}, ph::DType::f32, 3);
+  ph::PallasModule m = kernel.emit_pallas({x}, "v7x");
+  auto results =
+      pallas::run_in_interpret_mode({{"column_by_column_sum", m.source, "column_by_column_sum", {x}, {}, false}});
+  ASSERT_TRUE(results.at(0).ok) << results[0].error << "\n" << m.source;
+  for (int64_t i = 0; i < 128; ++i) EXPECT_FLOAT_EQ(results[0].outputs.at(0).get(i), x.get(i));
+}
+
 TEST(Pallas, TpuRulesAreEnforcedBeforeEmitting) {
   const auto& e = ph::kernels::find_kernel("attention");
   // [8,32,32768,256] bf16 resident: K and V, double-buffered, are 64 MiB: more than v7x's VMEM.

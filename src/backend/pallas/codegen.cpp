@@ -444,6 +444,10 @@ class Emitter {
     auto f = static_cast<ReduceFn>(op.fn);
     std::string x = operand(op.operands[0]);
     const Dim& d = in.shape[op.axis];
+    // Over a unit tile (squeezed out of the value: one element) every reduction is the value
+    // itself; keepdim's size-1 dim is a real one in the result.
+    if (d.kind == Dim::Tile && unit(d.tile))
+      return op.keepdim ? "jnp.expand_dims(" + x + ", " + std::to_string(ax) + ")" : x;
     bool m = masked(d);
     std::string kd = op.keepdim ? ", keepdims=True" : "";
     if (m) {
