@@ -15,24 +15,13 @@
 #include "lower/target.h"
 #include "runtime/compiled_kernel_impl.h"
 
+#include "tests/user_error.h"
+
 namespace ph = parhelion;
 
 namespace {
 
 std::string here(int line) { return std::string("test_errors.cpp:") + std::to_string(line) + ": "; }
-
-template <class F>
-std::string user_error_of(F&& f) {
-  try {
-    f();
-  } catch (const ph::UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a UserError";
-  return "";
-}
-
-#define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
 
 // --- at the call ---------------------------------------------------------------------------------
 

@@ -7,31 +7,13 @@
 
 #include "parhelion/parhelion.h"
 
+#include "tests/user_error.h"
+
 namespace ph = parhelion;
 
 namespace {
 
 std::string here(int line) { return std::string("test_trust.cpp:") + std::to_string(line) + ": "; }
-
-template <class F>
-std::string user_error_of(F&& f) {
-  try {
-    f();
-  } catch (const ph::UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a UserError";
-  return "";
-}
-
-#define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
-
-float worst_difference(const ph::Array& a, const ph::Array& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  float d = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) d = std::max(d, static_cast<float>(std::fabs(a.get(i) - b.get(i))));
-  return d;
-}
 
 // --- a batched dot that accumulates into its third argument --------------------------------------
 
@@ -74,7 +56,7 @@ TEST(Trust, BatchedDotWithAccumulatorArgument) {
     SCOPED_TRACE(cfg);
     ph::Config c = ph::Config::from_json(cfg);
     ph::Array got = k.compile({x, y}, &c).run({x, y}).at(0);
-    EXPECT_LT(worst_difference(got, want), 1e-4);
+    EXPECT_LT(ph::max_abs_diff(got, want), 1e-4);
   }
 }
 
