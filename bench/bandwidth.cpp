@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kernels/registry.h"
-#include "lower/target.h"
+#include "backend/cpu/host.h"
 #include "runtime/thread_pool.h"
 #include "tools/timing.h"
 
@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
                              {"softmax", {8192 / scale, 2048}},
                              {"layer_norm", {8192 / scale, 2048}},
                              {"rms_norm", {8192 / scale, 2048}}};
-  int max_threads = ph::lower::Target::host().threads;
+  int max_threads = ph::backend::cpu::Host::detect().threads;
   std::vector<int> thread_counts = {1};
   if (max_threads >= 2) thread_counts.push_back(2);
 
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
   std::vector<Row> all = triad_rows;
   all.insert(all.end(), copy_rows.begin(), copy_rows.end());
   for (const Prepared& p : runs) all.push_back(p.row);
-  const auto& target = ph::lower::Target::host();
+  const auto& target = ph::backend::cpu::Host::detect();
   if (!as_json) {
     std::printf("# memory-bound kernels vs STREAM triad, same run (%d rounds; CPU: %s; %s)\n", rounds,
                 target.cpu_model.c_str(), target.features.c_str());

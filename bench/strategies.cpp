@@ -15,7 +15,8 @@
 #include <string>
 
 #include "kernels/registry.h"
-#include "lower/target.h"
+#include "backend/cpu/host.h"
+#include "runtime/format_bytes.h"
 #include "tools/timing.h"
 
 namespace ph = parhelion;
@@ -51,11 +52,11 @@ int main(int argc, char** argv) {
   }
   std::string cache = (std::filesystem::temp_directory_path() / ("ph-strategies-" + std::to_string(getpid()))).string();
   setenv("PARHELION_CACHE_DIR", cache.c_str(), 1);
-  const ph::lower::Target& host = ph::lower::Target::host();
+  const ph::backend::cpu::Host& host = ph::backend::cpu::Host::detect();
   const auto& e = ph::kernels::find_kernel("attention");
   if (!as_json) {
     std::printf("# attention strategies on %s: fast memory (L2 per core) %s, %d threads, %s\n", host.cpu_model.c_str(),
-                ph::lower::format_bytes(host.fast_memory_bytes).c_str(), host.threads,
+                ph::format_bytes(host.fast_memory_bytes).c_str(), host.threads,
                 std::string(ph::dtype_name(dtype)).c_str());
     std::printf("| D | S | heads | K+V bytes | best stream | best pipeline | best resident | tuner picked |\n");
     std::printf("|---|---|---|---|---|---|---|---|\n");
@@ -119,7 +120,7 @@ int main(int argc, char** argv) {
       } else {
         std::printf("| %lld | %lld | %lld | %s | %s | %s | %s | %s (%.2f ms) |\n", static_cast<long long>(d),
                     static_cast<long long>(s), static_cast<long long>(heads),
-                    ph::lower::format_bytes(kv_bytes).c_str(), cell(best["stream"]).c_str(),
+                    ph::format_bytes(kv_bytes).c_str(), cell(best["stream"]).c_str(),
                     cell(best["pipeline"]).c_str(), cell(best["resident"]).c_str(), picked.c_str(), r.best_ms);
       }
       std::fflush(stdout);

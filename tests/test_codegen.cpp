@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "kernels/kernels.h"
-#include "lower/target.h"
+#include "backend/cpu/host.h"
 
 namespace ph = parhelion;
 
@@ -16,7 +16,7 @@ void expect_contains(const std::string& src, const std::string& want) {
 TEST(Codegen, AddIsOneFusedVectorizedNestWithRaggedEdges) {
   ph::Array x = ph::Array::zeros({1000, 1003}, ph::DType::f32);
   ph::Config c = ph::Config::from_json(R"({"block_sizes":[16,1024],"loop_orders":[[0,1]],"num_threads":2})");
-  c.num_threads = std::min(2, ph::lower::Target::host().threads);  // a one-core host allows only 1
+  c.num_threads = std::min(2, ph::backend::cpu::Host::detect().threads);  // a one-core host allows only 1
   std::string s = ph::kernels::add.compile({x, x}, &c).source();
   expect_contains(s, "extern \"C\" void ph_launch_0(");
   expect_contains(s, "const int64_t n_t0 = ph_min_i64(16, 1000 - off_t0);");

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "kernels/references.h"
-#include "lower/target.h"
+#include "backend/cpu/host.h"
 #include "parhelion/parhelion.h"
 #include "runtime/gemm/gemm.h"
 #include "tune/accuracy.h"
@@ -57,7 +57,7 @@ TEST(Dot, TransposedOperands) {
           R"({"block_sizes":[64,32,64],"loop_orders":[[1,0]],"micro_kernels":[0],"num_threads":2})"}) {
       ph::Config c = ph::Config::from_json(cfg);
       c.micro_kernels.assign(1, 0);
-      c.num_threads = std::min(c.num_threads, ph::lower::Target::host().threads);  // a one-core host allows 1
+      c.num_threads = std::min(c.num_threads, ph::backend::cpu::Host::detect().threads);  // a one-core host allows 1
       ph::Array out = k.compile({a, b}, &c).run({a, b})[0];
       auto cmp = ph::tune::compare(out, want, ph::DType::f32);
       EXPECT_TRUE(cmp.ok) << cfg << " " << ph::dtype_name(dt) << " err " << cmp.max_abs_err;

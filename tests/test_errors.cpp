@@ -12,8 +12,8 @@
 #include "backend/cpu/jit.h"
 #include "kernels/kernels.h"
 #include "lower/lower.h"
-#include "lower/target.h"
-#include "runtime/compiled_kernel_impl.h"
+#include "backend/cpu/cpu_backend.h"
+#include "driver/compiled_kernel_impl.h"
 
 #include "tests/user_error.h"
 
@@ -175,7 +175,7 @@ TEST(Errors, BlockSizeOutOfDomainNamesTheLoop) {
   EXPECT_HAS(msg, "block_sizes[0] = 3 is out of its domain {1, 2, 4, 8}");
   EXPECT_HAS(msg, "softmax.cpp:");
   c = ph::Config::from_json(R"({"block_sizes":[4],"loop_orders":[],"num_threads":1})");
-  c.num_threads = ph::lower::Target::host().threads + 1;  // one more than this host has, whatever it has
+  c.num_threads = ph::backend::cpu::Host::detect().threads + 1;  // one more than this host has, whatever it has
   EXPECT_HAS(user_error_of([&] { ph::kernels::softmax.compile({x}, &c); }),
              "num_threads = " + std::to_string(c.num_threads) + " is out of its domain");
   c = ph::Config::from_json(R"({"block_sizes":[4,4],"loop_orders":[],"num_threads":1})");
@@ -185,8 +185,9 @@ TEST(Errors, BlockSizeOutOfDomainNamesTheLoop) {
 TEST(Errors, ConfigThatDoesNotFitFastMemoryIsRejectedWithNumbers) {
   ph::Array x = ph::Array::zeros({64, 4096}, ph::DType::f32);
   ph::CompiledKernel k = ph::kernels::softmax.compile({x});
-  ph::lower::Target tiny = ph::lower::Target::host();
-  tiny.fast_memory_bytes = 64 << 10;
+  ph::backend::cpu::Host tiny_host = ph::backend::cpu::Host::detect();
+  tiny_host.fast_memory_bytes = 64 << 10;
+  const ph::backend::cpu::CpuBackend tiny(tiny_host);
   ph::Config c = k.config();
   c.block_sizes[0] = 64;
   std::string msg = user_error_of([&] { ph::lower::lower(k.impl().fn, c, tiny); });

@@ -11,7 +11,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/registry.h"
-#include "runtime/compiled_kernel_impl.h"
+#include "driver/compiled_kernel_impl.h"
 #include "tune/accuracy.h"
 
 namespace ph = parhelion;

@@ -5,8 +5,9 @@
 
 #include "kernels/kernels.h"
 #include "kernels/registry.h"
+#include "backend/cpu/cpu_backend.h"
 #include "lower/lower.h"
-#include "runtime/compiled_kernel_impl.h"
+#include "driver/compiled_kernel_impl.h"
 
 namespace ph = parhelion;
 
@@ -96,8 +97,9 @@ TEST(Strategies, ResidentThatDoesNotFitIsRejectedWithTheNumbers) {
   // (a target of its own keeps the test independent of this machine's L2).
   auto in = attention().make_inputs({1, 16384, 128}, ph::DType::f32, 1);
   ph::CompiledKernel def = attention().kernel->compile(in.args());
-  ph::lower::Target small = ph::lower::Target::host();
-  small.fast_memory_bytes = 2 << 20;
+  ph::backend::cpu::Host small_host = ph::backend::cpu::Host::detect();
+  small_host.fast_memory_bytes = 2 << 20;
+  const ph::backend::cpu::CpuBackend small(small_host);
   ph::Config res = with_strategy(def.config(), "resident", 2);
   try {
     ph::lower::lower(def.impl().fn, res, small);

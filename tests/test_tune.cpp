@@ -11,7 +11,7 @@
 #include "backend/cpu/jit.h"
 #include "kernels/kernels.h"
 #include "kernels/references.h"
-#include "lower/target.h"
+#include "backend/cpu/host.h"
 #include "tune/accuracy.h"
 #include "tune/cache.h"
 #include "tune/search.h"
@@ -158,7 +158,7 @@ TEST(Tuner, RejectsConfigsThatDoNotFitBeforeCompiling) {
   ScopedCache cache("fit");
   // Sized from this host's fast-memory budget (L2 per core, or PARHELION_FAST_MEMORY), not an
   // assumed 1 MiB: a row is 1/16 of the budget, so 64 rows, materialized, are 4 times it.
-  const int64_t budget = ph::lower::Target::host().fast_memory_bytes;
+  const int64_t budget = ph::backend::cpu::Host::detect().fast_memory_bytes;
   const int64_t cols = std::max<int64_t>(256, budget / 16 / static_cast<int64_t>(sizeof(float)));
   ph::Array x = ph::Array::random({64, cols}, ph::DType::f32, 1);
   ph::TuneReport r = ph::kernels::softmax.tune({x}, fast_options());

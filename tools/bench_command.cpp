@@ -13,7 +13,7 @@
 #include "bench/torch_baseline.h"
 #include "kernels/kernels.h"
 #include "kernels/registry.h"
-#include "lower/target.h"
+#include "backend/cpu/host.h"
 #include "tools/timing.h"
 
 namespace parhelion::tools {
@@ -100,7 +100,7 @@ void add_torch_impls(bench::TorchBaseline& torch, const kernels::KernelEntry& e,
 int run_bench(const BenchOptions& o) {
   std::vector<std::string> names = o.kernels;
   if (names.empty()) names = {"matmul", "bmm", "epilogue_subtiling", "matmul_layernorm"};
-  const int max_threads = lower::Target::host().threads;
+  const int max_threads = backend::cpu::Host::detect().threads;
   // On stderr, so that --json's stdout stays one JSON object a line.
   for (const bench::MissingBaseline& m : bench::missing_baselines())
     std::fprintf(stderr, "# baseline missing: %s: %s\n", m.name.c_str(), m.why.c_str());
@@ -223,7 +223,7 @@ int run_bench(const BenchOptions& o) {
       for (Impl& i : c.impls) i.ms.push_back(i.timed ? i.timed() : time_it(i.run, 1, 3, 0.2).median_ms);
 
   if (!o.json) {
-    std::printf("# parhelion bench: %s; OpenBLAS: %s (core %s); oneDNN: %s\n", lower::Target::host().cpu_model.c_str(),
+    std::printf("# parhelion bench: %s; OpenBLAS: %s (core %s); oneDNN: %s\n", backend::cpu::Host::detect().cpu_model.c_str(),
                 bench::openblas_config().c_str(), bench::openblas_core().c_str(),
                 dnnl_impls.empty() ? "absent" : dnnl_impls.c_str());
     if (torch)

@@ -20,9 +20,10 @@
 
 #include "interp/interpreter.h"
 #include "kernels/registry.h"
-#include "lower/target.h"
+#include "backend/cpu/host.h"
+#include "runtime/format_bytes.h"
 #include "parhelion/tpu.h"
-#include "runtime/compiled_kernel_impl.h"
+#include "driver/compiled_kernel_impl.h"
 #include "runtime/host_memory.h"
 #include "tools/bench_command.h"
 #include "tools/cli_options.h"
@@ -97,15 +98,15 @@ int print_json_for(const std::string& report, const Prepared& p) {
 void print_prediction(const ph::TpuPrediction& t) {
   if (!t.fits) {
     std::printf("predicted   does not fit: needs %s of VMEM, the core has %s\n",
-                ph::lower::format_bytes(t.vmem_bytes).c_str(), ph::lower::format_bytes(t.vmem_capacity).c_str());
+                ph::format_bytes(t.vmem_bytes).c_str(), ph::format_bytes(t.vmem_capacity).c_str());
     return;
   }
   std::printf(
       "predicted   %.4f ms, %.1f TFLOP/s, %s-bound (compute %.3f ms, DMA %.3f ms, fixed costs %.3f ms "
       "before overlap)\n",
       t.seconds * 1e3, t.tflops, t.bound.c_str(), t.compute_s * 1e3, t.dma_s * 1e3, t.overhead_s * 1e3);
-  std::printf("strategy    %s; VMEM %s of %s\n", t.strategy.c_str(), ph::lower::format_bytes(t.vmem_bytes).c_str(),
-              ph::lower::format_bytes(t.vmem_capacity).c_str());
+  std::printf("strategy    %s; VMEM %s of %s\n", t.strategy.c_str(), ph::format_bytes(t.vmem_bytes).c_str(),
+              ph::format_bytes(t.vmem_capacity).c_str());
 }
 
 // tune --target pallas --model: the TPU timing model chooses the config; no TPU, no compiling.
@@ -123,7 +124,7 @@ int cmd_tune_tpu(const Options& o, const Prepared& p) {
     if (s.best.fits)
       std::printf("best %.4f ms, %.1f TFLOP/s  %s\n", s.best.seconds * 1e3, s.best.tflops, s.config.to_json().c_str());
     else
-      std::printf("does not fit (needs at least %s of VMEM)\n", ph::lower::format_bytes(s.best.vmem_bytes).c_str());
+      std::printf("does not fit (needs at least %s of VMEM)\n", ph::format_bytes(s.best.vmem_bytes).c_str());
   }
   print_prediction(r.best);
   std::printf("why         %s\n", r.why.c_str());
@@ -266,7 +267,7 @@ int cmd_emit_pallas(const Options& o, const Prepared& p, const std::string& stag
     std::ofstream out(f->second);
     if (!(out << m.source)) throw ph::UserError("cannot write " + f->second);
     std::cerr << "wrote " << f->second << ": " << p.entry->name << " for TPU " << tpu << ", config "
-              << m.config.to_json() << ", VMEM " << ph::lower::format_bytes(m.vmem_bytes) << "\n";
+              << m.config.to_json() << ", VMEM " << ph::format_bytes(m.vmem_bytes) << "\n";
   } else {
     std::cout << m.source;
   }

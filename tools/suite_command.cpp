@@ -15,7 +15,7 @@
 #include "bench/baselines.h"
 #include "bench/torch_baseline.h"
 #include "kernels/registry.h"
-#include "lower/target.h"
+#include "backend/cpu/host.h"
 #include "tools/timing.h"
 
 #ifndef PARHELION_SOURCE_DIR
@@ -59,7 +59,7 @@ Config tuned_config(const kernels::KernelEntry& e, const kernels::Inputs& in, do
   t.budget_seconds = budget;
   t.progress = false;
   Config c = e.kernel->tune(in.args(), t).best_config;
-  c.num_threads = std::min(threads, lower::Target::host().threads);
+  c.num_threads = std::min(threads, backend::cpu::Host::detect().threads);
   return c;
 }
 
@@ -231,7 +231,7 @@ int run_suite(const SuiteOptions& o) {
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   std::printf("# parhelion bench --suite, %s: %s, %d threads (not pinned); %s\n", date,
-              lower::Target::host().cpu_model.c_str(), T, torch->settings().c_str());
+              backend::cpu::Host::detect().cpu_model.c_str(), T, torch->settings().c_str());
   std::printf("# FMA peak %.0f GFLOP/s f32, %.0f bf16; STREAM triad %.1f GB/s; OpenBLAS core %s\n\n", peak_f32,
               peak_bf16, triad, bench::openblas_core().c_str());
   std::printf("| kernel | shape | dtype | eager ms | compile ms | Parhelion ms | vs eager | vs compile | vendor | %% of roofline |\n");

@@ -57,6 +57,17 @@ class CompiledKernel {
   std::shared_ptr<Impl> impl_;
 };
 
+// A kernel's code as a backend generated it for a target (docs/backends.md).
+struct EmittedKernel {
+  std::string target;       // as given: "cpu", "pallas", "pallas:v5e", ...
+  std::string language;     // "c++", "python"
+  std::string source;       // the program's text
+  Config config;            // the config it was generated for (completed with defaults)
+  std::string config_spec;  // the target's config space (legal values only)
+  std::string block_ir;     // the Block IR it was generated from
+  int64_t footprint_bytes = 0;  // fast memory (VMEM on a TPU) the largest launch needs
+};
+
 // A kernel generated for a TPU: a self-contained Python module of JAX Pallas kernels.
 struct PallasModule {
   std::string source;       // the module's text
@@ -102,13 +113,19 @@ class KernelBase {
   // (or returns the cached winner); see tune.h.
   TuneReport tune(const std::vector<Arg>& args, const TuneOptions& options = {});
 
-  // The traced kernel for the signature of `args` (cached): Tile IR, ConfigSpec and the
-  // default config, before any code is generated.
+  // The traced kernel for the signature of `args` (cached), configured for this host's cpu
+  // backend: Tile IR, ConfigSpec and the default config, before any code is generated.
   std::shared_ptr<CompiledKernel::Impl> trace(const std::vector<Arg>& args);
+  // The same trace configured for `target`'s backend (cached per target).
+  std::shared_ptr<CompiledKernel::Impl> trace(const std::vector<Arg>& args, const std::string& target);
 
-  // Generates the kernel for TPU generation `tpu` (v5e, v6e, v5p, v7x) as a Pallas module,
-  // for the signature of `args`, with `config` if given, else the pallas default. Throws
-  // UserError for an illegal config, one that does not fit VMEM, or an unsupported construct.
+  // Generates the kernel for `target` ("cpu", "pallas" = "pallas:v7x", "pallas:v5e", ...)
+  // for the signature of `args`, with `config` if given, else the target's default. Throws
+  // UserError for an unknown target, an illegal config, one that does not fit the target's
+  // fast memory, or a construct the target's backend does not support.
+  EmittedKernel emit(const std::vector<Arg>& args, const std::string& target = "cpu", const Config* config = nullptr);
+
+  // emit() for TPU generation `tpu` (v5e, v6e, v5p, v7x), as a Pallas module.
   PallasModule emit_pallas(const std::vector<Arg>& args, const std::string& tpu = "v7x",
                            const Config* config = nullptr);
 

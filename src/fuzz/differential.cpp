@@ -16,10 +16,8 @@
 
 #include "backend/pallas/interpret.h"
 #include "fuzz/generate.h"
-#include "lower/lower.h"
-#include "lower/tpu.h"
 #include "parhelion/error.h"
-#include "runtime/compiled_kernel_impl.h"
+#include "driver/compiled_kernel_impl.h"
 #include "tune/accuracy.h"
 #include "tune/search.h"
 
@@ -387,14 +385,21 @@ json prepare_pallas_here(const Program& p, uint64_t seed) {
   KernelBase* kernel = ready->kernel.get();
   const std::vector<Arg>& args = ready->args;
   const std::vector<Array>& want = ready->want;
-  const auto& traced = ready->traced;
   for (const Array& w : want) {
     json data = json::array();
     for (int64_t i = 0; i < w.numel(); ++i) data.push_back(w.get(i));
     r["want"].push_back({{"shape", w.shape()}, {"data", data}});
   }
-  ConfigSpec spec = lower::derive_config_spec(traced->fn, lower::pallas_target("v7x"));
-  tune::ConfigCodec codec(spec);
+  // Configuring for pallas plans its default config, which refuses what the backend cannot
+  // express yet: that counts as unsupported, like a refused module.
+  std::shared_ptr<CompiledKernel::Impl> configured;
+  try {
+    configured = kernel->trace(args, "pallas:v7x");
+  } catch (const UserError&) {
+    r["unsupported"] = r["unsupported"].get<int>() + 1;
+    return r;
+  }
+  tune::ConfigCodec codec(configured->spec);
   std::mt19937_64 gen(seed);
   Config random = codec.decode(codec.random(gen));
   for (const Config* c : {static_cast<const Config*>(nullptr), static_cast<const Config*>(&random)}) {

@@ -135,6 +135,7 @@ struct IndexItem {
   enum Kind : uint8_t { Tile, All, Scalar } kind = All;
   int tile = -1;   // Tile
   int value = -1;  // Scalar: an i64 rank-0 value id
+  bool operator==(const IndexItem&) const = default;
 };
 
 struct Op {

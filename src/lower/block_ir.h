@@ -1,21 +1,21 @@
-// Block IR: the explicit-memory program for one Config.
+// Block IR: the explicit-memory program for one Config on one backend.
 //
 // Lowering binds every block-size symbol and decides, per launch:
 //   - the grid: one dimension per top-level tile (steps = ceil(extent / block)), walked in the
 //     config's loop order (last = fastest), its steps split over threads;
 //   - a block spec per operand: the block a grid step touches (shape and index map), and how
 //     it reaches the compute: `direct` (read/written in place in slow memory, streamed through
-//     the caches) or `staged` (copied into a fast-memory buffer first; dot operands, later);
+//     the caches) or `staged` (copied into a fast-memory buffer first: dot operands);
 //   - scratch in fast memory: loop-carried Vars and the intermediate blocks that are
 //     materialized rather than fused into their consumers (see fusion.h);
-//   - inner (device) loops and their strategy: `stream` reads each trip's blocks in place;
-//     `pipeline` copies them into `buffers` fast-memory slots, fetching the next block(s) while
-//     the current one is computed; `resident` copies the loop's whole extent once per outer
-//     block (kept while consecutive grid steps touch the same block) and slices it per trip.
-//     The copies are StagedBlocks, their buffers scratch;
-//   - the footprint: the fast memory one grid step needs, checked against the target.
+//   - every dot: its micro-kernel, its packing workspace, whether it accumulates in place;
+//   - inner (device) loops and their strategy (strategy.h): `stream` reads each trip's blocks
+//     in place; `pipeline` copies them into `buffers` fast-memory slots; `resident` copies the
+//     loop's whole extent once per outer block and slices it per trip. Where the backend asks
+//     lowering to plan these copies, they are StagedBlocks, their buffers scratch;
+//   - the footprint: the fast memory one grid step needs, which the backend checks.
 // The Block IR keeps a pointer to the Tile IR; backends walk the Tile IR ops with these
-// decisions in hand.
+// decisions in hand, and print them: no backend re-derives a decision made here.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +24,13 @@
 #include <vector>
 
 #include "ir/ir.h"
-#include "lower/target.h"
+#include "lower/knobs.h"
+#include "lower/strategy.h"
 #include "parhelion/config.h"
+
+namespace parhelion::backend {
+class Backend;
+}
 
 namespace parhelion::lower {
 
@@ -34,21 +39,37 @@ struct GridDim {
   int64_t begin = 0, extent = 0, block = 1, steps = 0;
 };
 
+// One dimension of an operand block.
+struct BlockDim {
+  enum Kind { Tile, Whole, Unit } kind = Unit;
+  int tile = -1;     // Tile: the tile that indexes it
+  int64_t size = 1;  // the block's extent along it (Unit: 1)
+};
+
+// An offset along one tensor dimension, as a grid step (or inner-loop trip) forms it.
+struct IndexExpr {
+  enum Kind { Zero, TileOffset, Value } kind = Zero;
+  int tile = -1;      // TileOffset: tile index * scale (the tile's offset, scale = its block)
+  int64_t scale = 1;  //   (a grid tile indexes single elements: scale 1)
+  int value = -1;     // Value: a scalar index computed in the kernel (Tile IR value id)
+  bool operator==(const IndexExpr&) const = default;
+};
+
 struct BlockSpec {
   int tensor = 0;
   bool written = false;
   enum Mode { Direct, Staged } mode = Direct;
-  std::vector<std::string> block_shape;  // per tensor dim: block size, full size, or "1"
-  std::vector<std::string> index_map;    // per tensor dim: how a grid step's offset is formed
+  std::vector<BlockDim> block;     // per tensor dim
+  std::vector<IndexExpr> index;    // per tensor dim: the block's offset
   int64_t block_bytes = 0;
 };
 
 struct Scratch {
-  std::string name;  // "v3" for Var 3, "%12" for value 12
-  int var = -1, value = -1;
-  int workspace_of = -1;          // a dot's packing workspace: the dot's result id
-  int staged = -1;                // a StagedBlock's buffer: its index (dtype is then the storage dtype)
-  DType dtype = DType::f32;       // compute dtype
+  enum Kind { VarBuffer, Materialized, DotWorkspace, StagingBuffer } kind = VarBuffer;
+  int var = -1;     // VarBuffer: the Var
+  int value = -1;   // Materialized: the value; DotWorkspace: the dot's result
+  int staged = -1;  // StagingBuffer: the StagedBlock (dtype is then the storage dtype)
+  DType dtype = DType::f32;       // element dtype in the buffer
   std::vector<int64_t> capacity;  // per dim
   int64_t bytes = 0;
   int64_t offset = 0;  // within the step's scratch area, 64-byte aligned
@@ -67,20 +88,44 @@ struct StagedBlock {
   int slots = 1;                  // pipeline: buffer count; resident: 1
   int64_t slot_elems = 0;
   int scratch = -1;
-  std::vector<std::string> key;   // resident: the outer indices the block depends on
+  // Resident: the outer offsets the block depends on (refilled when one changes): tile
+  // offsets of the other tiles and computed scalar indices.
+  std::vector<IndexExpr> refill_key;
 };
 
 struct InnerLoop {
   int tile = 0;
   int64_t begin = 0, extent = 0, block = 1, trips = 0;
-  std::string strategy = "stream";
-  int buffers = 1;           // pipeline: fast-memory slots per staged block
-  std::vector<int> staged;   // StagedBlock indices
+  int knob = -1;                       // its inner_loops knob, -1 if it moves no blocks
+  Strategy strategy = Strategy::Stream;
+  int buffers = 1;                     // pipeline: fast-memory slots per staged block
+  std::vector<int> staged;             // StagedBlock indices
+};
+
+// A dot product: what lowering decided for it.
+struct DotPlan {
+  int result = -1;             // the dot's value id
+  int knob = -1;               // its micro_kernels knob
+  std::string micro_kernel;    // the backend's micro-kernel, e.g. "avx512_12x32", "mxu"
+  int workspace = -1;          // scratch index of its packing workspace, -1: none
+  int accumulate_into = -1;    // a Var the dot adds into in place (acc = acc + dot), or -1
+};
+
+// How the value a pointwise op computes reaches its consumers (see fusion.h): fused (the
+// default: evaluated inside each consumer's loop nest), or computed once into scratch.
+struct ValuePlan {
+  int materialized = -1;  // scratch index when materialized
+  int staged = -1;        // a load that reads through a StagedBlock: its index
+  // A materialized value computed inside the loop of the reduction that first consumes it
+  // (one pass: each element is stored and accumulated), and that reduction's side of it.
+  int in_reduction = -1;  // the producer: the reduction's result id
+  int computes = -1;      // the reduction: the producer's value id
 };
 
 struct LaunchPlan {
   const ir::Op* op = nullptr;
   int index = 0;
+  int loop_order_knob = -1;   // -1: a one-dimensional grid
   std::vector<GridDim> grid;  // in the launch's loop order, outermost first
   int64_t total_steps = 1;
   int num_threads = 1;
@@ -88,20 +133,25 @@ struct LaunchPlan {
   std::vector<Scratch> scratch;
   std::vector<InnerLoop> inner_loops;
   std::vector<StagedBlock> staged;
-  std::map<int, int> staged_load;    // load result id -> StagedBlock index
-  std::map<int, int> materialized;   // value id -> scratch index
-  std::map<int, int> var_scratch;    // var id -> scratch index
-  std::map<int, int> dot_workspace;  // dot result id -> scratch index of its packing workspace
-  std::map<int, int> dot_into_var;   // dot result id -> the Var it accumulates into, in place
+  std::vector<DotPlan> dots;
+  std::map<int, ValuePlan> values;  // value id -> its plan, for values that are not simply fused
+  std::map<int, int> var_scratch;   // var id -> scratch index
   int64_t scratch_bytes = 0;
   int64_t working_set_bytes = 0;  // operand blocks + scratch touched by one grid step
   int64_t footprint_bytes = 0;    // fast memory one step needs: staged blocks + scratch
+
+  // Lookups for the emitters (nullptr / -1 when the value has no such decision).
+  const DotPlan* dot(int result) const;
+  int materialized(int value) const;
+  int staged_load(int value) const;
+  const InnerLoop* inner_loop(int tile) const;
 };
 
 struct BlockProgram {
   const ir::Function* fn = nullptr;
+  const backend::Backend* backend = nullptr;
   Config config;
-  Target target;
+  KnobTable knobs;
   std::vector<int64_t> block_size;  // by block-size id
   std::vector<LaunchPlan> launches;
   int64_t footprint_bytes = 0;  // max over launches
@@ -109,6 +159,11 @@ struct BlockProgram {
   int64_t block_of_tile(int tile) const { return block_size.at(fn->tiles.at(tile).block); }
 };
 
+// The Block IR as text (the stage `block` of `parhelion emit` and `parhelion opt`).
 std::string print(const BlockProgram& p);
+std::string scratch_name(const BlockProgram& p, const LaunchPlan& L, const Scratch& s);
+
+// What to try when a launch does not fit: stream a resident loop, or smaller blocks.
+std::string fit_hint(const BlockProgram& p, const LaunchPlan& L);
 
 }  // namespace parhelion::lower

@@ -1,5 +1,7 @@
 #include "lower/fusion.h"
 
+#include <algorithm>
+
 #include <map>
 #include <vector>
 
@@ -252,6 +254,38 @@ std::set<int> choose_materialized(const ir::Function& fn, const Op& launch, cons
   Fusion f(fn, launch);
   f.in_place_ = in_place_dots;
   return f.run();
+}
+
+namespace {
+
+void find_reduction_producers(const ir::Function& fn, const std::vector<ir::Op>& ops, const std::set<int>& materialized,
+                              std::map<int, int>& out) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const ir::Op& op = ops[i];
+    find_reduction_producers(fn, op.body, materialized, out);
+    if (op.result < 0 || !ir::is_pointwise(op.kind) || !materialized.count(op.result) ||
+        fn.type_of(op.result).rank() == 0)
+      continue;
+    for (size_t j = i + 1; j < ops.size(); ++j) {
+      const ir::Op& next = ops[j];
+      const bool uses = std::find(next.operands.begin(), next.operands.end(), op.result) != next.operands.end();
+      if (next.kind == ir::OpKind::Reduce && uses) {
+        const ir::Type& in = fn.type_of(op.result);
+        if (next.axis == in.rank() - 1 && !in.shape.back().is_one()) out[op.result] = next.result;
+        break;
+      }
+      if (uses || !ir::is_pointwise(next.kind) || next.result < 0 || materialized.count(next.result)) break;
+    }
+  }
+}
+
+}  // namespace
+
+std::map<int, int> producers_computed_by_reductions(const ir::Function& fn, const ir::Op& launch,
+                                                    const std::set<int>& materialized) {
+  std::map<int, int> out;
+  find_reduction_producers(fn, launch.body, materialized, out);
+  return out;
 }
 
 }  // namespace parhelion::lower

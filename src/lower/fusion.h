@@ -28,4 +28,11 @@ std::set<int> choose_materialized(const ir::Function& fn, const ir::Op& launch,
 // computed in place: the micro-kernels add into the Var's buffer. Returns dot result -> var.
 std::map<int, int> accumulating_dots(const ir::Function& fn, const ir::Op& launch);
 
+// A materialized value whose first consumer is a reduction along its last axis is computed
+// inside that reduction's loop (one pass: store each element and accumulate it) instead of in
+// a loop of its own. Only pure, unmaterialized ops that do not read it may lie between.
+// Returns producer value -> reduction result.
+std::map<int, int> producers_computed_by_reductions(const ir::Function& fn, const ir::Op& launch,
+                                                    const std::set<int>& materialized);
+
 }  // namespace parhelion::lower

@@ -1,37 +1,21 @@
-// Lowering: Tile IR + Config -> Block IR. Also the config space and its heuristic default,
-// which are defined by what lowering can do.
+// Lowering: Tile IR + Config -> Block IR, for one backend.
 #pragma once
 
+#include "backend/backend.h"
 #include "ir/ir.h"
 #include "lower/block_ir.h"
-#include "lower/target.h"
 #include "parhelion/config.h"
 
 namespace parhelion::lower {
 
-// An inner tile loop whose trips touch tensor blocks indexed by its tile: the loops that get an
-// inner_loops knob, in program order (the config's order). `loads` are the loads its strategy
-// stages (cpu: of tensors the launch does not write); with `stores` (pallas) every load and
-// store of a block indexed by the loop's tile.
-struct InnerLoopSite {
-  const ir::Op* loop = nullptr;
-  const ir::Op* launch = nullptr;
-  std::vector<const ir::Op*> loads;
-};
-std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool stores);
+// Completes `config` with the defaults of knobs it leaves out, validates it against the
+// config space, plans every launch and has the backend check the plan. Throws UserError when
+// the config is invalid, illegal on the backend's hardware, or does not fit its fast memory
+// (with the numbers).
+BlockProgram lower(const ir::Function& fn, const Config& config, const backend::Backend& backend);
 
-// The configuration space of a traced kernel on a target.
-ConfigSpec derive_config_spec(const ir::Function& fn, const Target& target);
-
-// Binds `config` (validated against the spec) and plans every launch. Throws UserError when
-// the config is invalid or does not fit the target's fast memory (with the numbers).
-BlockProgram lower(const ir::Function& fn, const Config& config, const Target& target);
-
-// Same, without the fast-memory check (the heuristic and the tuner use it to measure).
-BlockProgram plan(const ir::Function& fn, const Config& config, const Target& target);
-
-// The heuristic default: grows block sizes (contiguous dimensions first) while one grid step's
-// working set stays within a slice of fast memory and the grid keeps every thread busy.
-Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Target& target);
+// Plans a valid, complete config without the backend's check: the heuristics and the
+// tuners use it to measure a candidate.
+BlockProgram plan(const ir::Function& fn, const Config& config, const backend::Backend& backend);
 
 }  // namespace parhelion::lower

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "lower/target.h"
+#include "runtime/format_bytes.h"
 #include "parhelion/error.h"
 #include "runtime/parse_number.h"
 
@@ -25,7 +25,7 @@ size_t meminfo_available() {
 }
 
 std::string bytes_text(size_t bytes) {
-  return std::to_string(bytes) + " bytes (" + lower::format_bytes(static_cast<int64_t>(bytes)) + ")";
+  return std::to_string(bytes) + " bytes (" + format_bytes(static_cast<int64_t>(bytes)) + ")";
 }
 
 }  // namespace

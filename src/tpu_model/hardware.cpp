@@ -1,6 +1,6 @@
 #include "tpu_model/hardware.h"
 
-#include "lower/tpu.h"
+#include "backend/pallas/tpu.h"
 #include "parhelion/error.h"
 
 namespace parhelion::tpu_model {
@@ -21,7 +21,7 @@ TpuHardware make(const std::string& name, double bf16, double hbm, int mxu, std:
   h.bf16_flops = bf16;
   h.f32_matmul_ratio = kF32Ratio;
   h.hbm_bytes_per_s = hbm;
-  h.vmem_bytes = lower::tpu_generation(name).vmem_bytes;
+  h.vmem_bytes = backend::pallas::tpu_generation(name).vmem_bytes;
   h.mxu = mxu;
   // VPU: 8 x 128 lanes x 4 ALUs per cycle on v5 (jax tpu_info, scaling book) = 6.1e12 ops/s on
   // v5e at 1.5 GHz, i.e. peak bf16 / 32; the clocks of v6e and v7x are unpublished, so the same
@@ -33,7 +33,7 @@ TpuHardware make(const std::string& name, double bf16, double hbm, int mxu, std:
   h.dma_latency_s = kDmaLatency;
   h.dma_half_bytes = kDmaHalf;
   h.dma_peak_fraction = kDmaPeak;
-  sources.push_back("VMEM: lower/tpu.cpp (Cloud TPU docs; jax tpu_info)");
+  sources.push_back("VMEM: backend/pallas/tpu.cpp (Cloud TPU docs; jax tpu_info)");
   sources.push_back("grid step 0.35 us: jax docs/pallas/tpu/matmul.ipynb, v5e 128^3 blocks (0.0918 s / 64^3 steps)");
   sources.push_back("VPU/EUP rates: 8x128 lanes x 4 ALUs (jax tpu_info, scaling book), scaled by peak from v5e");
   sources.push_back("f32 matmul at 1/3 of bf16: three bf16 passes (XLA precision HIGH)");
@@ -62,7 +62,7 @@ const std::vector<TpuHardware>& tpu_hardware() {
 const TpuHardware& tpu_hardware(const std::string& name) {
   for (const TpuHardware& h : tpu_hardware())
     if (h.name == name) return h;
-  lower::tpu_generation(name);  // throws with the known names
+  backend::pallas::tpu_generation(name);  // throws with the known names
   throw UserError("no timing model for TPU " + name);
 }
 

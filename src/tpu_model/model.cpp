@@ -5,7 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "lower/pallas_plan.h"
+#include "backend/pallas/plan.h"
 
 namespace parhelion::tpu_model {
 
@@ -25,7 +25,7 @@ struct Work {
 
 class LaunchModel {
  public:
-  LaunchModel(const lower::BlockProgram& p, const lower::PallasLaunch& pl, const TpuHardware& hw)
+  LaunchModel(const lower::BlockProgram& p, const backend::pallas::PallasLaunch& pl, const TpuHardware& hw)
       : p_(p), fn_(*p.fn), pl_(pl), L_(*pl.plan), hw_(hw) {}
 
   Prediction run() {
@@ -53,7 +53,7 @@ class LaunchModel {
     Work trip;
   };
 
-  bool unit(int tile) const { return lower::pallas_unit_tile(p_, tile); }
+  bool unit(int tile) const { return backend::pallas::pallas_unit_tile(p_, tile); }
   int64_t block(int tile) const { return std::min(p_.block_of_tile(tile), fn_.tiles[tile].extent()); }
 
   // Kept dims (unit tiles squeezed), as sizes.
@@ -138,8 +138,8 @@ class LaunchModel {
     };
     std::vector<Move> moves;
     std::vector<std::pair<int, double>> piped;  // pipeline slots: loop tile, bytes per trip
-    for (const lower::PallasSlot& s : pl_.slots) {
-      if (s.strategy == "pipeline") {
+    for (const backend::pallas::PallasSlot& s : pl_.slots) {
+      if (s.mode == backend::pallas::PallasSlot::Pipeline) {
         piped.push_back({s.loop_tile, static_cast<double>(s.block_bytes)});
         continue;
       }
@@ -164,11 +164,9 @@ class LaunchModel {
       for (auto& [tile, bytes] : piped)
         if (tile == lw.tile) trip_bytes += bytes;
       double trip_bytes_s = dma_s(trip_bytes);
-      const lower::InnerLoop* il = nullptr;
-      for (const lower::InnerLoop& x : L_.inner_loops)
-        if (x.tile == lw.tile) il = &x;
+      const lower::InnerLoop* il = L_.inner_loop(lw.tile);
       flops += lw.trip.flops * trips;
-      if (il && il->strategy == "pipeline" && trip_bytes_s > 0) {
+      if (il && il->strategy == lower::Strategy::Pipeline && trip_bytes_s > 0) {
         double bubble = hw_.dma_latency_s + trip_bytes_s;
         compute += bubble + trips * (std::max(lw.trip.seconds(), trip_bytes_s) + hw_.pipeline_trip_s) -
                    trip_bytes_s;  // the last trip fetches nothing ahead
@@ -221,7 +219,7 @@ class LaunchModel {
 
   const lower::BlockProgram& p_;
   const ir::Function& fn_;
-  const lower::PallasLaunch& pl_;
+  const backend::pallas::PallasLaunch& pl_;
   const lower::LaunchPlan& L_;
   const TpuHardware& hw_;
   Work step_;
@@ -234,19 +232,25 @@ class LaunchModel {
 Prediction predict(const lower::BlockProgram& p, const TpuHardware& hw) {
   Prediction r;
   r.vmem_capacity = hw.vmem_bytes;
+  // The inner loops' strategies in knob order: "pipelinex2,resident".
+  std::vector<std::string> by_knob(p.knobs.inner_loops.size());
+  for (const lower::LaunchPlan& L : p.launches)
+    for (const lower::InnerLoop& il : L.inner_loops)
+      if (il.knob >= 0)
+        by_knob[il.knob] = std::string(lower::strategy_name(il.strategy)) +
+                           (il.strategy == lower::Strategy::Pipeline ? "x" + std::to_string(il.buffers) : "");
   std::string strategies;
-  for (const InnerLoopChoice& l : p.config.inner_loops)
-    strategies += (strategies.empty() ? "" : ",") + l.strategy + (l.strategy == "pipeline" ? "x" + std::to_string(l.buffers) : "");
+  for (const std::string& s : by_knob) strategies += (strategies.empty() ? "" : ",") + s;
   r.strategy = strategies.empty() ? "none" : strategies;
-  std::vector<lower::PallasLaunch> launches = lower::plan_pallas(p);
-  for (const lower::PallasLaunch& pl : launches) r.vmem_bytes = std::max(r.vmem_bytes, pl.vmem_bytes);
+  std::vector<backend::pallas::PallasLaunch> launches = backend::pallas::plan_pallas(p);
+  for (const backend::pallas::PallasLaunch& pl : launches) r.vmem_bytes = std::max(r.vmem_bytes, pl.vmem_bytes);
   if (r.vmem_bytes > hw.vmem_bytes) {
     r.fits = false;
     r.seconds = INFINITY;
     r.bound = "VMEM";
     return r;
   }
-  for (const lower::PallasLaunch& pl : launches) {
+  for (const backend::pallas::PallasLaunch& pl : launches) {
     Prediction one = LaunchModel(p, pl, hw).run();
     r.seconds += one.seconds;
     r.flops += one.flops;

@@ -3,12 +3,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "lower/lower.h"
-#include "lower/pallas_plan.h"
-#include "lower/tpu.h"
+#include "driver/driver.h"
 #include "parhelion/error.h"
 #include "parhelion/tpu.h"
-#include "runtime/compiled_kernel_impl.h"
+#include "runtime/format_bytes.h"
 #include "tpu_model/model.h"
 #include "tune/search.h"
 
@@ -16,27 +14,23 @@ namespace parhelion {
 
 namespace {
 
+// The kernel configured for the pallas backend of one TPU generation, and its timing model.
 struct Context {
-  std::shared_ptr<CompiledKernel::Impl> traced;
-  lower::Target target;
-  ConfigSpec spec;
+  std::shared_ptr<CompiledKernel::Impl> configured;
   const tpu_model::TpuHardware* hw;
+  const ConfigSpec& spec() const { return configured->spec; }
 };
 
 Context context(KernelBase& kernel, const std::vector<Arg>& args, const std::string& tpu) {
   Context c;
-  c.traced = kernel.trace(args);
-  c.target = lower::pallas_target(tpu);
-  c.spec = lower::derive_config_spec(c.traced->fn, c.target);
   c.hw = &tpu_model::tpu_hardware(tpu);
+  c.configured = kernel.trace(args, "pallas:" + tpu);
   return c;
 }
 
 // Validated and planned without the VMEM check: the model reports "does not fit" itself.
 TpuPrediction model(const Context& c, const Config& config) {
-  c.spec.validate(config);
-  lower::BlockProgram p = lower::plan(c.traced->fn, config, c.target);
-  return tpu_model::predict(p, *c.hw);
+  return tpu_model::predict(driver::plan(*c.configured, config), *c.hw);
 }
 
 std::string ms(double s) {
@@ -51,7 +45,7 @@ std::string ms(double s) {
 TpuPrediction predict_tpu(KernelBase& kernel, const std::vector<Arg>& args, const std::string& tpu,
                           const Config* config) {
   Context c = context(kernel, args, tpu);
-  return model(c, c.spec.complete(config ? *config : lower::default_config(c.traced->fn, c.spec, c.target)));
+  return model(c, c.spec().complete(config ? *config : c.configured->config));
 }
 
 TpuTuneReport tune_tpu(KernelBase& kernel, const std::vector<Arg>& args, const std::string& tpu, int max_points) {
@@ -59,7 +53,7 @@ TpuTuneReport tune_tpu(KernelBase& kernel, const std::vector<Arg>& args, const s
   TpuTuneReport r;
   r.kernel = kernel.name();
   r.tpu = tpu;
-  tune::ConfigCodec codec(c.spec);
+  tune::ConfigCodec codec(c.spec());
   std::map<std::string, size_t> strategy_index;
   auto consider = [&](const Config& cfg) -> double {
     TpuPrediction p;
@@ -101,7 +95,7 @@ TpuTuneReport tune_tpu(KernelBase& kernel, const std::vector<Arg>& args, const s
       }
     }
   } else {
-    auto search = tune::make_differential_evolution(c.spec, 1, {lower::default_config(c.traced->fn, c.spec, c.target)});
+    auto search = tune::make_differential_evolution(c.spec(), 1, {c.configured->config});
     for (int done = 0; done < max_points;) {
       std::vector<Config> batch = search->propose(16);
       if (batch.empty()) break;
@@ -114,12 +108,12 @@ TpuTuneReport tune_tpu(KernelBase& kernel, const std::vector<Arg>& args, const s
   }
   if (!r.best.fits || r.best.seconds == 0)
     throw UserError("no pallas config of " + r.kernel + " fits TPU " + tpu + "'s VMEM (" +
-                    lower::format_bytes(c.hw->vmem_bytes) + ")");
+                    format_bytes(c.hw->vmem_bytes) + ")");
   // Why: the chosen strategy's time against the others', or their VMEM when they do not fit.
   std::ostringstream why;
   why << "chose " << r.best.strategy << " (" << ms(r.best.seconds) << ", " << static_cast<int>(r.best.tflops)
-      << " TFLOP/s, " << r.best.bound << "-bound, VMEM " << lower::format_bytes(r.best.vmem_bytes) << " of "
-      << lower::format_bytes(c.hw->vmem_bytes) << ")";
+      << " TFLOP/s, " << r.best.bound << "-bound, VMEM " << format_bytes(r.best.vmem_bytes) << " of "
+      << format_bytes(c.hw->vmem_bytes) << ")";
   for (const auto& s : r.per_strategy) {
     std::string chosen;
     for (const InnerLoopChoice& l : r.best_config.inner_loops) chosen += (chosen.empty() ? "" : ",") + l.strategy;
@@ -128,8 +122,8 @@ TpuTuneReport tune_tpu(KernelBase& kernel, const std::vector<Arg>& args, const s
       why << "; best " << s.strategy << " " << ms(s.best.seconds) << " (" << static_cast<int>(s.best.tflops)
           << " TFLOP/s)";
     else
-      why << "; " << s.strategy << " does not fit: it needs at least " << lower::format_bytes(s.best.vmem_bytes)
-          << " of VMEM, TPU " << tpu << " has " << lower::format_bytes(c.hw->vmem_bytes);
+      why << "; " << s.strategy << " does not fit: it needs at least " << format_bytes(s.best.vmem_bytes)
+          << " of VMEM, TPU " << tpu << " has " << format_bytes(c.hw->vmem_bytes);
   }
   r.why = why.str();
   return r;

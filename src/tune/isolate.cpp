@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "parhelion/error.h"
-#include "runtime/compiled_kernel_impl.h"
+#include "driver/compiled_kernel_impl.h"
 #include "tune/accuracy.h"
 
 namespace parhelion::tune {

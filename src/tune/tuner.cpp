@@ -25,7 +25,7 @@
 #include "ir/printer.h"
 #include "parhelion/error.h"
 #include "parhelion/kernel.h"
-#include "runtime/compiled_kernel_impl.h"
+#include "driver/driver.h"
 #include "tune/cache.h"
 #include "tune/isolate.h"
 #include "tune/search.h"
@@ -97,10 +97,10 @@ tune::CacheKey cache_key(const CompiledKernel::Impl& k) {
   key.fingerprint = tune::hash_hex(ir::print(k.fn));
   key.signature = signature_of(k);
   for (const auto& a : k.signature) key.dtypes += a.is_tensor ? std::string(dtype_name(a.dtype)) + "," : "s,";
-  key.target = k.target.name;
-  key.hardware = k.target.cpu_model + "|" + k.target.features + "|" + std::to_string(k.target.threads) + " threads|" +
-                 std::to_string(k.target.fast_memory_bytes) + " B";
-  key.compiler = backend::cpu::compiler_identity() + "|" + backend::cpu::compiler_flags();
+  const backend::Machine& m = k.backend->machine();
+  key.target = k.backend->name();
+  key.hardware = m.description + "|" + std::to_string(m.threads) + " threads|" + std::to_string(m.fast_memory_bytes) + " B";
+  key.compiler = k.backend->identity();
   return key;
 }
 
@@ -191,7 +191,7 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
   TuneReport R;
   R.kernel = name();
   R.signature = signature_of(*traced);
-  R.target = traced->target.name;
+  R.target = traced->backend->name();
   R.default_config = traced->config;
   tune::CacheKey key = cache_key(*traced);
   R.cache_key = key.describe();
@@ -220,8 +220,8 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
   const double tol_scale = tolerance_scale(*traced);
   tune::TimingPlan plan;
 
-  auto default_kernel = specialize(*traced, traced->config);
-  load(*default_kernel);
+  auto default_kernel = driver::specialize(*traced, traced->config);
+  driver::load(*default_kernel);
   std::vector<Array> expected = expected_outputs(*traced, default_kernel, args, opt);
 
   if (opt.effort == Effort::none) {
@@ -248,7 +248,7 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
   std::map<std::string, double> by_source;  // generated source -> measured ms
   std::vector<Measured> measured;
   double best_ms = INFINITY;
-  const int batch_size = std::max(1, std::min(traced->target.threads, 4));
+  const int batch_size = std::max(1, std::min(traced->backend->machine().threads, 4));
 
   // The budget bounds the search, but the first batch (the default and its seeds) always runs.
   while (R.candidates < max_candidates && (since(t0) < budget || measured.empty())) {
@@ -259,14 +259,14 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
     for (const Config& c : batch) {
       ++R.candidates;
       try {
-        Measured m{c, specialize(*traced, c)};
-        auto dup = by_source.find(m.kernel->source);
+        Measured m{c, driver::specialize(*traced, c)};
+        auto dup = by_source.find(m.kernel->artifact.source);
         if (dup != by_source.end()) {
           ++R.duplicates;
           search->observe({c, dup->second, std::isfinite(dup->second)});
           continue;
         }
-        by_source[m.kernel->source] = INFINITY;
+        by_source[m.kernel->artifact.source] = INFINITY;
         to_compile.push_back(std::move(m));
       } catch (const UserError& e) {
         ++R.rejected;
@@ -279,7 +279,7 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
     for (size_t i = 0; i < to_compile.size(); ++i)
       workers.emplace_back([&, i] {
         try {
-          load(*to_compile[i].kernel);
+          driver::load(*to_compile[i].kernel);
         } catch (const std::exception& e) {
           compile_errors[i] = e.what();
         }
@@ -308,7 +308,7 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
       }
       if (r.good()) {
         m.ms = r.ms;
-        by_source[m.kernel->source] = r.ms;
+        by_source[m.kernel->artifact.source] = r.ms;
         if (m.config == traced->config) R.default_ms = r.ms;
         best_ms = std::min(best_ms, r.ms);
         measured.push_back(m);

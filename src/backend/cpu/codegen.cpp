@@ -10,6 +10,7 @@
 
 #include "backend/cpu/runtime_source.h"
 #include "ir/printer.h"
+#include "runtime/gemm/gemm.h"
 #include "ir/type_rules.h"
 #include "parhelion/error.h"
 
@@ -86,18 +87,18 @@ class LaunchEmitter {
     line("(void)ph_scalars; (void)ph_scratch; (void)ph_rt_table; (void)ph_st;");
     if (p_.config.index_checks) collect_index_uses();
     for (const lower::Scratch& s : L_.scratch) {
-      std::string ty = s.staged >= 0 || is16(s.dtype) ? storage_type(s.dtype) : c_type(s.dtype);
+      std::string ty = s.kind == lower::Scratch::StagingBuffer || is16(s.dtype) ? storage_type(s.dtype) : c_type(s.dtype);
       line(ty + "* __restrict " + scratch_name(s) + " = reinterpret_cast<" + ty + "*>(ph_scratch + " +
            std::to_string(s.offset) + ");");
     }
     // Resident blocks: the outer indices of the block each buffer holds, kept across the grid
     // steps this call runs, so that consecutive steps on the same block do not copy it again.
     for (const lower::InnerLoop& il : L_.inner_loops) {
-      if (il.strategy != "resident") continue;
+      if (il.strategy != lower::Strategy::Resident) continue;
       for (int k : il.staged) {
         const lower::StagedBlock& b = L_.staged[k];
         line("bool ph_have" + std::to_string(k) + " = false; int64_t ph_key" + std::to_string(k) + "[" +
-             std::to_string(std::max<size_t>(1, b.key.size())) + "] = {0};");
+             std::to_string(std::max<size_t>(1, b.refill_key.size())) + "] = {0};");
         line("(void)ph_key" + std::to_string(k) + ";");
       }
     }
@@ -133,11 +134,23 @@ class LaunchEmitter {
   void line(const std::string& s) { os_ << std::string(depth_ * 2, ' ') << s << "\n"; }
   std::string tname(int tile) const { return ir::tile_name(fn_, tile); }
   std::string scratch_name(const lower::Scratch& s) const {
-    if (s.workspace_of >= 0) return "ws" + std::to_string(s.workspace_of);
-    if (s.staged >= 0) return "stg" + std::to_string(s.staged);
-    return s.var >= 0 ? "var" + std::to_string(s.var) : "m" + std::to_string(s.value);
+    switch (s.kind) {
+      case lower::Scratch::DotWorkspace:
+        return "ws" + std::to_string(s.value);
+      case lower::Scratch::StagingBuffer:
+        return "stg" + std::to_string(s.staged);
+      case lower::Scratch::VarBuffer:
+        return "var" + std::to_string(s.var);
+      case lower::Scratch::Materialized:
+        break;
+    }
+    return "m" + std::to_string(s.value);
   }
   const ir::Type& type(int v) const { return fn_.type_of(v); }
+  const lower::ValuePlan* value_plan(int v) const {
+    auto it = L_.values.find(v);
+    return it == L_.values.end() ? nullptr : &it->second;
+  }
   int64_t block_of(int tile) const { return p_.block_of_tile(tile); }
 
   void declare_tensors() {
@@ -244,14 +257,12 @@ class LaunchEmitter {
     return false;
   }
 
-  // `acc = acc + dot(...)` whose dot accumulates into acc's buffer.
+  // `acc = acc + dot(...)` whose dot lowering made accumulate into acc's buffer.
   bool in_place_var_set(const Op& op) const {
     const Op* add = def_.count(op.operands[0]) ? def_.at(op.operands[0]) : nullptr;
     if (!add || add->kind != OpKind::Binary) return false;
-    for (int v : add->operands) {
-      auto it = L_.dot_into_var.find(v);
-      if (it != L_.dot_into_var.end() && it->second == op.var) return true;
-    }
+    for (int v : add->operands)
+      if (const lower::DotPlan* d = L_.dot(v); d && d->accumulate_into == op.var) return true;
     return false;
   }
 
@@ -299,8 +310,7 @@ class LaunchEmitter {
   // --- expressions ---
   std::string expr(int v, const Idx& idx) {
     if (type(v).rank() == 0) return "s" + std::to_string(v);
-    auto m = L_.materialized.find(v);
-    if (m != L_.materialized.end()) return read(scratch_ref(L_.scratch[m->second], idx), type(v).dtype);
+    if (int m = L_.materialized(v); m >= 0) return read(scratch_ref(L_.scratch[m], idx), type(v).dtype);
     return op_expr(*def_.at(v), idx);
   }
 
@@ -313,10 +323,7 @@ class LaunchEmitter {
   // the current trip (pipeline), or at the trip's offset within the whole extent (resident).
   std::string address(const Op& op, const Idx& idx) {
     if (op.kind == OpKind::Load && !copying_) {
-      auto st = L_.staged_load.find(op.result);
-      if (st != L_.staged_load.end()) {
-        return stg_name(st->second) + "[" + staged_offset(st->second, idx) + "]";
-      }
+      if (int k = L_.staged_load(op.result); k >= 0) return stg_name(k) + "[" + staged_offset(k, idx) + "]";
     }
     return tensor_address(op, idx);
   }
@@ -328,7 +335,7 @@ class LaunchEmitter {
     const lower::StagedBlock& b = L_.staged[k];
     const lower::InnerLoop& il = inner_loop(b.loop_tile);
     std::string t = tname(b.loop_tile);
-    if (il.strategy == "resident") {
+    if (il.strategy == lower::Strategy::Resident) {
       idx[b.inner_dim] = "(off_" + t + " - " + std::to_string(il.begin) + " + " + idx[b.inner_dim] + ")";
       return linear(b.capacity, idx);
     }
@@ -337,12 +344,17 @@ class LaunchEmitter {
   }
 
   const lower::InnerLoop& inner_loop(int tile) const {
-    for (const lower::InnerLoop& il : L_.inner_loops)
-      if (il.tile == tile) return il;
-    throw InternalError("no inner loop for tile");
+    const lower::InnerLoop* il = L_.inner_loop(tile);
+    PH_CHECK(il, "no inner loop for tile");
+    return *il;
   }
 
   std::string tensor_address(const Op& op, const Idx& idx) {
+    return "T" + std::to_string(op.tensor) + "[" + tensor_offset(op, idx) + "]";
+  }
+
+  // The element offset in its tensor of element `idx` of the block `op` loads or stores.
+  std::string tensor_offset(const Op& op, const Idx& idx) {
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     std::string s;
     size_t j = 0;
@@ -363,7 +375,7 @@ class LaunchEmitter {
       std::string term = t.strides[d] == 1 ? pos : pos + " * " + std::to_string(t.strides[d]);
       s += (s.empty() ? "" : " + ") + term;
     }
-    return "T" + std::to_string(op.tensor) + "[" + (s.empty() ? "0" : s) + "]";
+    return s.empty() ? "0" : s;
   }
 
   // Where a dot reads an operand: a pointer to element (0, 0) of the block at batch index
@@ -376,25 +388,25 @@ class LaunchEmitter {
     Idx idx = batch;
     idx.push_back("0");
     idx.push_back("0");
-    auto m = L_.materialized.find(v);
+    const int m = L_.materialized(v);
     const Op& d = *def_.at(v);
-    if (m == L_.materialized.end() && d.kind == OpKind::Transpose) {
+    if (m < 0 && d.kind == OpKind::Transpose) {
       Operand2D o = operand_2d(d.operands[0], batch);
       std::swap(o.rs, o.cs);
       return o;
     }
-    if (m != L_.materialized.end() || d.kind == OpKind::VarGet) {
-      const lower::Scratch& s = L_.scratch[m != L_.materialized.end() ? m->second : L_.var_scratch.at(d.var)];
+    if (m >= 0 || d.kind == OpKind::VarGet) {
+      const lower::Scratch& s = L_.scratch[m >= 0 ? m : L_.var_scratch.at(d.var)];
       return {"(" + scratch_name(s) + " + " + linear(s.capacity, idx) + ")", std::to_string(s.capacity.back()), "1",
               gemm_dtype_code(s.dtype)};
     }
     PH_CHECK(d.kind == OpKind::Load, "dot operand neither loaded nor materialized");
     const char* dcode = gemm_dtype_code(fn_.tensors[d.tensor].dtype);
-    if (auto st = L_.staged_load.find(v); st != L_.staged_load.end()) {
-      const lower::StagedBlock& b = L_.staged[st->second];
+    if (int k = L_.staged_load(v); k >= 0) {
+      const lower::StagedBlock& b = L_.staged[k];
       Idx at = broadcast(type(v).shape, idx);
       int64_t rs = b.capacity.back();
-      return {"(" + stg_name(st->second) + " + " + staged_offset(st->second, at) + ")", std::to_string(rs), "1", dcode};
+      return {"(" + stg_name(k) + " + " + staged_offset(k, at) + ")", std::to_string(rs), "1", dcode};
     }
     // The tensor dimensions behind the block's last two dims.
     const ir::TensorInfo& t = fn_.tensors[d.tensor];
@@ -405,9 +417,7 @@ class LaunchEmitter {
         dims.push_back(static_cast<int>(k));
     }
     Idx at = broadcast(type(v).shape, idx);
-    std::string a = address(d, at);
-    std::string offset = a.substr(a.find('[') + 1, a.size() - a.find('[') - 2);
-    return {"(T" + std::to_string(d.tensor) + " + " + offset + ")", std::to_string(t.strides[dims[dims.size() - 2]]),
+    return {"(T" + std::to_string(d.tensor) + " + " + tensor_offset(d, at) + ")", std::to_string(t.strides[dims[dims.size() - 2]]),
             std::to_string(t.strides[dims.back()]), dcode};
   }
 
@@ -415,17 +425,12 @@ class LaunchEmitter {
   void dot(const Op& op) {
     const ir::Type& r = type(op.result);
     const ir::Type& a = type(op.operands[0]);
-    auto into = L_.dot_into_var.find(op.result);
-    const bool in_place = into != L_.dot_into_var.end();
-    const lower::Scratch& c = L_.scratch[in_place ? L_.var_scratch.at(into->second) : L_.materialized.at(op.result)];
-    const lower::Scratch& ws = L_.scratch[L_.dot_workspace.at(op.result)];
+    const lower::DotPlan& plan = *L_.dot(op.result);
+    const bool in_place = plan.accumulate_into >= 0;
+    const lower::Scratch& c = L_.scratch[in_place ? L_.var_scratch.at(plan.accumulate_into) : L_.materialized(op.result)];
+    const lower::Scratch& ws = L_.scratch[plan.workspace];
     auto extent = [&](const Dim& d) { return d.kind == Dim::Tile ? "n_" + tname(d.tile) : std::to_string(d.size); };
     std::vector<Dim> batch(r.shape.begin(), r.shape.end() - 2);
-    int dot_index = 0;
-    ir::walk(fn_.body, [&](const Op& o) {
-      if (&o == &op) dot_ = dot_index;
-      if (o.kind == OpKind::Dot) ++dot_index;
-    });
     line("{  // dot at " + op.loc.str());
     ++depth_;
     nest(batch, [&](const Idx& b) {
@@ -452,7 +457,7 @@ class LaunchEmitter {
       line("g.c = " + scratch_name(c) + " + " + linear(c.capacity, cidx) +
            "; g.ldc = " + std::to_string(c.capacity.back()) + ";");
       line("g.accumulate = " + std::string(op.operands.size() > 2 || in_place ? "1" : "0") + "; g.kernel = " +
-           std::to_string(p_.config.micro_kernels.at(dot_)) + "; g.workspace = " + scratch_name(ws) + ";");
+           std::to_string(runtime::gemm_kernel_index(plan.micro_kernel)) + "; g.workspace = " + scratch_name(ws) + ";");
       line("ph_rt_table->gemm(&g);");
     });
     --depth_;
@@ -688,33 +693,12 @@ class LaunchEmitter {
     for (size_t i = 0; i < ops.size(); ++i) {
       const Op& op = ops[i];
       if (op.result >= 0) def_[op.result] = &op;
-      if (fuses_into_next_reduction(ops, i)) continue;  // written by that reduction's loop
+      if (const auto* v = value_plan(op.result); v && v->in_reduction >= 0) continue;  // written by its loop
       statement(op);
     }
   }
 
   bool pointwise(const Op& op) const { return ir::is_pointwise(op.kind); }
-
-  // A materialized value whose first consumer is a reduction along its last axis is computed
-  // inside that reduction's loop (one pass: store each element and accumulate it) instead of
-  // in a loop of its own. Only pure, unmaterialized ops that do not read it may lie between.
-  bool fuses_into_next_reduction(const std::vector<Op>& ops, size_t i) {
-    const Op& op = ops[i];
-    if (op.result < 0 || !pointwise(op) || !L_.materialized.count(op.result) || type(op.result).rank() == 0)
-      return false;
-    for (size_t j = i + 1; j < ops.size(); ++j) {
-      const Op& next = ops[j];
-      bool uses = std::find(next.operands.begin(), next.operands.end(), op.result) != next.operands.end();
-      if (next.kind == OpKind::Reduce && uses) {
-        const ir::Type& in = type(op.result);
-        if (next.axis != in.rank() - 1 || in.shape.back().is_one()) return false;
-        deferred_[next.result] = &op;
-        return true;
-      }
-      if (uses || !pointwise(next) || next.result < 0 || L_.materialized.count(next.result)) return false;
-    }
-    return false;
-  }
 
   void statement(const Op& op) {
     switch (op.kind) {
@@ -740,9 +724,9 @@ class LaunchEmitter {
       check_index(op.result);
       return;
     }
-    auto m = L_.materialized.find(op.result);
-    if (m == L_.materialized.end()) return;  // fused into its consumers
-    const lower::Scratch& s = L_.scratch[m->second];
+    const int m = L_.materialized(op.result);
+    if (m < 0) return;  // fused into its consumers
+    const lower::Scratch& s = L_.scratch[m];
     line("{  // materialize %" + std::to_string(op.result) + " (" + std::string(ir::op_name(op)) + ")");
     ++depth_;
     nest(t.shape, [&](const Idx& idx) {
@@ -762,14 +746,14 @@ class LaunchEmitter {
       std::string n = tname(tile);
       int64_t b = block_of(tile);
       const lower::InnerLoop& il = inner_loop(tile);
-      if (il.strategy == "resident") fill_resident(il);
+      if (il.strategy == lower::Strategy::Resident) fill_resident(il);
       line("for (int64_t off_" + n + " = " + std::to_string(t.begin) + "; off_" + n + " < " + std::to_string(t.end) +
            "; off_" + n + " += " + std::to_string(b) + ") {");
       ++depth_;
       line("const int64_t n_" + n + " = ph_min_i64(" + std::to_string(b) + ", " + std::to_string(t.end) + " - off_" +
            n + ");");
       line("(void)n_" + n + ";");
-      if (il.strategy == "pipeline") pipeline_trip(il);
+      if (il.strategy == lower::Strategy::Pipeline) pipeline_trip(il);
     }
     block(op.body);
     for (size_t i = 0; i < op.loop_tiles.size(); ++i) {
@@ -814,8 +798,9 @@ class LaunchEmitter {
            std::to_string(il.extent) + ")");
       ++depth_;
       std::string same = "ph_have" + ks, store_key;
-      for (size_t i = 0; i < b.key.size(); ++i) {
-        std::string key = b.key[i][0] == '%' ? expr(std::stoi(b.key[i].substr(1)), {}) : b.key[i];
+      for (size_t i = 0; i < b.refill_key.size(); ++i) {
+        const lower::IndexExpr& e = b.refill_key[i];
+        std::string key = e.kind == lower::IndexExpr::Value ? expr(e.value, {}) : "off_" + tname(e.tile);
         same += " && ph_key" + ks + "[" + std::to_string(i) + "] == " + key;
         store_key += "ph_key" + ks + "[" + std::to_string(i) + "] = " + key + "; ";
       }
@@ -947,10 +932,10 @@ class LaunchEmitter {
       return o;
     };
     bool scalar = out.rank() == 0;
-    auto m = L_.materialized.find(op.result);
-    PH_CHECK(scalar || m != L_.materialized.end(), "reduction result not materialized");
+    const int m = L_.materialized(op.result);
+    PH_CHECK(scalar || m >= 0, "reduction result not materialized");
     auto out_ref = [&](const Idx& o) {
-      return scalar ? "s" + std::to_string(op.result) : scratch_ref(L_.scratch[m->second], o);
+      return scalar ? "s" + std::to_string(op.result) : scratch_ref(L_.scratch[m], o);
     };
     if (scalar) line(ty + " s" + std::to_string(op.result) + ";");
     line("{  // " + std::string(ir::reduce_name(f)) + " over axis " + std::to_string(op.axis) + " at " + op.loc.str());
@@ -978,14 +963,14 @@ class LaunchEmitter {
             tail.push_back("ir");
             // The element at `at`: read it, or (for a deferred producer) compute and store it.
             auto element = [&](const Idx& at, const std::string& lane_acc) {
-              auto d = deferred_.find(op.result);
-              if (d == deferred_.end()) {
+              const lower::ValuePlan* r = value_plan(op.result);
+              if (!r || r->computes < 0) {
                 line(lane_acc + " = " + combine(lane_acc, expr(op.operands[0], at)) + ";");
                 return;
               }
-              const Op& producer = *d->second;
+              const Op& producer = *def_.at(r->computes);
               line("const " + c_type(type(producer.result).dtype) + " e = " + op_expr(producer, at) + ";");
-              line(scratch_ref(L_.scratch[L_.materialized.at(producer.result)], at) + " = e;");
+              line(scratch_ref(L_.scratch[L_.materialized(producer.result)], at) + " = e;");
               line(lane_acc + " = " + combine(lane_acc, "e") + ";");
             };
             hoisted_loop("ir", "for (; ir + kLanes <= " + count + "; ir += kLanes) {", "", [&] {
@@ -1027,10 +1012,7 @@ class LaunchEmitter {
   const lower::LaunchPlan& L_;
   const ir::Function& fn_;
   std::map<int, const Op*> def_;
-  std::map<int, const Op*> deferred_;
   bool copying_ = false;  // emitting a staging copy: loads read the tensor, not the buffer
-  int dot_ = 0;  // the index of the dot being emitted, among the kernel's dots  // reduction result -> the producer its
-                 // loop computes
   std::ostringstream os_;
   int depth_ = 0;
   std::string hoist_var_;  // the innermost loop's index while its body is generated
@@ -1085,7 +1067,7 @@ std::string launch_symbol(int index) { return "ph_launch_" + std::to_string(inde
 
 std::string generate_source(const lower::BlockProgram& p) {
   std::ostringstream os;
-  os << "// Generated by Parhelion: kernel " << p.fn->name << ", target " << p.target.name << "\n";
+  os << "// Generated by Parhelion: kernel " << p.fn->name << ", target cpu\n";
   os << "// config " << p.config.to_json() << "\n";
   os << "#include <cstdint>\n#include <cstring>\n";
   os << runtime_header_source();

@@ -15,10 +15,11 @@
 
 #include <string>
 
+#include "backend/pallas/tpu.h"
 #include "lower/block_ir.h"
 
 namespace parhelion::backend::pallas {
 
-std::string generate_module(const lower::BlockProgram& program);
+std::string generate_module(const lower::BlockProgram& program, const TpuGeneration& tpu);
 
 }  // namespace parhelion::backend::pallas

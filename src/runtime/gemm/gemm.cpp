@@ -1,5 +1,7 @@
 #include "runtime/gemm/gemm.h"
 
+#include "parhelion/error.h"
+
 #include <cpuid.h>
 #include <immintrin.h>
 
@@ -317,6 +319,13 @@ const std::vector<std::string>& gemm_kernel_names() {
     return n;
   }();
   return names;
+}
+
+int gemm_kernel_index(const std::string& name) {
+  const auto& names = gemm_kernel_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<int>(i);
+  throw InternalError("no gemm micro-kernel named " + name + " on this host");
 }
 
 void gemm(const ph_gemm_args& g) {

@@ -25,6 +25,8 @@ int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k);
 // "generic_4x4"); the bf16 path is used automatically when both operands are bf16 and the host
 // has AVX-512-BF16, whichever f32 kernel is chosen.
 const std::vector<std::string>& gemm_kernel_names();
+// The index of micro-kernel `name` in gemm_kernel_names() (what ph_gemm_args.kernel takes).
+int gemm_kernel_index(const std::string& name);
 
 void gemm(const ph_gemm_args& g);
 

@@ -1,4 +1,4 @@
-#include "lower/target.h"
+#include "backend/cpu/host.h"
 
 #include <cpuid.h>
 
@@ -11,7 +11,7 @@
 #include "parhelion/error.h"
 #include "runtime/parse_number.h"
 
-namespace parhelion::lower {
+namespace parhelion::backend::cpu {
 namespace {
 
 // More threads than any host has: a larger PARHELION_NUM_THREADS is a typo.
@@ -61,34 +61,21 @@ std::string detect_features() {
 
 }  // namespace
 
-const Target& Target::host() {
-  static const Target t = [] {
-    Target t;
-    t.fast_memory_bytes = detect_l2_bytes();
+const Host& Host::detect() {
+  static const Host h = [] {
+    Host h;
+    h.fast_memory_bytes = detect_l2_bytes();
     // A set but unparsable override is refused: ignoring it would tune for the wrong machine.
     if (const char* e = std::getenv("PARHELION_FAST_MEMORY"); e && *e)
-      t.fast_memory_bytes = parse_byte_size(e, "PARHELION_FAST_MEMORY");
-    t.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      h.fast_memory_bytes = parse_byte_size(e, "PARHELION_FAST_MEMORY");
+    h.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (const char* e = std::getenv("PARHELION_NUM_THREADS"); e && *e)
-      t.threads = static_cast<int>(parse_integer(e, "PARHELION_NUM_THREADS", 1, kMaxThreads));
-    t.cpu_model = detect_model();
-    t.features = detect_features();
-    return t;
+      h.threads = static_cast<int>(parse_integer(e, "PARHELION_NUM_THREADS", 1, kMaxThreads));
+    h.cpu_model = detect_model();
+    h.features = detect_features();
+    return h;
   }();
-  return t;
+  return h;
 }
 
-std::string format_bytes(int64_t b) {
-  char buf[64];
-  if (b >= (int64_t{1} << 30))
-    std::snprintf(buf, sizeof buf, "%.1f GiB", b / 1073741824.0);
-  else if (b >= (1 << 20))
-    std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
-  else if (b >= 1024)
-    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
-  else
-    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
-  return buf;
-}
-
-}  // namespace parhelion::lower
+}  // namespace parhelion::backend::cpu

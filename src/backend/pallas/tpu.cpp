@@ -1,8 +1,8 @@
-#include "lower/tpu.h"
+#include "backend/pallas/tpu.h"
 
 #include "parhelion/error.h"
 
-namespace parhelion::lower {
+namespace parhelion::backend::pallas {
 
 const std::vector<TpuGeneration>& tpu_generations() {
   static const std::vector<TpuGeneration> g = {
@@ -23,18 +23,6 @@ const TpuGeneration& tpu_generation(const std::string& name) {
   throw UserError("unknown TPU generation '" + name + "' (known: " + known + ")");
 }
 
-Target pallas_target(const std::string& generation) {
-  const TpuGeneration& g = tpu_generation(generation);
-  Target t;
-  t.name = "pallas";
-  t.tpu = g.name;
-  t.fast_memory_bytes = g.vmem_bytes;
-  t.threads = 1;
-  t.cpu_model = "TPU " + g.name;
-  t.inner_strategies = {"pipeline", "resident"};
-  return t;
-}
-
 bool tpu_block_legal(int64_t block, int64_t dim, int rank_pos, int64_t dtype_bytes) {
   if (block >= dim) return true;  // the whole dimension
   if (rank_pos == 0) return block % 128 == 0;
@@ -42,4 +30,4 @@ bool tpu_block_legal(int64_t block, int64_t dim, int rank_pos, int64_t dtype_byt
   return true;
 }
 
-}  // namespace parhelion::lower
+}  // namespace parhelion::backend::pallas

@@ -1,21 +1,46 @@
-#include "lower/pallas_plan.h"
+#include "backend/pallas/plan.h"
 
 #include <algorithm>
 
 #include "ir/printer.h"
 #include "parhelion/error.h"
+#include "runtime/format_bytes.h"
 
-namespace parhelion::lower {
+namespace parhelion::backend::pallas {
 
 using ir::Op;
 using ir::OpKind;
+using lower::BlockProgram;
+using lower::InnerLoop;
+using lower::LaunchPlan;
+using lower::Strategy;
 
 bool pallas_unit_tile(const BlockProgram& p, int tile) {
   const ir::TileInfo& t = p.fn->tiles[tile];
   return t.is_grid || p.fn->block_sizes[t.block].fixed == 1;
 }
 
+const char* mode_name(PallasSlot::Mode m) {
+  switch (m) {
+    case PallasSlot::Grid:
+      return "grid";
+    case PallasSlot::Resident:
+      return "resident";
+    case PallasSlot::Pipeline:
+      return "pipeline";
+  }
+  return "?";
+}
+
 namespace {
+
+// The same tensor dims indexed by the same tiles (a slot's block is shaped by its tiles).
+bool same_tiles(const std::vector<ir::IndexItem>& a, const std::vector<ir::IndexItem>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t d = 0; d < a.size(); ++d)
+    if (a[d].kind != b[d].kind || a[d].tile != b[d].tile) return false;
+  return true;
+}
 
 int64_t vmem_dtype_bytes(DType d) { return d == DType::i64 ? 4 : dtype_size(d); }
 
@@ -32,12 +57,6 @@ class Planner {
   }
 
  private:
-  const InnerLoop* inner(int tile) const {
-    for (const InnerLoop& il : L_.inner_loops)
-      if (il.tile == tile) return &il;
-    return nullptr;
-  }
-
   void unsupported(const Op& op, const std::string& what) {
     throw UserError(op.loc.str() + ": the pallas backend does not support " + what + " yet (kernel " + fn_.name + ")");
   }
@@ -65,13 +84,12 @@ class Planner {
         if (loop && ix.tile == loop->loop_tiles[0]) loop_tile = ix.tile;
       }
     }
-    std::string sig = std::to_string(op.tensor) + "@" + std::to_string(loop_tile);
-    for (const ir::IndexItem& ix : op.index)
-      sig += "," + std::to_string(static_cast<int>(ix.kind)) + ":" + std::to_string(ix.tile);
-    if (auto it = by_sig_.find(sig); it != by_sig_.end()) {
-      PallasSlot& s = out_.slots[it->second];
+    // Loads and stores of one tensor at the same tile indices, in the same loop, share a slot.
+    for (size_t k = 0; k < out_.slots.size(); ++k) {
+      PallasSlot& s = out_.slots[k];
+      if (s.tensor != op.tensor || s.loop_tile != loop_tile || !same_tiles(s.first->index, op.index)) continue;
       (op.kind == OpKind::Load ? s.read : s.written) = true;
-      out_.slot_of[&op] = it->second;
+      out_.slot_of[&op] = static_cast<int>(k);
       return;
     }
     PallasSlot s;
@@ -79,11 +97,12 @@ class Planner {
     s.first = &op;
     (op.kind == OpKind::Load ? s.read : s.written) = true;
     s.loop_tile = loop_tile;
-    s.strategy = "grid";
     if (loop_tile >= 0) {
-      const InnerLoop* il = inner(loop_tile);
-      s.strategy = il->strategy;
-      s.buffers = il->strategy == "pipeline" ? il->buffers : 2;
+      const InnerLoop* il = L_.inner_loop(loop_tile);
+      s.mode = il->strategy == Strategy::Pipeline   ? PallasSlot::Pipeline
+               : il->strategy == Strategy::Resident ? PallasSlot::Resident
+                                                    : PallasSlot::Grid;
+      s.buffers = il->strategy == Strategy::Pipeline ? il->buffers : 2;
     }
     int64_t elems = 1;
     for (size_t d = 0; d < op.index.size(); ++d) {
@@ -94,13 +113,12 @@ class Planner {
           s.block.push_back(-1);
           continue;
         }
-        if (!(ix.tile == loop_tile && s.strategy == "resident")) b = std::min(p_.block_of_tile(ix.tile), t.shape[d]);
+        if (!(ix.tile == loop_tile && s.mode == PallasSlot::Resident)) b = std::min(p_.block_of_tile(ix.tile), t.shape[d]);
       }
       s.block.push_back(b);
       elems *= b;
     }
     s.block_bytes = elems * dtype_size(t.dtype);
-    by_sig_[sig] = static_cast<int>(out_.slots.size());
     out_.slot_of[&op] = static_cast<int>(out_.slots.size());
     out_.slots.push_back(std::move(s));
   }
@@ -114,9 +132,9 @@ class Planner {
       detail += (detail.empty() ? "" : ", ") + what + " " + std::to_string(n) + " x " + format_bytes(bytes);
     };
     for (const PallasSlot& s : out_.slots) {
-      std::string what = fn_.tensors[s.tensor].name + (s.strategy == "grid" ? "" : " " + s.strategy);
+      std::string what = fn_.tensors[s.tensor].name + (s.mode == PallasSlot::Grid ? "" : std::string(" ") + mode_name(s.mode));
       // (outputs of a pipeline are double-buffered at most: see the pallas emitter)
-      item(what, s.strategy == "pipeline" && !s.written ? s.buffers : std::min(s.buffers, 2), s.block_bytes);
+      item(what, s.mode == PallasSlot::Pipeline && !s.written ? s.buffers : std::min(s.buffers, 2), s.block_bytes);
     }
     int64_t vars = 0, big1 = 0, big2 = 0;
     for (const ir::VarInfo& v : fn_.vars) {
@@ -153,7 +171,6 @@ class Planner {
   const ir::Function& fn_;
   const LaunchPlan& L_;
   PallasLaunch out_;
-  std::map<std::string, int> by_sig_;
 };
 
 }  // namespace
@@ -164,4 +181,4 @@ std::vector<PallasLaunch> plan_pallas(const BlockProgram& p) {
   return out;
 }
 
-}  // namespace parhelion::lower
+}  // namespace parhelion::backend::pallas

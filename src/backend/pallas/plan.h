@@ -20,14 +20,15 @@
 
 #include "lower/block_ir.h"
 
-namespace parhelion::lower {
+namespace parhelion::backend::pallas {
 
 struct PallasSlot {
   int tensor = 0;
   bool read = false, written = false;
   const ir::Op* first = nullptr;  // the first load/store through it (its index)
   int loop_tile = -1;             // -1: grid level; else the inner loop's tile
-  std::string strategy;           // "grid", "resident" or "pipeline"
+  // How the block reaches VMEM: a grid-level BlockSpec, or an inner loop's strategy.
+  enum Mode { Grid, Resident, Pipeline } mode = Grid;
   int buffers = 2;
   std::vector<int64_t> block;  // per tensor dim: block extent, or -1 for a squeezed dim
   int64_t block_bytes = 0;     // one buffer
@@ -35,7 +36,7 @@ struct PallasSlot {
 
 struct PallasLaunch {
   int index = 0;
-  const LaunchPlan* plan = nullptr;
+  const lower::LaunchPlan* plan = nullptr;
   std::vector<PallasSlot> slots;
   std::map<const ir::Op*, int> slot_of;  // load/store -> slot
   int64_t vmem_bytes = 0;
@@ -44,9 +45,11 @@ struct PallasLaunch {
 
 // True for a tile whose blocks are single elements (grid loops, fixed block 1): its dims are
 // squeezed out of pallas blocks and values.
-bool pallas_unit_tile(const BlockProgram& p, int tile);
+bool pallas_unit_tile(const lower::BlockProgram& p, int tile);
 
 // Throws UserError (naming the user's line) for what the pallas backend cannot express yet.
-std::vector<PallasLaunch> plan_pallas(const BlockProgram& p);
+std::vector<PallasLaunch> plan_pallas(const lower::BlockProgram& p);
 
-}  // namespace parhelion::lower
+const char* mode_name(PallasSlot::Mode m);  // "grid", "resident", "pipeline"
+
+}  // namespace parhelion::backend::pallas

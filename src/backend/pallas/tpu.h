@@ -7,9 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "lower/target.h"
-
-namespace parhelion::lower {
+namespace parhelion::backend::pallas {
 
 struct TpuGeneration {
   std::string name;          // "v5e", "v6e", "v5p", "v7x"
@@ -22,14 +20,9 @@ const std::vector<TpuGeneration>& tpu_generations();
 // Throws UserError naming the known generations.
 const TpuGeneration& tpu_generation(const std::string& name);
 
-// The pallas target for a generation: fast memory = VMEM, one grid step at a time (the
-// TensorCore's grid is sequential; megacore sharding comes from "parallel" dimensions),
-// inner loops `pipeline` (emit_pipeline) or `resident` (whole extent in VMEM).
-Target pallas_target(const std::string& generation);
-
 // TPU block legality: a block's last dim must be a multiple of 128 or the whole dim, its
 // second-to-last a multiple of the sublane count (8 for 32-bit, 16 for 16-bit types) or the
 // whole dim. `rank_pos` counts from the end: 0 = last dim.
 bool tpu_block_legal(int64_t block, int64_t dim, int rank_pos, int64_t dtype_bytes);
 
-}  // namespace parhelion::lower
+}  // namespace parhelion::backend::pallas

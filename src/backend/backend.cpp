@@ -1,0 +1,19 @@
+#include "backend/backend.h"
+
+#include "lower/block_ir.h"
+#include "parhelion/error.h"
+
+namespace parhelion::backend {
+
+bool Backend::block_size_legal(const ir::Function&, int, int64_t) const { return true; }
+
+int64_t Backend::footprint_bytes(const lower::BlockProgram& p) const { return p.footprint_bytes; }
+
+int64_t Backend::dot_workspace_bytes(int64_t, int64_t, int64_t) const { return 0; }
+
+std::shared_ptr<Executable> Backend::load(const Artifact&, const lower::BlockProgram&) const {
+  throw UserError("the " + name() + " backend generates code for other hardware; it cannot run in this process (" +
+                  machine().description + ")");
+}
+
+}  // namespace parhelion::backend

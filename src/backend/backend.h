@@ -1,0 +1,107 @@
+// Backend: everything target-specific, behind one interface.
+//
+// The shared pipeline (src/driver/driver.h) traces, verifies, derives the config space, lowers
+// Tile IR to Block IR and then hands the Block IR to a backend. Shared passes never ask which
+// backend they serve; they ask what it can do (Capabilities) and let it decide what only it
+// knows: which block sizes its hardware accepts, its micro-kernels, its heuristic default
+// config, whether a planned program fits its fast memory, and how to turn the Block IR into
+// code. A backend lives in its own folder (src/backend/<name>/) and is listed once in
+// registry.cpp; adding one touches no other backend and no shared pass (docs/backends.md).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "lower/strategy.h"
+#include "parhelion/config.h"
+
+namespace parhelion::lower {
+struct BlockProgram;
+}
+
+namespace parhelion::backend {
+
+// The numbers of the machine a backend compiles for that the shared passes read.
+struct Machine {
+  int64_t fast_memory_bytes = 1 << 20;  // per core: what one grid step's blocks must fit in
+  int threads = 1;                      // hardware threads a launch may split its grid over
+  std::string description;              // e.g. "Intel Xeon ... (avx512f avx2)", "TPU v7x"
+};
+
+// What a backend can do, asked by lowering and the config space instead of its name.
+struct Capabilities {
+  // How inner tile loops may move their blocks (config knob inner_loops[i].strategy); the
+  // first is the default.
+  std::vector<lower::Strategy> inner_loop_strategies;
+  int max_pipeline_buffers = 3;
+  // Every block an inner loop touches moves through fast memory, stores and blocks of
+  // tensors the launch writes included (a TPU computes only on VMEM). Otherwise only blocks of
+  // tensors the launch only reads are staged (a staged copy of a written tensor goes stale).
+  bool inner_loops_move_every_block = false;
+  // Lowering plans the copies of pipelined and resident inner loops (StagedBlocks in scratch)
+  // and the backend emits them; otherwise the backend's own machinery moves the blocks
+  // (Pallas: BlockSpecs and emit_pipeline) and plans its buffers itself.
+  bool lowering_plans_staged_copies = false;
+  // The generated code can be compiled and run in this process (load() works).
+  bool runs_on_host = false;
+};
+
+// What code generation produces: the text of one self-contained program.
+struct Artifact {
+  std::string language;  // "c++", "python"
+  std::string source;
+};
+
+// A loaded artifact: runs the program's launches on this host.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  // Runs launch `index` on the kernel's tensors (by Tile IR tensor id) and scalar arguments.
+  // Throws UserError for a failure the user can fix (an out-of-bounds computed index).
+  virtual void run_launch(int index, void* const* tensors, const double* scalars) const = 0;
+  // Where the compiled program came from, for `CompiledKernel`'s accessors.
+  std::string source_path;
+  bool cache_hit = false;
+  double compile_seconds = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // The backend's name as users write it ("cpu", "pallas") and the machine it compiles for.
+  virtual std::string name() const = 0;
+  virtual const Machine& machine() const = 0;
+  virtual const Capabilities& capabilities() const = 0;
+  // Everything besides the Block IR that the generated code depends on (the compiler and its
+  // flags, the host's ISA, the TPU generation): part of every cache key.
+  virtual std::string identity() const = 0;
+
+  // --- the config space -------------------------------------------------------------------
+  // Whether block size `block` of block-size symbol `block_id` is legal on this hardware for
+  // every block it shapes (TPU blocks have layout rules). The config space offers legal ones.
+  virtual bool block_size_legal(const ir::Function& fn, int block_id, int64_t block) const;
+  // The register-blocked micro-kernels of a dot, best first.
+  virtual std::vector<std::string> micro_kernels(const ir::Function& fn, const ir::Op& dot) const = 0;
+  // The fast-memory workspace a dot of an m x n result over k packs its operands into (0: none).
+  virtual int64_t dot_workspace_bytes(int64_t m, int64_t n, int64_t k) const;
+  // The heuristic default point of `spec`.
+  virtual Config default_config(const ir::Function& fn, const ConfigSpec& spec) const = 0;
+
+  // --- after lowering -------------------------------------------------------------------
+  // Throws UserError, with the numbers and the user's line, when a planned program is not
+  // legal on this hardware or does not fit its fast memory.
+  virtual void check(const lower::BlockProgram& program) const = 0;
+  // The fast memory the largest launch of a planned program needs on this hardware (by
+  // default the Block IR's footprint: its scratch).
+  virtual int64_t footprint_bytes(const lower::BlockProgram& program) const;
+  virtual Artifact generate(const lower::BlockProgram& program) const = 0;
+  // Compiles (or finds in a cache) and loads an artifact. The default throws: the backend's
+  // code runs on other hardware.
+  virtual std::shared_ptr<Executable> load(const Artifact& artifact, const lower::BlockProgram& program) const;
+};
+
+}  // namespace parhelion::backend

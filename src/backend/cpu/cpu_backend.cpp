@@ -1,0 +1,59 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include "backend/cpu/codegen.h"
+#include "backend/cpu/default_config.h"
+#include "backend/cpu/executor.h"
+#include "backend/cpu/jit.h"
+#include "lower/block_ir.h"
+#include "parhelion/error.h"
+#include "runtime/format_bytes.h"
+#include "runtime/gemm/gemm.h"
+
+namespace parhelion::backend::cpu {
+
+CpuBackend::CpuBackend(const Host& host) : host_(host) {
+  machine_.fast_memory_bytes = host.fast_memory_bytes;
+  machine_.threads = host.threads;
+  machine_.description = host.cpu_model + " (" + host.features + ")";
+  caps_.inner_loop_strategies = {lower::Strategy::Stream, lower::Strategy::Pipeline, lower::Strategy::Resident};
+  caps_.inner_loops_move_every_block = false;
+  caps_.lowering_plans_staged_copies = true;
+  caps_.runs_on_host = true;
+}
+
+std::string CpuBackend::identity() const {
+  return compiler_identity() + "|" + compiler_flags() + "|" + host_.features;
+}
+
+std::vector<std::string> CpuBackend::micro_kernels(const ir::Function&, const ir::Op&) const {
+  return runtime::gemm_kernel_names();
+}
+
+int64_t CpuBackend::dot_workspace_bytes(int64_t m, int64_t n, int64_t k) const {
+  return runtime::gemm_workspace_bytes(m, n, k);
+}
+
+Config CpuBackend::default_config(const ir::Function& fn, const ConfigSpec& spec) const {
+  return cpu::default_config(fn, spec, *this);
+}
+
+void CpuBackend::check(const lower::BlockProgram& p) const {
+  for (const lower::LaunchPlan& L : p.launches)
+    if (L.footprint_bytes > machine_.fast_memory_bytes) {
+      std::string what;
+      for (const lower::Scratch& s : L.scratch)
+        what += (what.empty() ? "" : ", ") + lower::scratch_name(p, L, s) + " " + format_bytes(s.bytes);
+      throw UserError("config " + p.config.to_json() + " does not fit: launch " + std::to_string(L.index) +
+                      " of kernel " + p.fn->name + " needs " + format_bytes(L.footprint_bytes) +
+                      " of fast memory per grid step (" + what + "); the target has " +
+                      format_bytes(machine_.fast_memory_bytes) + ". " + lower::fit_hint(p, L));
+    }
+}
+
+Artifact CpuBackend::generate(const lower::BlockProgram& p) const { return {"c++", generate_source(p)}; }
+
+std::shared_ptr<Executable> CpuBackend::load(const Artifact& artifact, const lower::BlockProgram& p) const {
+  return load_executable(artifact.source, p);
+}
+
+}  // namespace parhelion::backend::cpu

@@ -1,0 +1,38 @@
+// The cpu backend: one C++ translation unit per kernel, compiled by the system compiler and
+// loaded into this process (codegen.h, jit.h), for this host (host.h).
+//
+// Fast memory is the L2 cache per core; a launch splits its grid steps over threads. Inner
+// loops may also `stream` (read blocks in place through the caches); lowering plans the
+// copies of pipelined and resident loops, and blocks of tensors the launch writes are never
+// staged. Dots run the host's register-blocked GEMM micro-kernels (runtime/gemm).
+#pragma once
+
+#include "backend/backend.h"
+#include "backend/cpu/host.h"
+
+namespace parhelion::backend::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const Host& host);
+
+  std::string name() const override { return "cpu"; }
+  const Machine& machine() const override { return machine_; }
+  const Capabilities& capabilities() const override { return caps_; }
+  std::string identity() const override;
+  const Host& host() const { return host_; }
+
+  std::vector<std::string> micro_kernels(const ir::Function& fn, const ir::Op& dot) const override;
+  int64_t dot_workspace_bytes(int64_t m, int64_t n, int64_t k) const override;
+  Config default_config(const ir::Function& fn, const ConfigSpec& spec) const override;
+  void check(const lower::BlockProgram& program) const override;
+  Artifact generate(const lower::BlockProgram& program) const override;
+  std::shared_ptr<Executable> load(const Artifact& artifact, const lower::BlockProgram& program) const override;
+
+ private:
+  Host host_;
+  Machine machine_;
+  Capabilities caps_;
+};
+
+}  // namespace parhelion::backend::cpu

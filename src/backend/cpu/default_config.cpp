@@ -1,0 +1,123 @@
+// The cpu backend's heuristic default config.
+#include "backend/cpu/default_config.h"
+
+#include <algorithm>
+
+#include "lower/config_space.h"
+#include "lower/lower.h"
+
+namespace parhelion::backend::cpu {
+
+using ir::Op;
+using ir::OpKind;
+
+Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Backend& backend) {
+  Config c = lower::base_config(spec);
+  const int64_t fast_memory = backend.machine().fast_memory_bytes;
+  // Which block ids tile a tensor's contiguous (last) dimension, weighted by that tensor's size:
+  // grow those first, so that the blocks of the biggest streams are long unit-stride runs.
+  std::vector<double> contiguous(fn.block_sizes.size(), 0);
+  ir::walk(fn.body, [&](const Op& op) {
+    if ((op.kind == OpKind::Load || op.kind == OpKind::Store) && !op.index.empty() &&
+        op.index.back().kind == ir::IndexItem::Tile) {
+      const ir::TensorInfo& t = fn.tensors[op.tensor];
+      contiguous[fn.tiles[op.index.back().tile].block] +=
+          static_cast<double>(shape_numel(t.shape)) * dtype_size(t.dtype);
+    }
+  });
+  std::vector<size_t> order(spec.block_sizes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return contiguous[spec.block_sizes[a].block_id] > contiguous[spec.block_sizes[b].block_id];
+  });
+  // A grid step should touch a quarter of fast memory at most, and leave 4 steps per thread.
+  const int64_t budget = std::max<int64_t>(16 << 10, fast_memory / 4);
+  auto acceptable = [&](const Config& cand) {
+    lower::BlockProgram p = lower::plan(fn, cand, backend);
+    for (const lower::LaunchPlan& L : p.launches) {
+      if (L.working_set_bytes > budget || L.footprint_bytes > fast_memory) return false;
+    }
+    return true;
+  };
+  auto enough_steps = [&](const Config& cand) {
+    lower::BlockProgram p = lower::plan(fn, cand, backend);
+    for (const lower::LaunchPlan& L : p.launches) {
+      int64_t max_steps = 1;
+      for (const lower::GridDim& g : L.grid) max_steps *= g.extent;
+      if (L.total_steps < std::min<int64_t>(4 * spec.max_threads, max_steps)) return false;
+    }
+    return true;
+  };
+  // Kernels with dot products: start from GEMM-like blocks (M 128, N 256, K 256), which keep
+  // the micro-kernels busy and the packed operands in L2, then halve K and M until the step
+  // fits three quarters of fast memory and the grid has two steps per thread.
+  std::vector<int> spec_of_block(fn.block_sizes.size(), -1);
+  for (size_t i = 0; i < spec.block_sizes.size(); ++i)
+    spec_of_block[spec.block_sizes[i].block_id] = static_cast<int>(i);
+  std::vector<int> dot_role(spec.block_sizes.size(), -1);  // 0 M, 1 N, 2 K
+  ir::walk(fn.body, [&](const Op& op) {
+    if (op.kind != OpKind::Dot) return;
+    const ir::Type& r = fn.type_of(op.result);
+    const ir::Type& a = fn.type_of(op.operands[0]);
+    const ir::Dim* dims[3] = {&r.shape[r.rank() - 2], &r.shape[r.rank() - 1], &a.shape[a.rank() - 1]};
+    for (int role = 0; role < 3; ++role)
+      if (dims[role]->kind == ir::Dim::Tile) {
+        int sb = spec_of_block[fn.tiles[dims[role]->tile].block];
+        if (sb >= 0 && dot_role[sb] < 0) dot_role[sb] = role;
+      }
+  });
+  bool has_dot = std::any_of(dot_role.begin(), dot_role.end(), [](int r) { return r >= 0; });
+  if (has_dot) {
+    const int64_t preferred[3] = {128, 256, 256};
+    for (size_t i = 0; i < dot_role.size(); ++i)
+      if (dot_role[i] >= 0) c.block_sizes[i] = std::min(preferred[dot_role[i]], spec.block_sizes[i].choices.back());
+    auto fits = [&](const Config& cand) {
+      for (const lower::LaunchPlan& L : lower::plan(fn, cand, backend).launches)
+        if (L.footprint_bytes > fast_memory * 3 / 4) return false;
+      return true;
+    };
+    for (int round = 0; round < 64 && !fits(c); ++round) {
+      int role = round % 3 == 1 ? 0 : round % 3 == 2 ? 1 : 2;  // K, then M, then N
+      for (size_t i = 0; i < dot_role.size(); ++i)
+        if (dot_role[i] == role && c.block_sizes[i] > 16) c.block_sizes[i] /= 2;
+    }
+    // Walk the grid with the M tile fastest: consecutive steps then reuse the same B blocks
+    // (N, K) from the caches while A's row blocks stream.
+    const lower::KnobTable knobs = lower::derive_knobs(fn, backend.capabilities());
+    for (size_t knob = 0; knob < knobs.loop_orders.size(); ++knob) {
+      const Op& launch = *knobs.loop_orders[knob];
+      std::vector<int>& order = c.loop_orders[knob];
+      for (size_t d = 0; d < launch.loop_tiles.size(); ++d) {
+        int sb = spec_of_block[fn.tiles[launch.loop_tiles[d]].block];
+        if (sb >= 0 && dot_role[sb] == 0) {
+          order.erase(std::find(order.begin(), order.end(), static_cast<int>(d)));
+          order.push_back(static_cast<int>(d));
+        }
+      }
+    }
+    for (int round = 0; round < 8; ++round) {
+      int64_t steps = 1;
+      for (const lower::LaunchPlan& L : lower::plan(fn, c, backend).launches) steps = std::max(steps, L.total_steps);
+      if (steps >= 2 * spec.max_threads) break;
+      for (size_t i = 0; i < dot_role.size(); ++i)
+        if (dot_role[i] == 0 && c.block_sizes[i] > 16) c.block_sizes[i] /= 2;
+    }
+  }
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t i : order) {
+      const auto& choices = spec.block_sizes[i].choices;
+      if (c.block_sizes[i] >= choices.back() || (has_dot && dot_role[i] >= 0)) continue;
+      Config cand = c;
+      cand.block_sizes[i] *= 2;
+      if (acceptable(cand) && enough_steps(cand)) {
+        c = cand;
+        grew = true;
+        break;  // restart from the highest-priority dimension
+      }
+    }
+  }
+  return c;
+}
+
+}  // namespace parhelion::backend::cpu

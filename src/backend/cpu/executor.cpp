@@ -1,0 +1,72 @@
+#include "backend/cpu/executor.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/cpu/codegen.h"
+#include "backend/cpu/jit.h"
+#include "parhelion/error.h"
+#include "runtime/allocator.h"
+#include "runtime/gemm/gemm.h"
+#include "runtime/thread_pool.h"
+
+namespace parhelion::backend::cpu {
+namespace {
+
+// The generated entry point of one launch (see codegen.h): runs grid steps [begin, end).
+using LaunchFn = void (*)(void* const* tensors, const double* scalars, char* scratch, int64_t begin, int64_t end,
+                          const ph_runtime* runtime, ph_status* status);
+
+struct Launch {
+  LaunchFn fn = nullptr;
+  int64_t total_steps = 0;
+  int threads = 1;
+  int64_t scratch_bytes = 0;  // per thread
+};
+
+class CpuExecutable final : public Executable {
+ public:
+  CpuExecutable(JitResult jit, std::vector<Launch> launches) : jit_(std::move(jit)), launches_(std::move(launches)) {
+    source_path = jit_.source_path;
+    cache_hit = jit_.cache_hit;
+    compile_seconds = jit_.compile_seconds;
+  }
+
+  // Each thread runs a contiguous range of grid steps with its own scratch area.
+  void run_launch(int index, void* const* tensors, const double* scalars) const override {
+    const Launch& L = launches_.at(index);
+    if (L.total_steps == 0) return;
+    const int threads = L.threads;
+    const int64_t per_thread = (L.scratch_bytes + 63) / 64 * 64;
+    std::shared_ptr<void> scratch =
+        runtime::allocate(static_cast<size_t>(std::max<int64_t>(64, per_thread * threads)));
+    char* base = static_cast<char*>(scratch.get());
+    const int64_t steps = L.total_steps;
+    ph_status status{0, 0, nullptr, nullptr};
+    runtime::parallel_run(threads, [&](int tid) {
+      int64_t b = steps * tid / threads, e = steps * (tid + 1) / threads;
+      if (b < e) L.fn(tensors, scalars, base + per_thread * tid, b, e, runtime::runtime_table(), &status);
+    });
+    if (status.failed)
+      throw UserError(std::string(status.where) + ": index " + std::to_string(status.value) +
+                      " is out of bounds for " + status.what +
+                      " (computed indices are checked; the config's \"index_checks\":false turns the check off)");
+  }
+
+ private:
+  JitResult jit_;  // keeps the loaded object alive
+  std::vector<Launch> launches_;
+};
+
+}  // namespace
+
+std::shared_ptr<Executable> load_executable(const std::string& source, const lower::BlockProgram& program) {
+  JitResult jit = jit_compile(source);
+  std::vector<Launch> launches;
+  for (const lower::LaunchPlan& L : program.launches)
+    launches.push_back({reinterpret_cast<LaunchFn>(jit.module->symbol(launch_symbol(L.index))), L.total_steps,
+                        L.num_threads, L.scratch_bytes});
+  return std::make_shared<CpuExecutable>(std::move(jit), std::move(launches));
+}
+
+}  // namespace parhelion::backend::cpu

@@ -1,0 +1,37 @@
+#include "backend/pallas/default_config.h"
+
+#include "backend/pallas/plan.h"
+#include "lower/config_space.h"
+#include "lower/lower.h"
+
+namespace parhelion::backend::pallas {
+
+// Pallas: every block as large as a legal choice up to 512 allows, halved (largest first) until
+// the launch takes at most half of VMEM; inner loops pipelined (the target's first strategy).
+Config default_config(const ir::Function& fn, const ConfigSpec& spec, const backend::Backend& backend) {
+  Config c = lower::base_config(spec);
+  c.block_sizes.clear();
+  std::vector<size_t> pick(spec.block_sizes.size());
+  for (size_t i = 0; i < spec.block_sizes.size(); ++i) {
+    const auto& ch = spec.block_sizes[i].choices;
+    pick[i] = 0;
+    for (size_t j = 0; j < ch.size(); ++j)
+      if (ch[j] <= 512 || j == 0) pick[i] = j;
+    c.block_sizes.push_back(ch[pick[i]]);
+  }
+  auto vmem = [&] {
+    int64_t most = 0;
+    for (const PallasLaunch& pl : plan_pallas(lower::plan(fn, c, backend))) most = std::max(most, pl.vmem_bytes);
+    return most;
+  };
+  for (int round = 0; round < 64 && vmem() > backend.machine().fast_memory_bytes / 2; ++round) {
+    size_t big = 0;
+    for (size_t i = 0; i < pick.size(); ++i)
+      if (pick[i] > 0 && (pick[big] == 0 || c.block_sizes[i] > c.block_sizes[big])) big = i;
+    if (pick[big] == 0) break;
+    c.block_sizes[big] = spec.block_sizes[big].choices[--pick[big]];
+  }
+  return c;
+}
+
+}  // namespace parhelion::backend::pallas

@@ -1,0 +1,119 @@
+#include "backend/pallas/pallas_backend.h"
+
+#include <algorithm>
+
+#include "backend/pallas/codegen.h"
+#include "backend/pallas/default_config.h"
+#include "backend/pallas/plan.h"
+#include "ir/printer.h"
+#include "lower/block_ir.h"
+#include "parhelion/error.h"
+#include "runtime/format_bytes.h"
+
+namespace parhelion::backend::pallas {
+namespace {
+
+using ir::Op;
+using ir::OpKind;
+
+// emit_pipeline copies a ragged last block rounded up to whole tiles of the dtype's layout
+// ((8, 128) for 32-bit data, (16, 128) for 16-bit; a 1-D array in 512-byte rows: 128 f32, 256
+// bf16): along every dim the block is ragged in, not only the loop's own, that rounded copy
+// must stay inside the array. An argument updated in place (aliased as an output) is not
+// padded either: its grid blocks follow the same rule.
+void check_ragged_blocks(const lower::BlockProgram& p, const PallasLaunch& pl) {
+  const ir::Function& fn = *p.fn;
+  for (const PallasSlot& s : pl.slots) {
+    const ir::TensorInfo& t = fn.tensors[s.tensor];
+    const bool in_place = s.written && t.origin == ir::TensorInfo::Param;
+    const bool pipelined = s.mode == PallasSlot::Pipeline;
+    if (!pipelined && !in_place) continue;
+    const int rank = static_cast<int>(t.shape.size());
+    const int64_t bytes = dtype_size(t.dtype);
+    for (int d = 0; d < rank; ++d) {
+      const int64_t e = t.shape[d], b = s.block[d];
+      if (b <= 0 || e % b == 0) continue;  // a squeezed dim, or whole blocks
+      const int from_minor = rank - 1 - d;
+      const int64_t q = from_minor == 0 ? (rank == 1 ? 512 / bytes : 128) : from_minor == 1 ? 32 / bytes : 1;
+      // (An aliased argument's grid blocks are not rounded but not padded either: in
+      // interpret mode any ragged last block of it is out of bounds.)
+      const bool rounded_overruns = e % q != 0, unpadded = in_place && !pipelined;
+      if (!rounded_overruns && !unpadded) continue;
+      const std::string why = unpadded
+                                  ? "an argument updated in place is not padded, so that block runs past it"
+                                  : "the TPU's copy of it, rounded up to " + std::to_string(q) + ", would read past the end";
+      throw UserError("config " + p.config.to_json() + " cannot " +
+                      (pipelined ? "pipeline loop " + ir::tile_name(fn, s.loop_tile) : "update " + t.name + " in place") +
+                      " (at " + s.first->loc.str() + "): its last block of " + t.name + " is ragged in dimension " +
+                      std::to_string(d) + " (" + std::to_string(e) + " is not a multiple of the block " +
+                      std::to_string(b) + ") and " + why + ". Use a block size that divides " + std::to_string(e) +
+                      (pipelined ? ", or the resident strategy." : "."));
+    }
+  }
+}
+
+}  // namespace
+
+PallasBackend::PallasBackend(const TpuGeneration& generation) : generation_(generation) {
+  machine_.fast_memory_bytes = generation.vmem_bytes;
+  machine_.threads = 1;
+  machine_.description = "TPU " + generation.name;
+  caps_.inner_loop_strategies = {lower::Strategy::Pipeline, lower::Strategy::Resident};
+  caps_.inner_loops_move_every_block = true;
+  caps_.lowering_plans_staged_copies = false;
+  caps_.runs_on_host = false;
+}
+
+// A block size is legal when every block it shapes is (see tpu_block_legal).
+bool PallasBackend::block_size_legal(const ir::Function& fn, int block_id, int64_t block) const {
+  bool ok = true;
+  ir::walk(fn.body, [&](const Op& op) {
+    if (op.kind != OpKind::Load && op.kind != OpKind::Store) return;
+    const ir::TensorInfo& t = fn.tensors[op.tensor];
+    const int rank = static_cast<int>(op.index.size());
+    for (int d = 0; d < rank; ++d) {
+      const ir::IndexItem& ix = op.index[d];
+      if (ix.kind != ir::IndexItem::Tile || fn.tiles[ix.tile].block != block_id || fn.tiles[ix.tile].is_grid) continue;
+      if (!tpu_block_legal(block, t.shape[d], rank - 1 - d, dtype_size(t.dtype))) ok = false;
+    }
+  });
+  return ok;
+}
+
+std::vector<std::string> PallasBackend::micro_kernels(const ir::Function&, const ir::Op&) const { return {"mxu"}; }
+
+Config PallasBackend::default_config(const ir::Function& fn, const ConfigSpec& spec) const {
+  return pallas::default_config(fn, spec, *this);
+}
+
+void PallasBackend::check(const lower::BlockProgram& p) const {
+  const ir::Function& fn = *p.fn;
+  // The config space offers only legal TPU blocks; a block the kernel fixes must be legal too.
+  for (const ir::BlockSize& b : fn.block_sizes)
+    if (b.fixed > 0 && !block_size_legal(fn, b.id, b.fixed))
+      throw UserError(b.loc.str() + ": the pallas backend cannot use this loop's fixed block of " +
+                      std::to_string(b.fixed) +
+                      ": a TPU block's last two dims must be multiples of (8, 128) (16 rows for 16-bit data) "
+                      "or whole dims; leave the block size to the config, or fix a legal one");
+  const std::vector<PallasLaunch> launches = plan_pallas(p);
+  for (const PallasLaunch& pl : launches) check_ragged_blocks(p, pl);
+  for (const PallasLaunch& pl : launches)
+    if (pl.vmem_bytes > machine_.fast_memory_bytes)
+      throw UserError("config " + p.config.to_json() + " does not fit: launch " + std::to_string(pl.index) +
+                      " of kernel " + fn.name + " needs " + format_bytes(pl.vmem_bytes) + " of VMEM (" +
+                      pl.vmem_detail + "); TPU " + generation_.name + " has " +
+                      format_bytes(machine_.fast_memory_bytes) + " per core. " +
+                      lower::fit_hint(p, p.launches[pl.index]));
+}
+
+int64_t PallasBackend::footprint_bytes(const lower::BlockProgram& p) const {
+  int64_t most = 0;
+  for (const PallasLaunch& pl : plan_pallas(p)) most = std::max(most, pl.vmem_bytes);
+  return most;
+}
+
+Artifact PallasBackend::generate(const lower::BlockProgram& p) const {
+  return {"python", generate_module(p, generation_)};
+}
+
+}  // namespace parhelion::backend::pallas

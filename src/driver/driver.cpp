@@ -1,0 +1,139 @@
+#include "driver/driver.h"
+
+#include <cstring>
+
+#include "frontend/tracer.h"
+#include "ir/verifier.h"
+#include "lower/config_space.h"
+#include "lower/lower.h"
+#include "parhelion/error.h"
+
+namespace parhelion::driver {
+namespace {
+
+std::pair<const char*, const char*> byte_range(const Array& a) {
+  const char* lo = static_cast<const char*>(a.data());
+  int64_t last = 0;
+  for (int d = 0; d < a.rank(); ++d) last += (a.shape()[d] - 1) * a.strides()[d];
+  return {lo, lo + (a.numel() ? (last + 1) * dtype_size(a.dtype()) : 0)};
+}
+
+}  // namespace
+
+std::shared_ptr<Impl> trace(const std::string& name, const std::vector<bool>& arg_is_tensor,
+                            const KernelBase::TraceFn& trace_fn, const std::vector<Arg>& args) {
+  auto K = std::make_shared<Impl>();
+  K->name = name;
+  K->arg_is_tensor = arg_is_tensor;
+  {
+    frontend::Tracer tracer(name);
+    std::vector<KernelBase::TraceArg> targs;
+    for (const Arg& a : args) {
+      KernelBase::TraceArg t;
+      if (a.is_tensor()) {
+        frontend::ArgSpec s{true, a.array->shape(), a.array->strides(), a.array->dtype()};
+        K->signature.push_back(s);
+        t.tensor = tracer.add_tensor_param(s);
+      } else {
+        K->signature.push_back(frontend::ArgSpec{false, {}, {}, DType::f32});
+        t.scalar = tracer.add_scalar_param();
+      }
+      targs.push_back(t);
+    }
+    std::vector<Tensor> outs = trace_fn(targs);
+    K->fn = tracer.finish(outs);
+  }
+  ir::verify(K->fn);
+  std::vector<bool> written(K->fn.tensors.size(), false);
+  ir::walk(K->fn.body, [&](const ir::Op& op) {
+    if (op.kind == ir::OpKind::Store) written[op.tensor] = true;
+  });
+  for (int i = 0; i < K->fn.num_tensor_params; ++i)
+    if (written[i]) K->written_params.push_back(i);
+  return K;
+}
+
+std::shared_ptr<Impl> configure(const Impl& traced, const backend::Backend& backend) {
+  auto K = std::make_shared<Impl>();
+  K->name = traced.name;
+  K->arg_is_tensor = traced.arg_is_tensor;
+  K->signature = traced.signature;
+  K->fn = traced.fn;
+  K->written_params = traced.written_params;
+  K->backend = &backend;
+  K->spec = lower::derive_config_spec(K->fn, backend);
+  K->config = backend.default_config(K->fn, K->spec);
+  return K;
+}
+
+std::shared_ptr<Impl> specialize(const Impl& configured, const Config& config) {
+  auto K = std::make_shared<Impl>();
+  K->name = configured.name;
+  K->arg_is_tensor = configured.arg_is_tensor;
+  K->signature = configured.signature;
+  K->fn = configured.fn;  // the Block IR points into this copy
+  K->written_params = configured.written_params;
+  K->backend = configured.backend;
+  K->spec = configured.spec;
+  K->program = lower::lower(K->fn, config, *K->backend);
+  K->config = K->program.config;  // completed with defaults for knobs the given config left out
+  K->artifact = K->backend->generate(K->program);
+  return K;
+}
+
+lower::BlockProgram plan(const Impl& configured, const Config& config) {
+  configured.spec.validate(config);
+  return lower::plan(configured.fn, config, *configured.backend);
+}
+
+void load(Impl& K) { K.executable = K.backend->load(K.artifact, K.program); }
+
+std::vector<Array> run(const Impl& K, const std::vector<Arg>& args) {
+  PH_CHECK(K.executable, "run() of a kernel that is not loaded");
+  const ir::Function& fn = K.fn;
+  std::vector<Array> tensors(fn.tensors.size());
+  std::vector<double> scalars;
+  int ti = 0;
+  for (const Arg& a : args) {
+    if (a.is_tensor())
+      tensors[ti++] = *a.array;
+    else
+      scalars.push_back(a.scalar);
+  }
+  // Written arguments must not overlap any other argument: generated code assumes no aliasing.
+  for (int i : K.written_params) {
+    auto [lo, hi] = byte_range(tensors[i]);
+    for (int j = 0; j < fn.num_tensor_params; ++j) {
+      if (j == i) continue;
+      auto [lo2, hi2] = byte_range(tensors[j]);
+      if (lo < hi2 && lo2 < hi)
+        throw UserError("kernel " + K.name + ": argument " + std::to_string(i) +
+                        " is written by the kernel and overlaps argument " + std::to_string(j) +
+                        " in memory; pass distinct arrays");
+    }
+  }
+  std::vector<void*> ptrs(fn.tensors.size(), nullptr);
+  for (int i = 0; i < fn.num_tensor_params; ++i) ptrs[i] = tensors[i].data();
+  int launch = 0;
+  for (const ir::Op& op : fn.body) {
+    if (op.kind == ir::OpKind::Alloc) {
+      const ir::TensorInfo& t = fn.tensors[op.tensor];
+      Array a = Array::empty(t.shape, t.dtype);
+      if (op.has_fill) {
+        if (op.number == 0)
+          std::memset(a.data(), 0, static_cast<size_t>(a.numel() * dtype_size(t.dtype)));
+        else
+          for (int64_t i = 0; i < a.numel(); ++i) a.set(i, op.number);
+      }
+      ptrs[op.tensor] = a.data();
+      tensors[op.tensor] = std::move(a);
+      continue;
+    }
+    if (op.kind == ir::OpKind::Launch) K.executable->run_launch(launch++, ptrs.data(), scalars.data());
+  }
+  std::vector<Array> out;
+  for (int t : fn.outputs) out.push_back(tensors[t]);
+  return out;
+}
+
+}  // namespace parhelion::driver

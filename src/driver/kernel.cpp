@@ -1,0 +1,147 @@
+// KernelBase and CompiledKernel: the public face of the driver (driver.h), with a cache per
+// signature and config.
+#include "parhelion/kernel.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "backend/registry.h"
+#include "driver/driver.h"
+#include "interp/interpreter.h"
+#include "ir/printer.h"
+#include "parhelion/error.h"
+
+namespace parhelion {
+
+struct KernelBase::Cache {
+  std::map<std::string, std::shared_ptr<CompiledKernel::Impl>> traced;      // by signature
+  std::map<std::string, std::shared_ptr<CompiledKernel::Impl>> configured;  // by signature + target
+  std::map<std::string, std::shared_ptr<CompiledKernel::Impl>> by_key;  // by signature + config
+};
+
+namespace {
+
+std::string signature_key(const std::vector<Arg>& args) {
+  std::string k;
+  for (const Arg& a : args) {
+    if (!a.is_tensor()) {
+      k += "s;";
+      continue;
+    }
+    k += std::string(dtype_name(a.array->dtype())) + shape_to_string(a.array->shape()) +
+         shape_to_string(a.array->strides()) + ";";
+  }
+  return k;
+}
+
+void check_args(const KernelBase& k, const std::vector<Arg>& args) {
+  if (static_cast<int>(args.size()) != k.num_args())
+    throw UserError("kernel " + k.name() + " takes " + std::to_string(k.num_args()) + " arguments, got " +
+                    std::to_string(args.size()));
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool want = k.arg_is_tensor(static_cast<int>(i));
+    if (want != args[i].is_tensor())
+      throw UserError("kernel " + k.name() + ": argument " + std::to_string(i) + " must be " +
+                      (want ? "a tensor" : "a scalar"));
+    if (!want) continue;
+    const Array& a = *args[i].array;
+    if (!a.defined())
+      throw UserError("kernel " + k.name() + ": argument " + std::to_string(i) + " is an empty (undefined) Array");
+    for (int d = 0; d < a.rank(); ++d)
+      if (a.strides()[d] < 0 || (a.strides()[d] == 0 && a.shape()[d] > 1))
+        throw UserError("kernel " + k.name() + ": argument " + std::to_string(i) + " has stride " +
+                        std::to_string(a.strides()[d]) + " in dimension " + std::to_string(d) +
+                        "; Parhelion needs positive strides (make a contiguous copy with clone())");
+  }
+}
+
+}  // namespace
+
+// --- CompiledKernel -----------------------------------------------------------------------------
+
+std::string CompiledKernel::ir() const { return ir::print(impl_->fn); }
+std::string CompiledKernel::block_ir() const { return lower::print(impl_->program); }
+std::string CompiledKernel::source() const { return impl_->artifact.source; }
+std::string CompiledKernel::source_path() const { return impl_->executable ? impl_->executable->source_path : ""; }
+const ConfigSpec& CompiledKernel::config_spec() const { return impl_->spec; }
+const Config& CompiledKernel::config() const { return impl_->config; }
+bool CompiledKernel::cache_hit() const { return impl_->executable && impl_->executable->cache_hit; }
+double CompiledKernel::compile_seconds() const { return impl_->executable ? impl_->executable->compile_seconds : 0; }
+int64_t CompiledKernel::footprint_bytes() const { return impl_->program.footprint_bytes; }
+
+std::vector<Array> CompiledKernel::run(const std::vector<Arg>& args) const { return driver::run(*impl_, args); }
+
+// --- KernelBase ---------------------------------------------------------------------------------
+
+KernelBase::KernelBase(std::string name, std::vector<bool> arg_is_tensor, TraceFn trace)
+    : name_(std::move(name)),
+      arg_is_tensor_(std::move(arg_is_tensor)),
+      trace_(std::move(trace)),
+      cache_(std::make_unique<Cache>()) {}
+
+KernelBase::~KernelBase() = default;
+
+void KernelBase::pin_config(const Config& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pinned_ = std::make_unique<Config>(c);
+}
+
+void KernelBase::unpin_config() {
+  std::lock_guard<std::mutex> lock(mu_);
+  pinned_.reset();
+}
+
+std::shared_ptr<CompiledKernel::Impl> KernelBase::trace(const std::vector<Arg>& args) { return trace(args, "cpu"); }
+
+std::shared_ptr<CompiledKernel::Impl> KernelBase::trace(const std::vector<Arg>& args, const std::string& target) {
+  check_args(*this, args);
+  const backend::Backend& backend = backend::for_target(target);
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string key = signature_key(args);
+  auto configured = cache_->configured.find(key + "|" + target);
+  if (configured != cache_->configured.end()) return configured->second;
+  auto traced = cache_->traced.find(key);
+  if (traced == cache_->traced.end()) traced = cache_->traced.emplace(key, driver::trace(name_, arg_is_tensor_, trace_, args)).first;
+  return cache_->configured[key + "|" + target] = driver::configure(*traced->second, backend);
+}
+
+CompiledKernel KernelBase::compile(const std::vector<Arg>& args, const Config* config) {
+  std::shared_ptr<CompiledKernel::Impl> traced = trace(args);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!config && pinned_) config = pinned_.get();
+  std::string key = signature_key(args) + "|" + (config ? config->to_json() : "default");
+  auto it = cache_->by_key.find(key);
+  if (it != cache_->by_key.end()) return CompiledKernel(it->second);
+  auto K = driver::specialize(*traced, config ? *config : traced->config);
+  driver::load(*K);
+  cache_->by_key[key] = K;
+  return CompiledKernel(K);
+}
+
+EmittedKernel KernelBase::emit(const std::vector<Arg>& args, const std::string& target, const Config* config) {
+  std::shared_ptr<CompiledKernel::Impl> configured = trace(args, target);
+  auto K = driver::specialize(*configured, config ? *config : configured->config);
+  EmittedKernel e;
+  e.target = target;
+  e.language = K->artifact.language;
+  e.source = K->artifact.source;
+  e.config = K->config;
+  e.config_spec = K->spec.describe();
+  e.block_ir = lower::print(K->program);
+  e.footprint_bytes = K->backend->footprint_bytes(K->program);
+  return e;
+}
+
+PallasModule KernelBase::emit_pallas(const std::vector<Arg>& args, const std::string& tpu, const Config* config) {
+  EmittedKernel e = emit(args, "pallas:" + tpu, config);
+  return PallasModule{e.source, e.config, e.config_spec, e.block_ir, e.footprint_bytes, tpu};
+}
+
+std::vector<Array> KernelBase::run(const std::vector<Arg>& args) { return compile(args).run(args); }
+
+std::vector<Array> KernelBase::interpret(const std::vector<Arg>& args) {
+  return interp::interpret(trace(args)->fn, args).outputs;
+}
+
+}  // namespace parhelion

@@ -1,0 +1,136 @@
+#include "lower/block_ir.h"
+
+#include <sstream>
+
+#include "backend/backend.h"
+#include "ir/printer.h"
+#include "runtime/format_bytes.h"
+
+namespace parhelion::lower {
+namespace {
+
+std::string index_str(const ir::Function& fn, const IndexExpr& e) {
+  switch (e.kind) {
+    case IndexExpr::Zero:
+      return "0";
+    case IndexExpr::TileOffset:
+      return ir::tile_name(fn, e.tile) + (fn.tiles[e.tile].is_grid ? "" : "*" + std::to_string(e.scale));
+    case IndexExpr::Value:
+      return "%" + std::to_string(e.value);
+  }
+  return "?";
+}
+
+// A resident block's refill key names tile offsets as the emitters' variables do.
+std::string key_str(const ir::Function& fn, const IndexExpr& e) {
+  return e.kind == IndexExpr::TileOffset ? "off_" + ir::tile_name(fn, e.tile) : index_str(fn, e);
+}
+
+}  // namespace
+
+const DotPlan* LaunchPlan::dot(int result) const {
+  for (const DotPlan& d : dots)
+    if (d.result == result) return &d;
+  return nullptr;
+}
+
+int LaunchPlan::materialized(int value) const {
+  auto it = values.find(value);
+  return it == values.end() ? -1 : it->second.materialized;
+}
+
+int LaunchPlan::staged_load(int value) const {
+  auto it = values.find(value);
+  return it == values.end() ? -1 : it->second.staged;
+}
+
+const InnerLoop* LaunchPlan::inner_loop(int tile) const {
+  for (const InnerLoop& il : inner_loops)
+    if (il.tile == tile) return &il;
+  return nullptr;
+}
+
+std::string scratch_name(const BlockProgram& p, const LaunchPlan& L, const Scratch& s) {
+  switch (s.kind) {
+    case Scratch::VarBuffer:
+      return "v" + std::to_string(s.var);
+    case Scratch::Materialized:
+      return "%" + std::to_string(s.value);
+    case Scratch::DotWorkspace:
+      return "pack%" + std::to_string(s.value);
+    case Scratch::StagingBuffer:
+      return "stage" + std::to_string(s.staged) + "(" + p.fn->tensors[L.staged[s.staged].tensor].name + ")";
+  }
+  return "?";
+}
+
+std::string fit_hint(const BlockProgram& p, const LaunchPlan& L) {
+  for (const InnerLoop& il : L.inner_loops)
+    if (il.strategy == Strategy::Resident)
+      return "Stream loop " + ir::tile_name(*p.fn, il.tile) + " (extent " + std::to_string(il.extent) +
+             ") with the pipeline strategy, or use smaller block sizes.";
+  return "Use smaller block sizes.";
+}
+
+std::string print(const BlockProgram& p) {
+  const ir::Function& fn = *p.fn;
+  std::ostringstream os;
+  const backend::Machine& m = p.backend->machine();
+  os << "block_program " << fn.name << " target=" << p.backend->name() << " (fast memory "
+     << format_bytes(m.fast_memory_bytes) << ", " << m.threads << " threads)\n";
+  os << "  config " << p.config.to_json() << "\n";
+  for (size_t i = 0; i < fn.block_sizes.size(); ++i)
+    os << "  $b" << i << " = " << p.block_size[i] << (fn.block_sizes[i].fixed ? " (fixed)" : "") << "\n";
+  for (const LaunchPlan& L : p.launches) {
+    os << "  launch " << L.index << ": grid (";
+    for (size_t i = 0; i < L.grid.size(); ++i) {
+      const GridDim& g = L.grid[i];
+      os << (i ? ", " : "") << ir::tile_name(fn, g.tile) << ": " << g.extent << "/" << g.block << " = " << g.steps;
+    }
+    os << ") = " << L.total_steps << " steps on " << L.num_threads << " thread" << (L.num_threads > 1 ? "s" : "")
+       << "\n";
+    for (const BlockSpec& b : L.operands) {
+      const ir::TensorInfo& t = fn.tensors[b.tensor];
+      os << "    " << (b.written ? "out " : "in  ") << t.name << " " << dtype_name(t.dtype) << " block [";
+      for (size_t d = 0; d < b.block.size(); ++d) os << (d ? ", " : "") << b.block[d].size;
+      os << "] at (";
+      for (size_t d = 0; d < b.index.size(); ++d) os << (d ? ", " : "") << index_str(fn, b.index[d]);
+      os << ") " << (b.mode == BlockSpec::Direct ? "direct" : "staged") << " " << format_bytes(b.block_bytes) << "\n";
+    }
+    for (const Scratch& s : L.scratch) {
+      os << "    scratch " << scratch_name(p, L, s) << " " << dtype_name(s.dtype) << " [";
+      for (size_t d = 0; d < s.capacity.size(); ++d) os << (d ? ", " : "") << s.capacity[d];
+      os << "] " << format_bytes(s.bytes) << " @" << s.offset << "\n";
+    }
+    for (const DotPlan& d : L.dots) {
+      os << "    dot %" << d.result << ": micro-kernel " << d.micro_kernel;
+      if (d.workspace >= 0) os << ", packs into " << scratch_name(p, L, L.scratch[d.workspace]);
+      if (d.accumulate_into >= 0) os << ", accumulates into v" << d.accumulate_into << " in place";
+      os << "\n";
+    }
+    for (const InnerLoop& il : L.inner_loops) {
+      os << "    inner loop " << ir::tile_name(fn, il.tile) << ": " << il.extent << "/" << il.block << " = " << il.trips
+         << " trips, " << strategy_name(il.strategy);
+      if (il.strategy == Strategy::Pipeline) os << " x" << il.buffers << " buffers";
+      os << "\n";
+      for (int k : il.staged) {
+        const StagedBlock& b = L.staged[k];
+        os << "      stage " << fn.tensors[b.tensor].name << " [";
+        for (size_t d = 0; d < b.capacity.size(); ++d) os << (d ? ", " : "") << b.capacity[d];
+        os << "]" << (b.slots > 1 ? " x" + std::to_string(b.slots) : "") << " "
+           << format_bytes(L.scratch[b.scratch].bytes);
+        if (il.strategy == Strategy::Resident) {
+          os << ", refilled when (";
+          for (size_t i = 0; i < b.refill_key.size(); ++i) os << (i ? ", " : "") << key_str(fn, b.refill_key[i]);
+          os << ") changes";
+        }
+        os << "\n";
+      }
+    }
+    os << "    footprint " << format_bytes(L.footprint_bytes) << " of " << format_bytes(m.fast_memory_bytes)
+       << ", working set " << format_bytes(L.working_set_bytes) << " per step\n";
+  }
+  return os.str();
+}
+
+}  // namespace parhelion::lower

@@ -1,0 +1,90 @@
+#include "lower/knobs.h"
+
+#include <algorithm>
+#include <set>
+
+#include "backend/backend.h"
+
+namespace parhelion::lower {
+namespace {
+
+using ir::Op;
+using ir::OpKind;
+
+template <class T>
+int position(const std::vector<T>& v, const T& x) {
+  auto it = std::find(v.begin(), v.end(), x);
+  return it == v.end() ? -1 : static_cast<int>(it - v.begin());
+}
+
+// The loads and stores directly in `body` (not in nested loops) that index `tile` exactly once
+// and whose block the loop's strategy can move: loads of tensors the launch does not write
+// (a staged copy of a tensor being written would go stale), and with `every_block` also its
+// stores and the loads of written tensors. A block whose scalar index is computed inside the
+// loop (a row number loaded per trip) cannot be moved: its copy is made before the trip
+// (resident: before the loop) computes the index.
+void collect_movable(const ir::Function& fn, const std::vector<Op>& body, int tile, const std::set<int>& written,
+                     bool every_block, const std::set<int>& defined_in_loop, std::vector<const Op*>& out) {
+  for (const Op& op : body) {
+    if (op.kind == OpKind::Loop) continue;
+    bool invariant_index = true;
+    for (const ir::IndexItem& ix : op.index)
+      if (ix.kind == ir::IndexItem::Scalar && defined_in_loop.count(ix.value)) invariant_index = false;
+    if (!invariant_index) continue;
+    if ((op.kind == OpKind::Load && (every_block || !written.count(op.tensor))) ||
+        (every_block && op.kind == OpKind::Store)) {
+      int uses = 0;
+      for (const ir::IndexItem& ix : op.index) uses += ix.kind == ir::IndexItem::Tile && ix.tile == tile;
+      if (uses == 1 && !fn.tiles[tile].is_grid) out.push_back(&op);
+    }
+    collect_movable(fn, op.body, tile, written, every_block, defined_in_loop, out);
+  }
+}
+
+std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool every_block) {
+  std::vector<InnerLoopSite> sites;
+  for (const Op& launch : fn.body) {
+    if (launch.kind != OpKind::Launch) continue;
+    std::set<int> written;
+    ir::walk(launch.body, [&](const Op& op) {
+      if (op.kind == OpKind::Store) written.insert(op.tensor);
+    });
+    ir::walk(launch.body, [&](const Op& op) {
+      if (op.kind != OpKind::Loop || op.loop_tiles.size() != 1) return;
+      InnerLoopSite s{&op, &launch, {}};
+      std::set<int> defined_in_loop;
+      ir::walk(op.body, [&](const Op& inner) {
+        if (inner.result >= 0) defined_in_loop.insert(inner.result);
+      });
+      collect_movable(fn, op.body, op.loop_tiles[0], written, every_block, defined_in_loop, s.blocks);
+      if (!s.blocks.empty()) sites.push_back(std::move(s));
+    });
+  }
+  return sites;
+}
+
+}  // namespace
+
+int KnobTable::block_size_knob(int block_id) const { return position(block_sizes, block_id); }
+int KnobTable::loop_order_knob(const Op& launch) const { return position(loop_orders, &launch); }
+int KnobTable::micro_kernel_knob(const Op& dot) const { return position(micro_kernels, &dot); }
+int KnobTable::inner_loop_knob(const Op& loop) const {
+  for (size_t i = 0; i < inner_loops.size(); ++i)
+    if (inner_loops[i].loop == &loop) return static_cast<int>(i);
+  return -1;
+}
+
+KnobTable derive_knobs(const ir::Function& fn, const backend::Capabilities& caps) {
+  KnobTable t;
+  for (const ir::BlockSize& b : fn.block_sizes)
+    if (b.fixed == 0) t.block_sizes.push_back(b.id);
+  for (const Op& op : fn.body)
+    if (op.kind == OpKind::Launch && op.loop_tiles.size() >= 2) t.loop_orders.push_back(&op);
+  ir::walk(fn.body, [&](const Op& op) {
+    if (op.kind == OpKind::Dot) t.micro_kernels.push_back(&op);
+  });
+  t.inner_loops = inner_loop_sites(fn, caps.inner_loops_move_every_block);
+  return t;
+}
+
+}  // namespace parhelion::lower

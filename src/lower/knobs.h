@@ -1,0 +1,47 @@
+// The knob table: every config knob of a traced kernel, derived once from its Tile IR, with
+// the op it belongs to.
+//
+// A Config is positional data (one pasteable line of JSON): block_sizes[i], loop_orders[i],
+// micro_kernels[i], inner_loops[i]. This table is the single place that says which block-size
+// symbol, launch, dot or loop each position means; the config space, lowering and every
+// backend read it instead of recounting the IR. A knob's identity is its op's source line
+// (and block-size symbol), so a diagnostic can name the user's code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace parhelion::backend {
+struct Capabilities;
+}
+
+namespace parhelion::lower {
+
+// An inner tile loop whose trips touch tensor blocks indexed by its tile: a loop with an
+// inner_loops knob. `blocks` are the loads (and, where the backend moves every block through
+// fast memory, the stores) its strategy moves.
+struct InnerLoopSite {
+  const ir::Op* loop = nullptr;
+  const ir::Op* launch = nullptr;
+  std::vector<const ir::Op*> blocks;
+};
+
+struct KnobTable {
+  std::vector<int> block_sizes;                  // block_sizes[i]: its block-size symbol ($bN)
+  std::vector<const ir::Op*> loop_orders;        // loop_orders[i]: its launch (grid rank >= 2)
+  std::vector<const ir::Op*> micro_kernels;      // micro_kernels[i]: its dot
+  std::vector<InnerLoopSite> inner_loops;        // inner_loops[i]: its loop
+
+  // The knob of an op or symbol, or -1 when it has none (a fixed block size, a launch with a
+  // one-dimensional grid, a loop that moves no blocks).
+  int block_size_knob(int block_id) const;
+  int loop_order_knob(const ir::Op& launch) const;
+  int micro_kernel_knob(const ir::Op& dot) const;
+  int inner_loop_knob(const ir::Op& loop) const;
+};
+
+KnobTable derive_knobs(const ir::Function& fn, const backend::Capabilities& caps);
+
+}  // namespace parhelion::lower
