@@ -8,6 +8,9 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# ON: warnings in the project's code are errors (CI: .ci/run). OFF by default, so that a newer
+# compiler's new warning does not stop a build.
+WERROR ?= OFF
 
 .PHONY: demo test bench build deps sanitize clean
 
@@ -16,7 +19,7 @@ deps:
 	@bash scripts/install-python.sh
 
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DPARHELION_WERROR=$(WERROR) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
 demo: build

@@ -665,6 +665,6 @@ std::vector<std::string> library_names() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Library, LibraryInterpretation, ::testing::ValuesIn(library_names()),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& param_info) { return param_info.param; });
 
 }  // namespace

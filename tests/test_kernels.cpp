@@ -99,7 +99,7 @@ std::vector<std::string> all_kernels() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Library, KernelTest, ::testing::ValuesIn(all_kernels()),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& param_info) { return param_info.param; });
 
 // Specialization: a known signature is reused; a new one compiles once.
 TEST(Specialization, ReusesKnownShapesAndCompilesNewOnesOnce) {

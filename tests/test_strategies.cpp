@@ -59,19 +59,21 @@ TEST_P(StrategyTest, EveryStrategyAndBufferCountMatchesTheReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Kernels, StrategyTest,
-    ::testing::Values(Case{"attention", {2, 2, 67, 40}, ph::DType::f32}, Case{"attention", {1, 131, 24}, ph::DType::bf16},
-                      Case{"causal_attention", {1, 2, 67, 24}, ph::DType::f32},
-                      Case{"causal_attention", {3, 45, 40}, ph::DType::bf16},
-                      Case{"softmax_two_pass", {7, 301}, ph::DType::f32},
-                      Case{"layer_norm_looped", {5, 333}, ph::DType::bf16},
-                      Case{"rms_norm_backward", {97, 45}, ph::DType::f32}, Case{"welford", {9, 250}, ph::DType::f32}),
-    [](const auto& info) {
-      std::string s = info.param.kernel + "_" + std::string(ph::dtype_name(info.param.dtype));
-      for (int64_t d : info.param.shape) s += "_" + std::to_string(d);
-      return s;
-    });
+INSTANTIATE_TEST_SUITE_P(Kernels, StrategyTest,
+                         ::testing::Values(Case{"attention", {2, 2, 67, 40}, ph::DType::f32},
+                                           Case{"attention", {1, 131, 24}, ph::DType::bf16},
+                                           Case{"causal_attention", {1, 2, 67, 24}, ph::DType::f32},
+                                           Case{"causal_attention", {3, 45, 40}, ph::DType::bf16},
+                                           Case{"softmax_two_pass", {7, 301}, ph::DType::f32},
+                                           Case{"layer_norm_looped", {5, 333}, ph::DType::bf16},
+                                           Case{"rms_norm_backward", {97, 45}, ph::DType::f32},
+                                           Case{"welford", {9, 250}, ph::DType::f32}),
+                         [](const auto& param_info) {
+                           const Case& c = param_info.param;
+                           std::string s = c.kernel + "_" + std::string(ph::dtype_name(c.dtype));
+                           for (int64_t d : c.shape) s += "_" + std::to_string(d);
+                           return s;
+                         });
 
 const ph::kernels::KernelEntry& attention() { return ph::kernels::find_kernel("attention"); }
 

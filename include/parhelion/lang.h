@@ -113,7 +113,7 @@ template <class... A>
 inline constexpr bool dependent_false = false;
 // Whether a subscript's arguments are all indices (see Index).
 template <class... A>
-inline constexpr bool all_indices = (std::is_convertible_v<const A&, Index> && ...);
+inline constexpr bool all_indices = std::conjunction_v<std::is_convertible<const A&, Index>...>;
 }  // namespace detail
 
 #if !(defined(__cpp_multidimensional_subscript) && __cpp_multidimensional_subscript >= 202110L)
@@ -219,6 +219,7 @@ class Tensor {
   // `x[tile] = value` stores (assignment to an indexed expression); `t = u` rebinds a handle.
   void operator=(const Operand& value) &&;
   Tensor& operator=(const Tensor&) & = default;
+  Tensor(const Tensor&) = default;  // declared: the assignment above deprecates the implicit one
 
   // Internal: used by the tracer.
   enum Kind { NoneK, HostK, BlockK };

@@ -79,10 +79,10 @@ std::shared_ptr<void> allocate(size_t bytes, const std::string& what) {
   }
   if (!p) p = fresh_block(cls, bytes, what);
   return std::shared_ptr<void>(p, [cls](void* q) {
-    Pool& P = pool();
-    std::lock_guard<std::mutex> lock(P.mu);
-    P.free_lists[cls].push_back(q);
-    P.stats.bytes_cached += cls;
+    Pool& owner = pool();
+    std::lock_guard<std::mutex> lock(owner.mu);
+    owner.free_lists[cls].push_back(q);
+    owner.stats.bytes_cached += cls;
   });
 }
 

@@ -154,7 +154,7 @@ class LaunchModel {
     // One step's compute: its own ops and its inner loops.
     // `compute` is the step's critical path (with the inner pipelines' bubbles and trip costs);
     // `pure` only its arithmetic, for the bound.
-    double compute = step_.seconds(), pure = step_.seconds(), trips_total = 0, flops = step_.flops;
+    double compute = step_.seconds(), pure = step_.seconds(), flops = step_.flops;
     double overhead_inner = 0, dma_inner = 0;
     for (const LoopWork& lw : loops_) {
       const ir::TileInfo& t = fn_.tiles[lw.tile];
@@ -172,7 +172,6 @@ class LaunchModel {
                    trip_bytes_s;  // the last trip fetches nothing ahead
         overhead_inner += trips * hw_.pipeline_trip_s;
         dma_inner += bubble + (trips - 1) * trip_bytes_s;
-        trips_total += trips;
       } else {
         compute += trips * lw.trip.seconds();
       }

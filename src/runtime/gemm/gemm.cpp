@@ -21,13 +21,13 @@ struct Features {
 
 const Features& features() {
   static const Features f = [] {
-    Features f;
+    Features detected;
     __builtin_cpu_init();
-    f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    f.avx512 = __builtin_cpu_supports("avx512f") && f.avx2_fma;
+    detected.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    detected.avx512 = __builtin_cpu_supports("avx512f") && detected.avx2_fma;
     unsigned a, b, c, d;
-    f.avx512bf16 = f.avx512 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
-    return f;
+    detected.avx512bf16 = detected.avx512 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+    return detected;
   }();
   return f;
 }
@@ -163,15 +163,15 @@ struct KernelInfo {
 
 const std::vector<KernelInfo>& kernels() {
   static const std::vector<KernelInfo> k = [] {
-    std::vector<KernelInfo> k;
+    std::vector<KernelInfo> available;
     const Features& f = features();
     if (f.avx512) {
-      k.push_back({"avx512_8x32", 8, 32, ukr_avx512<8>, f.avx512bf16 ? ukr_avx512bf16<8> : nullptr});
-      k.push_back({"avx512_12x32", 12, 32, ukr_avx512<12>, f.avx512bf16 ? ukr_avx512bf16<12> : nullptr});
+      available.push_back({"avx512_8x32", 8, 32, ukr_avx512<8>, f.avx512bf16 ? ukr_avx512bf16<8> : nullptr});
+      available.push_back({"avx512_12x32", 12, 32, ukr_avx512<12>, f.avx512bf16 ? ukr_avx512bf16<12> : nullptr});
     }
-    if (f.avx2_fma) k.push_back({"avx2_6x16", 6, 16, ukr_avx2_6x16, nullptr});
-    k.push_back({"generic_4x4", 4, 4, ukr_generic_4x4, nullptr});
-    return k;
+    if (f.avx2_fma) available.push_back({"avx2_6x16", 6, 16, ukr_avx2_6x16, nullptr});
+    available.push_back({"generic_4x4", 4, 4, ukr_generic_4x4, nullptr});
+    return available;
   }();
   return k;
 }
