@@ -1,6 +1,8 @@
 // The command-line tool: output formats and clear, non-zero exits on bad input.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -313,6 +315,53 @@ TEST(Cli, RunThreadsSetsTheConfigsThreadCount) {
   auto j = nlohmann::json::parse(pinned.out);
   EXPECT_EQ(j["config"]["num_threads"], 2) << pinned.out;
   EXPECT_EQ(j["config"]["block_sizes"], nlohmann::json::array({8, 1024})) << pinned.out;
+}
+
+// `parhelion opt`: one stage on a Tile IR file (tests/passes holds the golden cases).
+const std::string kPassDir = std::string(PARHELION_SOURCE_DIR) + "/tests/passes/";
+
+TEST(Cli, OptRunsOneStageOnATirFile) {
+  Result ir = cli("opt " + kPassDir + "ir-strided-round-trip.tir --stage ir");
+  EXPECT_EQ(ir.status, 0) << ir.out;
+  EXPECT_HAS(ir, "kernel add(arg0: f32[64,96] strides=[1,64], arg1: f32[64,96]) -> (buf0)");
+  Result block = cli("opt " + kPassDir + "block-cpu-ragged-extent.tir --stage block --fast-memory 2M --threads 4");
+  EXPECT_EQ(block.status, 0) << block.out;
+  EXPECT_HAS(block, "target=cpu (fast memory 2.0 MiB, 4 threads)");
+  Result plan = cli("opt " + kPassDir + "pallas-plan-resident-inner-loop.tir --stage pallas-plan --target pallas");
+  EXPECT_EQ(plan.status, 0) << plan.out;
+  EXPECT_HAS(plan, "slot 0 arg0 in pipeline in t1 x2");  // the pallas default: pipelined
+}
+
+TEST(CliBadInput, OptRefusesBadStagesFilesAndFlags) {
+  const std::string file = kPassDir + "fusion-in-place-accumulation.tir";
+  Result stage = cli("opt " + file + " --stage lowering");
+  EXPECT_EQ(stage.status, 2);
+  EXPECT_HAS(stage, "--stage must be one of ir, fusion, spec, block, pallas-plan, code; got 'lowering'");
+  Result plan = cli("opt " + file + " --stage pallas-plan");
+  EXPECT_EQ(plan.status, 2);
+  EXPECT_HAS(plan, "--stage pallas-plan needs --target pallas");
+  Result threads = cli("opt " + file + " --stage block --target pallas --threads 2");
+  EXPECT_EQ(threads.status, 2);
+  EXPECT_HAS(threads, "--threads describes the cpu target");
+  Result missing = cli("opt /nonexistent/k.tir --stage ir");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_HAS(missing, "cannot read /nonexistent/k.tir");
+  Result memory = cli("opt " + file + " --stage block --fast-memory 2X");
+  EXPECT_EQ(memory.status, 2);
+  EXPECT_HAS(memory, "--fast-memory");
+}
+
+TEST(CliBadInput, OptNamesTheLineAndColumnOfATextError) {
+  char path[] = "/tmp/ph-opt-XXXXXX.tir";
+  int fd = mkstemps(path, 4);
+  ASSERT_GE(fd, 0);
+  const std::string text = "kernel k(arg0: f32[8]) -> (buf0)\n  $b0 = block_size(extent=8)\n  buf0 = empty f32[8\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  Result r = cli(std::string("opt ") + path + " --stage ir");
+  unlink(path);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_HAS(r, std::string(path) + ":3:21: expected ']' after the dimensions of allocation buf0, got end of line");
 }
 
 }  // namespace

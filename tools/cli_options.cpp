@@ -24,6 +24,10 @@ const char* const kUsage = R"(usage:
                  [--suite-file FILE]
                  the kernel table against PyTorch eager and torch.compile (bench/suite.json)
 
+  parhelion opt FILE.tir [--stage ir|fusion|spec|block|pallas-plan|code] [--target cpu|pallas] [--tpu v7x]
+                [--config JSON] [--fast-memory 1M] [--threads 2]
+                one compiler stage on a Tile IR file; the cpu target is fixed, not this host (docs/testing.md)
+
   parhelion fuzz [--seconds N] [--programs N] [--seed S] [--family NAME] [--configs N] [--pallas-every N]
                  [--no-minimize] [--json]
                  random kernels on every backend against the reference interpreter (docs/testing.md)
@@ -38,7 +42,7 @@ const std::set<std::string> kSwitches = {"quick", "tuned", "predict", "model", "
 const std::set<std::string> kValued = {"shape",  "dtype",   "config",      "seed",       "stage",   "reps",
                                        "tune",   "effort",  "budget",      "threads",    "target",  "tpu",
                                        "output", "png",     "rounds",      "suite-file", "seconds", "programs",
-                                       "family", "configs", "pallas-every"};
+                                       "family", "configs", "pallas-every", "fast-memory"};
 
 std::string flag_name(const std::string& key) { return key == "output" ? "-o" : "--" + key; }
 
@@ -127,6 +131,7 @@ void check_flags_apply(const Options& o) {
       {"tune", {"shape", "dtype", "effort", "budget", "seed", "target", "tpu", "model"}},
       {"bench", {"threads", "quick", "tuned", "suite", "png", "rounds", "budget", "suite-file"}},
       {"fuzz", {"seconds", "programs", "seed", "family", "configs", "pallas-every", "no-minimize"}},
+      {"opt", {"stage", "target", "tpu", "config", "fast-memory", "threads"}},
   };
   auto it = takes.find(o.command);
   if (it == takes.end()) return;  // help, or an unknown command (refused by the caller)
@@ -150,6 +155,12 @@ void check_flags_apply(const Options& o) {
     if (o.json && !o.has("predict")) throw UserError("--json for emit needs --predict (emitted code is printed as is)");
     if (o.has("predict") && (o.has("stage") || o.has("output")))
       refuse("predict", "prints the modelled time; it takes neither --stage nor -o");
+  }
+  if (o.command == "opt") {
+    if (o.has("tpu") && !pallas) refuse("tpu", "needs --target pallas");
+    for (const char* flag : {"fast-memory", "threads"})
+      if (o.has(flag) && pallas)
+        refuse(flag, "describes the cpu target; --target pallas takes the TPU's VMEM and one core (--tpu)");
   }
   if (o.command == "tune") {
     for (const char* flag : {"tpu", "model"})

@@ -4,6 +4,7 @@
 //   parhelion run KERNEL --shape 1000,1003 [--dtype f32|bf16|f16] [--config JSON] [--threads N] [--seed N] [--json]
 //   parhelion emit KERNEL --shape ... [--dtype ...] [--stage ir|spec|block|code] [--config JSON]
 //   parhelion tune KERNEL --shape ... [--dtype ...] [--effort quick|full] [--budget SECONDS] [--seed N] [--json]
+//   parhelion opt FILE.tir --stage ir|fusion|spec|block|pallas-plan|code [--target cpu|pallas] [--config JSON]
 //
 // Exit status: 0 success, 1 a result outside tolerance, 2 bad input, 3 the C++ compiler
 // failed, 4 an internal error.
@@ -28,6 +29,7 @@
 #include "tools/bench_command.h"
 #include "tools/cli_options.h"
 #include "tools/fuzz_command.h"
+#include "tools/opt_command.h"
 #include "tools/suite_command.h"
 #include "tools/timing.h"
 
@@ -309,6 +311,7 @@ int main(int argc, char** argv) {
     if (o.command == "emit") return cmd_emit(o);
     if (o.command == "tune") return cmd_tune(o);
     if (o.command == "fuzz") return ph::tools::run_fuzz(o);
+    if (o.command == "opt") return ph::tools::run_opt(o);
     if (o.command == "bench") {
       // OpenBLAS reads OPENBLAS_CORETYPE when it loads: restart once without it (and without
       // OPENBLAS_L2_SIZE), in this process only, so that it runs its best kernels.

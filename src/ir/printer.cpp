@@ -14,7 +14,7 @@ std::string number_str(double v) {
 
 class Printer {
  public:
-  explicit Printer(const Function& fn) : fn_(fn) {}
+  Printer(const Function& fn, const PrintOptions& options) : fn_(fn), options_(options) {}
 
   std::string run() {
     os_ << "kernel " << fn_.name << "(";
@@ -35,7 +35,7 @@ class Printer {
     for (const BlockSize& b : fn_.block_sizes) {
       os_ << "  $b" << b.id << " = block_size(extent=" << b.extent;
       if (b.fixed) os_ << ", fixed=" << b.fixed;
-      os_ << ")\n";
+      os_ << ")" << loc(b.loc) << "\n";
     }
     ops(fn_.body, 1);
     os_ << "  return";
@@ -50,6 +50,8 @@ class Printer {
   }
 
   std::string val(int v) { return "%" + std::to_string(v); }
+
+  std::string loc(const SourceLoc& l) const { return options_.locations ? loc_suffix(l) : ""; }
 
   std::string index_str(const Op& op) {
     std::string s = fn_.tensors[op.tensor].name + "[";
@@ -75,7 +77,7 @@ class Printer {
         const TensorInfo& t = fn_.tensors[op.tensor];
         os_ << t.name << " = " << op_name(op) << " " << dtype_name(t.dtype) << shape_to_string(t.shape);
         if (op.has_fill) os_ << " fill=" << number_str(op.number);
-        os_ << "\n";
+        os_ << loc(op.loc) << "\n";
         return;
       }
       case OpKind::Launch:
@@ -85,7 +87,7 @@ class Printer {
           const TileInfo& t = fn_.tiles[op.loop_tiles[i]];
           os_ << (i ? ", " : "") << tile_name(fn_, t.id) << " in " << t.begin << ".." << t.end << " by $b" << t.block;
         }
-        os_ << " {\n";
+        os_ << loc(op.loc) << " {\n";
         ops(op.body, depth + 1);
         os_ << ind << "}\n";
         return;
@@ -94,7 +96,7 @@ class Printer {
         os_ << "load " << index_str(op);
         break;
       case OpKind::Store:
-        os_ << "store " << index_str(op) << ", " << val(op.operands[0]) << "\n";
+        os_ << "store " << index_str(op) << ", " << val(op.operands[0]) << loc(op.loc) << "\n";
         return;
       case OpKind::Constant:
         os_ << "const " << number_str(op.number);
@@ -127,13 +129,13 @@ class Printer {
         if (op.operands.size() > 2) os_ << " acc=" << val(op.operands[2]);
         break;
       case OpKind::VarDecl:
-        os_ << "var v" << op.var << " = " << val(op.operands[0]) << "\n";
+        os_ << "var v" << op.var << " = " << val(op.operands[0]) << loc(op.loc) << "\n";
         return;
       case OpKind::VarGet:
         os_ << "var_get v" << op.var;
         break;
       case OpKind::VarSet:
-        os_ << "var_set v" << op.var << ", " << val(op.operands[0]) << "\n";
+        os_ << "var_set v" << op.var << ", " << val(op.operands[0]) << loc(op.loc) << "\n";
         return;
       default: {
         os_ << op_name(op);
@@ -141,10 +143,11 @@ class Printer {
       }
     }
     if (op.result >= 0) os_ << " : " << type_to_string(fn_, fn_.type_of(op.result));
-    os_ << "\n";
+    os_ << loc(op.loc) << "\n";
   }
 
   const Function& fn_;
+  const PrintOptions& options_;
   std::ostringstream os_;
 };
 
@@ -164,6 +167,16 @@ std::string type_to_string(const Function& fn, const Type& t) {
   return s + "]";
 }
 
-std::string print(const Function& fn) { return Printer(fn).run(); }
+std::string loc_suffix(const SourceLoc& loc) {
+  if (loc.file.empty() && loc.line == 0) return "";
+  std::string s = " loc(\"";
+  for (char c : loc.file) {
+    if (c == '"' || c == '\\') s += '\\';
+    s += c;
+  }
+  return s + "\":" + std::to_string(loc.line) + ")";
+}
+
+std::string print(const Function& fn, const PrintOptions& options) { return Printer(fn, options).run(); }
 
 }  // namespace parhelion::ir

@@ -86,12 +86,12 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
     const lower::KnobTable knobs = lower::derive_knobs(fn, backend.capabilities());
     for (size_t knob = 0; knob < knobs.loop_orders.size(); ++knob) {
       const Op& launch = *knobs.loop_orders[knob];
-      std::vector<int>& order = c.loop_orders[knob];
+      std::vector<int>& grid_order = c.loop_orders[knob];
       for (size_t d = 0; d < launch.loop_tiles.size(); ++d) {
         int sb = spec_of_block[fn.tiles[launch.loop_tiles[d]].block];
         if (sb >= 0 && dot_role[sb] == 0) {
-          order.erase(std::find(order.begin(), order.end(), static_cast<int>(d)));
-          order.push_back(static_cast<int>(d));
+          grid_order.erase(std::find(grid_order.begin(), grid_order.end(), static_cast<int>(d)));
+          grid_order.push_back(static_cast<int>(d));
         }
       }
     }

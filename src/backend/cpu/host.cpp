@@ -62,7 +62,7 @@ std::string detect_features() {
 }  // namespace
 
 const Host& Host::detect() {
-  static const Host h = [] {
+  static const Host detected = [] {
     Host h;
     h.fast_memory_bytes = detect_l2_bytes();
     // A set but unparsable override is refused: ignoring it would tune for the wrong machine.
@@ -75,7 +75,7 @@ const Host& Host::detect() {
     h.features = detect_features();
     return h;
   }();
-  return h;
+  return detected;
 }
 
 }  // namespace parhelion::backend::cpu

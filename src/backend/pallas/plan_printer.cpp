@@ -1,0 +1,37 @@
+#include "backend/pallas/plan_printer.h"
+
+#include <sstream>
+
+#include "backend/backend.h"
+#include "ir/printer.h"
+#include "runtime/format_bytes.h"
+
+namespace parhelion::backend::pallas {
+
+std::string print(const lower::BlockProgram& p, const std::vector<PallasLaunch>& launches) {
+  const ir::Function& fn = *p.fn;
+  std::ostringstream os;
+  os << "pallas_plan " << fn.name << " for " << p.backend->machine().description << " (VMEM "
+     << format_bytes(p.backend->machine().fast_memory_bytes) << ")\n";
+  os << "  config " << p.config.to_json() << "\n";
+  for (const PallasLaunch& pl : launches) {
+    os << "  launch " << pl.index << ": VMEM " << format_bytes(pl.vmem_bytes) << " (" << pl.vmem_detail << ")\n";
+    for (size_t i = 0; i < pl.slots.size(); ++i) {
+      const PallasSlot& s = pl.slots[i];
+      os << "    slot " << i << " " << fn.tensors[s.tensor].name << " "
+         << (s.read && s.written ? "inout"
+             : s.written         ? "out"
+                                 : "in")
+         << " " << mode_name(s.mode);
+      if (s.loop_tile >= 0) os << " in " << ir::tile_name(fn, s.loop_tile);
+      if (s.mode == PallasSlot::Pipeline) os << " x" << s.buffers;
+      os << " block [";
+      for (size_t d = 0; d < s.block.size(); ++d)
+        os << (d ? ", " : "") << (s.block[d] < 0 ? "None" : std::to_string(s.block[d]));
+      os << "] " << format_bytes(s.block_bytes) << "\n";
+    }
+  }
+  return os.str();
+}
+
+}  // namespace parhelion::backend::pallas
