@@ -8,6 +8,7 @@
 #include "ir/printer.h"
 #include "lower/config_space.h"
 #include "lower/fusion.h"
+#include "lower/verify_block_ir.h"
 #include "parhelion/error.h"
 
 namespace parhelion::lower {
@@ -305,7 +306,9 @@ class Planner {
 }  // namespace
 
 BlockProgram plan(const ir::Function& fn, const Config& config, const backend::Backend& backend) {
-  return Planner(fn, config, backend).run();
+  BlockProgram p = Planner(fn, config, backend).run();
+  verify(p);
+  return p;
 }
 
 BlockProgram lower(const ir::Function& fn, const Config& given, const backend::Backend& backend) {
