@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "backend/registry.h"
 #include "parhelion/error.h"
 #include "runtime/parse_number.h"
 
@@ -139,7 +140,15 @@ void check_flags_apply(const Options& o) {
     if (!it->second.count(flag)) refuse(flag, "does not apply to `parhelion " + o.command + "`\n" + kUsage);
 
   const std::string target = o.get("target", "cpu");
-  if (target != "cpu" && target != "pallas") refuse("target", "must be cpu or pallas; got '" + target + "'");
+  // A backend's name (its variants, e.g. a TPU generation, have flags of their own).
+  std::string backends;
+  bool known = false;
+  for (const std::string& t : backend::known_targets())
+    if (t.find(':') == std::string::npos) {
+      backends += (backends.empty() ? "" : " or ") + t;
+      known |= t == target;
+    }
+  if (!known) refuse("target", "must be " + backends + "; got '" + target + "'");
   const bool pallas = target == "pallas";
   if (o.command == "run") {
     if (pallas)

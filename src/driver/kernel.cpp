@@ -11,6 +11,7 @@
 #include "interp/interpreter.h"
 #include "ir/printer.h"
 #include "parhelion/error.h"
+#include "tune/tuner.h"
 
 namespace parhelion {
 
@@ -139,6 +140,10 @@ PallasModule KernelBase::emit_pallas(const std::vector<Arg>& args, const std::st
 }
 
 std::vector<Array> KernelBase::run(const std::vector<Arg>& args) { return compile(args).run(args); }
+
+TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& options) {
+  return tune::tune(*this, args, options);
+}
 
 std::vector<Array> KernelBase::interpret(const std::vector<Arg>& args) {
   return interp::interpret(trace(args)->fn, args).outputs;

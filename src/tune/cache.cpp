@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "backend/cpu/jit.h"
+#include "runtime/cache_dir.h"
 
 namespace parhelion::tune {
 namespace fs = std::filesystem;
@@ -33,7 +33,7 @@ std::string CacheKey::describe() const {
   return kernel + " " + signature + " on " + target + " (" + hardware + "; " + compiler + "; ir " + fingerprint + ")";
 }
 
-std::string tune_cache_dir() { return backend::cpu::cache_dir() + "/tune"; }
+std::string tune_cache_dir() { return runtime::cache_dir() + "/tune"; }
 
 std::string cache_path(const CacheKey& key) {
   return tune_cache_dir() + "/" + key.family_id() + "/" + key.entry_id() + ".json";

@@ -1,4 +1,4 @@
-// The autotuner: KernelBase::tune.
+// The autotuner (KernelBase::tune is its public face).
 //
 // 1. Trace the kernel for the signature; build the cache key; return the cached winner if any.
 // 2. Expected outputs: the caller's reference, else the reference interpreter's, else (too large
@@ -29,6 +29,7 @@
 #include "tune/cache.h"
 #include "tune/isolate.h"
 #include "tune/search.h"
+#include "tune/tuner.h"
 
 namespace parhelion {
 
@@ -185,11 +186,11 @@ struct Measured {
 
 }  // namespace
 
-TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt) {
+TuneReport tune::tune(KernelBase& kernel, const std::vector<Arg>& args, const TuneOptions& opt) {
   auto t0 = clock_type::now();
-  std::shared_ptr<CompiledKernel::Impl> traced = trace(args);
+  std::shared_ptr<CompiledKernel::Impl> traced = kernel.trace(args);
   TuneReport R;
-  R.kernel = name();
+  R.kernel = kernel.name();
   R.signature = signature_of(*traced);
   R.target = traced->backend->name();
   R.default_config = traced->config;
@@ -227,7 +228,7 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
   if (opt.effort == Effort::none) {
     tune::RunResult r =
         tune::run_isolated(CompiledKernel(default_kernel), args, expected, tol, tol_scale, Fault::none, timeout, plan);
-    if (!r.good()) throw UserError("kernel " + name() + ": the default config failed: " + r.describe());
+    if (!r.good()) throw UserError("kernel " + kernel.name() + ": the default config failed: " + r.describe());
     R.best_config = R.default_config;
     R.best_ms = R.default_ms = r.ms;
     R.candidates = 1;
@@ -244,7 +245,7 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
                                                      ? tune::make_pattern_search(traced->spec, opt.seed, seeds)
                                                      : tune::make_differential_evolution(traced->spec, opt.seed, seeds);
 
-  Progress progress(opt.progress, name(), budget);
+  Progress progress(opt.progress, kernel.name(), budget);
   std::map<std::string, double> by_source;  // generated source -> measured ms
   std::vector<Measured> measured;
   double best_ms = INFINITY;
@@ -322,7 +323,7 @@ TuneReport KernelBase::tune(const std::vector<Arg>& args, const TuneOptions& opt
   }
   progress.finish();
   if (measured.empty())
-    throw UserError("kernel " + name() + ": no config ran correctly (" + std::to_string(R.failed) + " failed, " +
+    throw UserError("kernel " + kernel.name() + ": no config ran correctly (" + std::to_string(R.failed) + " failed, " +
                     std::to_string(R.rejected) + " did not fit)" +
                     (R.failures.empty() ? "" : "; first failure: " + R.failures.front()));
 

@@ -16,6 +16,7 @@
 
 #include "backend/cpu/object_cache.h"
 #include "parhelion/error.h"
+#include "runtime/cache_dir.h"
 
 namespace parhelion::backend::cpu {
 namespace fs = std::filesystem;
@@ -58,13 +59,6 @@ void* Module::symbol(const std::string& name) const {
   return s;
 }
 
-std::string cache_dir() {
-  if (const char* d = std::getenv("PARHELION_CACHE_DIR"); d && *d) return d;
-  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/parhelion";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/parhelion";
-  return "/tmp/parhelion-cache";
-}
-
 std::string compiler_command() {
   const char* cxx = std::getenv("CXX");
   return cxx && *cxx ? cxx : "c++";
@@ -99,7 +93,7 @@ JitResult jit_compile(const std::string& source) {
   JitResult r;
   std::string flags = compiler_flags();
   r.key = content_hash(source + "\n//" + compiler_identity() + "\n//" + flags);
-  std::string dir = cache_dir() + "/jit";
+  std::string dir = runtime::cache_dir() + "/jit";
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw UserError("cannot create the kernel cache directory " + dir + ": " + ec.message());

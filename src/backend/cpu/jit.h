@@ -39,7 +39,6 @@ struct JitResult {
 // the generated source and the compiler's message if compilation fails.
 JitResult jit_compile(const std::string& source);
 
-std::string cache_dir();
 std::string compiler_command();   // $CXX or c++
 std::string compiler_identity();  // first line of `$CXX --version`
 std::string compiler_flags();
