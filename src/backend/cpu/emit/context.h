@@ -1,0 +1,75 @@
+// What every part of the cpu emitter shares while it prints one launch: the Block IR it reads
+// (program, launch plan, function), the output stream and its indentation, the value -> defining
+// op table that `block()` fills as it walks, the hoisting state of the innermost loop being
+// generated, and the small helpers that name things (tiles, scratch buffers) and spell C types
+// and literals. Nothing here decides what to emit; that is LaunchEmitter's (launch_emitter.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ir/printer.h"
+#include "lower/block_ir.h"
+
+namespace parhelion::backend::cpu::emit {
+
+using ir::BinaryFn;
+using ir::Dim;
+using ir::Op;
+using ir::OpKind;
+using ir::ReduceFn;
+using ir::UnaryFn;
+
+// The index expressions of one element, one per dim ("0" for a size-1 dim).
+using Idx = std::vector<std::string>;
+
+// The C type a value of compute dtype `compute` (f32, i64, bool) is computed in.
+std::string c_type(DType compute);
+// The C type an element of dtype `d` is stored as in a tensor or staging buffer.
+std::string storage_type(DType d);
+// bf16 and f16: stored as uint16_t, computed in f32.
+bool is16(DType d);
+// `v` as a C literal of compute dtype `compute`.
+std::string literal(double v, DType compute);
+
+class EmitContext {
+ protected:
+  EmitContext(const lower::BlockProgram& p, const lower::LaunchPlan& L) : p_(p), L_(L), fn_(*p.fn) {}
+
+  // --- output ---
+  void line(const std::string& s) { os_ << std::string(depth_ * 2, ' ') << s << "\n"; }
+
+  // --- names and plan lookups ---
+  std::string tname(int tile) const { return ir::tile_name(fn_, tile); }
+  const ir::Type& type(int v) const { return fn_.type_of(v); }
+  int64_t block_of(int tile) const { return p_.block_of_tile(tile); }
+  const lower::ValuePlan* value_plan(int v) const;
+  std::string scratch_name(const lower::Scratch& s) const;
+  // Element `idx` of scratch buffer `s`.
+  std::string scratch_ref(const lower::Scratch& s, const Idx& idx) const;
+
+  // --- index arithmetic ---
+  Idx broadcast(const std::vector<Dim>& shape, const Idx& idx) const;
+  std::string linear(const std::vector<int64_t>& capacity, const Idx& idx) const;
+
+  const lower::BlockProgram& p_;
+  const lower::LaunchPlan& L_;
+  const ir::Function& fn_;
+  std::map<int, const Op*> def_;  // value id -> its defining op, filled by block()
+  std::ostringstream os_;
+  int depth_ = 0;
+
+  // --- hoisting state (loop_nest.cpp) ---
+  std::string hoist_var_;  // the innermost loop's index while its body is generated
+  struct Hoisted {
+    std::string name, type, access;
+  };
+  std::vector<Hoisted> hoisted_;  // reads to emit before that loop, as constants
+  int hoist_counter_ = 0;
+  int nest_depth_ = 0;  // how many nest() calls are open
+};
+
+}  // namespace parhelion::backend::cpu::emit

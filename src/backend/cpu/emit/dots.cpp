@@ -1,0 +1,110 @@
+// Dots: each becomes, per batch index, one call of the runtime's packed GEMM (ph_rt_table->gemm)
+// on operands read in place (tensor, staged buffer, materialized value or Var buffer), with the
+// result written to scratch or accumulated straight into the Var it is added to.
+
+#include <string>
+#include <utility>
+
+#include "backend/cpu/emit/launch_emitter.h"
+#include "parhelion/error.h"
+#include "runtime/gemm/gemm.h"
+
+namespace parhelion::backend::cpu::emit {
+
+namespace {
+
+// The runtime GEMM's code for an operand's storage dtype (abi.h).
+const char* gemm_dtype_code(DType d) { return d == DType::bf16 ? "PH_BF16" : d == DType::f16 ? "PH_F16" : "PH_F32"; }
+
+}  // namespace
+
+LaunchEmitter::Operand2D LaunchEmitter::operand_2d(int v, const Idx& batch) {
+  Idx idx = batch;
+  idx.push_back("0");
+  idx.push_back("0");
+  const int m = L_.materialized(v);
+  const Op& d = *def_.at(v);
+  if (m < 0 && d.kind == OpKind::Transpose) {
+    Operand2D o = operand_2d(d.operands[0], batch);
+    std::swap(o.rs, o.cs);
+    return o;
+  }
+  if (m >= 0 || d.kind == OpKind::VarGet) {
+    const lower::Scratch& s = L_.scratch[m >= 0 ? m : L_.var_scratch.at(d.var)];
+    return {"(" + scratch_name(s) + " + " + linear(s.capacity, idx) + ")", std::to_string(s.capacity.back()), "1",
+            gemm_dtype_code(s.dtype)};
+  }
+  PH_CHECK(d.kind == OpKind::Load, "dot operand neither loaded nor materialized");
+  const char* dcode = gemm_dtype_code(fn_.tensors[d.tensor].dtype);
+  if (int k = L_.staged_load(v); k >= 0) {
+    const lower::StagedBlock& b = L_.staged[k];
+    Idx at = broadcast(type(v).shape, idx);
+    int64_t rs = b.capacity.back();
+    return {"(" + stg_name(k) + " + " + staged_offset(k, at) + ")", std::to_string(rs), "1", dcode};
+  }
+  // The tensor dimensions behind the block's last two dims.
+  const ir::TensorInfo& t = fn_.tensors[d.tensor];
+  std::vector<int> dims;
+  for (size_t k = 0; k < d.index.size(); ++k) {
+    const ir::IndexItem& ix = d.index[k];
+    if (ix.kind == ir::IndexItem::All || (ix.kind == ir::IndexItem::Tile && !fn_.tiles[ix.tile].is_grid))
+      dims.push_back(static_cast<int>(k));
+  }
+  Idx at = broadcast(type(v).shape, idx);
+  return {"(T" + std::to_string(d.tensor) + " + " + tensor_offset(d, at) + ")",
+          std::to_string(t.strides[dims[dims.size() - 2]]), std::to_string(t.strides[dims.back()]), dcode};
+}
+
+// C = [acc +] A . B for every batch index, through the runtime's packed micro-kernels.
+void LaunchEmitter::dot(const Op& op) {
+  const ir::Type& r = type(op.result);
+  const ir::Type& a = type(op.operands[0]);
+  const lower::DotPlan& plan = *L_.dot(op.result);
+  const bool in_place = plan.accumulate_into >= 0;
+  const lower::Scratch& c = L_.scratch[in_place ? L_.var_scratch.at(plan.accumulate_into) : L_.materialized(op.result)];
+  const lower::Scratch& ws = L_.scratch[plan.workspace];
+  auto extent = [&](const Dim& d) { return d.kind == Dim::Tile ? "n_" + tname(d.tile) : std::to_string(d.size); };
+  std::vector<Dim> batch(r.shape.begin(), r.shape.end() - 2);
+  line("{  // dot at " + op.loc.str());
+  ++depth_;
+  nest(batch, [&](const Idx& b) {
+    Idx cidx = b;
+    cidx.push_back("0");
+    cidx.push_back("0");
+    if (op.operands.size() > 2) {  // C starts as the accumulator
+      std::vector<Dim> mn(r.shape.end() - 2, r.shape.end());
+      Idx saved = b;
+      nest(mn, [&](const Idx& ij) {
+        Idx full = saved;
+        full.insert(full.end(), ij.begin(), ij.end());
+        line(scratch_ref(c, full) + " = " + expr(op.operands[2], full) + ";");
+      });
+    }
+    Operand2D A = operand_2d(op.operands[0], Idx(b.end() - (a.rank() - 2), b.end()));
+    const ir::Type& bt = type(op.operands[1]);
+    Operand2D B = operand_2d(op.operands[1], Idx(b.end() - (bt.rank() - 2), b.end()));
+    line("ph_gemm_args g;");
+    line("g.m = " + extent(r.shape[r.rank() - 2]) + "; g.n = " + extent(r.shape[r.rank() - 1]) +
+         "; g.k = " + extent(a.shape[a.rank() - 1]) + ";");
+    line("g.a = " + A.ptr + "; g.a_rs = " + A.rs + "; g.a_cs = " + A.cs + "; g.a_dtype = " + A.dtype + ";");
+    line("g.b = " + B.ptr + "; g.b_rs = " + B.rs + "; g.b_cs = " + B.cs + "; g.b_dtype = " + B.dtype + ";");
+    line("g.c = " + scratch_name(c) + " + " + linear(c.capacity, cidx) +
+         "; g.ldc = " + std::to_string(c.capacity.back()) + ";");
+    line("g.accumulate = " + std::string(op.operands.size() > 2 || in_place ? "1" : "0") + "; g.kernel = " +
+         std::to_string(runtime::gemm_kernel_index(plan.micro_kernel)) + "; g.workspace = " + scratch_name(ws) + ";");
+    line("ph_rt_table->gemm(&g);");
+  });
+  --depth_;
+  line("}");
+}
+
+// `acc = acc + dot(...)` whose dot lowering made accumulate into acc's buffer.
+bool LaunchEmitter::in_place_var_set(const Op& op) const {
+  const Op* add = def_.count(op.operands[0]) ? def_.at(op.operands[0]) : nullptr;
+  if (!add || add->kind != OpKind::Binary) return false;
+  for (int v : add->operands)
+    if (const lower::DotPlan* d = L_.dot(v); d && d->accumulate_into == op.var) return true;
+  return false;
+}
+
+}  // namespace parhelion::backend::cpu::emit

@@ -1,0 +1,243 @@
+// The C++ expression of a block value at one element: fused pointwise trees inline into their
+// consumer's innermost loop, loads from a tensor or from the staged buffer that holds it, and the
+// dtype conversions on the way in and out of memory.
+
+#include <string>
+
+#include "backend/cpu/emit/launch_emitter.h"
+#include "parhelion/error.h"
+
+namespace parhelion::backend::cpu::emit {
+
+std::string LaunchEmitter::expr(int v, const Idx& idx) {
+  if (type(v).rank() == 0) return "s" + std::to_string(v);
+  if (int m = L_.materialized(v); m >= 0) return read(scratch_ref(L_.scratch[m], idx), type(v).dtype);
+  return op_expr(*def_.at(v), idx);
+}
+
+std::string LaunchEmitter::operand(const Op& op, int k, const Idx& idx) {
+  int v = op.operands[k];
+  return expr(v, broadcast(type(v).shape, idx));
+}
+
+// The expression of a pointwise op at element `idx` of its own shape.
+std::string LaunchEmitter::op_expr(const Op& op, const Idx& idx) {
+  DType rt = type(op.result).dtype;
+  switch (op.kind) {
+    case OpKind::Load:
+      return read(load_expr(op, idx), type(op.result).dtype);
+    case OpKind::Constant:
+    case OpKind::Full:
+      return literal(op.number, rt);
+    case OpKind::ScalarParam:
+      return "sp" + std::to_string(op.param);
+    case OpKind::TileBegin:
+      return "off_" + tname(op.tile);
+    case OpKind::TileEnd:
+      return "(off_" + tname(op.tile) + " + n_" + tname(op.tile) + ")";
+    case OpKind::TileIndex:
+      return "(off_" + tname(op.tile) + " + " + idx[0] + ")";
+    case OpKind::Arange:
+      return "static_cast<int64_t>(" + idx[0] + ")";
+    case OpKind::VarGet: {
+      const lower::Scratch& s = L_.scratch[L_.var_scratch.at(op.var)];
+      return read(scratch_ref(s, idx), s.dtype);
+    }
+    case OpKind::Unary:
+      return unary_expr(static_cast<UnaryFn>(op.fn), type(op.operands[0]).dtype, operand(op, 0, idx));
+    case OpKind::Binary: {
+      std::string a = operand(op, 0, idx), b = operand(op, 1, idx);
+      // Division by a value hoisted out of the innermost loop (a row sum, a norm) becomes a
+      // multiplication by its reciprocal, computed once: vdivps per element would bound
+      // softmax-like kernels. Costs at most one extra rounding (<= 1 ulp more).
+      if (static_cast<BinaryFn>(op.fn) == BinaryFn::div && rt == DType::f32 && is_hoisted(b) &&
+          type(op.operands[1]).dtype == DType::f32)
+        return "(" + a + " * (1.0f / " + b + "))";
+      return binary_expr(static_cast<BinaryFn>(op.fn), rt, type(op.operands[0]).dtype, type(op.operands[1]).dtype, a,
+                         b);
+    }
+    case OpKind::Where: {
+      std::string a = operand(op, 1, idx), b = operand(op, 2, idx);
+      if (rt == DType::f32 && type(op.operands[1]).dtype != DType::f32) a = "static_cast<float>(" + a + ")";
+      if (rt == DType::f32 && type(op.operands[2]).dtype != DType::f32) b = "static_cast<float>(" + b + ")";
+      return "(" + operand(op, 0, idx) + " ? " + a + " : " + b + ")";
+    }
+    case OpKind::Cast:
+      return cast_expr(op.dtype, type(op.operands[0]).dtype, operand(op, 0, idx));
+    case OpKind::Unsqueeze: {
+      Idx inner = idx;
+      inner.erase(inner.begin() + op.axis);
+      return expr(op.operands[0], inner);
+    }
+    case OpKind::Transpose: {
+      Idx inner = idx;
+      std::swap(inner[inner.size() - 1], inner[inner.size() - 2]);
+      return expr(op.operands[0], inner);
+    }
+    default:
+      throw InternalError(std::string("no expression for op ") + std::string(ir::op_name(op)));
+  }
+}
+
+// A load that an inner loop staged reads its buffer: the block dims row-major in the slot of
+// the current trip (pipeline), or at the trip's offset within the whole extent (resident).
+std::string LaunchEmitter::address(const Op& op, const Idx& idx) {
+  if (op.kind == OpKind::Load) {
+    if (int k = L_.staged_load(op.result); k >= 0) return stg_name(k) + "[" + staged_offset(k, idx) + "]";
+  }
+  return tensor_address(op, idx);
+}
+
+std::string LaunchEmitter::tensor_address(const Op& op, const Idx& idx) {
+  return "T" + std::to_string(op.tensor) + "[" + tensor_offset(op, idx) + "]";
+}
+
+// The element offset in its tensor of element `idx` of the block `op` loads or stores.
+std::string LaunchEmitter::tensor_offset(const Op& op, const Idx& idx) {
+  const ir::TensorInfo& t = fn_.tensors[op.tensor];
+  std::string s;
+  size_t j = 0;
+  for (size_t d = 0; d < op.index.size(); ++d) {
+    const ir::IndexItem& ix = op.index[d];
+    std::string pos;
+    if (ix.kind == ir::IndexItem::Tile) {
+      if (fn_.tiles[ix.tile].is_grid)
+        pos = "off_" + tname(ix.tile);
+      else
+        pos = "(off_" + tname(ix.tile) + " + " + idx[j++] + ")";
+    } else if (ix.kind == ir::IndexItem::All) {
+      pos = idx[j++];
+    } else {
+      pos = "(" + expr(ix.value, {}) + ")";
+    }
+    if (t.shape[d] == 1 && ix.kind != ir::IndexItem::Scalar) continue;  // position is 0
+    std::string term = t.strides[d] == 1 ? pos : pos + " * " + std::to_string(t.strides[d]);
+    s += (s.empty() ? "" : " + ") + term;
+  }
+  return s.empty() ? "0" : s;
+}
+
+std::string LaunchEmitter::load_expr(const Op& op, const Idx& idx) {
+  std::string a = address(op, idx);
+  switch (fn_.tensors[op.tensor].dtype) {
+    case DType::f32:
+      return a;
+    case DType::bf16:
+      return "ph_rt::bf16_to_f32(" + a + ")";
+    case DType::f16:
+      return "ph_rt::f16_to_f32(" + a + ")";
+    case DType::i32:
+      return "static_cast<int64_t>(" + a + ")";
+    case DType::i64:
+      return a;
+    case DType::boolean:
+      return "(" + a + " != 0)";
+  }
+  throw InternalError("bad dtype");
+}
+
+std::string LaunchEmitter::store_value(DType dt, DType from, const std::string& v) {
+  switch (dt) {
+    case DType::f32:
+      return from == DType::f32 ? v : "static_cast<float>(" + v + ")";
+    case DType::bf16:
+      return "ph_rt::f32_to_bf16(static_cast<float>(" + v + "))";
+    case DType::f16:
+      return "ph_rt::f32_to_f16(static_cast<float>(" + v + "))";
+    case DType::i32:
+      return "static_cast<int32_t>(" + v + ")";
+    case DType::i64:
+      return "static_cast<int64_t>(" + v + ")";
+    case DType::boolean:
+      return "static_cast<uint8_t>(" + v + " != 0)";
+  }
+  throw InternalError("bad dtype");
+}
+
+std::string LaunchEmitter::unary_expr(UnaryFn f, DType dt, const std::string& a) {
+  switch (f) {
+    case UnaryFn::neg:
+      return "(-" + a + ")";
+    case UnaryFn::exp:
+      return "ph_rt::exp(" + a + ")";
+    case UnaryFn::log:
+      return "ph_rt::log(" + a + ")";
+    case UnaryFn::sqrt:
+      return "ph_rt::sqrt(" + a + ")";
+    case UnaryFn::rsqrt:
+      return "ph_rt::rsqrt(" + a + ")";
+    case UnaryFn::tanh:
+      return "ph_rt::tanh(" + a + ")";
+    case UnaryFn::sigmoid:
+      return "ph_rt::sigmoid(" + a + ")";
+    case UnaryFn::silu:
+      return "ph_rt::silu(" + a + ")";
+    case UnaryFn::gelu:
+      return "ph_rt::gelu(" + a + ")";
+    case UnaryFn::abs:
+      return dt == DType::f32 ? "ph_rt::abs(" + a + ")" : "ph_abs_i64(" + a + ")";
+    case UnaryFn::logical_not:
+      return "(!" + a + ")";
+  }
+  throw InternalError("bad unary");
+}
+
+std::string LaunchEmitter::binary_expr(BinaryFn f, DType result, DType ta, DType tb, std::string a, std::string b) {
+  if (result == DType::f32) {  // mixed f32/i64 arithmetic computes in f32
+    if (ta != DType::f32) a = "static_cast<float>(" + a + ")";
+    if (tb != DType::f32) b = "static_cast<float>(" + b + ")";
+  }
+  switch (f) {
+    case BinaryFn::add:
+      return "(" + a + " + " + b + ")";
+    case BinaryFn::sub:
+      return "(" + a + " - " + b + ")";
+    case BinaryFn::mul:
+      return "(" + a + " * " + b + ")";
+    case BinaryFn::div:
+      return "(" + a + " / " + b + ")";
+    case BinaryFn::maximum:
+      return "ph_max(" + a + ", " + b + ")";
+    case BinaryFn::minimum:
+      return "ph_min(" + a + ", " + b + ")";
+    case BinaryFn::pow:
+      return "ph_pow(" + a + ", " + b + ")";
+    case BinaryFn::lt:
+      return "(" + a + " < " + b + ")";
+    case BinaryFn::le:
+      return "(" + a + " <= " + b + ")";
+    case BinaryFn::gt:
+      return "(" + a + " > " + b + ")";
+    case BinaryFn::ge:
+      return "(" + a + " >= " + b + ")";
+    case BinaryFn::eq:
+      return "(" + a + " == " + b + ")";
+    case BinaryFn::ne:
+      return "(" + a + " != " + b + ")";
+    case BinaryFn::logical_and:
+      return "(" + a + " && " + b + ")";
+    case BinaryFn::logical_or:
+      return "(" + a + " || " + b + ")";
+  }
+  throw InternalError("bad binary");
+}
+
+std::string LaunchEmitter::cast_expr(DType to, DType from, const std::string& a) {
+  switch (to) {
+    case DType::f32:
+      return from == DType::f32 ? a : "static_cast<float>(" + a + ")";
+    case DType::bf16:
+      return "ph_rt::bf16_to_f32(ph_rt::f32_to_bf16(static_cast<float>(" + a + ")))";
+    case DType::f16:
+      return "ph_rt::f16_to_f32(ph_rt::f32_to_f16(static_cast<float>(" + a + ")))";
+    case DType::i32:
+      return "static_cast<int64_t>(static_cast<int32_t>(" + a + "))";
+    case DType::i64:
+      return "static_cast<int64_t>(" + a + ")";
+    case DType::boolean:
+      return "(" + a + " != 0)";
+  }
+  throw InternalError("bad cast");
+}
+
+}  // namespace parhelion::backend::cpu::emit

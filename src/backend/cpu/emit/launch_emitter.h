@@ -1,0 +1,93 @@
+// The emitter of one launch: Block IR LaunchPlan -> the C++ of `extern "C" void ph_launch_N(...)`.
+// One class, whose member functions are defined by concern across the files of emit/ (each says
+// what it emits and why) and codegen.cpp (the launch skeleton and the statements); the state
+// they share is EmitContext's (context.h). Only codegen.cpp's generate_source() uses it.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/emit/context.h"
+
+namespace parhelion::backend::cpu::emit {
+
+class LaunchEmitter : private EmitContext {
+ public:
+  LaunchEmitter(const lower::BlockProgram& p, const lower::LaunchPlan& L) : EmitContext(p, L) {}
+
+  // The launch's entry point, whole.
+  std::string run();
+
+ private:
+  // --- the launch skeleton and statements (codegen.cpp) ---
+  void declare_tensors();
+  void block(const std::vector<Op>& ops);
+  void statement(const Op& op);
+  void store(const Op& op);
+  void var_write(const Op& op);
+
+  // --- loop nests and loop-invariant hoisting (loop_nest.cpp) ---
+  void nest(const std::vector<Dim>& shape, const std::function<void(const Idx&)>& body,
+            const std::string& simd_clause = "", size_t inner_from = 0);
+  std::string loop_header(const Dim& d, const std::string& i);
+  void hoisted_loop(const std::string& var, const std::string& header, const std::string& pragma,
+                    const std::function<void()>& body);
+  static bool mentions(const std::string& text, const std::string& var);
+  bool is_hoisted(const std::string& e) const;
+  std::string read(const std::string& access, DType compute);
+
+  // --- expressions: loads, stores, pointwise ops (expressions.cpp) ---
+  std::string expr(int v, const Idx& idx);
+  std::string operand(const Op& op, int k, const Idx& idx);
+  std::string op_expr(const Op& op, const Idx& idx);
+  std::string address(const Op& op, const Idx& idx);
+  std::string tensor_address(const Op& op, const Idx& idx);
+  std::string tensor_offset(const Op& op, const Idx& idx);
+  std::string load_expr(const Op& op, const Idx& idx);
+  std::string store_value(DType dt, DType from, const std::string& v);
+  std::string unary_expr(UnaryFn f, DType dt, const std::string& a);
+  std::string binary_expr(BinaryFn f, DType result, DType ta, DType tb, std::string a, std::string b);
+  std::string cast_expr(DType to, DType from, const std::string& a);
+
+  // --- dots through the runtime GEMM (dots.cpp) ---
+  // Where a dot reads an operand: a pointer to element (0, 0) of the block at batch index
+  // `batch`, the element strides of its last two dims, and its dtype code.
+  struct Operand2D {
+    std::string ptr, rs, cs, dtype;
+  };
+  Operand2D operand_2d(int v, const Idx& batch);
+  void dot(const Op& op);
+  bool in_place_var_set(const Op& op) const;
+
+  // --- inner loops and their staged blocks (staging.cpp) ---
+  void loop(const Op& op);
+  const lower::InnerLoop& inner_loop(int tile) const;
+  void declare_resident_keys();
+  std::string stg_name(int k) const;
+  std::string staged_offset(int k, Idx idx) const;
+  const Op& staged_load_op(int k);
+  void copy_block(int k, const std::string& slot);
+  void fill_resident(const lower::InnerLoop& il);
+  void pipeline_trip(const lower::InnerLoop& il);
+  void prefetch_block(int k);
+
+  // --- reductions (reductions.cpp) ---
+  void reduce(const Op& op);
+
+  // --- bounds checks of computed indices (index_checks.cpp) ---
+  // A scalar that indexes a tensor dimension, and where: checked right where it is computed,
+  // before any use, so that no out-of-range access happens.
+  struct IndexUse {
+    std::string where, what;
+    int64_t size = 0;
+  };
+  void collect_index_uses();
+  static std::string c_string(const std::string& s);
+  void check_index(int v);
+  std::map<int, std::vector<IndexUse>> index_uses_;  // scalar value -> the dimensions it indexes
+};
+
+}  // namespace parhelion::backend::cpu::emit

@@ -1,0 +1,118 @@
+// Loop nests over a block's valid elements, and loop-invariant hoisting: the innermost loop of a
+// nest carries `#pragma omp simd`, and reads inside it that do not depend on its index become
+// constants before it (g++ does not always hoist them itself, and then leaves the loop scalar).
+
+#include <cctype>
+#include <sstream>
+#include <utility>
+
+#include "backend/cpu/emit/launch_emitter.h"
+
+namespace parhelion::backend::cpu::emit {
+
+// Emits loops over `shape` (valid elements only); `body(idx)` emits the innermost statements.
+// The innermost loop carries `#pragma omp simd`, and reads that do not depend on its index
+// (a row statistic broadcast along the row, a scalar) are hoisted out of it: g++ does not
+// always do so itself, and then leaves the whole loop scalar.
+void LaunchEmitter::nest(const std::vector<Dim>& shape, const std::function<void(const Idx&)>& body,
+                         const std::string& simd_clause, size_t inner_from) {
+  // A nest opened inside another (a dot's accumulator copy inside its batch loop) names its
+  // indices apart, so that it never reuses an enclosing loop's index.
+  const std::string prefix = nest_depth_ == 0 ? "i" : "i" + std::to_string(nest_depth_) + "_";
+  ++nest_depth_;
+  struct Leave {
+    int& depth;
+    ~Leave() { --depth; }
+  } leave{nest_depth_};
+  Idx idx(shape.size());
+  int innermost = -1;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (!shape[d].is_one()) innermost = static_cast<int>(d);
+  int opened = 0;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    const Dim& d = shape[k];
+    if (d.is_one()) {
+      idx[k] = "0";
+      continue;
+    }
+    idx[k] = prefix + std::to_string(k);
+  }
+  for (size_t k = 0; k < shape.size(); ++k) {
+    if (shape[k].is_one()) continue;
+    if (static_cast<int>(k) == innermost && k >= inner_from) {
+      std::string pragma = "#pragma omp simd" + (simd_clause.empty() ? "" : " " + simd_clause);
+      hoisted_loop(idx[k], loop_header(shape[k], idx[k]), pragma, [&] { body(idx); });
+      for (int j = 0; j < opened; ++j) {
+        --depth_;
+        line("}");
+      }
+      return;
+    }
+    line(loop_header(shape[k], idx[k]));
+    ++depth_;
+    ++opened;
+  }
+  body(idx);
+  for (int j = 0; j < opened; ++j) {
+    --depth_;
+    line("}");
+  }
+}
+
+std::string LaunchEmitter::loop_header(const Dim& d, const std::string& i) {
+  std::string bound = d.kind == Dim::Tile ? "n_" + tname(d.tile) : std::to_string(d.size);
+  return "for (int64_t " + i + " = 0; " + i + " < " + bound + "; ++" + i + ") {";
+}
+
+// Emits `pragma` + `header` + body + "}", with the body's reads that do not mention `var`
+// hoisted into constants just before the loop.
+void LaunchEmitter::hoisted_loop(const std::string& var, const std::string& header, const std::string& pragma,
+                                 const std::function<void()>& body) {
+  std::ostringstream saved;
+  std::swap(os_, saved);
+  std::string saved_var = hoist_var_;
+  std::vector<Hoisted> saved_decls;
+  std::swap(saved_decls, hoisted_);
+  hoist_var_ = var;
+  ++depth_;
+  body();
+  --depth_;
+  std::string inner = os_.str();
+  std::swap(os_, saved);
+  std::vector<Hoisted> decls;
+  std::swap(decls, hoisted_);
+  hoisted_ = std::move(saved_decls);
+  hoist_var_ = saved_var;
+  for (const Hoisted& h : decls) line("const " + h.type + " " + h.name + " = " + h.access + ";");
+  if (!pragma.empty()) line(pragma);
+  line(header);
+  os_ << inner;
+  line("}");
+}
+
+bool LaunchEmitter::mentions(const std::string& text, const std::string& var) {
+  for (size_t p = text.find(var); p != std::string::npos; p = text.find(var, p + 1)) {
+    bool left = p == 0 || !(std::isalnum(static_cast<unsigned char>(text[p - 1])) || text[p - 1] == '_');
+    size_t e = p + var.size();
+    bool right = e >= text.size() || !(std::isalnum(static_cast<unsigned char>(text[e])) || text[e] == '_');
+    if (left && right) return true;
+  }
+  return false;
+}
+
+bool LaunchEmitter::is_hoisted(const std::string& e) const {
+  for (const Hoisted& h : hoisted_)
+    if (h.name == e) return true;
+  return false;
+}
+
+// A memory read, hoisted out of the current innermost loop when it does not depend on it.
+std::string LaunchEmitter::read(const std::string& access, DType compute) {
+  if (hoist_var_.empty() || mentions(access, hoist_var_)) return access;
+  for (const Hoisted& h : hoisted_)
+    if (h.access == access) return h.name;
+  hoisted_.push_back({"h" + std::to_string(hoist_counter_++), c_type(compute), access});
+  return hoisted_.back().name;
+}
+
+}  // namespace parhelion::backend::cpu::emit
