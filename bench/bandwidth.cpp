@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/registry.h"
 #include "backend/cpu/host.h"
+#include "kernels/registry.h"
 #include "runtime/thread_pool.h"
 #include "tools/timing.h"
 

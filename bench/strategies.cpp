@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "kernels/registry.h"
 #include "backend/cpu/host.h"
+#include "kernels/registry.h"
 #include "runtime/format_bytes.h"
 #include "tools/timing.h"
 
@@ -108,10 +108,13 @@ int main(int argc, char** argv) {
         return buf;
       };
       if (as_json) {
-        nlohmann::json j{{"kernel", "attention"},  {"dtype", ph::dtype_name(dtype)},
-                         {"shape", shape},         {"kv_bytes_per_head", kv_bytes},
+        nlohmann::json j{{"kernel", "attention"},
+                         {"dtype", ph::dtype_name(dtype)},
+                         {"shape", shape},
+                         {"kv_bytes_per_head", kv_bytes},
                          {"fast_memory", host.fast_memory_bytes},
-                         {"tuner_picked", picked}, {"tuner_config", r.best_config.to_json()},
+                         {"tuner_picked", picked},
+                         {"tuner_config", r.best_config.to_json()},
                          {"tuner_ms", r.best_ms}};
         for (auto& [name, b] : best)
           j[name] = b.tried ? nlohmann::json{{"ms", b.ms}, {"gflops", flops / (b.ms * 1e6)}, {"config", b.config}}
@@ -119,9 +122,9 @@ int main(int argc, char** argv) {
         std::printf("%s\n", j.dump().c_str());
       } else {
         std::printf("| %lld | %lld | %lld | %s | %s | %s | %s | %s (%.2f ms) |\n", static_cast<long long>(d),
-                    static_cast<long long>(s), static_cast<long long>(heads),
-                    ph::format_bytes(kv_bytes).c_str(), cell(best["stream"]).c_str(),
-                    cell(best["pipeline"]).c_str(), cell(best["resident"]).c_str(), picked.c_str(), r.best_ms);
+                    static_cast<long long>(s), static_cast<long long>(heads), ph::format_bytes(kv_bytes).c_str(),
+                    cell(best["stream"]).c_str(), cell(best["pipeline"]).c_str(), cell(best["resident"]).c_str(),
+                    picked.c_str(), r.best_ms);
       }
       std::fflush(stdout);
     }

@@ -92,8 +92,8 @@ std::tuple<ph::Tensor, ph::Tensor> rms_norm_backward_body(ph::Tensor grad_out, p
                                                           ph::Scalar eps) {
   ph::expect_dtype(x, kFloat);
   auto [m, n] = x.sizes<2>();
-  ph::expect(grad_out.sizes() == x.sizes(), "rms_norm_backward: grad_out must have x's shape " +
-                                                shape_to_string(x.sizes()));
+  ph::expect(grad_out.sizes() == x.sizes(),
+             "rms_norm_backward: grad_out must have x's shape " + shape_to_string(x.sizes()));
   ph::expect(w.sizes() == Shape{n}, "rms_norm_backward: weight must have shape [" + std::to_string(n) + "]");
   auto dx = ph::empty_like(x);
   auto dw = ph::empty({n}, w.dtype());

@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 #include <algorithm>
 
-#include "kernels/kernels.h"
 #include "backend/cpu/host.h"
+#include "kernels/kernels.h"
 
 namespace ph = parhelion;
 

@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "kernels/references.h"
 #include "backend/cpu/host.h"
+#include "kernels/references.h"
 #include "parhelion/parhelion.h"
 #include "runtime/gemm/gemm.h"
 #include "tune/accuracy.h"

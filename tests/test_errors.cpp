@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/jit.h"
+#include "driver/compiled_kernel_impl.h"
 #include "kernels/kernels.h"
 #include "lower/lower.h"
-#include "backend/cpu/cpu_backend.h"
-#include "driver/compiled_kernel_impl.h"
 
 #include "tests/user_error.h"
 

@@ -9,9 +9,9 @@
 #include <cmath>
 #include <string>
 
+#include "driver/compiled_kernel_impl.h"
 #include "kernels/kernels.h"
 #include "kernels/registry.h"
-#include "driver/compiled_kernel_impl.h"
 #include "tune/accuracy.h"
 
 namespace ph = parhelion;

@@ -2,13 +2,13 @@
 #include <gtest/gtest.h>
 #include <algorithm>
 
+#include "backend/cpu/host.h"
+#include "driver/compiled_kernel_impl.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "kernels/kernels.h"
 #include "kernels/registry.h"
 #include "lower/lower.h"
-#include "backend/cpu/host.h"
-#include "driver/compiled_kernel_impl.h"
 
 namespace ph = parhelion;
 

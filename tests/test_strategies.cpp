@@ -3,11 +3,11 @@
 // that does not fit fast memory is rejected before compiling, with the numbers.
 #include <gtest/gtest.h>
 
+#include "backend/cpu/cpu_backend.h"
+#include "driver/compiled_kernel_impl.h"
 #include "kernels/kernels.h"
 #include "kernels/registry.h"
-#include "backend/cpu/cpu_backend.h"
 #include "lower/lower.h"
-#include "driver/compiled_kernel_impl.h"
 
 namespace ph = parhelion;
 

@@ -5,13 +5,13 @@
 
 #include <cmath>
 
+#include "backend/cpu/cpu_backend.h"
+#include "driver/compiled_kernel_impl.h"
 #include "fuzz/generate.h"
 #include "fuzz/program.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "kernels/registry.h"
-#include "backend/cpu/cpu_backend.h"
-#include "driver/compiled_kernel_impl.h"
 #include "lower/config_space.h"
 #include "lower/lower.h"
 #include "tests/user_error.h"

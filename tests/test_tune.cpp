@@ -8,10 +8,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/host.h"
 #include "backend/cpu/jit.h"
 #include "kernels/kernels.h"
 #include "kernels/references.h"
-#include "backend/cpu/host.h"
 #include "tune/accuracy.h"
 #include "tune/cache.h"
 #include "tune/search.h"

@@ -9,11 +9,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/host.h"
 #include "bench/baselines.h"
 #include "bench/torch_baseline.h"
 #include "kernels/kernels.h"
 #include "kernels/registry.h"
-#include "backend/cpu/host.h"
 #include "tools/timing.h"
 
 namespace parhelion::tools {
@@ -223,9 +223,9 @@ int run_bench(const BenchOptions& o) {
       for (Impl& i : c.impls) i.ms.push_back(i.timed ? i.timed() : time_it(i.run, 1, 3, 0.2).median_ms);
 
   if (!o.json) {
-    std::printf("# parhelion bench: %s; OpenBLAS: %s (core %s); oneDNN: %s\n", backend::cpu::Host::detect().cpu_model.c_str(),
-                bench::openblas_config().c_str(), bench::openblas_core().c_str(),
-                dnnl_impls.empty() ? "absent" : dnnl_impls.c_str());
+    std::printf("# parhelion bench: %s; OpenBLAS: %s (core %s); oneDNN: %s\n",
+                backend::cpu::Host::detect().cpu_model.c_str(), bench::openblas_config().c_str(),
+                bench::openblas_core().c_str(), dnnl_impls.empty() ? "absent" : dnnl_impls.c_str());
     if (torch)
       std::printf("# torch baselines: %s; threads set per case, not pinned\n", torch->settings().c_str());
     else if (!torch_why.empty())

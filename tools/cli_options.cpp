@@ -40,9 +40,9 @@ const char* const kUsage = R"(usage:
 namespace {
 
 const std::set<std::string> kSwitches = {"quick", "tuned", "predict", "model", "suite", "no-minimize"};
-const std::set<std::string> kValued = {"shape",  "dtype",   "config",      "seed",       "stage",   "reps",
-                                       "tune",   "effort",  "budget",      "threads",    "target",  "tpu",
-                                       "output", "png",     "rounds",      "suite-file", "seconds", "programs",
+const std::set<std::string> kValued = {"shape",  "dtype",   "config",       "seed",       "stage",   "reps",
+                                       "tune",   "effort",  "budget",       "threads",    "target",  "tpu",
+                                       "output", "png",     "rounds",       "suite-file", "seconds", "programs",
                                        "family", "configs", "pallas-every", "fast-memory"};
 
 std::string flag_name(const std::string& key) { return key == "output" ? "-o" : "--" + key; }

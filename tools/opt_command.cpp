@@ -1,8 +1,8 @@
 #include "tools/opt_command.h"
 
 #include <fstream>
-#include <memory>
 #include <iostream>
+#include <memory>
 #include <set>
 #include <sstream>
 

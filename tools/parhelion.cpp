@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/host.h"
+#include "driver/compiled_kernel_impl.h"
 #include "interp/interpreter.h"
 #include "kernels/registry.h"
-#include "backend/cpu/host.h"
-#include "runtime/format_bytes.h"
 #include "parhelion/tpu.h"
-#include "driver/compiled_kernel_impl.h"
+#include "runtime/format_bytes.h"
 #include "runtime/host_memory.h"
 #include "tools/bench_command.h"
 #include "tools/cli_options.h"
@@ -99,8 +99,8 @@ int print_json_for(const std::string& report, const Prepared& p) {
 
 void print_prediction(const ph::TpuPrediction& t) {
   if (!t.fits) {
-    std::printf("predicted   does not fit: needs %s of VMEM, the core has %s\n",
-                ph::format_bytes(t.vmem_bytes).c_str(), ph::format_bytes(t.vmem_capacity).c_str());
+    std::printf("predicted   does not fit: needs %s of VMEM, the core has %s\n", ph::format_bytes(t.vmem_bytes).c_str(),
+                ph::format_bytes(t.vmem_capacity).c_str());
     return;
   }
   std::printf(

@@ -12,10 +12,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/host.h"
 #include "bench/baselines.h"
 #include "bench/torch_baseline.h"
 #include "kernels/registry.h"
-#include "backend/cpu/host.h"
 #include "tools/timing.h"
 
 #ifndef PARHELION_SOURCE_DIR
@@ -103,7 +103,8 @@ int run_suite(const SuiteOptions& o) {
       CompiledKernel* k = compiled.back().get();
       row.config = cfg.to_json();
       auto args = std::make_shared<std::vector<Arg>>(in.args());
-      row.impls.push_back({"parhelion", [k, args] { return time_it([&] { k->run(*args); }, 1, 3, 0.2).median_ms; }, {}});
+      row.impls.push_back(
+          {"parhelion", [k, args] { return time_it([&] { k->run(*args); }, 1, 3, 0.2).median_ms; }, {}});
       // torch: eager is the yardstick every other output is checked against.
       bench::TorchBaseline::Loaded loaded = torch->load(e.name, in.tensors, in.scalars, /*compile=*/true,
                                                         /*sdpa=*/false);
@@ -170,8 +171,7 @@ int run_suite(const SuiteOptions& o) {
   };
   auto bound_by = [&](const Row& r) {
     double peak = r.dtype == DType::bf16 && peak_bf16 > 0 ? peak_bf16 : peak_f32;
-    return r.entry->flops(r.shape) / (peak * 1e9) > r.entry->bytes(r.shape, r.dtype) / (triad * 1e9) ? "FMA"
-                                                                                                     : "memory";
+    return r.entry->flops(r.shape) / (peak * 1e9) > r.entry->bytes(r.shape, r.dtype) / (triad * 1e9) ? "FMA" : "memory";
   };
   std::vector<double> over_eager, over_compile;
   json all = json::array();
@@ -205,11 +205,12 @@ int run_suite(const SuiteOptions& o) {
     return v.empty() ? 0 : std::exp(s / static_cast<double>(v.size()));
   };
   if (!o.png.empty()) {
-    std::string data = (std::filesystem::temp_directory_path() / ("ph-suite-" + std::to_string(getpid()) + ".json"))
-                           .string();
+    std::string data =
+        (std::filesystem::temp_directory_path() / ("ph-suite-" + std::to_string(getpid()) + ".json")).string();
     std::ofstream(data) << all.dump();
-    std::string py = std::getenv("PARHELION_BENCH_PYTHON") ? std::getenv("PARHELION_BENCH_PYTHON")
-                                                           : std::string(PARHELION_SOURCE_DIR) + "/.venv-bench/bin/python";
+    std::string py = std::getenv("PARHELION_BENCH_PYTHON")
+                         ? std::getenv("PARHELION_BENCH_PYTHON")
+                         : std::string(PARHELION_SOURCE_DIR) + "/.venv-bench/bin/python";
     std::string cmd = py + " " + PARHELION_SOURCE_DIR + "/bench/plot_suite.py " + data + " " + o.png + " >&2";
     if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "suite: the chart was not written (see above)\n");
     std::filesystem::remove(data);
@@ -234,7 +235,9 @@ int run_suite(const SuiteOptions& o) {
               backend::cpu::Host::detect().cpu_model.c_str(), T, torch->settings().c_str());
   std::printf("# FMA peak %.0f GFLOP/s f32, %.0f bf16; STREAM triad %.1f GB/s; OpenBLAS core %s\n\n", peak_f32,
               peak_bf16, triad, bench::openblas_core().c_str());
-  std::printf("| kernel | shape | dtype | eager ms | compile ms | Parhelion ms | vs eager | vs compile | vendor | %% of roofline |\n");
+  std::printf(
+      "| kernel | shape | dtype | eager ms | compile ms | Parhelion ms | vs eager | vs compile | vendor | %% of "
+      "roofline |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
     if (!r.skipped.empty()) {
@@ -252,8 +255,7 @@ int run_suite(const SuiteOptions& o) {
       }
     std::printf("| %s | %s | %s | %.3f | %.3f | %.3f | %.2fx | %.2fx | %s | %.0f%% (%s) |\n", r.entry->name.c_str(),
                 shape_to_string(r.shape).c_str(), std::string(dtype_name(r.dtype)).c_str(), eager, comp, ours,
-                eager / ours, comp > 0 ? comp / ours : 0.0, vendor.c_str(), 100 * roofline_ms(r) / ours,
-                bound_by(r));
+                eager / ours, comp > 0 ? comp / ours : 0.0, vendor.c_str(), 100 * roofline_ms(r) / ours, bound_by(r));
   }
   std::printf("| **geomean** | | | | | | **%.2fx** | **%.2fx** | | |\n", geomean(over_eager), geomean(over_compile));
   return 0;

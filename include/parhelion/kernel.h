@@ -59,12 +59,12 @@ class CompiledKernel {
 
 // A kernel's code as a backend generated it for a target (docs/backends.md).
 struct EmittedKernel {
-  std::string target;       // as given: "cpu", "pallas", "pallas:v5e", ...
-  std::string language;     // "c++", "python"
-  std::string source;       // the program's text
-  Config config;            // the config it was generated for (completed with defaults)
-  std::string config_spec;  // the target's config space (legal values only)
-  std::string block_ir;     // the Block IR it was generated from
+  std::string target;           // as given: "cpu", "pallas", "pallas:v5e", ...
+  std::string language;         // "c++", "python"
+  std::string source;           // the program's text
+  Config config;                // the config it was generated for (completed with defaults)
+  std::string config_spec;      // the target's config space (legal values only)
+  std::string block_ir;         // the Block IR it was generated from
   int64_t footprint_bytes = 0;  // fast memory (VMEM on a TPU) the largest launch needs
 };
 

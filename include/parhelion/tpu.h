@@ -24,7 +24,7 @@ struct TpuPrediction {
   std::string strategy;  // the inner loops' strategies ("pipelinex2", "resident"), or "none"
   int64_t vmem_bytes = 0, vmem_capacity = 0;
   double compute_s = 0, dma_s = 0, overhead_s = 0;  // summed over steps, before overlap
-  std::string to_json() const;  // predicted_ms, tflops, strategy, fits, bound, ...
+  std::string to_json() const;                      // predicted_ms, tflops, strategy, fits, bound, ...
 };
 
 // The model's time for `config` (default: the pallas default) of the kernel at these arguments'

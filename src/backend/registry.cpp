@@ -27,10 +27,14 @@ std::vector<std::string> tpu_names() {
 
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> e = {
-      {"cpu", "", {}, [](const std::string&) -> std::unique_ptr<Backend> {
+      {"cpu",
+       "",
+       {},
+       [](const std::string&) -> std::unique_ptr<Backend> {
          return std::make_unique<cpu::CpuBackend>(cpu::Host::detect());
        }},
-      {"pallas", "v7x", tpu_names(), [](const std::string& v) -> std::unique_ptr<Backend> {
+      {"pallas", "v7x", tpu_names(),
+       [](const std::string& v) -> std::unique_ptr<Backend> {
          return std::make_unique<pallas::PallasBackend>(pallas::tpu_generation(v));
        }},
   };

@@ -18,7 +18,7 @@ namespace parhelion {
 struct KernelBase::Cache {
   std::map<std::string, std::shared_ptr<CompiledKernel::Impl>> traced;      // by signature
   std::map<std::string, std::shared_ptr<CompiledKernel::Impl>> configured;  // by signature + target
-  std::map<std::string, std::shared_ptr<CompiledKernel::Impl>> by_key;  // by signature + config
+  std::map<std::string, std::shared_ptr<CompiledKernel::Impl>> by_key;      // by signature + config
 };
 
 namespace {
@@ -103,7 +103,8 @@ std::shared_ptr<CompiledKernel::Impl> KernelBase::trace(const std::vector<Arg>& 
   auto configured = cache_->configured.find(key + "|" + target);
   if (configured != cache_->configured.end()) return configured->second;
   auto traced = cache_->traced.find(key);
-  if (traced == cache_->traced.end()) traced = cache_->traced.emplace(key, driver::trace(name_, arg_is_tensor_, trace_, args)).first;
+  if (traced == cache_->traced.end())
+    traced = cache_->traced.emplace(key, driver::trace(name_, arg_is_tensor_, trace_, args)).first;
   return cache_->configured[key + "|" + target] = driver::configure(*traced->second, backend);
 }
 

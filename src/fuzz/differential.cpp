@@ -15,9 +15,9 @@
 #include <set>
 
 #include "backend/pallas/interpret.h"
+#include "driver/compiled_kernel_impl.h"
 #include "fuzz/generate.h"
 #include "parhelion/error.h"
-#include "driver/compiled_kernel_impl.h"
 #include "tune/accuracy.h"
 #include "tune/search.h"
 

@@ -59,16 +59,16 @@ struct BlockSpec {
   int tensor = 0;
   bool written = false;
   enum Mode { Direct, Staged } mode = Direct;
-  std::vector<BlockDim> block;     // per tensor dim
-  std::vector<IndexExpr> index;    // per tensor dim: the block's offset
+  std::vector<BlockDim> block;   // per tensor dim
+  std::vector<IndexExpr> index;  // per tensor dim: the block's offset
   int64_t block_bytes = 0;
 };
 
 struct Scratch {
   enum Kind { VarBuffer, Materialized, DotWorkspace, StagingBuffer } kind = VarBuffer;
-  int var = -1;     // VarBuffer: the Var
-  int value = -1;   // Materialized: the value; DotWorkspace: the dot's result
-  int staged = -1;  // StagingBuffer: the StagedBlock (dtype is then the storage dtype)
+  int var = -1;                   // VarBuffer: the Var
+  int value = -1;                 // Materialized: the value; DotWorkspace: the dot's result
+  int staged = -1;                // StagingBuffer: the StagedBlock (dtype is then the storage dtype)
   DType dtype = DType::f32;       // element dtype in the buffer
   std::vector<int64_t> capacity;  // per dim
   int64_t bytes = 0;
@@ -96,19 +96,19 @@ struct StagedBlock {
 struct InnerLoop {
   int tile = 0;
   int64_t begin = 0, extent = 0, block = 1, trips = 0;
-  int knob = -1;                       // its inner_loops knob, -1 if it moves no blocks
+  int knob = -1;  // its inner_loops knob, -1 if it moves no blocks
   Strategy strategy = Strategy::Stream;
-  int buffers = 1;                     // pipeline: fast-memory slots per staged block
-  std::vector<int> staged;             // StagedBlock indices
+  int buffers = 1;          // pipeline: fast-memory slots per staged block
+  std::vector<int> staged;  // StagedBlock indices
 };
 
 // A dot product: what lowering decided for it.
 struct DotPlan {
-  int result = -1;             // the dot's value id
-  int knob = -1;               // its micro_kernels knob
-  std::string micro_kernel;    // the backend's micro-kernel, e.g. "avx512_12x32", "mxu"
-  int workspace = -1;          // scratch index of its packing workspace, -1: none
-  int accumulate_into = -1;    // a Var the dot adds into in place (acc = acc + dot), or -1
+  int result = -1;           // the dot's value id
+  int knob = -1;             // its micro_kernels knob
+  std::string micro_kernel;  // the backend's micro-kernel, e.g. "avx512_12x32", "mxu"
+  int workspace = -1;        // scratch index of its packing workspace, -1: none
+  int accumulate_into = -1;  // a Var the dot adds into in place (acc = acc + dot), or -1
 };
 
 // How the value a pointwise op computes reaches its consumers (see fusion.h): fused (the

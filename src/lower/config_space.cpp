@@ -39,7 +39,8 @@ ConfigSpec derive_config_spec(const ir::Function& fn, const KnobTable& knobs, co
     }
     spec.loop_orders.push_back({index, static_cast<int>(launch->loop_tiles.size())});
   }
-  for (const ir::Op* dot : knobs.micro_kernels) spec.micro_kernels.push_back({backend.micro_kernels(fn, *dot), dot->loc.str()});
+  for (const ir::Op* dot : knobs.micro_kernels)
+    spec.micro_kernels.push_back({backend.micro_kernels(fn, *dot), dot->loc.str()});
   const backend::Capabilities& caps = backend.capabilities();
   for (const InnerLoopSite& site : knobs.inner_loops) {
     InnerLoopSpec s;

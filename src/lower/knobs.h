@@ -29,10 +29,10 @@ struct InnerLoopSite {
 };
 
 struct KnobTable {
-  std::vector<int> block_sizes;                  // block_sizes[i]: its block-size symbol ($bN)
-  std::vector<const ir::Op*> loop_orders;        // loop_orders[i]: its launch (grid rank >= 2)
-  std::vector<const ir::Op*> micro_kernels;      // micro_kernels[i]: its dot
-  std::vector<InnerLoopSite> inner_loops;        // inner_loops[i]: its loop
+  std::vector<int> block_sizes;              // block_sizes[i]: its block-size symbol ($bN)
+  std::vector<const ir::Op*> loop_orders;    // loop_orders[i]: its launch (grid rank >= 2)
+  std::vector<const ir::Op*> micro_kernels;  // micro_kernels[i]: its dot
+  std::vector<InnerLoopSite> inner_loops;    // inner_loops[i]: its loop
 
   // The knob of an op or symbol, or -1 when it has none (a fixed block size, a launch with a
   // one-dimensional grid, a loop that moves no blocks).

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <string>
 
-#include "runtime/format_bytes.h"
 #include "parhelion/error.h"
+#include "runtime/format_bytes.h"
 #include "runtime/parse_number.h"
 
 namespace parhelion::runtime {

@@ -26,9 +26,7 @@ struct TpuHardware {
   std::vector<std::string> sources;
 
   // Achieved HBM rate for one transfer of `bytes`.
-  double dma_rate(double bytes) const {
-    return hbm_bytes_per_s * dma_peak_fraction * bytes / (bytes + dma_half_bytes);
-  }
+  double dma_rate(double bytes) const { return hbm_bytes_per_s * dma_peak_fraction * bytes / (bytes + dma_half_bytes); }
 };
 
 const std::vector<TpuHardware>& tpu_hardware();

@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "parhelion/error.h"
 #include "driver/compiled_kernel_impl.h"
+#include "parhelion/error.h"
 #include "tune/accuracy.h"
 
 namespace parhelion::tune {

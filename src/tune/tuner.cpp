@@ -20,12 +20,12 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "driver/driver.h"
 #include "interp/conversions.h"
 #include "interp/interpreter.h"
 #include "ir/printer.h"
 #include "parhelion/error.h"
 #include "parhelion/kernel.h"
-#include "driver/driver.h"
 #include "tune/cache.h"
 #include "tune/isolate.h"
 #include "tune/search.h"
@@ -100,7 +100,8 @@ tune::CacheKey cache_key(const CompiledKernel::Impl& k) {
   for (const auto& a : k.signature) key.dtypes += a.is_tensor ? std::string(dtype_name(a.dtype)) + "," : "s,";
   const backend::Machine& m = k.backend->machine();
   key.target = k.backend->name();
-  key.hardware = m.description + "|" + std::to_string(m.threads) + " threads|" + std::to_string(m.fast_memory_bytes) + " B";
+  key.hardware =
+      m.description + "|" + std::to_string(m.threads) + " threads|" + std::to_string(m.fast_memory_bytes) + " B";
   key.compiler = k.backend->identity();
   return key;
 }

@@ -21,9 +21,7 @@ CpuBackend::CpuBackend(const Host& host) : host_(host) {
   caps_.runs_on_host = true;
 }
 
-std::string CpuBackend::identity() const {
-  return compiler_identity() + "|" + compiler_flags() + "|" + host_.features;
-}
+std::string CpuBackend::identity() const { return compiler_identity() + "|" + compiler_flags() + "|" + host_.features; }
 
 std::vector<std::string> CpuBackend::micro_kernels(const ir::Function&, const ir::Op&) const {
   return runtime::gemm_kernel_names();

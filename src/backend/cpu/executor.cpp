@@ -38,8 +38,7 @@ class CpuExecutable final : public Executable {
     if (L.total_steps == 0) return;
     const int threads = L.threads;
     const int64_t per_thread = (L.scratch_bytes + 63) / 64 * 64;
-    std::shared_ptr<void> scratch =
-        runtime::allocate(static_cast<size_t>(std::max<int64_t>(64, per_thread * threads)));
+    std::shared_ptr<void> scratch = runtime::allocate(static_cast<size_t>(std::max<int64_t>(64, per_thread * threads)));
     char* base = static_cast<char*>(scratch.get());
     const int64_t steps = L.total_steps;
     ph_status status{0, 0, nullptr, nullptr};
@@ -48,8 +47,8 @@ class CpuExecutable final : public Executable {
       if (b < e) L.fn(tensors, scalars, base + per_thread * tid, b, e, runtime::runtime_table(), &status);
     });
     if (status.failed)
-      throw UserError(std::string(status.where) + ": index " + std::to_string(status.value) +
-                      " is out of bounds for " + status.what +
+      throw UserError(std::string(status.where) + ": index " + std::to_string(status.value) + " is out of bounds for " +
+                      status.what +
                       " (computed indices are checked; the config's \"index_checks\":false turns the check off)");
   }
 

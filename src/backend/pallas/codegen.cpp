@@ -1,16 +1,16 @@
 #include "backend/pallas/codegen.h"
 
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "backend/pallas/plan.h"
 #include "ir/printer.h"
 #include "ir/type_rules.h"
-#include "backend/pallas/plan.h"
 #include "parhelion/error.h"
 #include "runtime/format_bytes.h"
 
@@ -260,7 +260,8 @@ class Emitter {
     int s = cur_->slot_of.at(&op);
     const PallasSlot& slot = cur_->slots[s];
     bool out = op.kind == OpKind::Store;
-    std::string ref = slot.mode == PallasSlot::Pipeline ? "b" + std::to_string(s) + (out ? "o" : "i") : slot_ref(s, out);
+    std::string ref =
+        slot.mode == PallasSlot::Pipeline ? "b" + std::to_string(s) + (out ? "o" : "i") : slot_ref(s, out);
     if (slot.mode != PallasSlot::Resident) return ref + "[...]";
     std::vector<std::string> idx;
     for (size_t d = 0; d < op.index.size(); ++d) {

@@ -39,15 +39,15 @@ void check_ragged_blocks(const lower::BlockProgram& p, const PallasLaunch& pl) {
       // interpret mode any ragged last block of it is out of bounds.)
       const bool rounded_overruns = e % q != 0, unpadded = in_place && !pipelined;
       if (!rounded_overruns && !unpadded) continue;
-      const std::string why = unpadded
-                                  ? "an argument updated in place is not padded, so that block runs past it"
-                                  : "the TPU's copy of it, rounded up to " + std::to_string(q) + ", would read past the end";
-      throw UserError("config " + p.config.to_json() + " cannot " +
-                      (pipelined ? "pipeline loop " + ir::tile_name(fn, s.loop_tile) : "update " + t.name + " in place") +
-                      " (at " + s.first->loc.str() + "): its last block of " + t.name + " is ragged in dimension " +
-                      std::to_string(d) + " (" + std::to_string(e) + " is not a multiple of the block " +
-                      std::to_string(b) + ") and " + why + ". Use a block size that divides " + std::to_string(e) +
-                      (pipelined ? ", or the resident strategy." : "."));
+      const std::string why =
+          unpadded ? "an argument updated in place is not padded, so that block runs past it"
+                   : "the TPU's copy of it, rounded up to " + std::to_string(q) + ", would read past the end";
+      throw UserError(
+          "config " + p.config.to_json() + " cannot " +
+          (pipelined ? "pipeline loop " + ir::tile_name(fn, s.loop_tile) : "update " + t.name + " in place") + " (at " +
+          s.first->loc.str() + "): its last block of " + t.name + " is ragged in dimension " + std::to_string(d) +
+          " (" + std::to_string(e) + " is not a multiple of the block " + std::to_string(b) + ") and " + why +
+          ". Use a block size that divides " + std::to_string(e) + (pipelined ? ", or the resident strategy." : "."));
     }
   }
 }

@@ -113,7 +113,8 @@ class Planner {
           s.block.push_back(-1);
           continue;
         }
-        if (!(ix.tile == loop_tile && s.mode == PallasSlot::Resident)) b = std::min(p_.block_of_tile(ix.tile), t.shape[d]);
+        if (!(ix.tile == loop_tile && s.mode == PallasSlot::Resident))
+          b = std::min(p_.block_of_tile(ix.tile), t.shape[d]);
       }
       s.block.push_back(b);
       elems *= b;
@@ -132,7 +133,8 @@ class Planner {
       detail += (detail.empty() ? "" : ", ") + what + " " + std::to_string(n) + " x " + format_bytes(bytes);
     };
     for (const PallasSlot& s : out_.slots) {
-      std::string what = fn_.tensors[s.tensor].name + (s.mode == PallasSlot::Grid ? "" : std::string(" ") + mode_name(s.mode));
+      std::string what =
+          fn_.tensors[s.tensor].name + (s.mode == PallasSlot::Grid ? "" : std::string(" ") + mode_name(s.mode));
       // (outputs of a pipeline are double-buffered at most: see the pallas emitter)
       item(what, s.mode == PallasSlot::Pipeline && !s.written ? s.buffers : std::min(s.buffers, 2), s.block_bytes);
     }

@@ -10,10 +10,10 @@
 namespace parhelion::backend::pallas {
 
 struct TpuGeneration {
-  std::string name;          // "v5e", "v6e", "v5p", "v7x"
-  int64_t vmem_bytes = 0;    // per TensorCore
-  int mxu = 128;             // MXU tile edge: matmul dims are padded to it
-  const char* source = "";   // where the figures come from
+  std::string name;         // "v5e", "v6e", "v5p", "v7x"
+  int64_t vmem_bytes = 0;   // per TensorCore
+  int mxu = 128;            // MXU tile edge: matmul dims are padded to it
+  const char* source = "";  // where the figures come from
 };
 
 const std::vector<TpuGeneration>& tpu_generations();

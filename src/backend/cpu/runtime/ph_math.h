@@ -30,8 +30,16 @@ namespace ph_rt {
 
 // memcpy rather than __builtin_bit_cast so the header also works with older
 // compilers; a 4-byte memcpy compiles to a register move.
-static inline uint32_t f2u(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-static inline float u2f(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+static inline uint32_t f2u(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+static inline float u2f(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 static inline float abs(float x) { return u2f(f2u(x) & 0x7fffffffu); }
 
