@@ -18,6 +18,7 @@
 
 #include "backend/pallas/interpret.h"
 #include "kernels/registry.h"
+#include "parhelion/tpu.h"
 
 namespace ph = parhelion;
 namespace pallas = ph::backend::pallas;
@@ -293,6 +294,14 @@ TEST(Pallas, DotOverSqueezedDimIsRefused) {
     FAIL() << "expected a refusal";
   } catch (const ph::UserError& err) {
     EXPECT_NE(std::string(err.what()).find("test_pallas.cpp:"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("cannot emit this dot"), std::string::npos) << err.what();
+  }
+  // The refusal is the pallas plan's, so the TPU model and its tuner refuse the kernel too,
+  // instead of timing a config whose module could not be emitted.
+  try {
+    ph::predict_tpu(kernel, {a, b}, "v7x");
+    FAIL() << "expected the model to refuse it";
+  } catch (const ph::UserError& err) {
     EXPECT_NE(std::string(err.what()).find("cannot emit this dot"), std::string::npos) << err.what();
   }
 }

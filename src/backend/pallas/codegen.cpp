@@ -208,9 +208,7 @@ class Emitter {
     std::set<int> written;
     for (int o : info.outputs) {
       int t = pl.slots[o].tensor;
-      if (!written.insert(t).second)
-        throw UserError(pl.slots[o].first->loc.str() + ": the pallas backend needs each tensor a launch writes to be " +
-                        "written through one block pattern (kernel " + fn_.name + ")");
+      PH_CHECK(written.insert(t).second, "a tensor written through two block patterns (the plan refuses it)");
       if (has_value_.count(t)) info.aliased.push_back(t);
     }
     ir::walk(L.op->body, [&](const Op& op) {
@@ -354,7 +352,7 @@ class Emitter {
         return def(rt->rank() == 0 ? ref + "[0]" : ref + "[...]");
       }
       default:
-        throw UserError(op.loc.str() + ": the pallas backend cannot emit " + std::string(ir::op_name(op)) + " yet");
+        throw InternalError(op.loc.str() + ": no pallas form for " + std::string(ir::op_name(op)) + " in a launch");
     }
     (void)loop;
   }
@@ -520,17 +518,12 @@ class Emitter {
         if (k >= 0 && t.shape[k].kind == Dim::Tile && unit(t.shape[k].tile)) return true;
       return false;
     };
-    if (a.rank < 2 || b.rank < 2 || matrix_dim_squeezed(op.operands[0]) || matrix_dim_squeezed(op.operands[1]))
-      throw UserError(op.loc.str() +
-                      ": the pallas backend cannot emit this dot: an operand's matrix dim is indexed by a tile of "
-                      "block 1 (or a grid index), which TPU blocks squeeze out; give that loop a block size of at "
-                      "least 8 (or leave it to the config)");
+    // (The pallas plan refused dots the MXU cannot take: plan.cpp, check_dot.)
+    PH_CHECK(a.rank >= 2 && b.rank >= 2 && !matrix_dim_squeezed(op.operands[0]) && !matrix_dim_squeezed(op.operands[1]),
+             "a dot over a squeezed matrix dim reached the pallas emitter");
     // A batched a with a shared 2-D b (broadcast_matmul): no batch dims, a's free dims lead.
     const bool shared_b = a.rank > 2 && b.rank == 2 && !a.transposed;
-    if (a.rank != b.rank && !shared_b)
-      throw UserError(op.loc.str() +
-                      ": the pallas backend needs both dot operands to have the same batch dims, or a 2-D "
-                      "right operand");
+    PH_CHECK(a.rank == b.rank || shared_b, "a dot with unequal batch dims reached the pallas emitter");
     // Contracted dims (kept positions) and their masking along a ragged tile.
     const ir::Type& at = type(op.operands[0]);
     const Dim& kdim = at.shape[at.rank() - 1];

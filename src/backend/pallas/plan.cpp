@@ -1,6 +1,8 @@
 #include "backend/pallas/plan.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "ir/printer.h"
 #include "parhelion/error.h"
@@ -52,6 +54,7 @@ class Planner {
     out_.index = L_.index;
     out_.plan = &L_;
     visit(L_.op->body, nullptr);
+    check_outputs();
     account();
     return std::move(out_);
   }
@@ -70,7 +73,59 @@ class Planner {
         continue;
       }
       if (op.kind == OpKind::Load || op.kind == OpKind::Store) add(op, loop);
+      if (op.kind == OpKind::Dot) check_dot(op);
     }
+  }
+
+  // The dots the MXU can take: matrices on both sides (a unit tile squeezes its dim out of TPU
+  // blocks), and equal batch dims or a shared 2-D right operand.
+  void check_dot(const Op& op) {
+    auto source = [&](int v) {  // a transposed operand is its source, viewed
+      for (const Op* d = def(v); d && d->kind == OpKind::Transpose; d = def(v)) v = d->operands[0];
+      return v;
+    };
+    auto kept_rank = [&](int v) {
+      int n = 0;
+      for (const ir::Dim& d : fn_.type_of(v).shape) n += !(d.kind == ir::Dim::Tile && pallas_unit_tile(p_, d.tile));
+      return n;
+    };
+    auto matrix_dim_squeezed = [&](int v) {
+      const ir::Type& t = fn_.type_of(v);
+      for (int k = t.rank() - 2; k < t.rank(); ++k)
+        if (k >= 0 && t.shape[k].kind == ir::Dim::Tile && pallas_unit_tile(p_, t.shape[k].tile)) return true;
+      return false;
+    };
+    const int a = source(op.operands[0]), b = source(op.operands[1]);
+    const int ra = kept_rank(a), rb = kept_rank(b);
+    if (ra < 2 || rb < 2 || matrix_dim_squeezed(op.operands[0]) || matrix_dim_squeezed(op.operands[1]))
+      throw UserError(op.loc.str() +
+                      ": the pallas backend cannot emit this dot: an operand's matrix dim is indexed by a tile of "
+                      "block 1 (or a grid index), which TPU blocks squeeze out; give that loop a block size of at "
+                      "least 8 (or leave it to the config)");
+    const bool shared_b = ra > 2 && rb == 2 && a == op.operands[0];
+    if (ra != rb && !shared_b)
+      throw UserError(op.loc.str() +
+                      ": the pallas backend needs both dot operands to have the same batch dims, or a 2-D "
+                      "right operand");
+  }
+
+  const Op* def(int v) {
+    if (defs_.empty())
+      ir::walk(L_.op->body, [&](const Op& o) {
+        if (o.result >= 0) defs_[o.result] = &o;
+      });
+    auto it = defs_.find(v);
+    return it == defs_.end() ? nullptr : it->second;
+  }
+
+  // A pallas_call writes each output through one BlockSpec: a tensor a launch writes must be
+  // written through one block pattern.
+  void check_outputs() {
+    std::set<int> written;
+    for (const PallasSlot& s : out_.slots)
+      if (s.written && !written.insert(s.tensor).second)
+        throw UserError(s.first->loc.str() + ": the pallas backend needs each tensor a launch writes to be " +
+                        "written through one block pattern (kernel " + fn_.name + ")");
   }
 
   void add(const Op& op, const Op* loop) {
@@ -173,6 +228,7 @@ class Planner {
   const ir::Function& fn_;
   const LaunchPlan& L_;
   PallasLaunch out_;
+  std::map<int, const Op*> defs_;
 };
 
 }  // namespace
