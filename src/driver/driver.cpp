@@ -18,6 +18,17 @@ std::pair<const char*, const char*> byte_range(const Array& a) {
   return {lo, lo + (a.numel() ? (last + 1) * dtype_size(a.dtype()) : 0)};
 }
 
+// A new Impl with the traced stages of `k` (the kernel, its signature and Tile IR).
+std::shared_ptr<Impl> traced_part(const Impl& k) {
+  auto K = std::make_shared<Impl>();
+  K->name = k.name;
+  K->arg_is_tensor = k.arg_is_tensor;
+  K->signature = k.signature;
+  K->fn = k.fn;
+  K->written_params = k.written_params;
+  return K;
+}
+
 }  // namespace
 
 std::shared_ptr<Impl> trace(const std::string& name, const std::vector<bool>& arg_is_tensor,
@@ -54,12 +65,7 @@ std::shared_ptr<Impl> trace(const std::string& name, const std::vector<bool>& ar
 }
 
 std::shared_ptr<Impl> configure(const Impl& traced, const backend::Backend& backend) {
-  auto K = std::make_shared<Impl>();
-  K->name = traced.name;
-  K->arg_is_tensor = traced.arg_is_tensor;
-  K->signature = traced.signature;
-  K->fn = traced.fn;
-  K->written_params = traced.written_params;
+  auto K = traced_part(traced);
   K->backend = &backend;
   K->spec = lower::derive_config_spec(K->fn, backend);
   K->config = backend.default_config(K->fn, K->spec);
@@ -67,12 +73,7 @@ std::shared_ptr<Impl> configure(const Impl& traced, const backend::Backend& back
 }
 
 std::shared_ptr<Impl> specialize(const Impl& configured, const Config& config) {
-  auto K = std::make_shared<Impl>();
-  K->name = configured.name;
-  K->arg_is_tensor = configured.arg_is_tensor;
-  K->signature = configured.signature;
-  K->fn = configured.fn;  // the Block IR points into this copy
-  K->written_params = configured.written_params;
+  auto K = traced_part(configured);  // the Block IR points into this copy of the Tile IR
   K->backend = configured.backend;
   K->spec = configured.spec;
   K->program = lower::lower(K->fn, config, *K->backend);

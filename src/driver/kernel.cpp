@@ -97,15 +97,18 @@ std::shared_ptr<CompiledKernel::Impl> KernelBase::trace(const std::vector<Arg>& 
 
 std::shared_ptr<CompiledKernel::Impl> KernelBase::trace(const std::vector<Arg>& args, const std::string& target) {
   check_args(*this, args);
-  const backend::Backend& backend = backend::for_target(target);
   std::lock_guard<std::mutex> lock(mu_);
   const std::string key = signature_key(args);
-  auto configured = cache_->configured.find(key + "|" + target);
+  const std::string configured_key = key + "|" + target;
+  // Every call passes here: a hit costs the two keys and one lookup; the backend is resolved
+  // (and the kernel traced) on a miss only.
+  auto configured = cache_->configured.find(configured_key);
   if (configured != cache_->configured.end()) return configured->second;
+  const backend::Backend& backend = backend::for_target(target);
   auto traced = cache_->traced.find(key);
   if (traced == cache_->traced.end())
     traced = cache_->traced.emplace(key, driver::trace(name_, arg_is_tensor_, trace_, args)).first;
-  return cache_->configured[key + "|" + target] = driver::configure(*traced->second, backend);
+  return cache_->configured[configured_key] = driver::configure(*traced->second, backend);
 }
 
 CompiledKernel KernelBase::compile(const std::vector<Arg>& args, const Config* config) {

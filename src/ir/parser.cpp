@@ -14,34 +14,27 @@
 namespace parhelion::ir {
 namespace {
 
-// The ops that print as `%N = NAME %a` (unary) and `%N = NAME %a, %b` (binary), by name.
+// The functions of one op kind by the name the printer gives them (`%N = exp %a`,
+// `%N = add %a, %b`, `%N = amax %a axis=1`): every value of the enum up to `last`.
+template <class Fn>
+std::map<std::string, Fn> functions_by_name(Fn last, std::string_view (*name)(Fn)) {
+  std::map<std::string, Fn> m;
+  for (int f = 0; f <= static_cast<int>(last); ++f) m[std::string(name(static_cast<Fn>(f)))] = static_cast<Fn>(f);
+  return m;
+}
+
 const std::map<std::string, UnaryFn>& unary_fns() {
-  static const std::map<std::string, UnaryFn> m = [] {
-    std::map<std::string, UnaryFn> r;
-    for (int f = 0; f <= static_cast<int>(UnaryFn::logical_not); ++f)
-      r[std::string(unary_name(static_cast<UnaryFn>(f)))] = static_cast<UnaryFn>(f);
-    return r;
-  }();
+  static const auto m = functions_by_name(UnaryFn::logical_not, unary_name);
   return m;
 }
 
 const std::map<std::string, BinaryFn>& binary_fns() {
-  static const std::map<std::string, BinaryFn> m = [] {
-    std::map<std::string, BinaryFn> r;
-    for (int f = 0; f <= static_cast<int>(BinaryFn::logical_or); ++f)
-      r[std::string(binary_name(static_cast<BinaryFn>(f)))] = static_cast<BinaryFn>(f);
-    return r;
-  }();
+  static const auto m = functions_by_name(BinaryFn::logical_or, binary_name);
   return m;
 }
 
 const std::map<std::string, ReduceFn>& reduce_fns() {
-  static const std::map<std::string, ReduceFn> m = [] {
-    std::map<std::string, ReduceFn> r;
-    for (int f = 0; f <= static_cast<int>(ReduceFn::mean); ++f)
-      r[std::string(reduce_name(static_cast<ReduceFn>(f)))] = static_cast<ReduceFn>(f);
-    return r;
-  }();
+  static const auto m = functions_by_name(ReduceFn::mean, reduce_name);
   return m;
 }
 

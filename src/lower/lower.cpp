@@ -26,11 +26,12 @@ int64_t aligned(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
 class Planner {
  public:
-  Planner(const ir::Function& fn, const Config& config, const backend::Backend& backend) : backend_(backend) {
+  Planner(const ir::Function& fn, const Config& config, const backend::Backend& backend, KnobTable knobs)
+      : backend_(backend) {
     p_.fn = &fn;
     p_.backend = &backend;
     p_.config = config;
-    p_.knobs = derive_knobs(fn, backend.capabilities());
+    p_.knobs = std::move(knobs);
   }
 
   BlockProgram run() {
@@ -303,19 +304,25 @@ class Planner {
   std::map<int, int> in_place_dots_;  // dot result -> the Var it accumulates into
 };
 
-}  // namespace
-
-BlockProgram plan(const ir::Function& fn, const Config& config, const backend::Backend& backend) {
-  BlockProgram p = Planner(fn, config, backend).run();
+// Plans with a knob table already derived for `fn` and `backend`, and verifies the result.
+BlockProgram plan_with(const ir::Function& fn, const Config& config, const backend::Backend& backend, KnobTable knobs) {
+  BlockProgram p = Planner(fn, config, backend, std::move(knobs)).run();
   verify(p);
   return p;
 }
 
+}  // namespace
+
+BlockProgram plan(const ir::Function& fn, const Config& config, const backend::Backend& backend) {
+  return plan_with(fn, config, backend, derive_knobs(fn, backend.capabilities()));
+}
+
 BlockProgram lower(const ir::Function& fn, const Config& given, const backend::Backend& backend) {
-  ConfigSpec spec = derive_config_spec(fn, backend);
-  Config config = spec.complete(given);
+  KnobTable knobs = derive_knobs(fn, backend.capabilities());
+  const ConfigSpec spec = derive_config_spec(fn, knobs, backend);
+  const Config config = spec.complete(given);
   spec.validate(config);
-  BlockProgram p = plan(fn, config, backend);
+  BlockProgram p = plan_with(fn, config, backend, std::move(knobs));
   backend.check(p);
   return p;
 }

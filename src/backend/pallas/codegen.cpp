@@ -510,17 +510,9 @@ class Emitter {
 
   std::string dot(const Op& op) {
     DotArg a = dot_arg(op.operands[0]), b = dot_arg(op.operands[1]);
-    // A tile of single elements (block 1, a grid index) is squeezed out of TPU blocks: an
-    // operand that loses its M, K or N dim that way is not a matrix for the MXU any more.
-    auto matrix_dim_squeezed = [&](int v) {
-      const ir::Type& t = type(v);
-      for (int k = t.rank() - 2; k < t.rank(); ++k)
-        if (k >= 0 && t.shape[k].kind == Dim::Tile && unit(t.shape[k].tile)) return true;
-      return false;
-    };
-    // (The pallas plan refused dots the MXU cannot take: plan.cpp, check_dot.)
-    PH_CHECK(a.rank >= 2 && b.rank >= 2 && !matrix_dim_squeezed(op.operands[0]) && !matrix_dim_squeezed(op.operands[1]),
-             "a dot over a squeezed matrix dim reached the pallas emitter");
+    // The pallas plan refused dots whose operands lose a matrix dim to a squeezed unit tile
+    // (plan.cpp, check_dot): both are matrices here.
+    PH_CHECK(a.rank >= 2 && b.rank >= 2, "a dot over a squeezed matrix dim reached the pallas emitter");
     // A batched a with a shared 2-D b (broadcast_matmul): no batch dims, a's free dims lead.
     const bool shared_b = a.rank > 2 && b.rank == 2 && !a.transposed;
     PH_CHECK(a.rank == b.rank || shared_b, "a dot with unequal batch dims reached the pallas emitter");
