@@ -68,7 +68,7 @@ class Tile {
  public:
   Tile() = default;
   explicit Tile(int id) : id_(id) {}
-  int id() const { return id_; }
+  int ir_id() const { return id_; }              // internal: the tile's id in the trace
   Tensor begin(Loc loc = Loc::current()) const;  // i64 scalar: first index of this block
   Tensor end(Loc loc = Loc::current()) const;    // i64 scalar: one past its last valid index
   Tensor index(Loc loc = Loc::current()) const;  // i64 [tile]: the indices of this block
@@ -151,9 +151,9 @@ struct Operand {
 struct DimSpec {
   int tile = -1;
   int64_t size = 1;
-  DimSpec(const Tile& t) : tile(t.id()) {}  // NOLINT
-  DimSpec(int64_t n) : size(n) {}           // NOLINT
-  DimSpec(int n) : size(n) {}               // NOLINT
+  DimSpec(const Tile& t) : tile(t.ir_id()) {}  // NOLINT
+  DimSpec(int64_t n) : size(n) {}              // NOLINT
+  DimSpec(int n) : size(n) {}                  // NOLINT
 };
 
 // A tensor inside a kernel being traced: a host tensor (argument or allocation) or a device

@@ -277,8 +277,8 @@ Tensor Tensor::subscript(const std::vector<Index>& idx) const {
   for (const Index& i : idx) {
     if (i.kind == Index::TileK) {
       for (const Tile& t : i.tiles) {
-        if (t.id() < 0 || !T.tile_in_scope(t.id())) T.fail("tile used outside the loop that defines it", loc);
-        items.push_back({ir::IndexItem::Tile, t.id(), -1});
+        if (t.ir_id() < 0 || !T.tile_in_scope(t.ir_id())) T.fail("tile used outside the loop that defines it", loc);
+        items.push_back({ir::IndexItem::Tile, t.ir_id(), -1});
       }
     } else if (i.kind == Index::AllK) {
       items.push_back({ir::IndexItem::All, -1, -1});

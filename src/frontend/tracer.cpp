@@ -162,7 +162,7 @@ std::vector<Tile> Tracer::open_loop(const std::vector<Extent>& dims, bool grid, 
   parent.push_back(std::move(op));
   regions_.push_back(&parent.back());
   open_region_ids_.push_back(next_region_id_++);
-  for (const Tile& t : tiles) open_tiles_.push_back(t.id());
+  for (const Tile& t : tiles) open_tiles_.push_back(t.ir_id());
   return tiles;
 }
 
