@@ -24,7 +24,10 @@ import torch
 import torch.nn.functional as F
 
 DTYPES = {"f32": (np.float32, torch.float32), "bf16": (np.uint16, torch.bfloat16), "f16": (np.float16, torch.float16),
-          "i64": (np.int64, torch.int64), "i32": (np.int32, torch.int32)}
+          "i64": (np.int64, torch.int64), "i32": (np.int32, torch.int32), "i8": (np.int8, torch.int8),
+          "u8": (np.uint8, torch.uint8), "f8e4m3": (np.uint8, torch.float8_e4m3fn),
+          "f8e5m2": (np.uint8, torch.float8_e5m2)}
+VIEWED = ("bf16", "f8e4m3", "f8e5m2")  # raw bits reinterpreted as the torch dtype
 
 
 def eager_attention(q, k, v, scale, causal):
@@ -69,12 +72,21 @@ KERNELS = {
     "broadcast_matmul": lambda t, s: t[0] @ t[1],
     "epilogue_subtiling": lambda t, s: torch.relu(t[0] @ t[1] + t[2]) + t[3],
     "matmul_layernorm": lambda t, s: layer_norm(t[0] @ t[1], t[2], t[3], 1e-5),
+    # fp8 without fp8 arithmetic: dequantize to f32, matmul, scale, round to bf16.
+    "fp8_matmul": lambda t, s: ((t[0].float() @ t[1].float()) * (s[0] * s[1])).to(torch.bfloat16),
     "attention": lambda t, s: eager_attention(t[0], t[1], t[2], s[0], False),
     "causal_attention": lambda t, s: eager_attention(t[0], t[1], t[2], s[0], True),
 }
 SDPA = {
     "attention": lambda t, s: F.scaled_dot_product_attention(t[0], t[1], t[2], scale=s[0]),
     "causal_attention": lambda t, s: F.scaled_dot_product_attention(t[0], t[1], t[2], scale=s[0], is_causal=True),
+}
+
+
+# Vendor implementations offered beside eager and compile (always, unlike SDPA's flag).
+EXTRA = {
+    "fp8_matmul": {"scaled_mm": lambda t, s: torch._scaled_mm(
+        t[0], t[1], scale_a=torch.tensor(s[0]), scale_b=torch.tensor(s[1]), out_dtype=torch.bfloat16)},
 }
 
 
@@ -97,11 +109,12 @@ def load(st, req):
         np_dt, t_dt = DTYPES[spec["dtype"]]
         a = np.fromfile(spec["path"], dtype=np_dt).reshape(spec["shape"])
         t = torch.from_numpy(a)
-        tensors.append(t.view(t_dt) if spec["dtype"] == "bf16" else t)
+        tensors.append(t.view(t_dt) if spec["dtype"] in VIEWED else t)
     fn = KERNELS[kernel]
     impls = {"eager": fn}
     if kernel in SDPA and req.get("sdpa", True):
         impls["sdpa"] = SDPA[kernel]
+    impls.update(EXTRA.get(kernel, {}))
     if req.get("compile", True):
         impls["compile"] = torch.compile(fn, dynamic=False)
     st.cases.append(Case(kernel, tensors, req.get("scalars", []), impls))

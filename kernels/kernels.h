@@ -41,6 +41,10 @@ extern Kernel<Tensor(Tensor, Tensor, Tensor, Tensor)> epilogue_subtiling;
 // layer_norm(x . w) * gamma + beta over N, eps 1e-5: (x [M,K], w [K,N], gamma [N], beta [N])
 extern Kernel<Tensor(Tensor, Tensor, Tensor, Tensor)> matmul_layernorm;
 
+// Quantized matmuls (quantized.cpp): (a [M,K], b [K,N] in f8e4m3 or f8e5m2, scale_a, scale_b)
+// -> bf16 [M,N] = scale_a * scale_b * (a . b), accumulated in f32.
+extern Kernel<Tensor(Tensor, Tensor, Scalar, Scalar)> fp8_matmul;
+
 // Losses (losses.cpp).
 extern Kernel<Tensor(Tensor, Tensor)> cross_entropy;  // (logits [N,V], labels [N]) -> loss [N]
 

@@ -289,6 +289,24 @@ Array epilogue_subtiling(const Array& x, const Array& w, const Array& bias, cons
   return out;
 }
 
+Array fp8_matmul(const Array& a, const Array& b, double scale_a, double scale_b) {
+  if (a.rank() != 2 || b.rank() != 2 || a.dim(1) != b.dim(0))
+    throw std::invalid_argument("ref::fp8_matmul: shapes " + shape_to_string(a.shape()) + " and " +
+                                shape_to_string(b.shape()) + " do not multiply");
+  const int64_t m = a.dim(0), k = a.dim(1), n = b.dim(1);
+  Array out = Array::empty({m, n}, DType::bf16);
+  std::vector<double> acc(static_cast<size_t>(n));
+  for (int64_t i = 0; i < m; ++i) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t p = 0; p < k; ++p) {
+      const double x = a.get(i * k + p);  // the fp8 code's exact value
+      for (int64_t j = 0; j < n; ++j) acc[j] += x * b.get(p * n + j);
+    }
+    for (int64_t j = 0; j < n; ++j) out.set(i * n + j, scale_a * scale_b * acc[j]);  // rounds to bf16
+  }
+  return out;
+}
+
 Array matmul_layernorm(const Array& x, const Array& w, const Array& gamma, const Array& beta) {
   Array prod = matmul(x, w);
   const int64_t m = prod.dim(0), n = prod.dim(1);

@@ -35,6 +35,8 @@ Array matmul(const Array& x, const Array& y);
 Array epilogue_subtiling(const Array& x, const Array& w, const Array& bias, const Array& residual);
 // layer_norm over the rows of x . w (eps 1e-5, biased variance), * gamma + beta.
 Array matmul_layernorm(const Array& x, const Array& w, const Array& gamma, const Array& beta);
+// scale_a * scale_b * (a . b) in double from the fp8 values, rounded once to bf16.
+Array fp8_matmul(const Array& a, const Array& b, double scale_a, double scale_b);
 // softmax(q . k^T * scale [+ causal mask: key j > query i gets -inf]) . v over the last two
 // dims; q [..., S, D], k and v [..., Skv, D] with the same leading dims.
 Array attention(const Array& q, const Array& k, const Array& v, double scale, bool causal);

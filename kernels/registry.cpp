@@ -296,6 +296,16 @@ std::vector<KernelEntry> build() {
         return ref::matmul_layernorm(in.tensors[0], in.tensors[1], in.tensors[2], in.tensors[3]);
       },
       mnk_flops, mnk_bytes);
+  // fp8 operands with per-tensor scales (the scales are scalar arguments).
+  matmul_like(
+      "fp8_matmul", "bf16(scale_a * scale_b * (a [M,K] . b [K,N])), fp8 a and b, f32 accumulation", fp8_matmul,
+      "M,K,N", {2048, 2048, 2048},
+      [rnd](const Shape& s, DType dt, uint64_t seed) {
+        return Inputs{{rnd({s[0], s[1]}, dt, seed), rnd({s[1], s[2]}, dt, seed + 1)}, {0.5, 1.25}};
+      },
+      [](const Inputs& in) { return ref::fp8_matmul(in.tensors[0], in.tensors[1], in.scalars[0], in.scalars[1]); },
+      mnk_flops, [](const Shape& s, DType) { return 1.0 * s[0] * s[1] + 1.0 * s[1] * s[2] + 2.0 * s[0] * s[2]; });
+  r.back().dtypes = {DType::f8e4m3, DType::f8e5m2};
   return r;
 }
 
@@ -335,6 +345,8 @@ const KernelEntry& find_kernel(const std::string& name) {
 }
 
 Closeness compare(const Array& out, const Array& ref, DType dtype, double scale) {
+  // The library's fp8 kernels take fp8 inputs (exact values) and return bf16.
+  if (is_fp8(dtype)) dtype = DType::bf16;
   return tune::compare(out, ref, dtype, scale);
 }
 

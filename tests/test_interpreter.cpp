@@ -627,7 +627,7 @@ TEST(Interpreter, CompiledKernelsAgreeWithIt) {
 
 std::vector<ph::Shape> library_shapes(const ph::kernels::KernelEntry& e) {
   if (e.name == "bmm" || e.name == "broadcast_matmul") return {{2, 8, 16, 4}, {3, 13, 29, 7}};  // B,M,K,N
-  if (e.name == "matmul" || e.name == "epilogue_subtiling" || e.name == "matmul_layernorm")
+  if (e.name == "matmul" || e.name == "epilogue_subtiling" || e.name == "matmul_layernorm" || e.name == "fp8_matmul")
     return {{16, 32, 8}, {13, 29, 37}};                                                    // M,K,N
   if (e.name.find("attention") != std::string::npos) return {{1, 2, 16, 8}, {2, 33, 12}};  // both layouts
   if (e.min_rank == 3) return {{2, 4, 32}, {3, 5, 17}};
@@ -640,7 +640,7 @@ class LibraryInterpretation : public ::testing::TestWithParam<std::string> {};
 TEST_P(LibraryInterpretation, MatchesTheIndependentReference) {
   const auto& e = ph::kernels::find_kernel(GetParam());
   int cases = 0;
-  for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
+  for (ph::DType dt : {ph::DType::f32, ph::DType::bf16, ph::DType::f8e4m3}) {
     if (std::find(e.dtypes.begin(), e.dtypes.end(), dt) == e.dtypes.end()) continue;
     for (const ph::Shape& shape : library_shapes(e)) {
       SCOPED_TRACE(e.name + " " + ph::shape_to_string(shape) + " " + std::string(ph::dtype_name(dt)));

@@ -87,6 +87,8 @@ std::vector<Case> cases() {
         R"({"block_sizes":[32,128],)" + il("resident") +
             R"(,"loop_orders":[[1,0]],"micro_kernels":[0,0],"num_threads":1})"}},
       {"layer_norm_looped", {24, 384}, ph::DType::f32, {"", "resident"}},
+      {"fp8_matmul", {64, 384, 256}, ph::DType::f8e4m3, {"", "resident"}},
+      {"fp8_matmul", {48, 256, 128}, ph::DType::f8e5m2, {""}},
       {"rms_norm_backward", {24, 256}, ph::DType::f32, {"", "resident"}},
       {"bmm", {2, 64, 128, 128}, ph::DType::f32, {"", "resident"}},
       {"broadcast_matmul", {2, 64, 128, 128}, ph::DType::bf16, {"", "resident"}},

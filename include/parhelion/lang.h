@@ -365,6 +365,28 @@ Tensor operator&&(const Operand& a, const Operand& b);
 Tensor operator||(const Operand& a, const Operand& b);
 Tensor operator!(const Operand& a);
 
+// Integer arithmetic (the definitions hold on every backend and in the interpreter; docs/language.md
+// section 8). An integer literal beside an i64 block is an i64.
+// floordiv(a, b): torch's `a // b`, rounding toward -inf (i64 x i64 -> i64; with an f32 operand,
+//   floor(a / b) in f32). Integer division by zero gives 0 (as numpy); INT64_MIN // -1 wraps.
+// a % b (= remainder(a, b)): torch.remainder, a - floordiv(a, b) * b, with the sign of the
+//   divisor (0 or of b's sign). i64 % 0 gives 0; an f32 % 0 is NaN. INT64_MIN % -1 is 0.
+// a & b, a | b, a ^ b: bitwise on two i64 blocks, logical on two bool blocks (mixing them is an
+//   error: cast first). ~a: bitwise not of an i64 block (-a - 1), logical not of a bool block.
+// a << b, a >> b: shifts of i64 blocks; >> is arithmetic (sign-filling). A count outside
+//   [0, 63] gives 0 for << and the sign fill (0 or -1, i.e. a >> 63) for >>, as torch does.
+//   On pallas the compute integer is 32-bit (JAX without x64): counts outside [0, 31] give
+//   those results there, and values must fit in 32 bits.
+Tensor operator%(const Operand& a, const Operand& b);
+Tensor operator&(const Operand& a, const Operand& b);
+Tensor operator|(const Operand& a, const Operand& b);
+Tensor operator^(const Operand& a, const Operand& b);
+Tensor operator~(const Operand& a);
+Tensor operator<<(const Operand& a, const Operand& b);
+Tensor operator>>(const Operand& a, const Operand& b);
+Tensor floordiv(const Operand& a, const Operand& b);
+Tensor remainder(const Operand& a, const Operand& b);
+
 Tensor exp(const Operand& x);
 Tensor log(const Operand& x);
 Tensor sqrt(const Operand& x);
@@ -373,11 +395,30 @@ Tensor tanh(const Operand& x);
 Tensor sigmoid(const Operand& x);
 Tensor silu(const Operand& x);
 Tensor gelu(const Operand& x);  // tanh approximation
+// gelu(x, Gelu::exact) = 0.5 x (1 + erf(x / sqrt(2))) (torch's default gelu); Gelu::tanh is
+// gelu(x).
+enum class Gelu { tanh, exact };
+Tensor gelu(const Operand& x, Gelu approximate);
+Tensor erf(const Operand& x);  // the error function (f32; an i64 block is cast to f32)
+// Rounding to an integral value, in f32 (an i64 block is returned unchanged, as in torch):
+// round: to nearest, ties to even (torch.round); floor: toward -inf; ceil: toward +inf;
+// trunc: toward zero. NaN and infinities pass through.
+Tensor round(const Operand& x);
+Tensor floor(const Operand& x);
+Tensor ceil(const Operand& x);
+Tensor trunc(const Operand& x);
+// clamp(x, lo, hi) = minimum(maximum(x, lo), hi), as torch.clamp: NaN in x (or a bound)
+// propagates; lo > hi gives hi. i64 operands stay i64.
+Tensor clamp(const Operand& x, const Operand& lo, const Operand& hi);
 Tensor abs(const Operand& x);
 Tensor maximum(const Operand& a, const Operand& b);
 Tensor minimum(const Operand& a, const Operand& b);
 Tensor pow(const Operand& a, const Operand& b);
 Tensor where(const Operand& cond, const Operand& a, const Operand& b);
+// cast(x, d): the value as dtype d holds it, computed in compute_dtype(d) (dtype.h states the
+// conversions): to bf16/f16/f8e4m3/f8e5m2 rounds to nearest even in place (fp8 saturates to
+// its max finite); to an integer truncates a float toward zero and wraps a wider integer; to
+// bool is `!= 0`.
 Tensor cast(const Operand& x, DType dtype);
 
 // Reductions over `axis` (negative counts from the end); over a tile dimension they cover

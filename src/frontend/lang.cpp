@@ -48,16 +48,36 @@ DType dtype_of(Tracer& T, const Operand& o) {
   return o.is_int ? DType::i64 : DType::f32;
 }
 
+// Ops that keep an integer operand integral (the others compute in f32, as torch does).
+bool integral_unary(UnaryFn f) {
+  switch (f) {
+    case UnaryFn::neg:
+    case UnaryFn::abs:
+    case UnaryFn::bit_not:
+    case UnaryFn::round:
+    case UnaryFn::floor:
+    case UnaryFn::ceil:
+    case UnaryFn::trunc:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Tensor unary(UnaryFn f, const Operand& x) {
   Tracer& T = tracer(x.loc);
   T.require_device(std::string(ir::unary_name(f)).c_str(), x.loc);
-  int v = value_of(T, x);
+  int v = value_of(T, x, f == UnaryFn::bit_not ? DType::i64 : DType::f32);
   Type t = T.fn().type_of(v);
+  // `~` on a boolean block is the logical not (bitwise ops on bools are logical, as in torch).
+  if (f == UnaryFn::bit_not && t.dtype == DType::boolean) f = UnaryFn::logical_not;
   if (f == UnaryFn::logical_not) {
     if (t.dtype != DType::boolean) T.fail("logical not needs a boolean block, got " + describe(T, v), x.loc);
   } else if (t.dtype == DType::boolean) {
     T.fail(std::string(ir::unary_name(f)) + " needs a numeric block, got " + describe(T, v), x.loc);
-  } else if (f != UnaryFn::neg && f != UnaryFn::abs && t.dtype == DType::i64) {
+  } else if (f == UnaryFn::bit_not && t.dtype != DType::i64) {
+    T.fail("bitwise not (~) needs an integer or boolean block, got " + describe(T, v), x.loc);
+  } else if (!integral_unary(f) && t.dtype == DType::i64) {
     // Transcendentals of integer blocks compute in f32, as torch does.
     Op c{OpKind::Cast};
     c.operands = {v};
@@ -65,6 +85,8 @@ Tensor unary(UnaryFn f, const Operand& x) {
     t.dtype = DType::f32;
     v = emit_value(T, c, t, x.loc);
   }
+  std::string err = ir::unary_dtype(f, t.dtype, &t.dtype);
+  if (!err.empty()) T.fail(err, x.loc);
   Op op{OpKind::Unary};
   op.fn = static_cast<int>(f);
   op.operands = {v};
@@ -502,6 +524,15 @@ Tensor operator!=(const Operand& a, const Operand& b) { return binary(BinaryFn::
 Tensor operator&&(const Operand& a, const Operand& b) { return binary(BinaryFn::logical_and, a, b); }
 Tensor operator||(const Operand& a, const Operand& b) { return binary(BinaryFn::logical_or, a, b); }
 Tensor operator!(const Operand& a) { return unary(UnaryFn::logical_not, a); }
+Tensor operator%(const Operand& a, const Operand& b) { return binary(BinaryFn::mod, a, b); }
+Tensor operator&(const Operand& a, const Operand& b) { return binary(BinaryFn::bit_and, a, b); }
+Tensor operator|(const Operand& a, const Operand& b) { return binary(BinaryFn::bit_or, a, b); }
+Tensor operator^(const Operand& a, const Operand& b) { return binary(BinaryFn::bit_xor, a, b); }
+Tensor operator~(const Operand& a) { return unary(UnaryFn::bit_not, a); }
+Tensor operator<<(const Operand& a, const Operand& b) { return binary(BinaryFn::shl, a, b); }
+Tensor operator>>(const Operand& a, const Operand& b) { return binary(BinaryFn::shr, a, b); }
+Tensor floordiv(const Operand& a, const Operand& b) { return binary(BinaryFn::floordiv, a, b); }
+Tensor remainder(const Operand& a, const Operand& b) { return binary(BinaryFn::mod, a, b); }
 
 Tensor exp(const Operand& x) { return unary(UnaryFn::exp, x); }
 Tensor log(const Operand& x) { return unary(UnaryFn::log, x); }
@@ -511,6 +542,19 @@ Tensor tanh(const Operand& x) { return unary(UnaryFn::tanh, x); }
 Tensor sigmoid(const Operand& x) { return unary(UnaryFn::sigmoid, x); }
 Tensor silu(const Operand& x) { return unary(UnaryFn::silu, x); }
 Tensor gelu(const Operand& x) { return unary(UnaryFn::gelu, x); }
+Tensor gelu(const Operand& x, Gelu approximate) {
+  return unary(approximate == Gelu::exact ? UnaryFn::gelu_exact : UnaryFn::gelu, x);
+}
+Tensor erf(const Operand& x) { return unary(UnaryFn::erf, x); }
+Tensor round(const Operand& x) { return unary(UnaryFn::round, x); }
+Tensor floor(const Operand& x) { return unary(UnaryFn::floor, x); }
+Tensor ceil(const Operand& x) { return unary(UnaryFn::ceil, x); }
+Tensor trunc(const Operand& x) { return unary(UnaryFn::trunc, x); }
+// minimum(maximum(x, lo), hi): NaN-propagating maximum/minimum give torch.clamp's rules (a NaN
+// in x or a bound gives NaN; lo > hi gives hi). All three operands at the caller's line.
+Tensor clamp(const Operand& x, const Operand& lo, const Operand& hi) {
+  return binary(BinaryFn::minimum, Operand(binary(BinaryFn::maximum, x, lo), x.loc), hi);
+}
 Tensor abs(const Operand& x) { return unary(UnaryFn::abs, x); }
 Tensor maximum(const Operand& a, const Operand& b) { return binary(BinaryFn::maximum, a, b); }
 Tensor minimum(const Operand& a, const Operand& b) { return binary(BinaryFn::minimum, a, b); }

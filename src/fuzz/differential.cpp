@@ -41,7 +41,8 @@ struct Tolerance {
 Tolerance tolerance_of(const Program& p) {
   bool bf16 = false, f16 = false;
   auto note = [&](DType d) {
-    bf16 |= d == DType::bf16;
+    // fp8 data is exact, but feeds the MXU (pallas) and dots as bf16 next to rounded operands.
+    bf16 |= d == DType::bf16 || is_fp8(d);
     f16 |= d == DType::f16;
   };
   for (const TensorDecl& t : p.tensors) note(t.dtype);

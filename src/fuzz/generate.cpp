@@ -53,6 +53,10 @@ class Generator {
   }
   int64_t extent() { return choose<int64_t>({1, 2, 3, 5, 8, 16, 17, 31, 33, 64, 100, 130}); }
   DType data_dtype() { return choose({DType::f32, DType::f32, DType::bf16, DType::f16}); }
+  // An input's dtype: also fp8 (its values are exact in f32, so loads agree exactly).
+  DType in_dtype() {
+    return chance(0.12) ? choose({DType::f8e4m3, DType::f8e5m2}) : data_dtype();
+  }
 
   // --- building ---
   int add(Expr e) {
@@ -78,6 +82,13 @@ class Generator {
     Expr e;
     e.kind = Expr::Number;
     e.number = v;
+    return add(e);
+  }
+  int inum(int64_t v) {  // an integer literal (i64 beside an i64 block)
+    Expr e;
+    e.kind = Expr::Number;
+    e.number = static_cast<double>(v);
+    e.dtype = DType::i64;
     return add(e);
   }
   int un(UnaryFn f, int a) {
@@ -205,7 +216,35 @@ class Generator {
     if (depth <= 0 || chance(0.2)) return leaf(leaves);
     auto sub = [&] { return fexpr(leaves, exact, depth - 1); };
     auto positive = [&](int x, double lo) { return bin(BinaryFn::add, un(UnaryFn::abs, x), num(lo)); };
-    switch (pick(16)) {
+    auto exact_leaf = [&] { return exact[pick(exact.size())](); };
+    size_t kind = pick(22);
+    // Rounding, floors and integer truncation are discontinuous: only of values that a double
+    // interpreter and f32 code hold identically.
+    if (approximate_exact_ && (kind == 16 || kind == 17 || kind == 20 || kind == 21)) kind = 15;
+    switch (kind) {
+      case 16: {  // rounding to fp8 of an exact value, scaled into the subnormal or saturating range
+        double k = choose<double>({1.0, 64.0, 1024.0, 1.0 / 256});
+        int r = cast(cast(bin(BinaryFn::mul, exact_leaf(), num(k)), choose({DType::f8e4m3, DType::f8e5m2})),
+                     DType::f32);
+        return bin(BinaryFn::mul, r, num(1.0 / k));
+      }
+      case 17: {  // round/floor/ceil/trunc of an exact value (they are discontinuous)
+        int x = bin(BinaryFn::mul, exact_leaf(), num(choose<double>({4.0, 2.5, 8.0})));
+        return bin(BinaryFn::mul, un(choose({UnaryFn::round, UnaryFn::floor, UnaryFn::ceil, UnaryFn::trunc}), x),
+                   num(0.25));
+      }
+      case 18:
+        return un(choose({UnaryFn::erf, UnaryFn::gelu_exact}), sub());
+      case 19: {  // clamp
+        double lo = choose<double>({-0.5, -1.0, 0.0}), hi = choose<double>({0.25, 1.0, 2.0});
+        return bin(BinaryFn::minimum, bin(BinaryFn::maximum, sub(), num(lo)), num(hi));
+      }
+      case 20:  // an integer expression, back in f32 (exact: small integers)
+        return bin(BinaryFn::mul, cast(iexpr(exact, int_leaves_, depth), DType::f32), num(0.0625));
+      case 21: {  // float floor division and remainder of exact operands (quotients never near an integer)
+        int a = bin(BinaryFn::mul, exact_leaf(), num(8.0)), d = num(choose<double>({2.0, -4.0, 0.5, 3.0, -1.5}));
+        return bin(BinaryFn::mul, bin(chance(0.5) ? BinaryFn::floordiv : BinaryFn::mod, a, d), num(0.125));
+      }
       case 0:
         return bin(BinaryFn::add, sub(), sub());
       case 1:
@@ -245,6 +284,62 @@ class Generator {
     }
   }
 
+  // An i64 expression over exact leaves (truncated to small integers), integer inputs and
+  // literals, bounded so that it is exact in the interpreter's doubles and fits the 32-bit
+  // integers of the pallas backend: every product and left shift takes operands reduced
+  // modulo a small number, and shift counts are in [0, 31] or beyond 63 (or negative), where
+  // every backend gives the same defined result.
+  int iexpr(const std::vector<Leaf>& exact, const std::vector<Leaf>& ints, int depth) {
+    auto leafi = [&]() -> int {
+      double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+      if (r < 0.2) return inum(choose<int64_t>({0, 1, 3, -2, 7, 255, -100}));
+      if (r < 0.55 && !ints.empty()) return ints[pick(ints.size())]();
+      return cast(bin(BinaryFn::mul, exact[pick(exact.size())](), num(8.0)), DType::i64);
+    };
+    if (depth <= 0 || chance(0.25)) return leafi();
+    auto sub = [&] { return iexpr(exact, ints, depth - 1); };
+    auto small = [&](int x) { return bin(BinaryFn::mod, x, inum(choose<int64_t>({7, 13, -5, 16}))); };
+    auto count = [&] {
+      return chance(0.4) ? bin(BinaryFn::bit_and, sub(), inum(7)) : inum(choose<int64_t>({0, 1, 2, 5, -1, 64, 100}));
+    };
+    auto divisor = [&] { return chance(0.3) ? small(sub()) : inum(choose<int64_t>({3, -4, 0, 1, -1, 16})); };
+    switch (pick(12)) {
+      case 0:
+        return bin(chance(0.5) ? BinaryFn::add : BinaryFn::sub, sub(), sub());
+      case 1:
+        return bin(BinaryFn::mul, small(sub()), small(sub()));
+      case 2:
+        return bin(BinaryFn::floordiv, sub(), divisor());
+      case 3:
+        return bin(BinaryFn::mod, sub(), divisor());
+      case 4:
+        return bin(choose({BinaryFn::bit_and, BinaryFn::bit_or, BinaryFn::bit_xor}), sub(), sub());
+      case 5:
+        return un(UnaryFn::bit_not, sub());
+      case 6:
+        return bin(BinaryFn::shl, small(sub()), count());
+      case 7:
+        return bin(BinaryFn::shr, sub(), count());
+      case 8: {  // clamp
+        int lo = inum(choose<int64_t>({-3, 0})), hi = inum(choose<int64_t>({5, 100}));
+        return bin(BinaryFn::minimum, bin(BinaryFn::maximum, sub(), lo), hi);
+      }
+      case 9: {
+        Expr w;
+        w.kind = Expr::Where;
+        w.args = {condition(exact), sub(), sub()};
+        return add(w);
+      }
+      case 10:  // wraps into 8 bits
+        return cast(sub(), choose({DType::i8, DType::u8}));
+      default: {  // bitwise ops on booleans are logical
+        int c = bin(choose({BinaryFn::bit_and, BinaryFn::bit_or, BinaryFn::bit_xor}), condition(exact),
+                    condition(exact));
+        return cast(chance(0.3) ? un(UnaryFn::bit_not, c) : c, DType::i64);
+      }
+    }
+  }
+
   // The i64 index of a tile's last dim as a small f32, shaped to broadcast as [.., t] (rank `r`).
   Leaf index_leaf(int tile) {
     // (scaled by a power of two: exact in f32 and in double, so it may appear in conditions)
@@ -273,20 +368,20 @@ class Generator {
     }
     std::vector<Subscript> full;
     for (int t : tiles) full.push_back(tile_ix(t));
-    int x = tensor(s, data_dtype());
+    int x = tensor(s, data_dtype());  // (not fp8: the in-place variant stores to it)
     std::vector<Leaf> leaves = {[=, this] { return load(x, full); }};
     std::vector<Leaf> exact = leaves;
     if (chance(0.6)) {
-      int y = tensor(s, data_dtype());
+      int y = tensor(s, in_dtype());
       leaves.push_back([=, this] { return load(y, full); });
       exact.push_back(leaves.back());
     }
     if (rank >= 2 && chance(0.6)) {  // a row, broadcast over the leading dims
-      int b = tensor({s.back()}, data_dtype());
+      int b = tensor({s.back()}, in_dtype());
       leaves.push_back([=, this] { return load(b, {tile_ix(tiles.back())}); });
     }
     if (rank >= 2 && chance(0.5)) {  // a column: [t0] unsqueezed to [t0, 1, ...]
-      int c = tensor({s[0]}, data_dtype());
+      int c = tensor({s[0]}, in_dtype());
       leaves.push_back([=, this] {
         int v = load(c, {tile_ix(tiles[0])});
         for (int i = 1; i < rank; ++i) v = unsqueeze(v, -1);
@@ -294,6 +389,19 @@ class Generator {
       });
     }
     if (chance(0.3)) leaves.push_back(index_leaf(tiles.back()));
+    int_leaves_.clear();
+    if (chance(0.35)) {  // an 8-bit integer input (whole-range data) for the integer expressions
+      int q = tensor(s, choose({DType::i8, DType::u8}));
+      int_leaves_.push_back([=, this] { return load(q, full); });
+    }
+    if (chance(0.3)) int_leaves_.push_back([=, this] { return tile_index(tiles.back(), false); });
+    if (chance(0.15)) {  // an integer output: an integer expression stored (wrapping into 8 bits)
+      int out = tensor(s, choose({DType::i8, DType::u8, DType::i32, DType::i64}), true);
+      Stmt launch = loop(dims, tiles);
+      launch.body.push_back(store(out, full, iexpr(exact, int_leaves_, 4)));
+      p_.body.push_back(std::move(launch));
+      return;
+    }
     const double variant = std::uniform_real_distribution<double>(0, 1)(rng_);
     if (variant < 0.2) {  // in place: x[tiles] = f(x[tiles], ...), x returned
       Stmt launch = loop(dims, tiles);
@@ -317,6 +425,7 @@ class Generator {
       for (int t : tiles2) full2.push_back(tile_ix(t));
       std::vector<Leaf> second = {[=, this] { return load(out, full2); }, [=, this] { return load(x, full2); }};
       int out2 = tensor(s, data_dtype(), true);
+      int_leaves_.clear();  // the first launch's
       Stmt launch2 = loop(dims2, tiles2);
       launch2.body.push_back(store(out2, full2, fexpr(second, {second[1]}, 3)));
       p_.body.push_back(std::move(launch2));
@@ -329,7 +438,7 @@ class Generator {
   void row_reduce() {
     int64_t m = extent(), n = extent();
     const bool columns = chance(0.3);  // reduce over axis 0 of [M, tn] blocks
-    int x = tensor({m, n}, data_dtype());
+    int x = tensor({m, n}, in_dtype());
     int t = new_tile();
     Subscript ix_t = tile_ix(t);
     std::vector<Subscript> block =
@@ -337,7 +446,7 @@ class Generator {
     std::vector<Leaf> leaves = {[=, this] { return load(x, block); }};
     std::vector<Leaf> exact = leaves;
     if (chance(0.5)) {  // along the reduced dim, broadcast over the blocked one
-      int b = tensor({columns ? m : n}, data_dtype());
+      int b = tensor({columns ? m : n}, in_dtype());
       leaves.push_back([=, this] {
         int v = load(b, {all_ix()});
         return columns ? unsqueeze(v, -1) : v;
@@ -364,8 +473,8 @@ class Generator {
 
   void loop_reduce() {
     int64_t m = extent(), n = extent();
-    int x = tensor({m, n}, data_dtype());
-    int b = chance(0.5) ? tensor({n}, data_dtype()) : -1;
+    int x = tensor({m, n}, in_dtype());
+    int b = chance(0.5) ? tensor({n}, in_dtype()) : -1;
     int tm = new_tile();
     int out = tensor({m}, data_dtype(), true);
     Stmt launch = loop({dim(m)}, {tm});
@@ -401,8 +510,11 @@ class Generator {
       int v = pass(f, [](int e) { return e; });
       result = var_read(v);
       if (f == ReduceFn::mean) result = bin(BinaryFn::div, result, num(static_cast<double>(n)));
-      if (chance(0.5))
+      if (chance(0.5)) {
+        approximate_exact_ = true;  // a Var's sum is not exact: no discontinuous op of it
         result = fexpr(std::vector<Leaf>{[=, this] { return var_read(v); }}, {[=, this] { return var_read(v); }}, 2);
+        approximate_exact_ = false;
+      }
     }
     launch.body.push_back(store(out, {tile_ix(tm)}, result));
     p_.body.push_back(std::move(launch));
@@ -420,7 +532,7 @@ class Generator {
     const bool batched = chance(0.35);
     const bool shared_b = batched && chance(0.4);  // y [K, N] for every batch
     int64_t bs = batched ? choose<int64_t>({1, 2, 3}) : 1, m = extent(), k = extent(), n = extent();
-    DType dt = data_dtype();
+    DType dt = in_dtype();
     const bool at = !batched && chance(0.3), bt = !batched && chance(0.3);
     int tb = batched ? new_tile() : -1, tm = new_tile(), tn = new_tile(), tk = new_tile();
     auto lead = [&](std::vector<Subscript> ix) {
@@ -433,8 +545,8 @@ class Generator {
     };
     int a = tensor(lead_shape(at ? Shape{k, m} : Shape{m, k}), dt);
     int b =
-        tensor(shared_b ? Shape{k, n} : lead_shape(bt ? Shape{n, k} : Shape{k, n}), chance(0.8) ? dt : data_dtype());
-    int bias = chance(0.5) ? tensor({n}, data_dtype()) : -1;
+        tensor(shared_b ? Shape{k, n} : lead_shape(bt ? Shape{n, k} : Shape{k, n}), chance(0.8) ? dt : in_dtype());
+    int bias = chance(0.5) ? tensor({n}, in_dtype()) : -1;
     int out = tensor(lead_shape({m, n}), data_dtype(), true);
     std::vector<int> grid_tiles = batched ? std::vector<int>{tb, tm, tn} : std::vector<int>{tm, tn};
     std::vector<LoopDim> grid_dims;
@@ -488,7 +600,7 @@ class Generator {
 
   void gather() {
     int64_t v = extent() + 1, d = extent(), g = extent();
-    int table = tensor({v, d}, data_dtype());
+    int table = tensor({v, d}, in_dtype());
     int idx = tensor({g}, chance(0.5) ? DType::i32 : DType::i64, false, v);
     int out = tensor({g, d}, data_dtype(), true);
     int tg = new_tile(), td = new_tile();
@@ -509,7 +621,7 @@ class Generator {
     }};
     std::vector<Leaf> exact = leaves;
     if (chance(0.5)) {
-      int b = tensor({d}, data_dtype());
+      int b = tensor({d}, in_dtype());
       leaves.push_back([=, this] { return load(b, {tile_ix(td)}); });
     }
     Stmt launch = grid ? loop({{g, 0}}, {tg}, true) : loop({{g, 1}}, {tg});
@@ -521,6 +633,8 @@ class Generator {
 
   std::mt19937_64 rng_;
   Program p_;
+  bool approximate_exact_ = false;  // the current `exact` leaves are not exact (a Var's sum)
+  std::vector<Leaf> int_leaves_;  // i64 leaves of the current launch (integer inputs, tile indices)
 };
 
 }  // namespace

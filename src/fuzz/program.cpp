@@ -34,6 +34,13 @@ static int64_t index_value(int64_t i, uint64_t seed, int64_t bound) {
   return static_cast<int64_t>((static_cast<uint64_t>(i) * 7 + 3 + seed) % static_cast<uint64_t>(bound));
 }
 static uint64_t data_seed(uint64_t seed, size_t tensor) { return seed * 131 + tensor; }
+// The range of an input's random data: [-1, 1] for floats; 8-bit integers over their whole
+// range (the bit patterns are what integer ops are about).
+static std::pair<double, double> data_range(DType d) {
+  if (d == DType::i8) return {-128, 128};
+  if (d == DType::u8) return {0, 256};
+  return {-1, 1};
+}
 
 std::vector<Array> make_inputs(const Program& p, uint64_t seed) {
   std::vector<Array> in;
@@ -46,7 +53,8 @@ std::vector<Array> make_inputs(const Program& p, uint64_t seed) {
         a.set(k, static_cast<double>(index_value(k, data_seed(seed, i), t.index_bound)));
       in.push_back(a);
     } else {
-      in.push_back(Array::random(t.shape, t.dtype, data_seed(seed, i)));
+      auto [lo, hi] = data_range(t.dtype);
+      in.push_back(Array::random(t.shape, t.dtype, data_seed(seed, i), lo, hi));
     }
   }
   return in;
@@ -135,6 +143,20 @@ class Player {
         return abs(x);
       case UnaryFn::logical_not:
         return !x;
+      case UnaryFn::bit_not:
+        return ~x;
+      case UnaryFn::round:
+        return round(x);
+      case UnaryFn::floor:
+        return floor(x);
+      case UnaryFn::ceil:
+        return ceil(x);
+      case UnaryFn::trunc:
+        return trunc(x);
+      case UnaryFn::erf:
+        return erf(x);
+      case UnaryFn::gelu_exact:
+        return gelu(x, Gelu::exact);
     }
     throw InternalError("fuzz: unary");
   }
@@ -171,6 +193,20 @@ class Player {
         return a && b;
       case BinaryFn::logical_or:
         return a || b;
+      case BinaryFn::floordiv:
+        return floordiv(a, b);
+      case BinaryFn::mod:
+        return a % b;
+      case BinaryFn::bit_and:
+        return a & b;
+      case BinaryFn::bit_or:
+        return a | b;
+      case BinaryFn::bit_xor:
+        return a ^ b;
+      case BinaryFn::shl:
+        return a << b;
+      case BinaryFn::shr:
+        return a >> b;
     }
     throw InternalError("fuzz: binary");
   }
@@ -182,6 +218,7 @@ class Player {
       case Expr::Load:
         return subscripted(tensors_.at(e.tensor), subscript(e.index));
       case Expr::Number:
+        if (e.dtype == DType::i64) return Operand(static_cast<int64_t>(e.number));
         return Operand(e.number);
       case Expr::ScalarArg:
         return Operand(scalar_);
@@ -360,6 +397,7 @@ class Printer {
       case Expr::Load:
         return tensor(e.tensor) + "[" + subscript(e.index) + "]";
       case Expr::Number:
+        if (e.dtype == DType::i64) return "int64_t(" + std::to_string(static_cast<long long>(e.number)) + ")";
         return number(e.number);
       case Expr::ScalarArg:
         return "s";
@@ -369,12 +407,14 @@ class Printer {
         auto f = static_cast<UnaryFn>(e.fn);
         if (f == UnaryFn::neg) return "(-" + arg(0) + ")";
         if (f == UnaryFn::logical_not) return "(!" + arg(0) + ")";
+        if (f == UnaryFn::bit_not) return "(~" + arg(0) + ")";
+        if (f == UnaryFn::gelu_exact) return "ph::gelu(" + arg(0) + ", ph::Gelu::exact)";
         return "ph::" + std::string(ir::unary_name(f)) + "(" + arg(0) + ")";
       }
       case Expr::Binary: {
         auto f = static_cast<BinaryFn>(e.fn);
-        static const char* ops[] = {"+",  "-", "*",  "/",  nullptr, nullptr, nullptr, "<",
-                                    "<=", ">", ">=", "==", "!=",    "&&",    "||"};
+        static const char* ops[] = {"+",  "-",  "*",  "/",  nullptr, nullptr, nullptr, "<", "<=", ">", ">=",
+                                    "==", "!=", "&&", "||", nullptr, "%",     "&",     "|", "^",  "<<", ">>"};
         const char* op = ops[static_cast<int>(f)];
         if (op) return "(" + arg(0) + " " + op + " " + arg(1) + ")";
         return "ph::" + std::string(ir::binary_name(f)) + "(" + arg(0) + ", " + arg(1) + ")";
@@ -466,8 +506,9 @@ std::string to_cpp(const Program& p, const std::string& config_json, uint64_t se
          << "  for (int64_t i = 0; i < " << name << ".numel(); ++i) " << name << ".set(i, static_cast<double>((i * 7 + "
          << 3 + data_seed(seed, i) << ") % " << t.index_bound << "));\n";
     } else {
+      auto [lo, hi] = data_range(t.dtype);
       os << "  ph::Array " << name << " = ph::Array::random(" << Printer::shape(t.shape) << ", " << dtype_expr(t.dtype)
-         << ", " << data_seed(seed, i) << ");\n";
+         << ", " << data_seed(seed, i) << ", " << lo << ", " << hi << ");\n";
     }
     args += (args.empty() ? "" : ", ") + name;
   }

@@ -35,9 +35,45 @@ double wrap_i32(double v) {
   return static_cast<double>(static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(i))));
 }
 
+// An integer wrapped into 8 bits (two's complement), signed or not.
+double wrap_8(double v, bool is_signed) {
+  auto low = static_cast<uint8_t>(static_cast<uint64_t>(static_cast<int64_t>(v)));
+  return is_signed ? static_cast<double>(static_cast<int8_t>(low)) : static_cast<double>(low);
+}
+
+// Rounding through a narrower float format (through f32 first: the language computes in f32).
 double round16(double v, DType to) {
   float f = static_cast<float>(v);
-  return to == DType::bf16 ? bf16_to_f32(f32_to_bf16(f)) : f16_to_f32(f32_to_f16(f));
+  switch (to) {
+    case DType::bf16:
+      return bf16_to_f32(f32_to_bf16(f));
+    case DType::f16:
+      return f16_to_f32(f32_to_f16(f));
+    case DType::f8e4m3:
+      return f8e4m3_to_f32(f32_to_f8e4m3(f));
+    case DType::f8e5m2:
+      return f8e5m2_to_f32(f32_to_f8e5m2(f));
+    default:
+      throw InternalError("round16 of a non-narrow float");
+  }
+}
+
+// The integer conversions shared by stores and casts (see to_storage).
+double to_integer(double v, DType from, DType to, const ir::SourceLoc& loc, const std::string& what) {
+  if (std::isnan(v) && from != DType::f32) return v;  // never written
+  switch (to) {
+    case DType::i32:
+      if (from == DType::f32) return truncate_into(v, INT32_MIN, INT32_MAX, to, loc, what);
+      return wrap_i32(v);
+    case DType::i8:
+    case DType::u8: {
+      const bool s = to == DType::i8;
+      if (from == DType::f32) return truncate_into(v, s ? -128 : 0, s ? 127 : 255, to, loc, what);
+      return wrap_8(v, s);
+    }
+    default:
+      throw InternalError("to_integer");
+  }
 }
 
 }  // namespace
@@ -69,6 +105,12 @@ double to_storage(double v, DType from, DType storage, const ir::SourceLoc& loc,
     case DType::boolean:
       if (unwritten) return v;
       return v != 0 ? 1.0 : 0.0;
+    case DType::i8:
+    case DType::u8:
+      return to_integer(v, from, storage, loc, what);
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+      return round16(v, storage);
   }
   throw InternalError("unknown dtype");
 }
@@ -93,6 +135,12 @@ double cast_to(double v, DType from, DType to, const ir::SourceLoc& loc) {
     case DType::boolean:
       if (unwritten) return v;
       return v != 0 ? 1.0 : 0.0;
+    case DType::i8:
+    case DType::u8:
+      return to_integer(v, from, to, loc, "cast");
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+      return round16(v, to);
   }
   throw InternalError("unknown dtype");
 }

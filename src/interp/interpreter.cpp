@@ -76,9 +76,42 @@ double unary(UnaryFn f, DType dt, double x, const ir::SourceLoc& loc) {
       return std::abs(x);
     case UnaryFn::logical_not:
       return x != 0 ? 0.0 : 1.0;
+    case UnaryFn::bit_not:
+      return std::isnan(x) ? x : static_cast<double>(~static_cast<int64_t>(x));
+    case UnaryFn::round:
+      return std::nearbyint(x);  // the default rounding mode: ties to even
+    case UnaryFn::floor:
+      return std::floor(x);
+    case UnaryFn::ceil:
+      return std::ceil(x);
+    case UnaryFn::trunc:
+      return std::trunc(x);
+    case UnaryFn::erf:
+      return std::erf(x);
+    case UnaryFn::gelu_exact:
+      // 0.5 x erfc(-x / sqrt 2) = 0.5 x (1 + erf(x / sqrt 2)), without cancellation for x < 0.
+      if (x == -INFINITY) return -0.0;
+      return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
   }
   throw InternalError("unknown unary fn");
 }
+
+// The integer ops' definitions (include/parhelion/lang.h), on exact integers.
+int64_t floordiv_i64(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return static_cast<int64_t>(0 - static_cast<uint64_t>(a));  // wraps at INT64_MIN
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+int64_t mod_i64(int64_t a, int64_t b) {
+  if (b == 0 || b == -1) return 0;
+  int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+int64_t shl_i64(int64_t a, int64_t n) {
+  return (n < 0 || n > 63) ? 0 : static_cast<int64_t>(static_cast<uint64_t>(a) << n);
+}
+int64_t shr_i64(int64_t a, int64_t n) { return a >> ((n < 0 || n > 63) ? 63 : n); }
 
 // NaN-propagating max/min (torch.maximum / amax semantics).
 double nan_max(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
@@ -86,6 +119,8 @@ double nan_min(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN
 
 double binary(BinaryFn f, DType result, double a, double b, const ir::SourceLoc& loc) {
   auto arith = [&](double r) { return result == DType::i64 ? exact_i64(r, loc) : r; };
+  // An integer operand read from memory the kernel never wrote (NaN) stays "never written".
+  if (result != DType::f32 && f >= BinaryFn::floordiv && (std::isnan(a) || std::isnan(b))) return NAN;
   switch (f) {
     case BinaryFn::add:
       return arith(a + b);
@@ -117,6 +152,25 @@ double binary(BinaryFn f, DType result, double a, double b, const ir::SourceLoc&
       return a != 0 && b != 0;
     case BinaryFn::logical_or:
       return a != 0 || b != 0;
+    case BinaryFn::floordiv:
+      if (result == DType::f32) return std::floor(a / b);
+      return static_cast<double>(floordiv_i64(static_cast<int64_t>(a), static_cast<int64_t>(b)));
+    case BinaryFn::mod:
+      if (result == DType::f32) {
+        double r = std::fmod(a, b);
+        return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+      }
+      return static_cast<double>(mod_i64(static_cast<int64_t>(a), static_cast<int64_t>(b)));
+    case BinaryFn::bit_and:
+      return static_cast<double>(static_cast<int64_t>(a) & static_cast<int64_t>(b));
+    case BinaryFn::bit_or:
+      return static_cast<double>(static_cast<int64_t>(a) | static_cast<int64_t>(b));
+    case BinaryFn::bit_xor:
+      return static_cast<double>(static_cast<int64_t>(a) ^ static_cast<int64_t>(b));
+    case BinaryFn::shl:
+      return arith(static_cast<double>(shl_i64(static_cast<int64_t>(a), static_cast<int64_t>(b))));
+    case BinaryFn::shr:
+      return static_cast<double>(shr_i64(static_cast<int64_t>(a), static_cast<int64_t>(b)));
   }
   throw InternalError("unknown binary fn");
 }
@@ -194,7 +248,11 @@ class Interpreter {
 
   static Array to_array(const TensorState& s) {
     Array a = Array::empty(s.shape, s.dtype);
-    double unwritten = s.dtype == DType::i32 ? INT32_MIN : s.dtype == DType::i64 ? -9223372036854775808.0 : 1.0;
+    double unwritten = s.dtype == DType::i32   ? INT32_MIN
+                       : s.dtype == DType::i64 ? -9223372036854775808.0
+                       : s.dtype == DType::i8  ? -128.0
+                       : s.dtype == DType::u8  ? 0.0
+                                               : 1.0;
     bool integral = !is_floating(s.dtype);
     for (size_t i = 0; i < s.data.size(); ++i) {
       double v = s.data[i];

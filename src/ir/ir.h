@@ -111,7 +111,29 @@ enum class OpKind : uint8_t {
   VarSet,       // var = operands[0]
 };
 
-enum class UnaryFn : uint8_t { neg, exp, log, sqrt, rsqrt, tanh, sigmoid, silu, gelu, abs, logical_not };
+// Appended (keep the order: the text form names them, config-free but stable):
+// bit_not (i64), round (half to even), floor, ceil, trunc (f32 or i64: identity on i64),
+// erf, gelu_exact (0.5 x (1 + erf(x / sqrt 2))).
+enum class UnaryFn : uint8_t {
+  neg,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  tanh,
+  sigmoid,
+  silu,
+  gelu,
+  abs,
+  logical_not,
+  bit_not,
+  round,
+  floor,
+  ceil,
+  trunc,
+  erf,
+  gelu_exact
+};
 enum class BinaryFn : uint8_t {
   add,
   sub,
@@ -127,7 +149,15 @@ enum class BinaryFn : uint8_t {
   eq,
   ne,
   logical_and,
-  logical_or
+  logical_or,
+  // Integer ops (src/ir/integer_ops.h states their definitions):
+  floordiv,  // a // b, rounds toward -inf (i64 or f32)
+  mod,       // torch.remainder: the sign of the divisor (i64 or f32)
+  bit_and,   // i64 or bool
+  bit_or,
+  bit_xor,
+  shl,  // i64 << i64
+  shr   // arithmetic
 };
 enum class ReduceFn : uint8_t { sum, max, min, mean };
 
@@ -179,6 +209,9 @@ std::string_view unary_name(UnaryFn f);
 std::string_view binary_name(BinaryFn f);
 std::string_view reduce_name(ReduceFn f);
 bool is_comparison(BinaryFn f);
+// Unary functions that cost an op or two (no transcendental): neg, abs, not, bit_not, the
+// roundings. Fusion and the TPU model treat the others as expensive.
+bool is_cheap_unary(UnaryFn f);
 // Elementwise (or index) ops with no side effects: fusable into a consumer's loop nest.
 bool is_pointwise(OpKind k);
 

@@ -57,14 +57,17 @@ std::string_view op_name(const Op& op) {
 }
 
 std::string_view unary_name(UnaryFn f) {
-  static constexpr std::string_view names[] = {"neg",     "exp",  "log",  "sqrt", "rsqrt", "tanh",
-                                               "sigmoid", "silu", "gelu", "abs",  "not"};
+  static constexpr std::string_view names[] = {"neg",  "exp",   "log",   "sqrt",  "rsqrt", "tanh",
+                                               "sigmoid", "silu",  "gelu",  "abs",   "not",   "bit_not",
+                                               "round",   "floor", "ceil",  "trunc", "erf",   "gelu_exact"};
   return names[static_cast<int>(f)];
 }
 
 std::string_view binary_name(BinaryFn f) {
-  static constexpr std::string_view names[] = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "lt",
-                                               "le",  "gt",  "ge",  "eq",  "ne",      "and",     "or"};
+  static constexpr std::string_view names[] = {"add", "sub",      "mul", "div",     "maximum", "minimum",
+                                               "pow", "lt",       "le",  "gt",      "ge",      "eq",
+                                               "ne",  "and",      "or",  "floordiv", "mod",    "bit_and",
+                                               "bit_or", "bit_xor", "shl", "shr"};
   return names[static_cast<int>(f)];
 }
 
@@ -76,6 +79,22 @@ std::string_view reduce_name(ReduceFn f) {
 bool is_comparison(BinaryFn f) {
   return f == BinaryFn::lt || f == BinaryFn::le || f == BinaryFn::gt || f == BinaryFn::ge || f == BinaryFn::eq ||
          f == BinaryFn::ne;
+}
+
+bool is_cheap_unary(UnaryFn f) {
+  switch (f) {
+    case UnaryFn::neg:
+    case UnaryFn::abs:
+    case UnaryFn::logical_not:
+    case UnaryFn::bit_not:
+    case UnaryFn::round:
+    case UnaryFn::floor:
+    case UnaryFn::ceil:
+    case UnaryFn::trunc:
+      return true;
+    default:
+      return false;
+  }
 }
 
 bool is_pointwise(OpKind k) {

@@ -24,12 +24,12 @@ std::map<std::string, Fn> functions_by_name(Fn last, std::string_view (*name)(Fn
 }
 
 const std::map<std::string, UnaryFn>& unary_fns() {
-  static const auto m = functions_by_name(UnaryFn::logical_not, unary_name);
+  static const auto m = functions_by_name(UnaryFn::gelu_exact, unary_name);
   return m;
 }
 
 const std::map<std::string, BinaryFn>& binary_fns() {
-  static const auto m = functions_by_name(BinaryFn::logical_or, binary_name);
+  static const auto m = functions_by_name(BinaryFn::shr, binary_name);
   return m;
 }
 
@@ -688,10 +688,9 @@ class Parser {
         want = Type{DType::i64, {Dim::of_tile(op.tile)}};
         break;
       case OpKind::Unary: {
-        const bool logical = static_cast<UnaryFn>(op.fn) == UnaryFn::logical_not;
-        if (logical != (operand(0).dtype == DType::boolean))
-          fail(op_at, logical ? "not needs a boolean operand" : name + " needs a numeric operand");
-        want = operand(0);
+        Type t = operand(0);
+        rule(unary_dtype(static_cast<UnaryFn>(op.fn), operand(0).dtype, &t.dtype));
+        want = t;
         break;
       }
       case OpKind::Binary: {

@@ -107,10 +107,46 @@ std::string dot_type(const Function& fn, const Type& a, const Type& b, Type* out
   return "";
 }
 
+std::string unary_dtype(UnaryFn f, DType a, DType* out) {
+  const std::string name(unary_name(f));
+  *out = a;
+  switch (f) {
+    case UnaryFn::logical_not:
+      return a == DType::boolean ? "" : "logical not needs a boolean operand";
+    case UnaryFn::bit_not:
+      return a == DType::i64 ? "" : "bitwise not (~) needs an integer operand";
+    case UnaryFn::neg:
+    case UnaryFn::abs:
+    case UnaryFn::round:
+    case UnaryFn::floor:
+    case UnaryFn::ceil:
+    case UnaryFn::trunc:
+      return a == DType::boolean ? name + " needs a numeric operand" : "";
+    default:
+      return a == DType::f32 ? "" : name + " needs an f32 operand";
+  }
+}
+
 std::string binary_dtype(BinaryFn f, DType a, DType b, DType* out) {
   if (f == BinaryFn::logical_and || f == BinaryFn::logical_or) {
     if (a != DType::boolean || b != DType::boolean) return "logical ops need boolean operands";
     *out = DType::boolean;
+    return "";
+  }
+  if (f == BinaryFn::bit_and || f == BinaryFn::bit_or || f == BinaryFn::bit_xor) {
+    if (a == b && (a == DType::i64 || a == DType::boolean)) {
+      *out = a;
+      return "";
+    }
+    return std::string("bitwise ") + std::string(binary_name(f)) +
+           " needs two integer or two boolean operands (got " + std::string(dtype_name(a)) + " and " +
+           std::string(dtype_name(b)) + "); cast the operands first";
+  }
+  if (f == BinaryFn::shl || f == BinaryFn::shr) {
+    if (a != DType::i64 || b != DType::i64)
+      return std::string("shift ") + std::string(binary_name(f)) + " needs integer operands (got " +
+             std::string(dtype_name(a)) + " and " + std::string(dtype_name(b)) + ")";
+    *out = DType::i64;
     return "";
   }
   if (a == DType::boolean || b == DType::boolean)

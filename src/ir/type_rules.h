@@ -23,6 +23,11 @@ std::string reduce_type(const Function& fn, const Type& in, int* axis, bool keep
 // dims broadcast; K must be the same dimension (the same tile, or the same size).
 std::string dot_type(const Function& fn, const Type& a, const Type& b, Type* out);
 
+// The result dtype of a unary op on a compute dtype: the operand's. `not` takes bool; bit_not
+// takes i64; neg, abs, round, floor, ceil and trunc take f32 or i64; the others f32 (the
+// tracer casts an i64 operand to f32 first, as torch computes them).
+std::string unary_dtype(UnaryFn f, DType a, DType* out);
+
 // The result dtype of a binary op on two compute dtypes.
 std::string binary_dtype(BinaryFn f, DType a, DType b, DType* out);
 

@@ -117,6 +117,13 @@ class Verifier {
           expect_type(op, t);
           continue;
         }
+        case OpKind::Unary: {
+          Type t = fn_.type_of(op.operands[0]);
+          rule(op, unary_dtype(static_cast<UnaryFn>(op.fn), t.dtype, &t.dtype));
+          define(op, op.result, scope);
+          expect_type(op, t);
+          continue;
+        }
         case OpKind::Binary: {
           Type t;
           const Type &a = fn_.type_of(op.operands[0]), &b = fn_.type_of(op.operands[1]);

@@ -22,11 +22,11 @@ struct OpInfo {
 
 bool is_transcendental(const Op& op) {
   if (op.kind == OpKind::Unary) {
-    auto f = static_cast<ir::UnaryFn>(op.fn);
-    return f != ir::UnaryFn::neg && f != ir::UnaryFn::abs && f != ir::UnaryFn::logical_not;
+    return !ir::is_cheap_unary(static_cast<ir::UnaryFn>(op.fn));
   }
-  return op.kind == OpKind::Binary && (static_cast<ir::BinaryFn>(op.fn) == ir::BinaryFn::pow ||
-                                       static_cast<ir::BinaryFn>(op.fn) == ir::BinaryFn::div);
+  if (op.kind != OpKind::Binary) return false;
+  auto f = static_cast<ir::BinaryFn>(op.fn);
+  return f == ir::BinaryFn::pow || f == ir::BinaryFn::div || f == ir::BinaryFn::floordiv || f == ir::BinaryFn::mod;
 }
 
 class Fusion {
@@ -131,7 +131,13 @@ class Fusion {
   bool addressable(int v) const {
     if (chosen_.count(v)) return true;
     const Op& d = *ops_[def_.at(v)].op;
-    if (d.kind == OpKind::Load || d.kind == OpKind::VarGet) return true;
+    // The GEMM packs f32, bf16 and f16 from memory; a load of another dtype (fp8) is
+    // materialized first (lower.cpp gives it a bf16 buffer, in which fp8 values are exact).
+    if (d.kind == OpKind::Load) {
+      DType t = fn_.tensors[d.tensor].dtype;
+      return t == DType::f32 || t == DType::bf16 || t == DType::f16;
+    }
+    if (d.kind == OpKind::VarGet) return true;
     return d.kind == OpKind::Transpose && addressable(d.operands[0]);
   }
 

@@ -186,6 +186,12 @@ class Planner {
         s.dtype = d->dtype;
         element_bytes = 2;  // 16-bit storage
       }
+      // An fp8 load that dots read: every fp8 value (e4m3 and e5m2: <= 3 mantissa bits, exponents
+      // within bf16's) is exact in bf16, so the dot takes the bf16 path at no cost in accuracy.
+      if (d && d->kind == OpKind::Load && is_fp8(fn.tensors[d->tensor].dtype) && only_dots_read(v)) {
+        s.dtype = DType::bf16;
+        element_bytes = 2;
+      }
       L.values[v].materialized = add_value_scratch(L, s, t, element_bytes);
     }
   }

@@ -137,6 +137,14 @@ double Array::get(int64_t flat) const {
       return static_cast<double>(static_cast<const int64_t*>(data_)[o]);
     case DType::boolean:
       return static_cast<const uint8_t*>(data_)[o];
+    case DType::i8:
+      return static_cast<const int8_t*>(data_)[o];
+    case DType::u8:
+      return static_cast<const uint8_t*>(data_)[o];
+    case DType::f8e4m3:
+      return f8e4m3_to_f32(static_cast<const uint8_t*>(data_)[o]);
+    case DType::f8e5m2:
+      return f8e5m2_to_f32(static_cast<const uint8_t*>(data_)[o]);
   }
   throw InternalError("unknown dtype");
 }
@@ -161,6 +169,18 @@ void Array::set(int64_t flat, double v) {
       return;
     case DType::boolean:
       static_cast<uint8_t*>(data_)[o] = v != 0;
+      return;
+    case DType::i8:  // wraps, as a store of an i64 does
+      static_cast<int8_t*>(data_)[o] = static_cast<int8_t>(static_cast<uint8_t>(static_cast<int64_t>(v)));
+      return;
+    case DType::u8:
+      static_cast<uint8_t*>(data_)[o] = static_cast<uint8_t>(static_cast<int64_t>(v));
+      return;
+    case DType::f8e4m3:
+      static_cast<uint8_t*>(data_)[o] = f32_to_f8e4m3(static_cast<float>(v));
+      return;
+    case DType::f8e5m2:
+      static_cast<uint8_t*>(data_)[o] = f32_to_f8e5m2(static_cast<float>(v));
       return;
   }
 }

@@ -1,7 +1,9 @@
 #include "parhelion/dtype.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "parhelion/error.h"
 
@@ -21,6 +23,11 @@ int64_t dtype_size(DType t) {
       return 8;
     case DType::boolean:
       return 1;
+    case DType::i8:
+    case DType::u8:
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+      return 1;
   }
   throw InternalError("unknown dtype");
 }
@@ -39,6 +46,14 @@ std::string_view dtype_name(DType t) {
       return "i64";
     case DType::boolean:
       return "bool";
+    case DType::i8:
+      return "i8";
+    case DType::u8:
+      return "u8";
+    case DType::f8e4m3:
+      return "f8e4m3";
+    case DType::f8e5m2:
+      return "f8e5m2";
   }
   throw InternalError("unknown dtype");
 }
@@ -50,11 +65,16 @@ std::optional<DType> parse_dtype(std::string_view n) {
   if (n == "i32" || n == "int32") return DType::i32;
   if (n == "i64" || n == "int64") return DType::i64;
   if (n == "bool") return DType::boolean;
+  if (n == "i8" || n == "int8") return DType::i8;
+  if (n == "u8" || n == "uint8") return DType::u8;
+  if (n == "f8e4m3" || n == "float8_e4m3fn") return DType::f8e4m3;
+  if (n == "f8e5m2" || n == "float8_e5m2") return DType::f8e5m2;
   return std::nullopt;
 }
 
-bool is_floating(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
-bool is_integer(DType t) { return t == DType::i32 || t == DType::i64; }
+bool is_fp8(DType t) { return t == DType::f8e4m3 || t == DType::f8e5m2; }
+bool is_floating(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16 || is_fp8(t); }
+bool is_integer(DType t) { return t == DType::i32 || t == DType::i64 || t == DType::i8 || t == DType::u8; }
 
 DType compute_dtype(DType t) {
   if (is_floating(t)) return DType::f32;
@@ -113,6 +133,55 @@ float f16_to_f32(uint16_t h) {
   uint32_t u = exp == 0x1f ? (sign | 0x7f800000 | (mant << 13)) : (sign | ((exp + 112) << 23) | (mant << 13));
   std::memcpy(&f, &u, 4);
   return f;
+}
+
+namespace {
+
+// fp8 with `m` mantissa bits and exponent bias `bias`: the same algorithm as the generated code's
+// (backend/cpu/runtime/ph_math.h), written with branches. Finite values are first clamped to
+// the max finite (saturation), so rounding can never overflow into an infinity or NaN code.
+uint8_t f32_to_f8(float x, int m, int bias, float max_finite, bool has_inf) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const auto sign = static_cast<uint8_t>((u >> 24) & 0x80);
+  if (std::isnan(x)) return static_cast<uint8_t>(sign | 0x7f);
+  if (std::isinf(x) && has_inf) return static_cast<uint8_t>(sign | 0x7c);
+  float a = std::min(std::fabs(x), max_finite);
+  const float min_normal = std::ldexp(1.0f, 1 - bias);
+  if (a < min_normal) {
+    // Subnormal: a multiple of 2^(1 - bias - m); the nearest-even integer multiple is the code
+    // (2^m, the smallest normal's code, when it rounds up to it). The scaling is exact.
+    float k = std::nearbyint(std::ldexp(a, m + bias - 1));
+    return static_cast<uint8_t>(sign | static_cast<uint32_t>(k));
+  }
+  uint32_t ua;
+  std::memcpy(&ua, &a, 4);
+  const int sh = 23 - m;
+  uint32_t r = (ua + ((1u << (sh - 1)) - 1) + ((ua >> sh) & 1u)) >> sh;  // round to nearest even
+  return static_cast<uint8_t>(sign | (r - (static_cast<uint32_t>(127 - bias) << m)));
+}
+
+float f8_to_f32(uint8_t c, int m, int bias) {
+  const float sign = (c & 0x80) ? -1.0f : 1.0f;
+  const int e = (c & 0x7f) >> m, mant = c & ((1 << m) - 1);
+  if (e == 0) return sign * std::ldexp(static_cast<float>(mant), 1 - bias - m);
+  return sign * std::ldexp(1.0f + static_cast<float>(mant) / static_cast<float>(1 << m), e - bias);
+}
+
+}  // namespace
+
+uint8_t f32_to_f8e4m3(float x) { return f32_to_f8(x, 3, 7, 448.0f, false); }
+float f8e4m3_to_f32(uint8_t x) {
+  if ((x & 0x7f) == 0x7f) return std::numeric_limits<float>::quiet_NaN();
+  return f8_to_f32(x, 3, 7);
+}
+uint8_t f32_to_f8e5m2(float x) { return f32_to_f8(x, 2, 15, 57344.0f, true); }
+float f8e5m2_to_f32(uint8_t x) {
+  if ((x & 0x7c) == 0x7c) {
+    if (x & 0x03) return std::numeric_limits<float>::quiet_NaN();
+    return (x & 0x80) ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  }
+  return f8_to_f32(x, 2, 15);
 }
 
 }  // namespace parhelion

@@ -111,7 +111,7 @@ class LaunchModel {
     switch (op.kind) {
       case OpKind::Unary: {
         auto f = static_cast<ir::UnaryFn>(op.fn);
-        bool transcendental = f != ir::UnaryFn::neg && f != ir::UnaryFn::abs && f != ir::UnaryFn::logical_not;
+        bool transcendental = !ir::is_cheap_unary(f);
         if (transcendental) w.eup_s += e / hw_.eup_ops_per_s;
         w.vpu_s += (f == ir::UnaryFn::gelu || f == ir::UnaryFn::silu ? 4 : 1) * e / hw_.vpu_ops_per_s;
         return;

@@ -13,6 +13,9 @@ Closeness compare(const Array& out, const Array& want, DType dtype, double scale
   double atol = 2e-5, rtol = 2e-5;
   if (dtype == DType::bf16) atol = rtol = 1.6e-2;
   if (dtype == DType::f16) atol = rtol = 2e-3;
+  // fp8: one ulp (2^-3 relative for e4m3, 2^-2 for e5m2): a product rounded either side of a tie.
+  if (dtype == DType::f8e4m3) atol = rtol = 0.125;
+  if (dtype == DType::f8e5m2) atol = rtol = 0.25;
   atol *= scale;
   rtol *= scale;
   Closeness c;

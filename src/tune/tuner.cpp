@@ -108,10 +108,15 @@ tune::CacheKey cache_key(const CompiledKernel::Impl& k) {
 
 // The loosest dtype among inputs and outputs sets the tolerance.
 DType tolerance_dtype(const CompiledKernel::Impl& k) {
-  auto rank = [](DType d) { return d == DType::bf16 ? 2 : d == DType::f16 ? 1 : 0; };
+  auto rank = [](DType d) {
+    return d == DType::f8e5m2 ? 4 : d == DType::f8e4m3 ? 3 : d == DType::bf16 ? 2 : d == DType::f16 ? 1 : 0;
+  };
   DType worst = DType::f32;
-  for (const auto& t : k.fn.tensors)
-    if (rank(t.dtype) > rank(worst)) worst = t.dtype;
+  for (const auto& t : k.fn.tensors) {
+    // fp8 inputs hold exact values (computed on in f32): only an fp8 result needs fp8's tolerance.
+    DType d = is_fp8(t.dtype) && t.origin == ir::TensorInfo::Param ? DType::bf16 : t.dtype;
+    if (rank(d) > rank(worst)) worst = d;
+  }
   return worst;
 }
 

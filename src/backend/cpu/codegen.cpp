@@ -172,6 +172,34 @@ static inline float ph_pow(float a, float b) {
   const float m = ph_rt::exp(b * ph_rt::log(-a));
   return odd ? -m : m;
 }
+// Integer ops as the language defines them (parhelion/lang.h): no division by zero, no
+// INT64_MIN / -1 and no shift by 64 or more ever reaches the hardware (SIGFPE, UB).
+static inline int64_t ph_floordiv_i64(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);  // wraps at INT64_MIN
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline int64_t ph_mod_i64(int64_t a, int64_t b) {
+  if (b == 0 || b == -1) return 0;
+  int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+// torch.remainder on floats: fmod, moved to the divisor's sign.
+static inline float ph_mod_f32(float a, float b) {
+  float r = __builtin_fmodf(a, b);
+  return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+}
+static inline int64_t ph_shl_i64(int64_t a, int64_t n) {
+  return (n < 0 || n > 63) ? 0 : (int64_t)((uint64_t)a << (n & 63));
+}
+static inline int64_t ph_shr_i64(int64_t a, int64_t n) { return a >> ((n < 0 || n > 63) ? 63 : n); }
+// 0.5 x erfc(-x / sqrt 2): exact gelu, without the cancellation of 1 + erf(..) for x < 0; the
+// clamp keeps -inf from giving -inf * 0.
+static inline float ph_gelu_exact(float x) {
+  const float xc = x < -3.40282347e38f ? -3.40282347e38f : x;
+  return 0.5f * xc * __builtin_erfcf(-x * 0.70710678118654752f);
+}
 // Records the first out-of-range index of a launch (threads race to be first; the caller reads
 // the status after they have joined).
 static inline void ph_index_error(ph_status* st, const char* where, const char* what, int64_t value) {

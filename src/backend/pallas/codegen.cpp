@@ -39,8 +39,24 @@ std::string jnp_dtype(DType d) {
       return "jnp.int32";
     case DType::boolean:
       return "jnp.bool_";
+    case DType::i8:
+      return "jnp.int8";
+    case DType::u8:
+      return "jnp.uint8";
+    case DType::f8e4m3:
+      return "jnp.float8_e4m3fn";
+    case DType::f8e5m2:
+      return "jnp.float8_e5m2";
   }
   return "?";
+}
+
+// The f32 expression `e` converted to storage dtype `d` as the language defines it: fp8
+// saturates (jnp's astype would give NaN or inf beyond the max finite), others as astype.
+std::string to_storage(const std::string& e, DType d) {
+  if (d == DType::f8e4m3) return "_to_f8(" + e + ", jnp.float8_e4m3fn, 448.0, False)";
+  if (d == DType::f8e5m2) return "_to_f8(" + e + ", jnp.float8_e5m2, 57344.0, True)";
+  return e + ".astype(" + jnp_dtype(d) + ")";
 }
 
 std::string py_number(double v, DType compute) {
@@ -152,6 +168,39 @@ class Emitter {
     line("    device = jax.sharding.AbstractDevice(device_kind=\"TPU v5 lite\", num_cores=1, platform=\"tpu\")");
     line(
         "    return jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), (\"x\",), abstract_device=device))");
+    line("");
+    line("");
+    line("def _to_f8(x, dtype, max_finite, keep_inf):");
+    line("    \"\"\"f32 -> fp8, round to nearest even, saturating finite values to +-max_finite (NaN stays");
+    line("    NaN; infinities saturate unless the format has them and keep_inf).\"\"\"");
+    line("    x = jnp.asarray(x, jnp.float32)");
+    line("    c = jnp.clip(x, -max_finite, max_finite)");
+    line("    if keep_inf:");
+    line("        c = jnp.where(jnp.isinf(x), x, c)");
+    line("    return c.astype(dtype)");
+    line("");
+    line("");
+    line("def _floordiv(a, b):");
+    line("    \"\"\"Integer a // b rounding toward -inf; b == 0 gives 0.\"\"\"");
+    line("    z = b == 0");
+    line("    return jnp.where(z, 0, jnp.floor_divide(a, jnp.where(z, 1, b)))");
+    line("");
+    line("");
+    line("def _mod(a, b):");
+    line("    \"\"\"Integer torch.remainder (the divisor's sign); b == 0 gives 0.\"\"\"");
+    line("    z = b == 0");
+    line("    return jnp.where(z, 0, jnp.remainder(a, jnp.where(z, 1, b)))");
+    line("");
+    line("");
+    line("def _shl(a, n):");
+    line("    \"\"\"a << n; a count outside [0, 31] (the compute integer's width) gives 0.\"\"\"");
+    line("    out = (n < 0) | (n > 31)");
+    line("    return jnp.where(out, 0, jnp.left_shift(a, jnp.where(out, 0, n)))");
+    line("");
+    line("");
+    line("def _shr(a, n):");
+    line("    \"\"\"Arithmetic a >> n; a count outside [0, 31] gives the sign fill (a >> 31).\"\"\"");
+    line("    return jnp.right_shift(a, jnp.where((n < 0) | (n > 31), 31, n))");
     line("");
     line("");
     line("def _mask(x, axis, valid, fill):");
@@ -277,7 +326,7 @@ class Emitter {
 
   std::string compute_cast(DType storage, const std::string& e) {
     if (storage == DType::f32) return e;
-    if (storage == DType::bf16 || storage == DType::f16) return e + ".astype(jnp.float32)";
+    if (is_floating(storage)) return e + ".astype(jnp.float32)";  // bf16, f16, fp8: exact
     if (storage == DType::boolean) return "(" + e + " != 0)";
     return e + ".astype(jnp.int32)";
   }
@@ -300,8 +349,7 @@ class Emitter {
         ir::Type region;
         ir::load_type(fn_, op.tensor, op.index, &region);
         std::string val = operand(op.operands[0]);
-        line(access(op) + " = jnp.broadcast_to(" + val + ", " + shape_str(region.shape) + ").astype(" +
-             jnp_dtype(t.dtype) + ")");
+        line(access(op) + " = " + to_storage("jnp.broadcast_to(" + val + ", " + shape_str(region.shape) + ")", t.dtype));
         return;
       }
       case OpKind::Constant:
@@ -361,6 +409,7 @@ class Emitter {
 
   std::string unary(const Op& op) {
     std::string a = operand(op.operands[0]);
+    const bool integral = type(op.operands[0]).dtype == DType::i64;
     switch (static_cast<UnaryFn>(op.fn)) {
       case UnaryFn::neg:
         return "-" + a;
@@ -384,6 +433,21 @@ class Emitter {
         return "jnp.abs(" + a + ")";
       case UnaryFn::logical_not:
         return "jnp.logical_not(" + a + ")";
+      case UnaryFn::bit_not:
+        return "jnp.bitwise_not(" + a + ")";
+      case UnaryFn::round:  // jnp.round rounds half to even
+        return integral ? a : "jnp.round(" + a + ")";
+      case UnaryFn::floor:
+        return integral ? a : "jnp.floor(" + a + ")";
+      case UnaryFn::ceil:
+        return integral ? a : "jnp.ceil(" + a + ")";
+      case UnaryFn::trunc:
+        return integral ? a : "jnp.trunc(" + a + ")";
+      case UnaryFn::erf:
+        return "jax.lax.erf(" + a + ")";
+      case UnaryFn::gelu_exact:
+        // Through erf: Mosaic lowers erf but not the erfc that jax.nn.gelu(approximate=False) uses.
+        return "(0.5 * " + a + " * (1.0 + jax.lax.erf(" + a + " * 0.7071067811865476)))";
     }
     return "?";
   }
@@ -427,6 +491,20 @@ class Emitter {
         return "jnp.logical_and(" + a + ", " + b + ")";
       case BinaryFn::logical_or:
         return "jnp.logical_or(" + a + ", " + b + ")";
+      case BinaryFn::floordiv:
+        return r == DType::f32 ? "jnp.floor(" + a + " / " + b + ")" : "_floordiv(" + a + ", " + b + ")";
+      case BinaryFn::mod:  // jnp.remainder on floats is torch's (fmod moved to the divisor's sign)
+        return r == DType::f32 ? "jnp.remainder(" + a + ", " + b + ")" : "_mod(" + a + ", " + b + ")";
+      case BinaryFn::bit_and:
+        return "jnp.bitwise_and(" + a + ", " + b + ")";
+      case BinaryFn::bit_or:
+        return "jnp.bitwise_or(" + a + ", " + b + ")";
+      case BinaryFn::bit_xor:
+        return "jnp.bitwise_xor(" + a + ", " + b + ")";
+      case BinaryFn::shl:
+        return "_shl(" + a + ", " + b + ")";
+      case BinaryFn::shr:
+        return "_shr(" + a + ", " + b + ")";
     }
     return "?";
   }
@@ -442,6 +520,12 @@ class Emitter {
         return "jnp.asarray(" + a + ", jnp.float32).astype(jnp.float16).astype(jnp.float32)";
       case DType::boolean:
         return "(" + a + " != 0)";
+      case DType::f8e4m3:
+      case DType::f8e5m2:
+        return to_storage(a, op.dtype) + ".astype(jnp.float32)";
+      case DType::i8:
+      case DType::u8:  // an integer wraps through the narrow type; a float truncates
+        return "jnp.asarray(" + a + ").astype(" + jnp_dtype(op.dtype) + ").astype(jnp.int32)";
       default:
         return "jnp.asarray(" + a + ").astype(jnp.int32)";
     }
@@ -525,7 +609,13 @@ class Emitter {
     // rounded to that dtype (as flash kernels do with p before p.v): f32 x f32 would take the
     // MXU's multi-pass f32 path.
     auto low = [](DType d) { return d == DType::bf16 || d == DType::f16; };
-    std::string ea = low(a.raw) ? a.e + "_raw" : a.e, eb = low(b.raw) ? b.e + "_raw" : b.e;
+    // An fp8 load feeds the MXU as bf16, in which every fp8 value is exact.
+    auto as_low = [&](DotArg& x) {
+      if (!is_fp8(x.raw)) return low(x.raw) ? x.e + "_raw" : x.e;
+      x.raw = DType::bf16;
+      return x.e + "_raw.astype(jnp.bfloat16)";
+    };
+    std::string ea = as_low(a), eb = as_low(b);
     if (low(a.raw) && !low(b.raw)) eb += ".astype(" + jnp_dtype(a.raw) + ")";
     if (low(b.raw) && !low(a.raw)) ea += ".astype(" + jnp_dtype(b.raw) + ")";
     if (low(a.raw) && low(b.raw) && a.raw != b.raw) eb += ".astype(" + jnp_dtype(a.raw) + ")";

@@ -18,14 +18,15 @@ from jax.experimental.pallas import tpu as pltpu
 from jax._src.pallas.mosaic.interpret import interpret_pallas_call as ipc
 
 DTYPES = {"f32": (np.float32, jnp.float32), "bf16": (np.uint16, jnp.bfloat16), "f16": (np.float16, jnp.float16),
-          "i64": (np.int64, jnp.int32), "i32": (np.int32, jnp.int32)}
+          "i64": (np.int64, jnp.int32), "i32": (np.int32, jnp.int32), "i8": (np.int8, jnp.int8),
+          "u8": (np.uint8, jnp.uint8), "f8e4m3": (np.uint8, jnp.float8_e4m3fn), "f8e5m2": (np.uint8, jnp.float8_e5m2)}
 
 
 def load_array(spec):
     np_dt, j_dt = DTYPES[spec["dtype"]]
     a = np.fromfile(spec["path"], dtype=np_dt).reshape(spec["shape"])
-    if spec["dtype"] == "bf16":
-        return jax.lax.bitcast_convert_type(jnp.asarray(a), jnp.bfloat16)
+    if spec["dtype"] in ("bf16", "f8e4m3", "f8e5m2"):  # raw bits, reinterpreted
+        return jax.lax.bitcast_convert_type(jnp.asarray(a), j_dt)
     return jnp.asarray(a).astype(j_dt)
 
 

@@ -95,6 +95,16 @@ void PallasBackend::check(const lower::BlockProgram& p) const {
                       std::to_string(b.fixed) +
                       ": a TPU block's last two dims must be multiples of (8, 128) (16 rows for 16-bit data) "
                       "or whole dims; leave the block size to the config, or fix a legal one");
+  // fp8 data needs a TPU with fp8 support (v7x); older generations have no fp8 types in their
+  // vector units, so refuse rather than hope the Mosaic compiler emulates them.
+  if (generation_.name != "v7x")
+    ir::walk(fn.body, [&](const ir::Op& op) {
+      if ((op.kind == ir::OpKind::Load || op.kind == ir::OpKind::Store) && is_fp8(fn.tensors[op.tensor].dtype))
+        throw UserError(op.loc.str() + ": the pallas backend for TPU " + generation_.name + " cannot " +
+                        (op.kind == ir::OpKind::Load ? "load" : "store") + " " + fn.tensors[op.tensor].name +
+                        " of dtype " + std::string(dtype_name(fn.tensors[op.tensor].dtype)) +
+                        ": fp8 tensors need a TPU with fp8 support (pallas:v7x)");
+    });
   const std::vector<PallasLaunch> launches = plan_pallas(p);
   for (const PallasLaunch& pl : launches) check_ragged_blocks(p, pl);
   for (const PallasLaunch& pl : launches)

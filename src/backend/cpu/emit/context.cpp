@@ -36,6 +36,12 @@ std::string storage_type(DType d) {
       return "int64_t";
     case DType::boolean:
       return "uint8_t";
+    case DType::i8:
+      return "int8_t";
+    case DType::u8:
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+      return "uint8_t";
   }
   throw InternalError("unknown dtype");
 }

@@ -132,6 +132,13 @@ std::string LaunchEmitter::load_expr(const Op& op, const Idx& idx) {
       return a;
     case DType::boolean:
       return "(" + a + " != 0)";
+    case DType::i8:
+    case DType::u8:  // zero-extends (uint8_t)
+      return "static_cast<int64_t>(" + a + ")";
+    case DType::f8e4m3:
+      return "ph_rt::f8e4m3_to_f32(" + a + ")";
+    case DType::f8e5m2:
+      return "ph_rt::f8e5m2_to_f32(" + a + ")";
   }
   throw InternalError("bad dtype");
 }
@@ -150,6 +157,14 @@ std::string LaunchEmitter::store_value(DType dt, DType from, const std::string& 
       return "static_cast<int64_t>(" + v + ")";
     case DType::boolean:
       return "static_cast<uint8_t>(" + v + " != 0)";
+    case DType::i8:  // an integer wraps (through its low byte); a float truncates toward zero
+      return "static_cast<int8_t>(static_cast<uint8_t>(static_cast<int64_t>(" + v + ")))";
+    case DType::u8:
+      return "static_cast<uint8_t>(static_cast<int64_t>(" + v + "))";
+    case DType::f8e4m3:
+      return "ph_rt::f32_to_f8e4m3(static_cast<float>(" + v + "))";
+    case DType::f8e5m2:
+      return "ph_rt::f32_to_f8e5m2(static_cast<float>(" + v + "))";
   }
   throw InternalError("bad dtype");
 }
@@ -178,6 +193,20 @@ std::string LaunchEmitter::unary_expr(UnaryFn f, DType dt, const std::string& a)
       return dt == DType::f32 ? "ph_rt::abs(" + a + ")" : "ph_abs_i64(" + a + ")";
     case UnaryFn::logical_not:
       return "(!" + a + ")";
+    case UnaryFn::bit_not:
+      return "(~" + a + ")";
+    case UnaryFn::round:  // ties to even; an integer is already integral
+      return dt == DType::f32 ? "__builtin_roundevenf(" + a + ")" : a;
+    case UnaryFn::floor:
+      return dt == DType::f32 ? "__builtin_floorf(" + a + ")" : a;
+    case UnaryFn::ceil:
+      return dt == DType::f32 ? "__builtin_ceilf(" + a + ")" : a;
+    case UnaryFn::trunc:
+      return dt == DType::f32 ? "__builtin_truncf(" + a + ")" : a;
+    case UnaryFn::erf:
+      return "__builtin_erff(" + a + ")";
+    case UnaryFn::gelu_exact:
+      return "ph_gelu_exact(" + a + ")";
   }
   throw InternalError("bad unary");
 }
@@ -218,6 +247,20 @@ std::string LaunchEmitter::binary_expr(BinaryFn f, DType result, DType ta, DType
       return "(" + a + " && " + b + ")";
     case BinaryFn::logical_or:
       return "(" + a + " || " + b + ")";
+    case BinaryFn::floordiv:
+      return result == DType::f32 ? "__builtin_floorf(" + a + " / " + b + ")" : "ph_floordiv_i64(" + a + ", " + b + ")";
+    case BinaryFn::mod:
+      return result == DType::f32 ? "ph_mod_f32(" + a + ", " + b + ")" : "ph_mod_i64(" + a + ", " + b + ")";
+    case BinaryFn::bit_and:
+      return "(" + a + " & " + b + ")";
+    case BinaryFn::bit_or:
+      return "(" + a + " | " + b + ")";
+    case BinaryFn::bit_xor:
+      return "(" + a + " ^ " + b + ")";
+    case BinaryFn::shl:
+      return "ph_shl_i64(" + a + ", " + b + ")";
+    case BinaryFn::shr:
+      return "ph_shr_i64(" + a + ", " + b + ")";
   }
   throw InternalError("bad binary");
 }
@@ -236,6 +279,14 @@ std::string LaunchEmitter::cast_expr(DType to, DType from, const std::string& a)
       return "static_cast<int64_t>(" + a + ")";
     case DType::boolean:
       return "(" + a + " != 0)";
+    case DType::i8:
+      return "static_cast<int64_t>(static_cast<int8_t>(static_cast<uint8_t>(static_cast<int64_t>(" + a + "))))";
+    case DType::u8:
+      return "static_cast<int64_t>(static_cast<uint8_t>(static_cast<int64_t>(" + a + ")))";
+    case DType::f8e4m3:
+      return "ph_rt::f8e4m3_to_f32(ph_rt::f32_to_f8e4m3(static_cast<float>(" + a + ")))";
+    case DType::f8e5m2:
+      return "ph_rt::f8e5m2_to_f32(ph_rt::f32_to_f8e5m2(static_cast<float>(" + a + ")))";
   }
   throw InternalError("bad cast");
 }

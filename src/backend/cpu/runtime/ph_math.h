@@ -263,4 +263,57 @@ static inline uint16_t f32_to_f16(float x) {
   return (uint16_t)(r | sign);
 }
 
+// ---- fp8 conversions (round to nearest even, saturating) ---------------------
+// f8e4m3 ("fn": no infinities, max finite 448, NaN 0x7f) and f8e5m2 (IEEE-like, max finite
+// 57344, infinities). The language saturates: |x| is clamped to the max finite first (NaN kept
+// aside), so rounding can never carry into an infinity or NaN code. Matches the host's
+// conversions in src/runtime/dtype.cpp bit for bit (tests/test_numeric.cpp).
+
+// The fp8 code (without sign) of a finite 0 <= a <= max finite, `m` mantissa bits, bias `bias`.
+static inline uint32_t f8_encode_abs(float a, uint32_t m, uint32_t bias) {
+  uint32_t ua = f2u(a);
+  uint32_t sh = 23u - m;
+  // Normal: round the dropped mantissa bits to nearest even, then rebias 127 -> bias; a carry
+  // moves into the exponent.
+  uint32_t normal = ((ua + ((1u << (sh - 1u)) - 1u) + ((ua >> sh) & 1u)) >> sh) - ((127u - bias) << m);
+  // Subnormal (a < 2^(1-bias)): adding 2^k, whose ulp is the fp8 subnormal step 2^(1-bias-m),
+  // lets the FPU round to nearest even; the low bits are the code (2^m when it rounds up to
+  // the smallest normal, which is also that number's encoding).
+  float magic = u2f((127u + 23u + 1u - bias - m) << 23);
+  uint32_t subn = f2u(a + magic) - f2u(magic);
+  return selu(ua < ((127u + 1u - bias) << 23), subn, normal);
+}
+
+static inline uint8_t f32_to_f8e4m3(float x) {
+  uint32_t u = f2u(x);
+  uint32_t sign = (u >> 24) & 0x80u;
+  uint32_t au = u & 0x7fffffffu;
+  // Clamp to 448 (0x43e00000); infinities saturate too (the format has none).
+  uint32_t r = f8_encode_abs(u2f(selu(au > 0x43e00000u, 0x43e00000u, au)), 3u, 7u);
+  r = selu(au > 0x7f800000u, 0x7fu, r);  // NaN
+  return (uint8_t)(r | sign);
+}
+
+static inline uint8_t f32_to_f8e5m2(float x) {
+  uint32_t u = f2u(x);
+  uint32_t sign = (u >> 24) & 0x80u;
+  uint32_t au = u & 0x7fffffffu;
+  uint32_t r = f8_encode_abs(u2f(selu(au > 0x47600000u, 0x47600000u, au)), 2u, 15u);  // clamp to 57344
+  r = selu(au == 0x7f800000u, 0x7cu, r);                                             // infinity stays
+  r = selu(au > 0x7f800000u, 0x7fu, r);                                              // NaN
+  return (uint8_t)(r | sign);
+}
+
+static inline float f8e4m3_to_f32(uint8_t h) {
+  uint32_t c = (uint32_t)h & 0x7fu;
+  uint32_t normal = (c << 20) + (120u << 23);                     // rebias 7 -> 127
+  uint32_t subn = f2u((float)(int32_t)c * 0.001953125f);          // mantissa * 2^-9
+  uint32_t r = selu((c >> 3) == 0u, subn, normal);
+  r = selu(c == 0x7fu, 0x7fc00000u, r);                           // NaN
+  return u2f(r | (((uint32_t)h & 0x80u) << 24));
+}
+
+// f8e5m2 is the top byte of an f16.
+static inline float f8e5m2_to_f32(uint8_t h) { return f16_to_f32((uint16_t)((uint32_t)h << 8)); }
+
 }  // namespace ph_rt
