@@ -8,6 +8,8 @@
 
 #include <functional>
 
+#include "backend/pallas/interpret.h"
+#include "kernels/registry.h"
 #include "parhelion/parhelion.h"
 #include "user_error.h"
 
@@ -117,14 +119,32 @@ ph::Tensor swap_pairs(ph::Tensor x) {
   return out;
 }
 
+// The same with whole pairs: a block [tb, ts, th, tj, 2] split and joined.
+ph::Tensor swap_pairs_split(ph::Tensor x) {
+  auto [B, S, H, D] = x.sizes<4>();
+  auto out = ph::empty_like(x);
+  auto xv = x.view({B, S, H, D / 2, 2});
+  auto ov = out.view({B, S, H, -1, 2});
+  for (auto [tb, ts, th] : ph::tile(B, S, H)) {
+    for (auto tj : ph::tile(D / 2)) {
+      auto [a, b] = ph::split(xv[tb, ts, th, tj, ph::all]);
+      ov[tb, ts, th, tj, ph::all] = ph::join(b, a);
+    }
+  }
+  return out;
+}
+
 TEST(HostViews, FiveIndexSubscriptsThroughViews) {
+  ph::Kernel k2("swap_pairs_split", swap_pairs_split);
   ph::Kernel k("swap_pairs", swap_pairs);
   for (ph::Shape s : {ph::Shape{1, 1, 1, 2}, ph::Shape{2, 5, 3, 6}}) {
     ph::Array x = ph::Array::random(s, ph::DType::f32, 6);
-    check_all(k, {x}, s, [&](const std::vector<int64_t>& i) {
+    auto want = [&](const std::vector<int64_t>& i) {
       int64_t f = ((i[0] * s[1] + i[1]) * s[2] + i[2]) * s[3] + (i[3] ^ 1);
       return x.get(f);
-    });
+    };
+    check_all(k, {x}, s, want);
+    check_all(k2, {x}, s, want);
   }
 }
 
@@ -169,6 +189,46 @@ TEST(HostViews, ReturnedViewAndAViewOfAStridedArgument) {
     int64_t r = i[0] % 9, c = i[0] / 9;  // out [n=5, m=9] flattened
     return 2 * big.get(r * 16 + 2 * c);
   });
+}
+
+// --- pallas: the same kernels in TPU interpret mode (and lowered for a TPU), against the
+// interpreter ---------------------------------------------------------------------------------
+
+TEST(Views, PallasMatchesTheInterpreter) {
+  namespace pallas = ph::backend::pallas;
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  std::vector<pallas::InterpretCase> runs;
+  std::vector<std::vector<ph::Array>> want;
+  auto add = [&](ph::KernelBase& k, const std::string& name, std::vector<ph::Array> in) {
+    std::vector<ph::Arg> args(in.begin(), in.end());
+    ph::PallasModule m = k.emit_pallas(args, "v7x");
+    runs.push_back({name, m.source, name, in, {}, /*export_for_tpu=*/true});
+    want.push_back(k.interpret(args));
+  };
+  ph::Kernel kp("pairs", pairs);
+  ph::Kernel km("mix", mix);
+  ph::Kernel ks("swap_pairs_split", swap_pairs_split);
+  ph::Kernel kh("host_views", host_views);
+  ph::Kernel kr("returns_view", returns_view);
+  add(kp, "pairs", {ph::Array::random({37, 10}, ph::DType::f32, 3)});
+  add(kp, "pairs", {ph::Array::random({8, 256}, ph::DType::f32, 3)});
+  add(km, "mix", {ph::Array::random({3, 4, 37}, ph::DType::f32, 4), ph::Array::random({1, 37}, ph::DType::f32, 5)});
+  add(ks, "swap_pairs_split", {ph::Array::random({2, 5, 3, 6}, ph::DType::f32, 6)});
+  add(kh, "host_views", {ph::Array::random({37, 11}, ph::DType::f32, 7), ph::Array::random({11}, ph::DType::f32, 8)});
+  add(kr, "returns_view", {ph::Array::random({9, 5}, ph::DType::f32, 9)});
+  std::vector<pallas::InterpretResult> results = pallas::run_in_interpret_mode(runs);
+  for (size_t k = 0; k < results.size(); ++k) {
+    SCOPED_TRACE(runs[k].name);
+    const pallas::InterpretResult& r = results[k];
+    ASSERT_TRUE(r.ok) << r.error << "\n" << runs[k].source;
+    EXPECT_FALSE(r.races);
+    EXPECT_EQ(r.export_status, "ok");
+    ASSERT_EQ(r.outputs.size(), want[k].size());
+    for (size_t i = 0; i < want[k].size(); ++i) {
+      auto cmp = ph::kernels::compare(r.outputs[i], want[k][i], ph::DType::f32, 1e-5);
+      EXPECT_TRUE(cmp.ok) << "output " << i << " max abs error " << cmp.max_abs_err;
+    }
+  }
 }
 
 }  // namespace
