@@ -87,6 +87,9 @@ std::vector<Case> cases() {
         R"({"block_sizes":[32,128],)" + il("resident") +
             R"(,"loop_orders":[[1,0]],"micro_kernels":[0,0],"num_threads":1})"}},
       {"layer_norm_looped", {24, 384}, ph::DType::f32, {"", "resident"}},
+      {"rotary", {2, 37, 3, 20}, ph::DType::f32, {""}},
+      {"rotary", {1, 16, 2, 256}, ph::DType::bf16, {""}},
+      {"rotary_backward", {2, 37, 3, 20}, ph::DType::f32, {""}},
       {"rms_norm_backward", {24, 256}, ph::DType::f32, {"", "resident"}},
       {"bmm", {2, 64, 128, 128}, ph::DType::f32, {"", "resident"}},
       {"broadcast_matmul", {2, 64, 128, 128}, ph::DType::bf16, {"", "resident"}},
