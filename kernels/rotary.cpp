@@ -15,14 +15,13 @@ Tensor rotary_body(Tensor x, Tensor cos, Tensor sin, bool inverse, Loc loc) {
   expect(x.rank() == 4, "rotary: x must be [B, S, H, D]", loc);
   auto [B, S, H, D] = x.sizes<4>();
   expect(D % 2 == 0, "rotary: the head dim D must be even (pairs), got " + std::to_string(D), loc);
-  expect(cos.sizes() == Shape{S, D / 2} && sin.sizes() == Shape{S, D / 2}, "rotary: cos and sin must be [S, D/2]",
-         loc);
+  expect(cos.sizes() == Shape{S, D / 2} && sin.sizes() == Shape{S, D / 2}, "rotary: cos and sin must be [S, D/2]", loc);
   auto out = empty_like(x);
   auto xv = x.view({B, S, H, D / 2, 2});
   auto ov = out.view({B, S, H, D / 2, 2});
   for (auto t : tile(Shape{B, S, H, D / 2})) {
     auto [x0, x1] = split(xv[t[0], t[1], t[2], t[3], all]);  // [tb, ts, th, tj] each
-    auto c = unsqueeze(cos[t[1], t[3]], 1);                    // [ts, 1, tj]: broadcast over heads
+    auto c = unsqueeze(cos[t[1], t[3]], 1);                  // [ts, 1, tj]: broadcast over heads
     auto s = unsqueeze(sin[t[1], t[3]], 1);
     if (inverse)
       ov[t[0], t[1], t[2], t[3], all] = join(x0 * c + x1 * s, x1 * c - x0 * s);

@@ -80,11 +80,11 @@ ph::Tensor mix(ph::Tensor x, ph::Tensor row) {
   auto [b, m, n] = x.sizes<3>();  // row: [1, n]
   auto out = ph::empty({n, b, m + 2, 3});
   for (auto [tb, tn] : ph::tile(b, n)) {
-    auto v = ph::permute(x[tb, ph::all, tn], {2, 0, 1});                          // [tn, tb, m]
-    auto r = ph::squeeze(ph::expand(row[ph::all, tn], {1, tn}), 0);               // [tn]
-    auto rr = ph::expand(ph::unsqueeze(ph::unsqueeze(r, 1), 2), {tn, tb, 2});      // [tn, tb, 2]
-    auto c = ph::cat({v, rr}, 2);                                                 // [tn, tb, m + 2]
-    out[tn, tb, ph::all, ph::all] = ph::stack({c, c * 2.0f, -c}, -1);            // [tn, tb, m + 2, 3]
+    auto v = ph::permute(x[tb, ph::all, tn], {2, 0, 1});                       // [tn, tb, m]
+    auto r = ph::squeeze(ph::expand(row[ph::all, tn], {1, tn}), 0);            // [tn]
+    auto rr = ph::expand(ph::unsqueeze(ph::unsqueeze(r, 1), 2), {tn, tb, 2});  // [tn, tb, 2]
+    auto c = ph::cat({v, rr}, 2);                                              // [tn, tb, m + 2]
+    out[tn, tb, ph::all, ph::all] = ph::stack({c, c * 2.0f, -c}, -1);          // [tn, tb, m + 2, 3]
   }
   return out;
 }
@@ -155,7 +155,7 @@ ph::Tensor host_views(ph::Tensor x, ph::Tensor row) {
   auto xt = x.transpose(0, 1).narrow(0, 1, n - 1);  // [n - 1, m]
   auto rb = row.unsqueeze(1).narrow(0, 1, n - 1).expand({n - 1, m});
   auto out = ph::full({m + 1, n - 1}, 7.0f);
-  auto ov = out.narrow(0, 1, m).permute({1, 0});    // [n - 1, m]
+  auto ov = out.narrow(0, 1, m).permute({1, 0});  // [n - 1, m]
   for (auto [ti, tj] : ph::tile(n - 1, m)) ov[ti, tj] = xt[ti, tj] + rb[ti, tj];
   return out;
 }

@@ -448,11 +448,13 @@ Tensor transpose(const Operand& x);  // swaps the last two dimensions
 // reshape: tile dims keep their positions and order; only the constant dims between them split
 //   or merge, keeping their product: reshape(x /*[t, 8]*/, {t, 4, 2}). Anything else is an error.
 Tensor reshape(const Operand& x, std::initializer_list<DimSpec> shape);
+Tensor reshape(const Operand& x, const std::vector<DimSpec>& shape);
 // permute: result dim i is dim perm[i] of x (transpose is permute of the last two).
 Tensor permute(const Operand& x, std::initializer_list<int> perm);
 // expand: size-1 constant dims broadcast to a tile or a size (right-aligned; new leading dims
 //   are added; -1 keeps a dim): expand(row /*[1, tn]*/, {tm, tn}).
 Tensor expand(const Operand& x, std::initializer_list<DimSpec> shape);
+Tensor expand(const Operand& x, const std::vector<DimSpec>& shape);
 // squeeze: removes a constant size-1 dim (negative counts from the end).
 Tensor squeeze(const Operand& x, int axis);
 // split: the two halves x[..., 0] and x[..., 1] of a last dim of constant size 2

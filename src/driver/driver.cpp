@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "frontend/tracer.h"
-#include "ir/views.h"
 #include "ir/verifier.h"
+#include "ir/views.h"
 #include "lower/config_space.h"
 #include "lower/lower.h"
 #include "parhelion/error.h"

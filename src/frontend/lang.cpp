@@ -345,7 +345,8 @@ Tensor Tensor::unsqueeze(int axis, Loc loc) const {
     Shape s = sizes();
     const int r = static_cast<int>(s.size());
     const int a = axis < 0 ? axis + r + 1 : axis;
-    if (a < 0 || a > r) throw UserError("unsqueeze(" + std::to_string(axis) + ") of a tensor of rank " + std::to_string(r), loc);
+    if (a < 0 || a > r)
+      throw UserError("unsqueeze(" + std::to_string(axis) + ") of a tensor of rank " + std::to_string(r), loc);
     s.insert(s.begin() + a, 1);
     return view(s, loc);
   }

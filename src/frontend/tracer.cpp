@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "ir/views.h"
 #include "ir/dce.h"
 #include "ir/printer.h"
+#include "ir/views.h"
 #include "parhelion/error.h"
 
 namespace parhelion::frontend {
@@ -98,8 +98,10 @@ int Tracer::add_alloc(const Shape& shape, DType dtype, bool fill, double value, 
 int Tracer::add_view(int base, ir::ViewKind kind, const std::vector<int64_t>& dims, int axis, const char* what,
                      const std::source_location& loc) {
   if (in_device())
-    fail(std::string(what) + " of a tensor is host code (a view of its memory): write it before the tile loop, or use "
-                             "the block view ph::" + what + " on a loaded block",
+    fail(std::string(what) +
+             " of a tensor is host code (a view of its memory): write it before the tile loop, or use "
+             "the block view ph::" +
+             what + " on a loaded block",
          loc);
   ir::HostView v;
   std::string err = ir::host_view(fn_.tensors.at(base), kind, dims, axis, &v);

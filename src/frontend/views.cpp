@@ -1,9 +1,9 @@
 // Views in the DSL: host views of tensors (Tensor::view, permute, expand, narrow, ...) and block
 // views of device values (ph::reshape, permute, expand, squeeze, split, join, stack, cat). The
 // rules are src/ir/views.h's; a violation is reported at the user's line.
+#include "ir/views.h"
 #include "frontend/tracer.h"
 #include "ir/printer.h"
-#include "ir/views.h"
 #include "parhelion/error.h"
 #include "parhelion/lang.h"
 
@@ -32,7 +32,7 @@ Tensor emit(Tracer& T, Op op, const std::vector<Dim>& target, const Loc& loc) {
   return Tensor::block(T.emit(std::move(op), loc));
 }
 
-std::vector<Dim> dims_of(Tracer& T, std::initializer_list<DimSpec> shape, const Loc& loc) {
+std::vector<Dim> dims_of(Tracer& T, const std::vector<DimSpec>& shape, const Loc& loc) {
   std::vector<Dim> d;
   for (const DimSpec& s : shape) {
     if (s.tile >= 0) {
@@ -68,6 +68,10 @@ Tensor multi(OpKind kind, std::initializer_list<Operand> xs, int axis, const cha
 // --- block views ------------------------------------------------------------------------------
 
 Tensor reshape(const Operand& x, std::initializer_list<DimSpec> shape) {
+  return reshape(x, std::vector<DimSpec>(shape));
+}
+
+Tensor reshape(const Operand& x, const std::vector<DimSpec>& shape) {
   Tracer& T = tracer(x.loc);
   T.require_device("reshape", x.loc);
   Op op{OpKind::Reshape};
@@ -103,7 +107,9 @@ Tensor permute(const Operand& x, std::initializer_list<int> perm) {
   return emit(T, op, {}, x.loc);
 }
 
-Tensor expand(const Operand& x, std::initializer_list<DimSpec> shape) {
+Tensor expand(const Operand& x, std::initializer_list<DimSpec> shape) { return expand(x, std::vector<DimSpec>(shape)); }
+
+Tensor expand(const Operand& x, const std::vector<DimSpec>& shape) {
   Tracer& T = tracer(x.loc);
   T.require_device("expand", x.loc);
   Op op{OpKind::Expand};

@@ -12,9 +12,9 @@
 #include "interp/conversions.h"
 #include "interp/value.h"
 #include "interp/views.h"
-#include "ir/views.h"
 #include "ir/printer.h"
 #include "ir/type_rules.h"
+#include "ir/views.h"
 #include "parhelion/error.h"
 
 namespace parhelion::interp {
@@ -551,9 +551,9 @@ class Interpreter {
   const ir::Function& fn_;
   std::vector<TensorState> tensors_;
   std::vector<double> scalars_;
-  std::vector<int64_t> tile_off_, tile_len_;  // the current block of each tile (len -1: not in a loop)
-  std::vector<Value> values_;                 // by value id: the latest definition
-  std::vector<Value> vars_;                   // by var id
+  std::vector<int64_t> tile_off_, tile_len_;                 // the current block of each tile (len -1: not in a loop)
+  std::vector<Value> values_;                                // by value id: the latest definition
+  std::vector<Value> vars_;                                  // by var id
   mutable std::map<int, std::vector<int64_t>> mem_to_flat_;  // strided roots of views: memory -> logical
 };
 

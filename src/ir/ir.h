@@ -167,18 +167,18 @@ struct Op {
   int fn = 0;                 // UnaryFn / BinaryFn / ReduceFn
   int axis = 0;
   bool keepdim = false;
-  bool has_fill = false;         // Alloc: zeros/full
-  double number = 0;             // Constant / Full / Alloc fill
-  DType dtype = DType::f32;      // Cast target
-  int tensor = -1;               // Alloc / Load / Store
-  std::vector<IndexItem> index;  // Load / Store
-  int var = -1;                  // VarDecl / VarGet / VarSet
-  int param = -1;                // ScalarParam
-  int tile = -1;                 // TileBegin / TileEnd / TileIndex
-  std::vector<int> loop_tiles;   // Launch / Loop
-  std::vector<int64_t> dims;     // Permute: perm; View: reshape/expand shape, permute dims
+  bool has_fill = false;                   // Alloc: zeros/full
+  double number = 0;                       // Constant / Full / Alloc fill
+  DType dtype = DType::f32;                // Cast target
+  int tensor = -1;                         // Alloc / Load / Store
+  std::vector<IndexItem> index;            // Load / Store
+  int var = -1;                            // VarDecl / VarGet / VarSet
+  int param = -1;                          // ScalarParam
+  int tile = -1;                           // TileBegin / TileEnd / TileIndex
+  std::vector<int> loop_tiles;             // Launch / Loop
+  std::vector<int64_t> dims;               // Permute: perm; View: reshape/expand shape, permute dims
   ViewKind view_kind = ViewKind::reshape;  // View (narrow: axis = dim, dims = {start, length})
-  std::vector<Op> body;          // Launch / Loop
+  std::vector<Op> body;                    // Launch / Loop
   SourceLoc loc;
 };
 

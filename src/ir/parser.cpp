@@ -688,7 +688,10 @@ class Parser {
       expect_punct("=", "after 'perm'");
       op.dims = shape("of the permutation", false);
     } else if (n == "squeeze" || n == "split" || n == "stack" || n == "cat") {
-      op.kind = n == "squeeze" ? OpKind::Squeeze : n == "split" ? OpKind::Split : n == "stack" ? OpKind::Stack : OpKind::Cat;
+      op.kind = n == "squeeze" ? OpKind::Squeeze
+                : n == "split" ? OpKind::Split
+                : n == "stack" ? OpKind::Stack
+                               : OpKind::Cat;
       op.operands = {value_ref("after '" + n + "'")};
       while ((n == "stack" || n == "cat") && accept_punct(","))
         op.operands.push_back(value_ref("as an operand of " + n));

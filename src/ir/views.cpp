@@ -34,8 +34,8 @@ std::string common_type(const Function& fn, const std::vector<Type>& in, const c
   Type t = in[0];
   for (size_t i = 1; i < in.size(); ++i) {
     if (in[i].dtype != t.dtype)
-      return std::string(what) + ": the blocks must have one dtype, got " + std::string(dtype_name(t.dtype)) +
-             " and " + std::string(dtype_name(in[i].dtype)) + " (cast one)";
+      return std::string(what) + ": the blocks must have one dtype, got " + std::string(dtype_name(t.dtype)) + " and " +
+             std::string(dtype_name(in[i].dtype)) + " (cast one)";
     std::vector<Dim> s;
     std::string err = broadcast_shapes(fn, t.shape, in[i].shape, &s);
     if (!err.empty()) return std::string(what) + ": " + err;
@@ -53,13 +53,12 @@ std::string reshape_type(const Function& fn, const Type& in, const std::vector<D
   segments(in.shape, &ta, &pa);
   segments(target, &tb, &pb);
   const std::string what = "reshape of a block " + dims_to_string(fn, in.shape) + " to " + dims_to_string(fn, target);
-  if (ta != tb)
-    return what + ": the tile dims must stay, in the same order (only constant dims split or merge)";
+  if (ta != tb) return what + ": the tile dims must stay, in the same order (only constant dims split or merge)";
   for (size_t k = 0; k < pa.size(); ++k)
     if (pa[k] != pb[k])
-      return what + ": the constant dims " + (k == 0 ? "before the first tile" : "after tile dim " + std::to_string(k)) +
-             " hold " + std::to_string(pa[k]) + " elements in the block and " + std::to_string(pb[k]) +
-             " in the target";
+      return what + ": the constant dims " +
+             (k == 0 ? "before the first tile" : "after tile dim " + std::to_string(k)) + " hold " +
+             std::to_string(pa[k]) + " elements in the block and " + std::to_string(pb[k]) + " in the target";
   *out = Type{in.dtype, target};
   return "";
 }
@@ -229,8 +228,8 @@ std::string host_view(const TensorInfo& base, ViewKind kind, std::vector<int64_t
   const int r = static_cast<int>(s.size());
   HostView v;
   v.offset = base.origin == TensorInfo::View ? base.offset : 0;
-  const std::string what = std::string(view_kind_name(kind)) + " " + dims_str(dims) + " of " + base.name + " " +
-                           shape_to_string(s);
+  const std::string what =
+      std::string(view_kind_name(kind)) + " " + dims_str(dims) + " of " + base.name + " " + shape_to_string(s);
   switch (kind) {
     case ViewKind::reshape: {
       int64_t known = 1, numel = shape_numel(s);
@@ -246,8 +245,8 @@ std::string host_view(const TensorInfo& base, ViewKind kind, std::vector<int64_t
         }
       }
       if (infer >= 0) {
-        if (known == 0 || numel % known != 0) return what + ": the -1 cannot be inferred (" + std::to_string(numel) +
-                                                     " elements)";
+        if (known == 0 || numel % known != 0)
+          return what + ": the -1 cannot be inferred (" + std::to_string(numel) + " elements)";
         dims[infer] = numel / known;
         known = numel;
       }

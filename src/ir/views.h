@@ -56,6 +56,8 @@ std::string_view view_kind_name(ViewKind k);
 // The memory a tensor's elements occupy in its root, [lo, hi] in elements (hi < lo: empty).
 std::pair<int64_t, int64_t> element_span(const TensorInfo& t);
 // The tensor whose memory `t` uses: itself unless it is a view.
-inline int root_of(const Function& fn, int t) { return fn.tensors.at(t).origin == TensorInfo::View ? fn.tensors[t].root : t; }
+inline int root_of(const Function& fn, int t) {
+  return fn.tensors.at(t).origin == TensorInfo::View ? fn.tensors[t].root : t;
+}
 
 }  // namespace parhelion::ir

@@ -41,9 +41,9 @@ std::string view_value(const ir::Function& fn, int t) {
     case ir::ViewKind::narrow: {
       std::string idx;
       for (size_t d = 0; d < b.shape.size(); ++d)
-        idx += (d ? ", " : "") + (static_cast<int>(d) == op.axis ? std::to_string(op.dims[0]) + ":" +
-                                                                        std::to_string(op.dims[0] + op.dims[1])
-                                                                  : std::string(":"));
+        idx += (d ? ", " : "") + (static_cast<int>(d) == op.axis
+                                      ? std::to_string(op.dims[0]) + ":" + std::to_string(op.dims[0] + op.dims[1])
+                                      : std::string(":"));
       return base + "[" + idx + "]";
     }
   }
@@ -71,9 +71,9 @@ std::vector<std::string> write_back_view(const ir::Function& fn, int view) {
       case ir::ViewKind::narrow: {
         std::string idx;
         for (size_t d = 0; d < b.shape.size(); ++d)
-          idx += (d ? ", " : "") + (static_cast<int>(d) == op.axis ? std::to_string(op.dims[0]) + ":" +
-                                                                          std::to_string(op.dims[0] + op.dims[1])
-                                                                    : std::string(":"));
+          idx += (d ? ", " : "") + (static_cast<int>(d) == op.axis
+                                        ? std::to_string(op.dims[0]) + ":" + std::to_string(op.dims[0] + op.dims[1])
+                                        : std::string(":"));
         lines.push_back(next + " = " + var(fn, info.base) + ".at[" + idx + "].set(" + cur + ")");
         break;
       }

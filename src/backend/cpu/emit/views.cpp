@@ -24,7 +24,8 @@ std::string LaunchEmitter::view_expr(const Op& op, const Idx& idx) {
         }
         const size_t k0 = k;
         int64_t after = 1;
-        for (; k < in.shape.size() && in.shape[k].kind == Dim::Const; ++k) after *= std::max<int64_t>(1, in.shape[k].size);
+        for (; k < in.shape.size() && in.shape[k].kind == Dim::Const; ++k)
+          after *= std::max<int64_t>(1, in.shape[k].size);
         bool first = true;
         for (size_t m = k0; m < k; ++m) {
           const int64_t n = std::max<int64_t>(1, in.shape[m].size);
@@ -71,7 +72,8 @@ std::string LaunchEmitter::view_expr(const Op& op, const Idx& idx) {
         if (sel == std::to_string(k)) return operand(op, k, rest);
         e = "(" + sel + " == " + std::to_string(k) + " ? " + operand(op, k, rest) + " : " + e + ")";
       }
-      if (sel == std::to_string(op.operands.size() - 1)) return operand(op, static_cast<int>(op.operands.size()) - 1, rest);
+      if (sel == std::to_string(op.operands.size() - 1))
+        return operand(op, static_cast<int>(op.operands.size()) - 1, rest);
       return e;
     }
     case OpKind::Cat: {
@@ -85,7 +87,9 @@ std::string LaunchEmitter::view_expr(const Op& op, const Idx& idx) {
       auto part = [&](size_t k) {
         Idx inner = idx;
         const Dim& d = type(op.operands[k]).shape[axis];
-        inner[axis] = d.size == 1 ? "0" : starts[k] ? "(" + idx[axis] + " - " + std::to_string(starts[k]) + ")" : idx[axis];
+        inner[axis] = d.size == 1 ? "0"
+                      : starts[k] ? "(" + idx[axis] + " - " + std::to_string(starts[k]) + ")"
+                                  : idx[axis];
         return expr(op.operands[k], inner);
       };
       std::string e = part(op.operands.size() - 1);
