@@ -48,6 +48,14 @@ def rms_norm_backward(g, x, w, eps):
     return dx.to(x.dtype), dw.to(w.dtype)
 
 
+def rotary(x, cos, sin, inverse):
+    # Interleaved pairs as complex numbers (llama's formulation): x [B, S, H, D] -> [B, S, H, D/2]
+    # complex, times cos + i sin (conjugated for the backward), back to real pairs.
+    xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2).contiguous())
+    rot = torch.complex(cos.float(), -sin.float() if inverse else sin.float())[None, :, None, :]
+    return torch.view_as_real(xc * rot).flatten(-2).to(x.dtype)
+
+
 def layer_norm(x, w, b, eps):
     return F.layer_norm(x, (x.shape[-1],), w, b, eps)
 
@@ -63,6 +71,8 @@ KERNELS = {
     "batch_softmax": lambda t, s: torch.softmax(t[0], -1),
     "layer_norm": lambda t, s: layer_norm(t[0], t[1], t[2], s[0]),
     "layer_norm_looped": lambda t, s: layer_norm(t[0], t[1], t[2], s[0]),
+    "rotary": lambda t, s: rotary(t[0], t[1], t[2], False),
+    "rotary_backward": lambda t, s: rotary(t[0], t[1], t[2], True),
     "rms_norm": lambda t, s: F.rms_norm(t[0], (t[0].shape[-1],), t[1], s[0]),
     "rms_norm_backward": lambda t, s: rms_norm_backward(t[0], t[1], t[2], s[0]),
     "welford": lambda t, s: tuple(r.float() for r in torch.var_mean(t[0], -1, correction=0)[::-1]),

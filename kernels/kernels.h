@@ -27,6 +27,12 @@ extern Kernel<Tensor(Tensor, Tensor, Tensor, Scalar)> layer_norm_looped;  // (x,
 // (grad_out, x, weight, eps) -> (dx, dw) of rms_norm
 extern Kernel<std::tuple<Tensor, Tensor>(Tensor, Tensor, Tensor, Scalar)> rms_norm_backward;
 
+// Rotary position embedding, interleaved pairs (rotary.cpp): (x [B,S,H,D], cos [S,D/2],
+// sin [S,D/2]) -> x with pair j at position s rotated by (cos, sin)[s, j]; the backward applies
+// the inverse rotation to the gradient (grad [B,S,H,D], cos, sin) -> dx.
+extern Kernel<Tensor(Tensor, Tensor, Tensor)> rotary;
+extern Kernel<Tensor(Tensor, Tensor, Tensor)> rotary_backward_kernel;
+
 // Attention forward (attention.cpp): (q, k, v, scale) with q [B,H,S,D] or [B*H,S,D], k and v
 // [..., Skv, D]; softmax(q k^T scale) v, flash style (online softmax over K/V blocks).
 extern Kernel<Tensor(Tensor, Tensor, Tensor, Scalar)> attention;

@@ -1,6 +1,8 @@
 // Naive reference implementations of the kernel library (see references.h).
 #include "kernels/references.h"
 
+#include "parhelion/error.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -89,6 +91,27 @@ Array softmax(const Array& x) {
 }
 
 // out[i, j] = (x[i, j] - mu_i) / sqrt(var_i + eps) * w[j] + b[j], var_i = mean_j (x - mu_i)^2
+Array rotary(const Array& x, const Array& cos, const Array& sin, bool inverse) {
+  check_float("rotary", "x", x);
+  check_rank("rotary", "x", x, 4);
+  const int64_t B = x.dim(0), S = x.dim(1), H = x.dim(2), D = x.dim(3), P = D / 2;
+  if (D % 2 != 0 || cos.shape() != Shape{S, P} || sin.shape() != Shape{S, P})
+    throw parhelion::UserError("rotary reference: x [B,S,H,D] with D even, cos and sin [S,D/2]");
+  Array out = Array::empty(x.shape(), DType::f32);
+  const double sign = inverse ? -1.0 : 1.0;  // the inverse rotates by the negated angle
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t j = 0; j < P; ++j) {
+          const int64_t i = ((b * S + s) * H + h) * D + 2 * j;
+          const double re = x.get(i), im = x.get(i + 1);
+          const double c = cos.get(s * P + j), sn = sign * sin.get(s * P + j);
+          out.set(i, re * c - im * sn);
+          out.set(i + 1, re * sn + im * c);
+        }
+  return out;
+}
+
 Array layer_norm(const Array& x, const Array& w, const Array& b, double eps) {
   check_float("layer_norm", "x", x);
   check_rank("layer_norm", "x", x, 2);

@@ -21,6 +21,9 @@ Array softmax(const Array& x);
 Array layer_norm(const Array& x, const Array& w, const Array& b, double eps);
 // y[i, j] = x[i, j] * rstd_i * w[j], rstd_i = 1 / sqrt(mean_j x[i, j]^2 + eps); x [M,N], w [N].
 Array rms_norm(const Array& x, const Array& w, double eps);
+// Rotary embedding of x [B,S,H,D] by cos, sin [S,D/2] on interleaved pairs (2j, 2j+1); inverse:
+// the opposite rotation (the backward of the forward, applied to a gradient).
+Array rotary(const Array& x, const Array& cos, const Array& sin, bool inverse);
 // Gradients of rms_norm given grad_out = dL/dy [M,N]; returns (dx [M,N], dw [N]).
 std::pair<Array, Array> rms_norm_backward(const Array& grad_out, const Array& x, const Array& w, double eps);
 // y = silu(a) * b, silu(a) = a / (1 + e^-a); same shape.

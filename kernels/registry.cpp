@@ -98,6 +98,31 @@ std::vector<KernelEntry> build() {
   r.back().summary = "softmax over the last dimension of [B,M,N]";
   r[r.size() - 2].summary = "softmax over long rows: two passes over column blocks (online max/sum)";
 
+  for (bool backward : {false, true}) {
+    KernelEntry e;
+    e.name = backward ? "rotary_backward" : "rotary";
+    e.summary = backward ? "dx of rotary from grad [B,S,H,D], cos, sin [S,D/2] (the inverse rotation)"
+                         : "rotary embedding of x [B,S,H,D] by cos, sin [S,D/2] on interleaved pairs";
+    e.shape_help = "B,S,H,D (D even)";
+    e.min_rank = e.max_rank = 4;
+    e.dtypes = {DType::f32, DType::bf16};
+    e.default_shape = {4, 2048, 16, 128};
+    e.kernel = backward ? &rotary_backward_kernel : &rotary;
+    const std::string name = e.name;
+    e.make_inputs = [name](const Shape& s, DType dt, uint64_t seed) {
+      need_rank(name, s, 4, 4, "B,S,H,D");
+      if (s[3] % 2 != 0) throw UserError(name + ": D must be even, got " + shape_to_string(s));
+      return Inputs{{input_array(s, dt, seed, -2, 2), input_array({s[1], s[3] / 2}, dt, seed + 1, -1, 1),
+                     input_array({s[1], s[3] / 2}, dt, seed + 2, -1, 1)},
+                    {}};
+    };
+    e.reference = [backward](const Inputs& in) {
+      return std::vector<Array>{ref::rotary(in.tensors[0], in.tensors[1], in.tensors[2], backward)};
+    };
+    e.bytes = [](const Shape& s, DType dt) { return (2 * numel(s) + numel(s) / s[0] / s[2]) * dtype_size(dt); };
+    e.flops = [](const Shape& s) { return numel(s) * 3; };
+    r.push_back(e);
+  }
   {
     KernelEntry e = rowwise("layer_norm", "(x - mean) / sqrt(var + eps) * w + b over rows of [M,N]", layer_norm, 2,
                             "M,N", {8192, 2048});

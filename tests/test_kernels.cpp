@@ -19,6 +19,8 @@ std::vector<ph::Shape> shapes_for(const ph::kernels::KernelEntry& e) {
   if (e.name == "bmm" || e.name == "broadcast_matmul") return {{1, 1, 1, 1}, {3, 13, 29, 37}, {2, 33, 1, 17}};
   // Attention: B*H of 1, S odd and prime, D not a power of two, both layouts.
   if (e.name.find("attention") != std::string::npos) return {{1, 1, 1}, {1, 131, 24}, {2, 3, 67, 40}};
+  // Rotary: D of 2, sizes of 1, a ragged odd S and H, pairs not a multiple of any block.
+  if (e.name.rfind("rotary", 0) == 0) return {{1, 1, 1, 2}, {2, 37, 3, 10}, {1, 5, 1, 130}};
   if (e.min_rank == 3) return {{1, 1, 1}, {3, 7, 1009}, {2, 33, 65}};
   if (e.min_rank == 2) return {{1, 1}, {1, 1009}, {37, 1}, {67, 1009}, {5, 4099}};
   return {{1}, {1009}, {1, 1}, {7, 1009}, {3, 5, 130}};

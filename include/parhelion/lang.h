@@ -21,6 +21,7 @@
 #include <source_location>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "parhelion/array.h"
@@ -88,6 +89,10 @@ class Tiles {
  private:
   std::vector<Tile> tiles_;
 };
+
+// The most indices a subscript takes (one per dim of the tensor it indexes: a tensor of higher
+// rank can be indexed through a view that merges dims, x.view(...)).
+inline constexpr size_t kMaxSubscript = 8;
 
 struct AllTag {};
 inline constexpr AllTag all{};  // index with the whole dimension
@@ -186,6 +191,21 @@ class Tensor {
   Tensor operator[](const Index& a, const Index& b, const Index& c, const Index& d) const {
     return subscript({a, b, c, d});
   }
+  Tensor operator[](const Index& a, const Index& b, const Index& c, const Index& d, const Index& e) const {
+    return subscript({a, b, c, d, e});
+  }
+  Tensor operator[](const Index& a, const Index& b, const Index& c, const Index& d, const Index& e,
+                    const Index& f) const {
+    return subscript({a, b, c, d, e, f});
+  }
+  Tensor operator[](const Index& a, const Index& b, const Index& c, const Index& d, const Index& e, const Index& f,
+                    const Index& g) const {
+    return subscript({a, b, c, d, e, f, g});
+  }
+  Tensor operator[](const Index& a, const Index& b, const Index& c, const Index& d, const Index& e, const Index& f,
+                    const Index& g, const Index& h) const {
+    return subscript({a, b, c, d, e, f, g, h});
+  }
 #endif
   Tensor operator()(const Index& a) const { return subscript({a}); }
   Tensor operator()(const Index& a, const Index& b) const { return subscript({a, b}); }
@@ -193,28 +213,62 @@ class Tensor {
   Tensor operator()(const Index& a, const Index& b, const Index& c, const Index& d) const {
     return subscript({a, b, c, d});
   }
+  Tensor operator()(const Index& a, const Index& b, const Index& c, const Index& d, const Index& e) const {
+    return subscript({a, b, c, d, e});
+  }
+  Tensor operator()(const Index& a, const Index& b, const Index& c, const Index& d, const Index& e,
+                    const Index& f) const {
+    return subscript({a, b, c, d, e, f});
+  }
+  Tensor operator()(const Index& a, const Index& b, const Index& c, const Index& d, const Index& e, const Index& f,
+                    const Index& g) const {
+    return subscript({a, b, c, d, e, f, g});
+  }
+  Tensor operator()(const Index& a, const Index& b, const Index& c, const Index& d, const Index& e, const Index& f,
+                    const Index& g, const Index& h) const {
+    return subscript({a, b, c, d, e, f, g, h});
+  }
   // Any other subscript is a compile error here. Without these, a subscript with an argument
-  // that is not an index (or with more than four) would fall back to the built-in comma
+  // that is not an index (or with more than eight) would fall back to the built-in comma
   // operator, and `W[ex, tk, tn]` would silently mean `W[tn]`.
 #if defined(__cpp_multidimensional_subscript) && __cpp_multidimensional_subscript >= 202110L
   template <class... A>
-  requires(sizeof...(A) > 4 || !detail::all_indices<A...>) Tensor operator[](const A&...) const {
+  requires(sizeof...(A) > kMaxSubscript || !detail::all_indices<A...>) Tensor operator[](const A&...) const {
     static_assert(detail::dependent_false<A...>,
-                  "a Parhelion subscript takes one to four indices, each a ph::Tile, ph::all, an integer, or an "
+                  "a Parhelion subscript takes one to eight indices, each a ph::Tile, ph::all, an integer, or an "
                   "i64 scalar (a block or a ph::Var)");
     return {};
   }
 #endif
   template <class... A>
-  requires(sizeof...(A) > 4 || !detail::all_indices<A...>) Tensor operator()(const A&...) const {
+  requires(sizeof...(A) > kMaxSubscript || !detail::all_indices<A...>) Tensor operator()(const A&...) const {
     static_assert(detail::dependent_false<A...>,
-                  "a Parhelion subscript takes one to four indices, each a ph::Tile, ph::all, an integer, or an "
+                  "a Parhelion subscript takes one to eight indices, each a ph::Tile, ph::all, an integer, or an "
                   "i64 scalar (a block or a ph::Var)");
     return {};
   }
 
+  // A block: ph::unsqueeze. A host tensor (in host code): a view with a new size-1 dim.
   Tensor unsqueeze(int axis, Loc loc = Loc::current()) const;
   Tensor to(DType dtype, Loc loc = Loc::current()) const;
+
+  // Host views, in host code: a new tensor that aliases this one's memory (no data moves).
+  // Loads through a view read the base's elements, stores through it write them (visible
+  // through the base and any other view of it). Views of views compose.
+  // view/reshape: the same elements in row-major order under a new shape (one -1 is inferred);
+  //   refused when this tensor's strides cannot describe it without a copy (as torch.view).
+  Tensor view(const Shape& shape, Loc loc = Loc::current()) const;
+  Tensor reshape(const Shape& shape, Loc loc = Loc::current()) const;
+  // permute: dim i of the view is dim dims[i] of this tensor; transpose swaps two dims.
+  Tensor permute(const Shape& dims, Loc loc = Loc::current()) const;
+  Tensor transpose(int d0, int d1, Loc loc = Loc::current()) const;
+  // expand: size-1 dims (and new leading dims) broadcast to `shape` with stride 0; -1 keeps a
+  //   dim. Read-only: a store through an expanded view is an error at its line.
+  Tensor expand(const Shape& shape, Loc loc = Loc::current()) const;
+  // squeeze: removes a dim of size 1 (a block: ph::squeeze).
+  Tensor squeeze(int dim, Loc loc = Loc::current()) const;
+  // narrow: `length` indices of `dim` from `start` (static), as torch.narrow.
+  Tensor narrow(int dim, int64_t start, int64_t length, Loc loc = Loc::current()) const;
 
   // `x[tile] = value` stores (assignment to an indexed expression); `t = u` rebinds a handle.
   void operator=(const Operand& value) &&;
@@ -430,6 +484,31 @@ Tensor mean(const Operand& x, int axis, bool keepdim = false);
 
 Tensor unsqueeze(const Operand& x, int axis);
 Tensor transpose(const Operand& x);  // swaps the last two dimensions
+
+// Block views: index remaps of a block (no arithmetic, nothing moves in memory).
+// reshape: tile dims keep their positions and order; only the constant dims between them split
+//   or merge, keeping their product: reshape(x /*[t, 8]*/, {t, 4, 2}). Anything else is an error.
+Tensor reshape(const Operand& x, std::initializer_list<DimSpec> shape);
+Tensor reshape(const Operand& x, const std::vector<DimSpec>& shape);
+// permute: result dim i is dim perm[i] of x (transpose is permute of the last two).
+Tensor permute(const Operand& x, std::initializer_list<int> perm);
+// expand: size-1 constant dims broadcast to a tile or a size (right-aligned; new leading dims
+//   are added; -1 keeps a dim): expand(row /*[1, tn]*/, {tm, tn}).
+Tensor expand(const Operand& x, std::initializer_list<DimSpec> shape);
+Tensor expand(const Operand& x, const std::vector<DimSpec>& shape);
+// squeeze: removes a constant size-1 dim (negative counts from the end).
+Tensor squeeze(const Operand& x, int axis);
+// split: the two halves x[..., 0] and x[..., 1] of a last dim of constant size 2
+//   (`auto [re, im] = ph::split(x)`: interleaved pairs, rotary embeddings, int4 unpacking).
+std::pair<Tensor, Tensor> split(const Operand& x);
+// join: a new last dim of size 2 holding a and b (broadcast to one shape; one dtype): the
+//   inverse of split.
+Tensor join(const Operand& a, const Operand& b);
+// stack: a new constant dim of size n at `axis` (0..rank; negative counts from the end).
+Tensor stack(std::initializer_list<Operand> xs, int axis);
+// cat: concatenation along `axis`, which must be a constant dim of every operand; the others
+//   must be equal.
+Tensor cat(std::initializer_list<Operand> xs, int axis);
 
 // Matrix products on blocks, accumulated in f32: a [..., M, K] . b [..., K, N] -> [..., M, N]
 // (leading batch dims broadcast). f32, bf16 or f16 data; bf16 x bf16 uses the CPU's bf16 dot

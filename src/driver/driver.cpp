@@ -4,6 +4,7 @@
 
 #include "frontend/tracer.h"
 #include "ir/verifier.h"
+#include "ir/views.h"
 #include "lower/config_space.h"
 #include "lower/lower.h"
 #include "parhelion/error.h"
@@ -57,7 +58,7 @@ std::shared_ptr<Impl> trace(const std::string& name, const std::vector<bool>& ar
   ir::verify(K->fn);
   std::vector<bool> written(K->fn.tensors.size(), false);
   ir::walk(K->fn.body, [&](const ir::Op& op) {
-    if (op.kind == ir::OpKind::Store) written[op.tensor] = true;
+    if (op.kind == ir::OpKind::Store) written[ir::root_of(K->fn, op.tensor)] = true;  // a view writes its root
   });
   for (int i = 0; i < K->fn.num_tensor_params; ++i)
     if (written[i]) K->written_params.push_back(i);
@@ -128,6 +129,13 @@ std::vector<Array> run(const Impl& K, const std::vector<Arg>& args) {
       }
       ptrs[op.tensor] = a.data();
       tensors[op.tensor] = std::move(a);
+      continue;
+    }
+    if (op.kind == ir::OpKind::View) {  // the root's memory at the view's offset (its strides are in the code)
+      const ir::TensorInfo& t = fn.tensors[op.tensor];
+      ptrs[op.tensor] = static_cast<char*>(ptrs[t.root]) + t.offset * static_cast<int64_t>(dtype_size(t.dtype));
+      Array root = tensors[t.root];
+      tensors[op.tensor] = Array::wrap(ptrs[op.tensor], t.shape, t.strides, t.dtype, std::make_shared<Array>(root));
       continue;
     }
     if (op.kind == ir::OpKind::Launch) K.executable->run_launch(launch++, ptrs.data(), scalars.data());

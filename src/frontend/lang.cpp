@@ -338,6 +338,14 @@ void Tensor::operator=(const Operand& value) && {
   Tracer& T = tracer(value.loc);
   if (store_tensor_ < 0)
     T.fail("assignment to a block value; only an indexed tensor (out[tile] = ...) can be stored to", value.loc);
+  {
+    const ir::TensorInfo& info = T.fn().tensors[store_tensor_];
+    for (size_t d = 0; d < info.shape.size(); ++d)
+      if (info.strides[d] == 0 && info.shape[d] > 1)
+        T.fail("store through an expanded view (" + info.name + ", dim " + std::to_string(d) +
+                   " has stride 0): its elements alias each other; store into the tensor it expands",
+               value.loc);
+  }
   Op op{OpKind::Store};
   op.tensor = store_tensor_;
   for (size_t i = 0; i < store_index_.size(); i += 3)
@@ -354,7 +362,18 @@ void Tensor::operator=(const Operand& value) && {
   T.emit(op, value.loc);
 }
 
-Tensor Tensor::unsqueeze(int axis, Loc loc) const { return parhelion::unsqueeze(Operand(*this, loc), axis); }
+Tensor Tensor::unsqueeze(int axis, Loc loc) const {
+  if (kind_ == HostK) {  // a host view with a new size-1 dim
+    Shape s = sizes();
+    const int r = static_cast<int>(s.size());
+    const int a = axis < 0 ? axis + r + 1 : axis;
+    if (a < 0 || a > r)
+      throw UserError("unsqueeze(" + std::to_string(axis) + ") of a tensor of rank " + std::to_string(r), loc);
+    s.insert(s.begin() + a, 1);
+    return view(s, loc);
+  }
+  return parhelion::unsqueeze(Operand(*this, loc), axis);
+}
 Tensor Tensor::to(DType dtype, Loc loc) const { return cast(Operand(*this, loc), dtype); }
 
 // --- Var --------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 
 #include "ir/dce.h"
 #include "ir/printer.h"
+#include "ir/views.h"
 #include "parhelion/error.h"
 
 namespace parhelion::frontend {
@@ -89,6 +90,38 @@ int Tracer::add_alloc(const Shape& shape, DType dtype, bool fill, double value, 
   op.tensor = static_cast<int>(fn_.tensors.size()) - 1;
   op.has_fill = fill;
   op.number = value;
+  op.loc = to_loc(loc);
+  fn_.body.push_back(op);
+  return op.tensor;
+}
+
+int Tracer::add_view(int base, ir::ViewKind kind, const std::vector<int64_t>& dims, int axis, const char* what,
+                     const std::source_location& loc) {
+  if (in_device())
+    fail(std::string(what) +
+             " of a tensor is host code (a view of its memory): write it before the tile loop, or use "
+             "the block view ph::" +
+             what + " on a loaded block",
+         loc);
+  ir::HostView v;
+  std::string err = ir::host_view(fn_.tensors.at(base), kind, dims, axis, &v);
+  if (!err.empty()) fail(err, loc);
+  const ir::TensorInfo& b = fn_.tensors[base];
+  ir::TensorInfo t;
+  t.name = b.name + "_v" + std::to_string(fn_.tensors.size());
+  t.shape = v.shape;
+  t.strides = v.strides;
+  t.offset = v.offset;
+  t.dtype = b.dtype;
+  t.origin = ir::TensorInfo::View;
+  t.base = base;
+  t.root = ir::root_of(fn_, base);
+  fn_.tensors.push_back(t);
+  ir::Op op{ir::OpKind::View};
+  op.tensor = static_cast<int>(fn_.tensors.size()) - 1;
+  op.view_kind = kind;
+  op.dims = dims;
+  op.axis = axis;
   op.loc = to_loc(loc);
   fn_.body.push_back(op);
   return op.tensor;

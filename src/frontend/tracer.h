@@ -36,6 +36,9 @@ class Tracer {
   Tensor add_tensor_param(const ArgSpec& spec);
   Scalar add_scalar_param();
   int add_alloc(const Shape& shape, DType dtype, bool fill, double value, const std::source_location& loc);
+  // A host view of tensor `base` (src/ir/views.h): a new TensorInfo and the View op that makes it.
+  int add_view(int base, ir::ViewKind kind, const std::vector<int64_t>& dims, int axis, const char* what,
+               const std::source_location& loc);
 
   int new_value(ir::Type t);
   // Appends a device op; returns its result value id (or -1).

@@ -125,6 +125,60 @@ class Generator {
     e.args = {a};
     return add(e);
   }
+  // A chain of block views that gives back `v` (broadcast to the tiles): stack with -v, cat,
+  // reshape to pairs, permute them, split twice, unsqueeze/squeeze. Every view's index remap
+  // is exercised on the way, and a wrong remap picks -v or a neighbour instead.
+  int view_chain(int v, const std::vector<int>& tiles) {
+    const int r = static_cast<int>(tiles.size());
+    std::vector<Subscript> full;
+    for (int t : tiles) full.push_back(tile_ix(t));
+    Expr e;
+    e.kind = Expr::Expand;
+    e.args = {v};
+    e.index = full;
+    int w = add(e);
+    Expr neg;
+    neg.kind = Expr::Unary;
+    neg.fn = static_cast<int>(ir::UnaryFn::neg);
+    neg.args = {w};
+    Expr st;
+    st.kind = Expr::Stack;
+    st.args = {add(neg), w};
+    st.axis = r;  // [tiles, 2]: (-w, w)
+    int s2 = add(st);
+    Expr ct;
+    ct.kind = Expr::Cat;
+    ct.args = {s2, s2};
+    ct.axis = r;  // [tiles, 4]: (-w, w, -w, w)
+    Expr rs;
+    rs.kind = Expr::Reshape;
+    rs.args = {add(ct)};
+    rs.index = full;
+    rs.dims = {2, 2};  // q[.., i, j] = c[.., 2i + j]
+    Expr pm;
+    pm.kind = Expr::Permute;
+    pm.args = {add(rs)};
+    for (int k = 0; k < r; ++k) pm.dims.push_back(k);
+    pm.dims.push_back(r + 1);
+    pm.dims.push_back(r);  // p[.., j, i] = q[.., i, j]
+    Expr s0;
+    s0.kind = Expr::Split;
+    s0.args = {add(pm)};
+    s0.axis = 0;  // p[.., j, 0] = c[.., j]: (-w, w)
+    Expr us;
+    us.kind = Expr::Unsqueeze;
+    us.args = {add(s0)};
+    us.axis = 0;
+    Expr sq;
+    sq.kind = Expr::Squeeze;
+    sq.args = {add(us)};
+    sq.axis = 0;
+    Expr s1;
+    s1.kind = Expr::Split;
+    s1.args = {add(sq)};
+    s1.axis = 1;  // w
+    return add(s1);
+  }
   int reduce(ReduceFn f, int a, int axis, bool keepdim) {
     Expr e;
     e.kind = Expr::Reduce;
@@ -412,7 +466,9 @@ class Generator {
     }
     int out = tensor(s, data_dtype(), true);
     Stmt launch = loop(dims, tiles);
-    launch.body.push_back(store(out, full, fexpr(leaves, exact, 4)));
+    int value = fexpr(leaves, exact, 4);
+    if (variant > 0.7) value = view_chain(value, tiles);  // block views (views.h) on the way to the store
+    launch.body.push_back(store(out, full, value));
     p_.body.push_back(std::move(launch));
     if (variant < 0.4) {  // a second launch reads the first one's result (at other blocks)
       std::vector<int> tiles2;

@@ -248,6 +248,38 @@ class Player {
         return unsqueeze(arg(0), e.axis);
       case Expr::Transpose:
         return transpose(arg(0));
+      case Expr::Expand:
+      case Expr::Reshape: {
+        std::vector<DimSpec> d;
+        for (const Subscript& sub : e.index) d.push_back(tiles_.at(sub.tile));
+        for (int64_t n : e.dims) d.push_back(n);
+        return e.kind == Expr::Expand ? expand(arg(0), d) : reshape(arg(0), d);
+      }
+      case Expr::Stack:
+      case Expr::Cat: {
+        if (e.args.size() != 2) throw InternalError("fuzz: stack/cat of two blocks");
+        return e.kind == Expr::Stack ? stack({arg(0), arg(1)}, e.axis) : cat({arg(0), arg(1)}, e.axis);
+      }
+      case Expr::Permute: {
+        if (e.dims.size() > 5) throw InternalError("fuzz: permute of rank > 5");
+        std::vector<int> p(e.dims.begin(), e.dims.end());
+        switch (p.size()) {
+          case 2:
+            return permute(arg(0), {p[0], p[1]});
+          case 3:
+            return permute(arg(0), {p[0], p[1], p[2]});
+          case 4:
+            return permute(arg(0), {p[0], p[1], p[2], p[3]});
+          default:
+            return permute(arg(0), {p[0], p[1], p[2], p[3], p[4]});
+        }
+      }
+      case Expr::Split: {
+        auto halves = split(arg(0));
+        return e.axis == 0 ? Operand(halves.first) : Operand(halves.second);
+      }
+      case Expr::Squeeze:
+        return squeeze(arg(0), e.axis);
       case Expr::Dot:
         if (e.args.size() > 2) return dot(arg(0), arg(1), arg(2));
         if (e.dtype != DType::f32) return dot(arg(0), arg(1), e.dtype);
@@ -432,6 +464,26 @@ class Printer {
         return "ph::unsqueeze(" + arg(0) + ", " + std::to_string(e.axis) + ")";
       case Expr::Transpose:
         return "ph::transpose(" + arg(0) + ")";
+      case Expr::Expand:
+      case Expr::Reshape: {
+        std::string d;
+        for (const Subscript& sub : e.index) d += (d.empty() ? "" : ", ") + std::string("t") + std::to_string(sub.tile);
+        for (int64_t n : e.dims) d += (d.empty() ? "" : ", ") + std::to_string(n);
+        return std::string(e.kind == Expr::Expand ? "ph::expand(" : "ph::reshape(") + arg(0) + ", {" + d + "})";
+      }
+      case Expr::Stack:
+      case Expr::Cat:
+        return std::string(e.kind == Expr::Stack ? "ph::stack({" : "ph::cat({") + arg(0) + ", " + arg(1) + "}, " +
+               std::to_string(e.axis) + ")";
+      case Expr::Permute: {
+        std::string d;
+        for (int64_t n : e.dims) d += (d.empty() ? "" : ", ") + std::to_string(n);
+        return "ph::permute(" + arg(0) + ", {" + d + "})";
+      }
+      case Expr::Split:
+        return "ph::split(" + arg(0) + ")." + (e.axis == 0 ? "first" : "second");
+      case Expr::Squeeze:
+        return "ph::squeeze(" + arg(0) + ", " + std::to_string(e.axis) + ")";
       case Expr::Dot:
         if (e.args.size() > 2) return "ph::dot(" + arg(0) + ", " + arg(1) + ", " + arg(2) + ")";
         if (e.dtype != DType::f32) return "ph::dot(" + arg(0) + ", " + arg(1) + ", " + dtype_expr(e.dtype) + ")";

@@ -59,8 +59,17 @@ struct Expr {
     Dot,      // args: a, b [, acc]; with `dtype` != f32: the product rounded to it
     VarRead,  // var
     Full,     // ph::full({tiles of `index`}, number): a block of one value
+    // Block views (src/ir/views.h):
+    Expand,   // ph::expand(arg, {tiles of `index`})
+    Stack,    // ph::stack({args}, axis)
+    Cat,      // ph::cat({args}, axis)
+    Reshape,  // ph::reshape(arg, {tiles of `index`, then the constants `dims`})
+    Permute,  // ph::permute(arg, dims)
+    Split,    // ph::split(arg), half `axis` (0: .first, 1: .second)
+    Squeeze,  // ph::squeeze(arg, axis)
   } kind = Number;
-  std::vector<int> args;  // child expressions
+  std::vector<int64_t> dims;  // Reshape: trailing constant dims; Permute: the permutation
+  std::vector<int> args;      // child expressions
   int fn = 0;
   int axis = 0;
   bool keepdim = false;

@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "interp/conversions.h"
 #include "interp/value.h"
+#include "interp/views.h"
 #include "ir/printer.h"
 #include "ir/type_rules.h"
+#include "ir/views.h"
 #include "parhelion/error.h"
 
 namespace parhelion::interp {
@@ -189,13 +192,15 @@ class Interpreter {
     for (const Op& op : fn_.body) {
       if (op.kind == OpKind::Alloc)
         alloc(op);
+      else if (op.kind == OpKind::View)
+        continue;  // a view has no state of its own: accesses go to its root (region)
       else if (op.kind == OpKind::Launch)
         loop(op, 0);
       else
         throw InternalError("host op " + std::string(ir::op_name(op)) + " in the host body");
     }
     Interpretation r;
-    for (int t : fn_.outputs) r.outputs.push_back(to_array(tensors_.at(t)));
+    for (int t : fn_.outputs) r.outputs.push_back(to_array(view_state(t)));
     for (int i = 0; i < fn_.num_tensor_params; ++i) r.params.push_back(to_array(tensors_[i]));
     return r;
   }
@@ -244,6 +249,51 @@ class Interpreter {
     // Unwritten memory is NaN (integers too: NaN is the "never written" marker; see to_array).
     double fill = op.has_fill ? to_storage(op.number, DType::f32, t.dtype, op.loc, "fill of " + t.name) : NAN;
     s.data.assign(static_cast<size_t>(shape_numel(t.shape)), fill);
+  }
+
+  // The contents of tensor `t` (a view: gathered from its root).
+  TensorState view_state(int t) const {
+    const ir::TensorInfo& info = fn_.tensors.at(t);
+    if (info.origin != ir::TensorInfo::View) return tensors_.at(t);
+    TensorState s;
+    const TensorState& R = tensors_.at(info.root);
+    s.dtype = info.dtype;
+    s.shape = info.shape;
+    s.data.resize(static_cast<size_t>(shape_numel(info.shape)));
+    for (size_t i = 0; i < s.data.size(); ++i) {
+      int64_t mem = info.offset, f = static_cast<int64_t>(i);
+      for (size_t k = info.shape.size(); k-- > 0;) {
+        mem += (f % info.shape[k]) * info.strides[k];
+        f /= info.shape[k];
+      }
+      s.data[i] = R.data.at(static_cast<size_t>(flat_of(info.root, mem)));
+    }
+    return s;
+  }
+
+  // The logical (row-major) position in root tensor `root` of its memory element `mem`: views
+  // address memory with the root's strides, the interpreter keeps logical contents.
+  int64_t flat_of(int root, int64_t mem) const {
+    const ir::TensorInfo& r = fn_.tensors.at(root);
+    if (r.strides == contiguous_strides(r.shape)) return mem;
+    auto& m = mem_to_flat_[root];
+    if (m.empty()) {
+      const int64_t n = shape_numel(r.shape);
+      int64_t span = 1;
+      for (size_t k = 0; k < r.shape.size(); ++k) span += (r.shape[k] - 1) * r.strides[k];
+      m.assign(static_cast<size_t>(std::max<int64_t>(span, 1)), -1);
+      for (int64_t f = 0; f < n; ++f) {
+        int64_t p = 0, g = f;
+        for (size_t k = r.shape.size(); k-- > 0;) {
+          p += (g % r.shape[k]) * r.strides[k];
+          g /= r.shape[k];
+        }
+        m[static_cast<size_t>(p)] = f;
+      }
+    }
+    PH_CHECK(mem >= 0 && mem < static_cast<int64_t>(m.size()) && m[static_cast<size_t>(mem)] >= 0,
+             "a view addresses memory outside its root " + r.name);
+    return m[static_cast<size_t>(mem)];
   }
 
   static Array to_array(const TensorState& s) {
@@ -393,6 +443,18 @@ class Interpreter {
         return transpose(operand(op, 0), shape);
       case OpKind::Dot:
         return dot(op, shape);
+      case OpKind::Reshape:
+      case OpKind::Permute:
+      case OpKind::Expand:
+      case OpKind::Squeeze:
+      case OpKind::Split:
+      case OpKind::Join:
+      case OpKind::Stack:
+      case OpKind::Cat: {
+        std::vector<const Value*> in;
+        for (int v : op.operands) in.push_back(&val(v));
+        return block_view(op, in, shape);
+      }
       default:
         throw InternalError("the interpreter has no rule for " + std::string(ir::op_name(op)));
     }
@@ -402,10 +464,13 @@ class Interpreter {
   // The flat positions in tensor op.tensor of the region op.index selects, in the row-major
   // order of its block. Scalar indices are checked against their dimension here.
   std::vector<int64_t> region(const Op& op, const Shape& block, const char* verb) const {
-    const TensorState& T = tensors_.at(op.tensor);
     const ir::TensorInfo& info = fn_.tensors.at(op.tensor);
-    Shape strides = contiguous_strides(T.shape);
-    int64_t base = 0;
+    // A view addresses its root's memory with its own strides and offset (mapped back to the
+    // root's logical positions below).
+    const bool is_view = info.origin == ir::TensorInfo::View;
+    const Shape& tshape = info.shape;
+    Shape strides = is_view ? info.strides : contiguous_strides(tshape);
+    int64_t base = is_view ? info.offset : 0;
     std::vector<int64_t> block_stride;  // the tensor stride of each block dim
     for (size_t d = 0; d < op.index.size(); ++d) {
       const IndexItem& it = op.index[d];
@@ -419,10 +484,10 @@ class Interpreter {
         if (std::isnan(v))
           fail(op.loc, std::string(verb) + " " + info.name + ": the index for dimension " + std::to_string(d) +
                            " was read from memory the kernel never wrote");
-        if (v < 0 || v >= static_cast<double>(T.shape[d]))
+        if (v < 0 || v >= static_cast<double>(tshape[d]))
           fail(op.loc, std::string(verb) + " " + info.name + ": index " + integer(v) +
                            " is out of bounds for dimension " + std::to_string(d) + " of " + info.name +
-                           ", which has size " + std::to_string(T.shape[d]));
+                           ", which has size " + std::to_string(tshape[d]));
         base += static_cast<int64_t>(v) * strides[d];
       }
     }
@@ -441,11 +506,13 @@ class Interpreter {
         idx[k] = 0;
       }
     }
+    if (is_view)
+      for (int64_t& q : pos) q = flat_of(info.root, q);
     return pos;
   }
 
   Value load(const Op& op, const Shape& shape) const {
-    const TensorState& T = tensors_.at(op.tensor);
+    const TensorState& T = tensors_.at(ir::root_of(fn_, op.tensor));
     std::vector<int64_t> pos = region(op, shape, "load from");
     // Stored elements are already values of the storage dtype; widening them to the compute
     // dtype (bf16/f16 -> f32, i32 -> i64, bool -> bool) is exact.
@@ -464,7 +531,7 @@ class Interpreter {
     Shape shape = concrete(rt);
     std::vector<int64_t> pos = region(op, shape, "store to");
     Value v = broadcast_to(operand(op, 0), shape);
-    TensorState& T = tensors_.at(op.tensor);
+    TensorState& T = tensors_.at(ir::root_of(fn_, op.tensor));
     const std::string what = "store to " + fn_.tensors[op.tensor].name;
     for (size_t i = 0; i < pos.size(); ++i)
       T.data[static_cast<size_t>(pos[i])] = to_storage(v.data[i], v.dtype, T.dtype, op.loc, what);
@@ -542,9 +609,10 @@ class Interpreter {
   const ir::Function& fn_;
   std::vector<TensorState> tensors_;
   std::vector<double> scalars_;
-  std::vector<int64_t> tile_off_, tile_len_;  // the current block of each tile (len -1: not in a loop)
-  std::vector<Value> values_;                 // by value id: the latest definition
-  std::vector<Value> vars_;                   // by var id
+  std::vector<int64_t> tile_off_, tile_len_;                 // the current block of each tile (len -1: not in a loop)
+  std::vector<Value> values_;                                // by value id: the latest definition
+  std::vector<Value> vars_;                                  // by var id
+  mutable std::map<int, std::vector<int64_t>> mem_to_flat_;  // strided roots of views: memory -> logical
 };
 
 // Work of `ops` run `trips` times (see work_estimate).

@@ -72,9 +72,19 @@ struct TensorInfo {
   std::string name;
   Shape shape, strides;
   DType dtype = DType::f32;
-  enum Origin : uint8_t { Param, Alloc } origin = Param;
+  enum Origin : uint8_t { Param, Alloc, View } origin = Param;
   int param_index = -1;  // Param: index among the kernel's tensor arguments
+  // View: a host view (no data of its own) of tensor `base`, made by the host op View that
+  // defines it (its kind and arguments are there). `root` is the Param or Alloc whose memory it
+  // aliases; `offset` (elements) and `strides` address that memory: element i of the view is
+  // root_data[offset + sum(i_d * strides[d])]. A stride 0 is a broadcast (expand) dim: such a
+  // view cannot be stored to.
+  int base = -1, root = -1;
+  int64_t offset = 0;
 };
+
+// The kinds of host views (OpKind::View; src/ir/views.h has their rules).
+enum class ViewKind : uint8_t { reshape, permute, expand, narrow };
 
 struct VarInfo {
   int id = 0;
@@ -109,6 +119,17 @@ enum class OpKind : uint8_t {
   VarDecl,      // var = operands[0]
   VarGet,       // var
   VarSet,       // var = operands[0]
+  // Block views (src/ir/views.h states their rules): index remaps, no arithmetic.
+  Reshape,  // result type: tile dims keep their positions, only constant dims split or merge
+  Permute,  // perm: result dim i is operand dim perm[i]
+  Expand,   // result type: size-1 dims of the operand broadcast (right-aligned; new leading dims)
+  Squeeze,  // axis: removes a constant size-1 dim
+  Split,    // axis = 0 or 1: that half of a last dim of size 2 (the dim is dropped)
+  Join,     // operands a, b (broadcast): a new last dim of size 2, [..., 0] = a, [..., 1] = b
+  Stack,    // axis: a new constant dim of size operands.size() at `axis`
+  Cat,      // axis: concatenation along a constant dim
+  // host
+  View,  // tensor: defines a View TensorInfo of its base (view_kind, dims, axis)
 };
 
 // Appended (keep the order: the text form names them, config-free but stable):
@@ -176,16 +197,18 @@ struct Op {
   int fn = 0;                 // UnaryFn / BinaryFn / ReduceFn
   int axis = 0;
   bool keepdim = false;
-  bool has_fill = false;         // Alloc: zeros/full
-  double number = 0;             // Constant / Full / Alloc fill
-  DType dtype = DType::f32;      // Cast target
-  int tensor = -1;               // Alloc / Load / Store
-  std::vector<IndexItem> index;  // Load / Store
-  int var = -1;                  // VarDecl / VarGet / VarSet
-  int param = -1;                // ScalarParam
-  int tile = -1;                 // TileBegin / TileEnd / TileIndex
-  std::vector<int> loop_tiles;   // Launch / Loop
-  std::vector<Op> body;          // Launch / Loop
+  bool has_fill = false;                   // Alloc: zeros/full
+  double number = 0;                       // Constant / Full / Alloc fill
+  DType dtype = DType::f32;                // Cast target
+  int tensor = -1;                         // Alloc / Load / Store
+  std::vector<IndexItem> index;            // Load / Store
+  int var = -1;                            // VarDecl / VarGet / VarSet
+  int param = -1;                          // ScalarParam
+  int tile = -1;                           // TileBegin / TileEnd / TileIndex
+  std::vector<int> loop_tiles;             // Launch / Loop
+  std::vector<int64_t> dims;               // Permute: perm; View: reshape/expand shape, permute dims
+  ViewKind view_kind = ViewKind::reshape;  // View (narrow: axis = dim, dims = {start, length})
+  std::vector<Op> body;                    // Launch / Loop
   SourceLoc loc;
 };
 

@@ -52,6 +52,24 @@ std::string_view op_name(const Op& op) {
       return "var_get";
     case OpKind::VarSet:
       return "var_set";
+    case OpKind::Reshape:
+      return "reshape";
+    case OpKind::Permute:
+      return "permute";
+    case OpKind::Expand:
+      return "expand";
+    case OpKind::Squeeze:
+      return "squeeze";
+    case OpKind::Split:
+      return "split";
+    case OpKind::Join:
+      return "join";
+    case OpKind::Stack:
+      return "stack";
+    case OpKind::Cat:
+      return "cat";
+    case OpKind::View:
+      return "view";
   }
   throw InternalError("unknown op kind");
 }
@@ -114,6 +132,14 @@ bool is_pointwise(OpKind k) {
     case OpKind::ScalarParam:
     case OpKind::TileBegin:
     case OpKind::TileEnd:
+    case OpKind::Reshape:
+    case OpKind::Permute:
+    case OpKind::Expand:
+    case OpKind::Squeeze:
+    case OpKind::Split:
+    case OpKind::Join:
+    case OpKind::Stack:
+    case OpKind::Cat:
       return true;
     default:
       return false;

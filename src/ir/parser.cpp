@@ -9,6 +9,7 @@
 #include "ir/printer.h"
 #include "ir/type_rules.h"
 #include "ir/verifier.h"
+#include "ir/views.h"
 #include "parhelion/error.h"
 
 namespace parhelion::ir {
@@ -334,6 +335,10 @@ class Parser {
       fn_.body.push_back(std::move(op));
       return;
     }
+    if (first.kind == Token::Ident && peek_at(1).is_punct("=") && peek_at(2).is(Token::Ident, "view")) {
+      view();
+      return;
+    }
     if (first.kind == Token::Ident && peek_at(1).is_punct("=")) {
       alloc();
       return;
@@ -368,6 +373,51 @@ class Parser {
     }
     op.loc = location(name);
     end_of_line("after allocation " + name.text);
+    op.tensor = static_cast<int>(fn_.tensors.size());
+    tensor_ids_[t.name] = op.tensor;
+    fn_.tensors.push_back(t);
+    fn_.body.push_back(std::move(op));
+  }
+
+  // NAME = view BASE KIND [dims] (axis=N): a host view (views.h), its layout recomputed.
+  void view() {
+    const Token& name = next();
+    declare_name(name);
+    next();  // '='
+    next();  // 'view'
+    Op op{OpKind::View};
+    const int base = tensor_ref("after 'view'");
+    const Token& kind = expect_ident("a view kind (view, permute, expand or narrow)", "after the base of a view");
+    if (kind.text == "view")
+      op.view_kind = ViewKind::reshape;
+    else if (kind.text == "permute")
+      op.view_kind = ViewKind::permute;
+    else if (kind.text == "expand")
+      op.view_kind = ViewKind::expand;
+    else if (kind.text == "narrow")
+      op.view_kind = ViewKind::narrow;
+    else
+      fail(kind, "expected a view kind (view, permute, expand or narrow), got " + kind.describe());
+    op.dims = shape("of the view " + name.text, true);
+    if (op.view_kind == ViewKind::narrow) {
+      expect_word("axis", "after the range of a narrow view");
+      expect_punct("=", "after 'axis'");
+      op.axis = static_cast<int>(integer("the axis", "of a narrow view", 0, 64));
+    }
+    op.loc = location(name);
+    end_of_line("after view " + name.text);
+    HostView v;
+    std::string err = host_view(fn_.tensors[base], op.view_kind, op.dims, op.axis, &v);
+    if (!err.empty()) fail(kind, err);
+    TensorInfo t;
+    t.name = name.text;
+    t.dtype = fn_.tensors[base].dtype;
+    t.shape = v.shape;
+    t.strides = v.strides;
+    t.offset = v.offset;
+    t.origin = TensorInfo::View;
+    t.base = base;
+    t.root = root_of(fn_, base);
     op.tensor = static_cast<int>(fn_.tensors.size());
     tensor_ids_[t.name] = op.tensor;
     fn_.tensors.push_back(t);
@@ -624,6 +674,31 @@ class Parser {
     } else if (n == "transpose") {
       op.kind = OpKind::Transpose;
       op.operands = {value_ref("after 'transpose'")};
+    } else if (n == "reshape" || n == "expand" || n == "join") {
+      op.kind = n == "reshape" ? OpKind::Reshape : n == "expand" ? OpKind::Expand : OpKind::Join;
+      op.operands = {value_ref("after '" + n + "'")};
+      if (n == "join") {
+        expect_punct(",", "after the first operand of join");
+        op.operands.push_back(value_ref("as the second operand of join"));
+      }
+    } else if (n == "permute") {
+      op.kind = OpKind::Permute;
+      op.operands = {value_ref("after 'permute'")};
+      expect_word("perm", "after the value of permute");
+      expect_punct("=", "after 'perm'");
+      op.dims = shape("of the permutation", false);
+    } else if (n == "squeeze" || n == "split" || n == "stack" || n == "cat") {
+      op.kind = n == "squeeze" ? OpKind::Squeeze
+                : n == "split" ? OpKind::Split
+                : n == "stack" ? OpKind::Stack
+                               : OpKind::Cat;
+      op.operands = {value_ref("after '" + n + "'")};
+      while ((n == "stack" || n == "cat") && accept_punct(","))
+        op.operands.push_back(value_ref("as an operand of " + n));
+      const char* key = n == "split" ? "half" : "axis";
+      expect_word(key, "after the operands of " + n);
+      expect_punct("=", "after '" + std::string(key) + "'");
+      op.axis = static_cast<int>(integer(std::string("the ") + key, "of " + n, 0, 64));
     } else if (unary_fns().count(n)) {
       op.kind = OpKind::Unary;
       op.fn = static_cast<int>(unary_fns().at(n));
@@ -746,6 +821,19 @@ class Parser {
       case OpKind::VarGet:
         want = fn_.vars[op.var].type;
         break;
+      case OpKind::Reshape:
+      case OpKind::Permute:
+      case OpKind::Expand:
+      case OpKind::Squeeze:
+      case OpKind::Split:
+      case OpKind::Join:
+      case OpKind::Stack:
+      case OpKind::Cat: {
+        Type t;
+        rule(block_view_type(fn_, op, written.shape, &t));
+        want = t;
+        break;
+      }
       default:
         break;
     }

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "ir/views.h"
+
 namespace parhelion::ir {
 namespace {
 
@@ -80,6 +82,14 @@ class Printer {
         os_ << loc(op.loc) << "\n";
         return;
       }
+      case OpKind::View: {
+        const TensorInfo& t = fn_.tensors[op.tensor];
+        os_ << t.name << " = view " << fn_.tensors[t.base].name << " " << view_kind_name(op.view_kind) << " "
+            << shape_to_string(op.dims);
+        if (op.view_kind == ViewKind::narrow) os_ << " axis=" << op.axis;
+        os_ << loc(op.loc) << "\n";
+        return;
+      }
       case OpKind::Launch:
       case OpKind::Loop: {
         os_ << op_name(op) << " ";
@@ -127,6 +137,17 @@ class Printer {
       case OpKind::Dot:
         os_ << "dot " << val(op.operands[0]) << ", " << val(op.operands[1]);
         if (op.operands.size() > 2) os_ << " acc=" << val(op.operands[2]);
+        break;
+      case OpKind::Permute:
+        os_ << "permute " << val(op.operands[0]) << " perm=" << shape_to_string(op.dims);
+        break;
+      case OpKind::Squeeze:
+      case OpKind::Split:
+      case OpKind::Stack:
+      case OpKind::Cat:
+        os_ << op_name(op);
+        for (size_t i = 0; i < op.operands.size(); ++i) os_ << (i ? ", " : " ") << val(op.operands[i]);
+        os_ << (op.kind == OpKind::Split ? " half=" : " axis=") << op.axis;
         break;
       case OpKind::VarDecl:
         os_ << "var v" << op.var << " = " << val(op.operands[0]) << loc(op.loc) << "\n";

@@ -5,6 +5,7 @@
 
 #include "ir/printer.h"
 #include "ir/type_rules.h"
+#include "ir/views.h"
 #include "parhelion/error.h"
 
 namespace parhelion::ir {
@@ -18,11 +19,14 @@ class Verifier {
     for (const Op& op : fn_.body) {
       if (op.kind == OpKind::Alloc) {
         check(op.tensor >= 0 && op.tensor < static_cast<int>(fn_.tensors.size()), op, "bad tensor");
+      } else if (op.kind == OpKind::View) {
+        check_view(op);
       } else if (op.kind == OpKind::Launch) {
         std::vector<int> scope;
         std::set<int> vars;
         launch_ = &op;
         device(op, scope, vars);
+        check_aliasing(op);
       } else {
         fail(op, std::string(op_name(op)) + " is device code: it must be inside a tile loop");
       }
@@ -146,6 +150,22 @@ class Verifier {
           expect_type(op, t);
           continue;
         }
+        case OpKind::Reshape:
+        case OpKind::Permute:
+        case OpKind::Expand:
+        case OpKind::Squeeze:
+        case OpKind::Split:
+        case OpKind::Join:
+        case OpKind::Stack:
+        case OpKind::Cat: {
+          Type t;
+          rule(op, block_view_type(fn_, op, fn_.type_of(op.result).shape, &t));
+          define(op, op.result, scope);
+          expect_type(op, t);
+          continue;
+        }
+        case OpKind::View:
+          fail(op, "a host view must be in host code, not inside a tile loop");
         case OpKind::Dot: {
           Type t;
           rule(op, dot_type(fn_, fn_.type_of(op.operands[0]), fn_.type_of(op.operands[1]), &t));
@@ -158,6 +178,55 @@ class Verifier {
         }
         default:
           if (op.result >= 0) define(op, op.result, scope);
+      }
+    }
+  }
+
+  // A View op defines its tensor from an earlier one, with the layout views.h gives.
+  void check_view(const Op& op) {
+    check(op.tensor >= 0 && op.tensor < static_cast<int>(fn_.tensors.size()), op, "bad tensor");
+    const TensorInfo& t = fn_.tensors[op.tensor];
+    check(t.origin == TensorInfo::View && t.base >= 0 && t.base < op.tensor, op, "a view of a later tensor");
+    check(t.root == root_of(fn_, t.base) && fn_.tensors[t.root].origin != TensorInfo::View, op, "bad view root");
+    HostView v;
+    rule(op, host_view(fn_.tensors[t.base], op.view_kind, op.dims, op.axis, &v));
+    check(v.shape == t.shape && v.strides == t.strides && v.offset == t.offset && t.dtype == fn_.tensors[t.base].dtype,
+          op, "a view's layout differs from its rule's");
+  }
+
+  // Grid steps run in parallel and inner loops may stage blocks, so within one launch a tensor
+  // written through one view must not be accessed through another that overlaps it in memory
+  // (a step could read what another step writes, in any order). Identical views are one
+  // tensor's accesses (the usual same-index rules apply). Also: no store through a broadcast
+  // (stride-0) dim.
+  void check_aliasing(const Op& launch) {
+    std::vector<const Op*> access;
+    walk(launch.body, [&](const Op& op) {
+      if (op.kind == OpKind::Load || op.kind == OpKind::Store) access.push_back(&op);
+    });
+    auto same_layout = [&](int a, int b) {
+      const TensorInfo &x = fn_.tensors[a], &y = fn_.tensors[b];
+      const int64_t ox = x.origin == TensorInfo::View ? x.offset : 0, oy = y.origin == TensorInfo::View ? y.offset : 0;
+      return x.shape == y.shape && x.strides == y.strides && ox == oy;
+    };
+    for (const Op* w : access) {
+      if (w->kind != OpKind::Store) continue;
+      const TensorInfo& wt = fn_.tensors[w->tensor];
+      for (size_t d = 0; d < wt.shape.size(); ++d)
+        if (wt.strides[d] == 0 && wt.shape[d] > 1)
+          fail(*w, "store through an expanded view (" + wt.name + ", dim " + std::to_string(d) +
+                       " has stride 0): its elements alias each other");
+      for (const Op* o : access) {
+        if (o == w || o->tensor == w->tensor || root_of(fn_, o->tensor) != root_of(fn_, w->tensor)) continue;
+        if (same_layout(o->tensor, w->tensor)) continue;
+        auto [lo, hi] = element_span(wt);
+        auto [lo2, hi2] = element_span(fn_.tensors[o->tensor]);
+        if (hi < lo || hi2 < lo2 || hi < lo2 || hi2 < lo) continue;  // disjoint memory
+        fail(*w, "this store to " + wt.name + " writes memory that the same launch (" + launch.loc.str() + ") " +
+                     (o->kind == OpKind::Load ? "reads" : "writes") + " through another view, " +
+                     fn_.tensors[o->tensor].name + " (at " + o->loc.str() +
+                     "): its grid steps run in parallel, so the result would depend on their order. Write into a "
+                     "separate tensor, or split the launch");
       }
     }
   }

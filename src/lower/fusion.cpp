@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ir/type_rules.h"
+#include "ir/views.h"
 
 namespace parhelion::lower {
 namespace {
@@ -46,10 +47,11 @@ class Fusion {
       t.transcendental = is_transcendental(op);
       if (op.kind == OpKind::VarGet) t.vars.insert(op.var);
       if (op.kind == OpKind::Load) {
-        t.tensors.insert(op.tensor);
+        t.tensors.insert(ir::root_of(fn_, op.tensor));  // a view's loads read its root's memory
         t.loads.push_back(&op);
       }
-      t.transposes = op.kind == OpKind::Transpose;
+      // Block views remap indices like a transpose: the element read is not the one stored.
+      t.transposes = op.kind == OpKind::Transpose || ir::is_block_view(op.kind);
       if (!is_pointwise(op.kind)) continue;
       for (int v : op.operands) {
         if (!is_pointwise(ops_[def_.at(v)].op->kind) || rank(v) == 0) continue;
@@ -195,14 +197,16 @@ class Fusion {
     for (int w : var_writes_)
       if (t.vars.count(ops_[w].op->var) && between(w)) return true;
     for (int w : tensor_writes_)
-      if (t.tensors.count(ops_[w].op->tensor) && between(w)) return true;
+      if (t.tensors.count(ir::root_of(fn_, ops_[w].op->tensor)) && between(w)) return true;
     // A store that reads the tensor it writes, evaluated inside the store's own loop nest, sees
     // the elements it has already overwritten unless every element reads only itself (the same
     // index, no transpose): `x[all, all] = transpose(x[all, all])` must read x first.
     const Op& user = *c.op;
     if (user.kind == OpKind::Store)
       for (const Op* load : t.loads)
-        if (load->tensor == user.tensor && (t.transposes || !same_index(load->index, user.index))) return true;
+        if (ir::root_of(fn_, load->tensor) == ir::root_of(fn_, user.tensor) &&
+            (load->tensor != user.tensor || t.transposes || !same_index(load->index, user.index)))
+          return true;
     return false;
   }
 

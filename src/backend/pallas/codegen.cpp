@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backend/pallas/plan.h"
+#include "backend/pallas/views.h"
 #include "ir/printer.h"
 #include "ir/type_rules.h"
 #include "parhelion/error.h"
@@ -89,7 +90,11 @@ class Emitter {
     size_t launch = 0;
     for (const Op& op : fn_.body) {
       if (op.kind == OpKind::Alloc && op.has_fill) has_value_.insert(op.tensor);
-      if (op.kind == OpKind::Launch) kernel(launches_[launch++]);
+      if (op.kind == OpKind::Launch) {
+        views_before(launches_[launch], false);
+        kernel(launches_[launch]);
+        views_after(launches_[launch++], false);
+      }
     }
     host();
     return os_.str();
@@ -289,6 +294,36 @@ class Emitter {
     for (int s : info.outputs) has_value_.insert(pl.slots[s].tensor);
   }
 
+  // Host views (views.h): a view the launch uses gets its value from its root's first (when the
+  // root has one), and a view it writes is mapped back into its root after it.
+  std::vector<int> views_of(const PallasLaunch& pl, bool written_only) const {
+    std::vector<int> v;
+    for (const PallasSlot& s : pl.slots)
+      if (fn_.tensors[s.tensor].origin == ir::TensorInfo::View && (s.written || !written_only) &&
+          std::find(v.begin(), v.end(), s.tensor) == v.end())
+        v.push_back(s.tensor);
+    return v;
+  }
+  void views_before(const PallasLaunch& pl, bool emit) {
+    for (int t : views_of(pl, false)) {
+      has_value_.erase(t);
+      if (!has_value_.count(fn_.tensors[t].root)) continue;
+      if (emit) line("t" + std::to_string(t) + " = " + view_value(fn_, t));
+      has_value_.insert(t);
+    }
+  }
+  void views_after(const PallasLaunch& pl, bool emit) {
+    for (int t : views_of(pl, true)) {
+      const int root = fn_.tensors[t].root;
+      const ir::TensorInfo& r = fn_.tensors[root];
+      if (emit && !has_value_.count(root))  // elements the kernel leaves unwritten are undefined
+        line("t" + std::to_string(root) + " = jnp.zeros(" + shape_tuple(r.shape) + ", " + jnp_dtype(r.dtype) + ")");
+      if (emit)
+        for (const std::string& l : write_back_view(fn_, t)) line(l);
+      has_value_.insert(root);
+    }
+  }
+
   static std::string join(const std::vector<std::string>& v, const std::string& sep = ", ") {
     std::string s;
     for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
@@ -388,6 +423,15 @@ class Emitter {
         return def("jnp.swapaxes(" + operand(op.operands[0]) + ", -1, -2)");
       case OpKind::Dot:
         return def(dot(op));
+      case OpKind::Reshape:
+      case OpKind::Permute:
+      case OpKind::Expand:
+      case OpKind::Squeeze:
+      case OpKind::Split:
+      case OpKind::Join:
+      case OpKind::Stack:
+      case OpKind::Cat:
+        return def(block_view(op));
       case OpKind::VarDecl:
       case OpKind::VarSet: {
         const ir::Type& vt = fn_.vars[op.var].type;
@@ -406,6 +450,64 @@ class Emitter {
   }
 
   std::string operand(int id) { return v(id); }
+
+  // Block views on values: jnp ops on the kept dims (unit tiles are squeezed out of values;
+  // padding of a ragged block sits in tile dims, which keep their places).
+  std::string block_view(const Op& op) {
+    const ir::Type& rt = type(op.result);
+    const ir::Type& in = type(op.operands[0]);
+    const std::string a = operand(op.operands[0]);
+    auto squeezed = [&](const Dim& d) { return d.kind == Dim::Tile && unit(d.tile); };
+    // Operands broadcast to `shape` (join, stack).
+    auto broadcast_all = [&](const std::vector<Dim>& shape) {
+      std::vector<std::string> xs;
+      for (int o : op.operands) xs.push_back("jnp.broadcast_to(" + operand(o) + ", " + shape_str(shape) + ")");
+      return "[" + join(xs) + "]";
+    };
+    switch (op.kind) {
+      case OpKind::Reshape:
+        return "jnp.reshape(" + a + ", " + shape_str(rt.shape) + ")";
+      case OpKind::Permute: {
+        std::vector<int> kept_pos(in.shape.size(), -1);
+        int k = 0;
+        for (size_t d = 0; d < in.shape.size(); ++d)
+          if (!squeezed(in.shape[d])) kept_pos[d] = k++;
+        std::vector<std::string> perm;
+        for (size_t i = 0; i < op.dims.size(); ++i)
+          if (!squeezed(rt.shape[i])) perm.push_back(std::to_string(kept_pos[static_cast<size_t>(op.dims[i])]));
+        return "jnp.transpose(" + a + ", " + tuple_str(perm) + ")";
+      }
+      case OpKind::Expand: {
+        // First drop the operand's dims whose target dim is squeezed (they are size 1), so the
+        // ranks align, then broadcast.
+        std::vector<std::string> aligned;
+        const size_t lead = rt.shape.size() - in.shape.size();
+        for (size_t d = 0; d < in.shape.size(); ++d)
+          if (!squeezed(rt.shape[lead + d])) aligned.push_back(squeezed(in.shape[d]) ? "1" : dim_size(in.shape[d]));
+        return "jnp.broadcast_to(jnp.reshape(" + a + ", " + tuple_str(aligned) + "), " + shape_str(rt.shape) + ")";
+      }
+      case OpKind::Squeeze:
+        return "jnp.squeeze(" + a + ", " + std::to_string(kept_axis(in.shape, op.axis)) + ")";
+      case OpKind::Split:
+        return a + "[..., " + std::to_string(op.axis) + "]";
+      case OpKind::Join: {
+        std::vector<Dim> s(rt.shape.begin(), rt.shape.end() - 1);
+        return "jnp.stack(" + broadcast_all(s) + ", axis=-1)";
+      }
+      case OpKind::Stack: {
+        std::vector<Dim> s = rt.shape;
+        s.erase(s.begin() + op.axis);
+        return "jnp.stack(" + broadcast_all(s) + ", axis=" + std::to_string(kept_axis(rt.shape, op.axis)) + ")";
+      }
+      case OpKind::Cat: {
+        std::vector<std::string> xs;
+        for (int o : op.operands) xs.push_back(operand(o));
+        return "jnp.concatenate([" + join(xs) + "], axis=" + std::to_string(kept_axis(rt.shape, op.axis)) + ")";
+      }
+      default:
+        throw InternalError("not a block view");
+    }
+  }
 
   std::string unary(const Op& op) {
     std::string a = operand(op.operands[0]);
@@ -746,12 +848,16 @@ class Emitter {
           has_value_.insert(op.tensor);
         }
       } else if (op.kind == OpKind::Launch) {
+        views_before(launches_[launch], true);
         call(launches_[launch], infos_[launch]);
+        for (int s : infos_[launch].outputs) has_value_.insert(launches_[launch].slots[s].tensor);
+        views_after(launches_[launch], true);
         ++launch;
       }
     }
     std::vector<std::string> outs;
-    for (int t : fn_.outputs) outs.push_back("t" + std::to_string(t));
+    for (int t : fn_.outputs)
+      outs.push_back(fn_.tensors[t].origin == ir::TensorInfo::View ? view_value(fn_, t) : "t" + std::to_string(t));
     line("return " + (outs.size() == 1 ? outs[0] : tuple_str(outs)));
     --depth_;
   }

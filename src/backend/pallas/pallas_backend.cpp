@@ -25,7 +25,8 @@ void check_ragged_blocks(const lower::BlockProgram& p, const PallasLaunch& pl) {
   const ir::Function& fn = *p.fn;
   for (const PallasSlot& s : pl.slots) {
     const ir::TensorInfo& t = fn.tensors[s.tensor];
-    const bool in_place = s.written && t.origin == ir::TensorInfo::Param;
+    // (A written host view is passed in aliased whenever its root has a value: count it too.)
+    const bool in_place = s.written && (t.origin == ir::TensorInfo::Param || t.origin == ir::TensorInfo::View);
     const bool pipelined = s.mode == PallasSlot::Pipeline;
     if (!pipelined && !in_place) continue;
     const int rank = static_cast<int>(t.shape.size());

@@ -74,6 +74,15 @@ std::string LaunchEmitter::op_expr(const Op& op, const Idx& idx) {
       std::swap(inner[inner.size() - 1], inner[inner.size() - 2]);
       return expr(op.operands[0], inner);
     }
+    case OpKind::Reshape:
+    case OpKind::Permute:
+    case OpKind::Expand:
+    case OpKind::Squeeze:
+    case OpKind::Split:
+    case OpKind::Join:
+    case OpKind::Stack:
+    case OpKind::Cat:
+      return view_expr(op, idx);
     default:
       throw InternalError(std::string("no expression for op ") + std::string(ir::op_name(op)));
   }

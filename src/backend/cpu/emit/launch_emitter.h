@@ -43,6 +43,8 @@ class LaunchEmitter : private EmitContext {
   std::string expr(int v, const Idx& idx);
   std::string operand(const Op& op, int k, const Idx& idx);
   std::string op_expr(const Op& op, const Idx& idx);
+  // A block view (reshape, permute, ..., cat) at element `idx`: its operand at remapped indices (views.cpp).
+  std::string view_expr(const Op& op, const Idx& idx);
   std::string address(const Op& op, const Idx& idx);
   std::string tensor_address(const Op& op, const Idx& idx);
   std::string tensor_offset(const Op& op, const Idx& idx);

@@ -1,9 +1,0 @@
-// expect: a Parhelion subscript takes one to four indices
-// More than four indices (for now) is an error here, not a comma expression.
-#include <parhelion/parhelion.h>
-namespace ph = parhelion;
-ph::Tensor k(ph::Tensor x) {
-  auto out = ph::empty_like(x);
-  for (auto t : ph::tile(x.sizes())) out[t] = x[t[0], t[1], t[2], t[3], t[4]];
-  return out;
-}
