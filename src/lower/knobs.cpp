@@ -35,7 +35,9 @@ void collect_movable(const ir::Function& fn, const std::vector<Op>& body, int ti
         (every_block && op.kind == OpKind::Store)) {
       int uses = 0;
       for (const ir::IndexItem& ix : op.index) uses += ix.kind == ir::IndexItem::Tile && ix.tile == tile;
-      if (uses == 1 && !fn.tiles[tile].is_grid) out.push_back(&op);
+      // A grid loop's blocks are single elements: not worth moving, unless the target
+      // computes only on moved blocks (a TPU: every block must reach VMEM).
+      if (uses == 1 && (every_block || !fn.tiles[tile].is_grid)) out.push_back(&op);
     }
     collect_movable(fn, op.body, tile, written, every_block, defined_in_loop, out);
   }

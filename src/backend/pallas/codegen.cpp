@@ -351,7 +351,8 @@ class Emitter {
       const ir::IndexItem& ix = op.index[d];
       if (ix.kind == ir::IndexItem::Tile && ix.tile == slot.loop_tile) {
         std::string t = tname(ix.tile);
-        idx.push_back("off_" + t + ":off_" + t + " + n_" + t);
+        // (a unit tile indexes one element: its dim is squeezed out of the value)
+        idx.push_back(unit(ix.tile) ? "off_" + t : "off_" + t + ":off_" + t + " + n_" + t);
       } else {
         idx.push_back(":");
       }
@@ -384,7 +385,8 @@ class Emitter {
         ir::Type region;
         ir::load_type(fn_, op.tensor, op.index, &region);
         std::string val = operand(op.operands[0]);
-        line(access(op) + " = " + to_storage("jnp.broadcast_to(" + val + ", " + shape_str(region.shape) + ")", t.dtype));
+        line(access(op) + " = " +
+             to_storage("jnp.broadcast_to(" + val + ", " + shape_str(region.shape) + ")", t.dtype));
         return;
       }
       case OpKind::Constant:

@@ -164,7 +164,9 @@ class Planner {
       const ir::IndexItem& ix = op.index[d];
       int64_t b = t.shape[d];
       if (ix.kind == ir::IndexItem::Tile) {
-        if (pallas_unit_tile(p_, ix.tile)) {
+        // A unit tile is squeezed, except the loop tile of a resident slot: its whole extent
+        // is in VMEM, indexed by the trip's offset.
+        if (pallas_unit_tile(p_, ix.tile) && !(ix.tile == loop_tile && s.mode == PallasSlot::Resident)) {
           s.block.push_back(-1);
           continue;
         }
