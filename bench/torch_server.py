@@ -60,6 +60,16 @@ def layer_norm(x, w, b, eps):
     return F.layer_norm(x, (x.shape[-1],), w, b, eps)
 
 
+def int4_matmul(a, w, scales):
+    # Unpack two int4 weights per byte along K (low nibble first), dequantize per group, matmul.
+    low = (w << 4) >> 4  # int8 shifts sign-extend the low nibble
+    high = w >> 4
+    q = torch.stack([low, high], dim=1).reshape(-1, w.shape[1])
+    group = q.shape[0] // scales.shape[0]
+    deq = (q.float() * scales.float().repeat_interleave(group, 0)).to(a.dtype)
+    return a @ deq
+
+
 # kernel -> (function of (tensors, scalars), extra named impls)
 KERNELS = {
     "add": lambda t, s: t[0] + t[1],
@@ -83,6 +93,7 @@ KERNELS = {
     "epilogue_subtiling": lambda t, s: torch.relu(t[0] @ t[1] + t[2]) + t[3],
     "matmul_layernorm": lambda t, s: layer_norm(t[0] @ t[1], t[2], t[3], 1e-5),
     # fp8 without fp8 arithmetic: dequantize to f32, matmul, scale, round to bf16.
+    "int4_matmul": lambda t, s: int4_matmul(t[0], t[1], t[2]),
     "fp8_matmul": lambda t, s: ((t[0].float() @ t[1].float()) * (s[0] * s[1])).to(torch.bfloat16),
     "attention": lambda t, s: eager_attention(t[0], t[1], t[2], s[0], False),
     "causal_attention": lambda t, s: eager_attention(t[0], t[1], t[2], s[0], True),

@@ -50,6 +50,9 @@ extern Kernel<Tensor(Tensor, Tensor, Tensor, Tensor)> matmul_layernorm;
 // Quantized matmuls (quantized.cpp): (a [M,K], b [K,N] in f8e4m3 or f8e5m2, scale_a, scale_b)
 // -> bf16 [M,N] = scale_a * scale_b * (a . b), accumulated in f32.
 extern Kernel<Tensor(Tensor, Tensor, Scalar, Scalar)> fp8_matmul;
+// Weight-only int4 (int4_matmul.cpp): (a [M,K] bf16/f32, w [K/2,N] i8 holding two int4 weights
+// per byte along K, low nibble first, scales [K/G,N]) -> a's dtype [M,N].
+extern Kernel<Tensor(Tensor, Tensor, Tensor)> int4_matmul;
 
 // Losses (losses.cpp).
 extern Kernel<Tensor(Tensor, Tensor)> cross_entropy;  // (logits [N,V], labels [N]) -> loss [N]

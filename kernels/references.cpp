@@ -312,6 +312,34 @@ Array epilogue_subtiling(const Array& x, const Array& w, const Array& bias, cons
   return out;
 }
 
+Array int4_matmul(const Array& a, const Array& w, const Array& scales) {
+  if (a.rank() != 2 || w.rank() != 2 || scales.rank() != 2 || a.dim(1) != 2 * w.dim(0) || w.dim(1) != scales.dim(1) ||
+      scales.dim(0) == 0 || a.dim(1) % scales.dim(0) != 0)
+    throw std::invalid_argument("ref::int4_matmul: shapes " + shape_to_string(a.shape()) + ", " +
+                                shape_to_string(w.shape()) + ", " + shape_to_string(scales.shape()));
+  const int64_t m = a.dim(0), k = a.dim(1), n = w.dim(1), group = k / scales.dim(0);
+  // Unpack once: weight (kk, j) = nibble * scale, in double.
+  std::vector<double> deq(static_cast<size_t>(k * n));
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t j = 0; j < n; ++j) {
+      const auto byte = static_cast<uint8_t>(static_cast<int8_t>(w.get((kk / 2) * n + j)));
+      int nibble = (kk % 2 == 0) ? (byte & 0xF) : (byte >> 4);
+      if (nibble >= 8) nibble -= 16;  // two's complement int4
+      deq[kk * n + j] = nibble * scales.get((kk / group) * n + j);
+    }
+  Array out = Array::empty({m, n}, DType::f32);
+  std::vector<double> acc(static_cast<size_t>(n));
+  for (int64_t i = 0; i < m; ++i) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const double x = a.get(i * k + kk);
+      for (int64_t j = 0; j < n; ++j) acc[j] += x * deq[kk * n + j];
+    }
+    for (int64_t j = 0; j < n; ++j) out.set(i * n + j, acc[j]);
+  }
+  return out;
+}
+
 Array fp8_matmul(const Array& a, const Array& b, double scale_a, double scale_b) {
   if (a.rank() != 2 || b.rank() != 2 || a.dim(1) != b.dim(0))
     throw std::invalid_argument("ref::fp8_matmul: shapes " + shape_to_string(a.shape()) + " and " +

@@ -40,6 +40,9 @@ Array epilogue_subtiling(const Array& x, const Array& w, const Array& bias, cons
 Array matmul_layernorm(const Array& x, const Array& w, const Array& gamma, const Array& beta);
 // scale_a * scale_b * (a . b) in double from the fp8 values, rounded once to bf16.
 Array fp8_matmul(const Array& a, const Array& b, double scale_a, double scale_b);
+// a [M,K] . W where W[k, n] = int4(k, n) * scales[k / G, n], G = K / scales.dim(0); the int4s are
+// packed two per byte of w [K/2, N] (i8), weight 2r in the low nibble of row r, two's complement.
+Array int4_matmul(const Array& a, const Array& w, const Array& scales);
 // softmax(q . k^T * scale [+ causal mask: key j > query i gets -inf]) . v over the last two
 // dims; q [..., S, D], k and v [..., Skv, D] with the same leading dims.
 Array attention(const Array& q, const Array& k, const Array& v, double scale, bool causal);

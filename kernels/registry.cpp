@@ -323,14 +323,46 @@ std::vector<KernelEntry> build() {
       mnk_flops, mnk_bytes);
   // fp8 operands with per-tensor scales (the scales are scalar arguments).
   matmul_like(
-      "fp8_matmul", "bf16(scale_a * scale_b * (a [M,K] . b [K,N])), fp8 a and b, f32 accumulation", fp8_matmul,
-      "M,K,N", {2048, 2048, 2048},
+      "fp8_matmul", "bf16(scale_a * scale_b * (a [M,K] . b [K,N])), fp8 a and b, f32 accumulation", fp8_matmul, "M,K,N",
+      {2048, 2048, 2048},
       [rnd](const Shape& s, DType dt, uint64_t seed) {
         return Inputs{{rnd({s[0], s[1]}, dt, seed), rnd({s[1], s[2]}, dt, seed + 1)}, {0.5, 1.25}};
       },
       [](const Inputs& in) { return ref::fp8_matmul(in.tensors[0], in.tensors[1], in.scalars[0], in.scalars[1]); },
       mnk_flops, [](const Shape& s, DType) { return 1.0 * s[0] * s[1] + 1.0 * s[1] * s[2] + 2.0 * s[0] * s[2]; });
   r.back().dtypes = {DType::f8e4m3, DType::f8e5m2};
+  {
+    // Weight-only int4: shapes M,K,N or M,K,N,G (G the quantization group along K, default 128).
+    KernelEntry e;
+    e.name = "int4_matmul";
+    e.summary = "a [M,K] . int4 weights packed two per byte [K/2,N] (i8) with per-group scales [K/G,N]";
+    e.shape_help = "M,K,N[,G] (K a multiple of an even G, default G = 128)";
+    e.min_rank = 3;
+    e.max_rank = 4;
+    e.dtypes = {DType::bf16, DType::f32};
+    e.default_shape = {512, 4096, 4096, 128};
+    e.kernel = &int4_matmul;
+    e.make_inputs = [help = e.shape_help](const Shape& s, DType dt, uint64_t seed) {
+      need_rank("int4_matmul", s, 3, 4, help);
+      const int64_t g = s.size() == 4 ? s[3] : std::min<int64_t>(128, s[1]);
+      if (g % 2 != 0 || s[1] % g != 0)
+        throw UserError("int4_matmul: K = " + std::to_string(s[1]) +
+                        " must be a multiple of an even group size G, got G = " + std::to_string(g));
+      return Inputs{{input_array({s[0], s[1]}, dt, seed), input_array({s[1] / 2, s[2]}, DType::i8, seed + 1, -128, 128),
+                     input_array({s[1] / g, s[2]}, dt, seed + 2, 0.01, 0.1)},
+                    {}};
+    };
+    e.reference = [](const Inputs& in) {
+      return std::vector<Array>{ref::int4_matmul(in.tensors[0], in.tensors[1], in.tensors[2])};
+    };
+    e.flops = [](const Shape& s) { return 2.0 * s[0] * s[1] * s[2]; };
+    e.bytes = [](const Shape& s, DType dt) {
+      const double g = s.size() == 4 ? s[3] : std::min<int64_t>(128, s[1]);
+      return (1.0 * s[0] * s[1] + 1.0 * s[0] * s[2] + s[1] / g * s[2]) * dtype_size(dt) + 0.5 * s[1] * s[2];
+    };
+    e.tolerance_scale = [](const Shape& s) { return std::max(1.0, std::sqrt(static_cast<double>(s[1])) / 8); };
+    r.push_back(e);
+  }
   return r;
 }
 

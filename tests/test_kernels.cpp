@@ -16,6 +16,7 @@ std::vector<ph::Shape> shapes_for(const ph::kernels::KernelEntry& e) {
   // The matmul family: M, N, K of 1, not multiples of any block or micro-tile, and a prime.
   if (e.name == "matmul" || e.name == "epilogue_subtiling" || e.name == "matmul_layernorm" || e.name == "fp8_matmul")
     return {{1, 1, 1}, {1, 37, 5}, {13, 1, 29}, {37, 53, 1}, {67, 131, 97}};
+  if (e.name == "int4_matmul") return {{1, 2, 1, 2}, {13, 64, 29, 32}, {37, 96, 53, 96}, {67, 256, 131, 64}};
   if (e.name == "bmm" || e.name == "broadcast_matmul") return {{1, 1, 1, 1}, {3, 13, 29, 37}, {2, 33, 1, 17}};
   // Attention: B*H of 1, S odd and prime, D not a power of two, both layouts.
   if (e.name.find("attention") != std::string::npos) return {{1, 1, 1}, {1, 131, 24}, {2, 3, 67, 40}};

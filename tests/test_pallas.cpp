@@ -88,6 +88,8 @@ std::vector<Case> cases() {
             R"(,"loop_orders":[[1,0]],"micro_kernels":[0,0],"num_threads":1})"}},
       {"layer_norm_looped", {24, 384}, ph::DType::f32, {"", "resident"}},
       {"fp8_matmul", {64, 384, 256}, ph::DType::f8e4m3, {"", "resident"}},
+      {"int4_matmul", {64, 256, 256, 128}, ph::DType::bf16, {"", "resident"}},
+      {"int4_matmul", {40, 256, 128, 64}, ph::DType::f32, {""}},
       {"fp8_matmul", {48, 256, 128}, ph::DType::f8e5m2, {""}},
       {"rotary", {2, 37, 3, 20}, ph::DType::f32, {""}},
       {"rotary", {1, 16, 2, 256}, ph::DType::bf16, {""}},
