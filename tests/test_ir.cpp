@@ -49,7 +49,8 @@ TEST(TileIR, VarsAndNestedLoopsPrint) {
 
 TEST(Verifier, AcceptsEveryLibraryKernel) {
   for (const auto& e : ph::kernels::registry()) {
-    ph::Shape small(e.default_shape.size(), 3);  // every kernel's own rank, small sizes
+    ph::Shape small(e.default_shape.size(), 3);            // every kernel's own rank, small sizes
+    if (e.name.rfind("rotary", 0) == 0) small.back() = 4;  // pairs: an even last dim
     auto in = e.make_inputs(small, ph::DType::f32, 1);
     EXPECT_NO_THROW(ph::ir::verify(e.kernel->compile(in.args()).impl().fn)) << e.name;
   }

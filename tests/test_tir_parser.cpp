@@ -137,6 +137,7 @@ std::vector<ph::Shape> shapes_for(const ph::kernels::KernelEntry& e) {
     return {{37, 53, 29}, {128, 64, 256}};
   if (e.name == "bmm" || e.name == "broadcast_matmul") return {{3, 13, 29, 37}};
   if (e.name.find("attention") != std::string::npos) return {{1, 131, 24}, {2, 3, 64, 40}};
+  if (e.min_rank == 4) return {{2, 37, 3, 10}, {1, 8, 2, 64}};
   if (e.min_rank == 3) return {{3, 7, 1009}, {2, 8, 64}};
   if (e.min_rank == 2) return {{67, 1009}, {64, 128}};
   return {{1009}, {3, 5, 130}};

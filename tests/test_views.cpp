@@ -9,6 +9,8 @@
 #include <functional>
 
 #include "backend/pallas/interpret.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
 #include "kernels/registry.h"
 #include "parhelion/parhelion.h"
 #include "user_error.h"
@@ -229,6 +231,68 @@ TEST(Views, PallasMatchesTheInterpreter) {
       EXPECT_TRUE(cmp.ok) << "output " << i << " max abs error " << cmp.max_abs_err;
     }
   }
+}
+
+}  // namespace
+
+namespace {
+
+// --- errors at the user's line ------------------------------------------------------------------
+
+ph::Tensor store_through_expand(ph::Tensor x) {
+  auto out = ph::zeros({1, x.size(0)});
+  auto e = out.expand({4, x.size(0)});
+  for (auto [i, j] : ph::tile(4, x.size(0))) e[i, j] = x[j] + ph::zeros({i, j});
+  return out;
+}
+
+ph::Tensor racy_transpose(ph::Tensor x) {
+  auto xt = x.transpose(0, 1);
+  for (auto [i, j] : ph::tile(x.size(0), x.size(1))) xt[i, j] = x[i, j] * 2.0f;
+  return x;
+}
+
+ph::Tensor bad_view(ph::Tensor x) { return x.transpose(0, 1).view({x.size(0) * x.size(1)}); }
+
+ph::Tensor bad_block_reshape(ph::Tensor x) {
+  auto out = ph::empty_like(x);
+  for (auto [i, j] : ph::tile(x.size(0), x.size(1))) out[i, j] = ph::reshape(x[i, j], {j, i});
+  return out;
+}
+
+TEST(ViewErrors, NameTheConstructAndTheLine) {
+  ph::Array x = ph::Array::random({4, 4}, ph::DType::f32, 1), v = ph::Array::random({4}, ph::DType::f32, 1);
+  ph::Kernel k1("store_through_expand", store_through_expand);
+  std::string e1 = user_error_of([&] { k1(v); });
+  EXPECT_HAS(e1, "expanded view");
+  EXPECT_HAS(e1, "test_views.cpp:");
+  ph::Kernel k2("racy_transpose", racy_transpose);
+  std::string e2 = user_error_of([&] { k2(x); });
+  EXPECT_HAS(e2, "through another view");
+  EXPECT_HAS(e2, "test_views.cpp:");
+  ph::Kernel k3("bad_view", bad_view);
+  std::string e3 = user_error_of([&] { k3(x); });
+  EXPECT_HAS(e3, "without a copy");
+  EXPECT_HAS(e3, "test_views.cpp:");
+  ph::Kernel k4("bad_block_reshape", bad_block_reshape);
+  std::string e4 = user_error_of([&] { k4(x); });
+  EXPECT_HAS(e4, "tile dims must stay");
+  EXPECT_HAS(e4, "test_views.cpp:");
+}
+
+// The Tile IR text of view kernels parses back to the same text.
+TEST(Views, TileIrRoundTrips) {
+  ph::Kernel k("host_views", host_views);
+  ph::Array x = ph::Array::random({5, 7}, ph::DType::f32, 1), row = ph::Array::random({7}, ph::DType::f32, 2);
+  std::string ir = k.compile({x, row}).ir();
+  EXPECT_HAS(ir, "= view ");
+  ph::Kernel km("mix", mix);
+  std::string ir2 =
+      km.compile({ph::Array::random({3, 4, 37}, ph::DType::f32, 4), ph::Array::random({1, 37}, ph::DType::f32, 5)})
+          .ir();
+  EXPECT_HAS(ir2, "permute ");
+  EXPECT_HAS(ir2, "stack ");
+  for (const std::string& t : {ir, ir2}) EXPECT_EQ(ph::ir::print(ph::ir::parse(t, "views.tir")), t);
 }
 
 }  // namespace

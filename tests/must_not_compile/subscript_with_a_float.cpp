@@ -1,4 +1,4 @@
-// expect: a Parhelion subscript takes one to four indices
+// expect: a Parhelion subscript takes one to eight indices
 // A float is not an index; without the check, x[tm, 1.5f] would be the comma operator's x[1.5f].
 #include <parhelion/parhelion.h>
 namespace ph = parhelion;

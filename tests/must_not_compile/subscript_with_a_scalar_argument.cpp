@@ -1,4 +1,4 @@
-// expect: a Parhelion subscript takes one to four indices
+// expect: a Parhelion subscript takes one to eight indices
 // A ph::Scalar argument is a float value, not an index.
 #include <parhelion/parhelion.h>
 namespace ph = parhelion;
