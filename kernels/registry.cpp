@@ -298,8 +298,8 @@ std::vector<KernelEntry> build() {
       mnk_flops, mnk_bytes);
   // fp8 operands with per-tensor scales (the scales are scalar arguments).
   matmul_like(
-      "fp8_matmul", "bf16(scale_a * scale_b * (a [M,K] . b [K,N])), fp8 a and b, f32 accumulation", fp8_matmul,
-      "M,K,N", {2048, 2048, 2048},
+      "fp8_matmul", "bf16(scale_a * scale_b * (a [M,K] . b [K,N])), fp8 a and b, f32 accumulation", fp8_matmul, "M,K,N",
+      {2048, 2048, 2048},
       [rnd](const Shape& s, DType dt, uint64_t seed) {
         return Inputs{{rnd({s[0], s[1]}, dt, seed), rnd({s[1], s[2]}, dt, seed + 1)}, {0.5, 1.25}};
       },

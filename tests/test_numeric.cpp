@@ -52,9 +52,10 @@ double fp8_round(double x, int m, int bias, bool fn) {
 }
 
 std::vector<float> probe_values() {
-  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 448.0f, 449.0f, 464.0f, 465.0f, 480.0f, 1e6f, -1e6f,
-                          57344.0f, 61440.0f, 65536.0f, 1e30f, -1e30f, INFINITY, -INFINITY, NAN, 0.0625f,
-                          1.0f / 512, 1.0f / 1024, 3.0f / 1024, 1.0f / 65536, 3.0f / 131072, 1e-10f, -1e-10f};
+  std::vector<float> v = {0.0f,        -0.0f,       1.0f,         -1.0f,         448.0f,   449.0f,   464.0f,
+                          465.0f,      480.0f,      1e6f,         -1e6f,         57344.0f, 61440.0f, 65536.0f,
+                          1e30f,       -1e30f,      INFINITY,     -INFINITY,     NAN,      0.0625f,  1.0f / 512,
+                          1.0f / 1024, 3.0f / 1024, 1.0f / 65536, 3.0f / 131072, 1e-10f,   -1e-10f};
   for (int c = 0; c < 256; ++c) {  // every code, and the midpoints and near-midpoints between codes
     for (double x : {fp8_value(c, 3, 7, true), fp8_value(c, 2, 15, false)}) {
       if (!std::isfinite(x)) continue;
@@ -96,9 +97,9 @@ TEST(Fp8, HostConversionsRoundToNearestEvenAndSaturate) {
     EXPECT_TRUE(std::isnan(a) ? std::isnan(ga) : ga == a) << c;
     EXPECT_TRUE(std::isnan(b) ? std::isnan(gb) : gb == b) << c;
   }
-  EXPECT_EQ(ph::f32_to_f8e4m3(1e9f), 0x7e);   // saturates to 448
+  EXPECT_EQ(ph::f32_to_f8e4m3(1e9f), 0x7e);  // saturates to 448
   EXPECT_EQ(ph::f32_to_f8e4m3(-INFINITY), 0xfe);
-  EXPECT_EQ(ph::f32_to_f8e5m2(1e9f), 0x7b);   // 57344
+  EXPECT_EQ(ph::f32_to_f8e5m2(1e9f), 0x7b);      // 57344
   EXPECT_EQ(ph::f32_to_f8e5m2(INFINITY), 0x7c);  // infinities stay
   EXPECT_EQ(ph::parse_dtype("f8e4m3"), ph::DType::f8e4m3);
   EXPECT_EQ(ph::dtype_name(ph::DType::u8), "u8");
@@ -177,7 +178,7 @@ std::tuple<ph::Tensor, ph::Tensor, ph::Tensor, ph::Tensor, ph::Tensor, ph::Tenso
     fb[t] = b[t];
     i0[t] = i[t];
     i1[t] = u[t];
-    i2[t] = u[t] * 3 + 7;   // a store wraps into [-128, 127]
+    i2[t] = u[t] * 3 + 7;                             // a store wraps into [-128, 127]
     i3[t] = ph::cast(i[t] - 300, ph::DType::u8) + 0;  // a cast wraps into [0, 255]
   }
   return {fa, fb, i0, i1, i2, i3};
@@ -414,7 +415,8 @@ ph::Array float_inputs(int64_t m, int64_t n, int which) {
   return x;
 }
 
-void check_float_ops(const std::vector<ph::Array>& out, const ph::Array& x, const ph::Array& y, const std::string& what) {
+void check_float_ops(const std::vector<ph::Array>& out, const ph::Array& x, const ph::Array& y,
+                     const std::string& what) {
   const int64_t e = x.numel();
   for (int op = 0; op < kFloatOps; ++op)
     for (int64_t i = 0; i < e; ++i) {

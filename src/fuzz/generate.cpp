@@ -54,9 +54,7 @@ class Generator {
   int64_t extent() { return choose<int64_t>({1, 2, 3, 5, 8, 16, 17, 31, 33, 64, 100, 130}); }
   DType data_dtype() { return choose({DType::f32, DType::f32, DType::bf16, DType::f16}); }
   // An input's dtype: also fp8 (its values are exact in f32, so loads agree exactly).
-  DType in_dtype() {
-    return chance(0.12) ? choose({DType::f8e4m3, DType::f8e5m2}) : data_dtype();
-  }
+  DType in_dtype() { return chance(0.12) ? choose({DType::f8e4m3, DType::f8e5m2}) : data_dtype(); }
 
   // --- building ---
   int add(Expr e) {
@@ -224,8 +222,8 @@ class Generator {
     switch (kind) {
       case 16: {  // rounding to fp8 of an exact value, scaled into the subnormal or saturating range
         double k = choose<double>({1.0, 64.0, 1024.0, 1.0 / 256});
-        int r = cast(cast(bin(BinaryFn::mul, exact_leaf(), num(k)), choose({DType::f8e4m3, DType::f8e5m2})),
-                     DType::f32);
+        int r =
+            cast(cast(bin(BinaryFn::mul, exact_leaf(), num(k)), choose({DType::f8e4m3, DType::f8e5m2})), DType::f32);
         return bin(BinaryFn::mul, r, num(1.0 / k));
       }
       case 17: {  // round/floor/ceil/trunc of an exact value (they are discontinuous)
@@ -333,8 +331,8 @@ class Generator {
       case 10:  // wraps into 8 bits
         return cast(sub(), choose({DType::i8, DType::u8}));
       default: {  // bitwise ops on booleans are logical
-        int c = bin(choose({BinaryFn::bit_and, BinaryFn::bit_or, BinaryFn::bit_xor}), condition(exact),
-                    condition(exact));
+        int c =
+            bin(choose({BinaryFn::bit_and, BinaryFn::bit_or, BinaryFn::bit_xor}), condition(exact), condition(exact));
         return cast(chance(0.3) ? un(UnaryFn::bit_not, c) : c, DType::i64);
       }
     }
@@ -544,8 +542,7 @@ class Generator {
       return s;
     };
     int a = tensor(lead_shape(at ? Shape{k, m} : Shape{m, k}), dt);
-    int b =
-        tensor(shared_b ? Shape{k, n} : lead_shape(bt ? Shape{n, k} : Shape{k, n}), chance(0.8) ? dt : in_dtype());
+    int b = tensor(shared_b ? Shape{k, n} : lead_shape(bt ? Shape{n, k} : Shape{k, n}), chance(0.8) ? dt : in_dtype());
     int bias = chance(0.5) ? tensor({n}, in_dtype()) : -1;
     int out = tensor(lead_shape({m, n}), data_dtype(), true);
     std::vector<int> grid_tiles = batched ? std::vector<int>{tb, tm, tn} : std::vector<int>{tm, tn};
@@ -634,7 +631,7 @@ class Generator {
   std::mt19937_64 rng_;
   Program p_;
   bool approximate_exact_ = false;  // the current `exact` leaves are not exact (a Var's sum)
-  std::vector<Leaf> int_leaves_;  // i64 leaves of the current launch (integer inputs, tile indices)
+  std::vector<Leaf> int_leaves_;    // i64 leaves of the current launch (integer inputs, tile indices)
 };
 
 }  // namespace

@@ -413,7 +413,7 @@ class Printer {
       }
       case Expr::Binary: {
         auto f = static_cast<BinaryFn>(e.fn);
-        static const char* ops[] = {"+",  "-",  "*",  "/",  nullptr, nullptr, nullptr, "<", "<=", ">", ">=",
+        static const char* ops[] = {"+",  "-",  "*",  "/",  nullptr, nullptr, nullptr, "<", "<=", ">",  ">=",
                                     "==", "!=", "&&", "||", nullptr, "%",     "&",     "|", "^",  "<<", ">>"};
         const char* op = ops[static_cast<int>(f)];
         if (op) return "(" + arg(0) + " " + op + " " + arg(1) + ")";

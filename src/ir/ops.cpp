@@ -57,17 +57,16 @@ std::string_view op_name(const Op& op) {
 }
 
 std::string_view unary_name(UnaryFn f) {
-  static constexpr std::string_view names[] = {"neg",  "exp",   "log",   "sqrt",  "rsqrt", "tanh",
-                                               "sigmoid", "silu",  "gelu",  "abs",   "not",   "bit_not",
-                                               "round",   "floor", "ceil",  "trunc", "erf",   "gelu_exact"};
+  static constexpr std::string_view names[] = {"neg",     "exp",   "log",  "sqrt",  "rsqrt", "tanh",
+                                               "sigmoid", "silu",  "gelu", "abs",   "not",   "bit_not",
+                                               "round",   "floor", "ceil", "trunc", "erf",   "gelu_exact"};
   return names[static_cast<int>(f)];
 }
 
 std::string_view binary_name(BinaryFn f) {
-  static constexpr std::string_view names[] = {"add", "sub",      "mul", "div",     "maximum", "minimum",
-                                               "pow", "lt",       "le",  "gt",      "ge",      "eq",
-                                               "ne",  "and",      "or",  "floordiv", "mod",    "bit_and",
-                                               "bit_or", "bit_xor", "shl", "shr"};
+  static constexpr std::string_view names[] = {
+      "add", "sub", "mul", "div", "maximum",  "minimum", "pow",     "lt",     "le",      "gt",  "ge",
+      "eq",  "ne",  "and", "or",  "floordiv", "mod",     "bit_and", "bit_or", "bit_xor", "shl", "shr"};
   return names[static_cast<int>(f)];
 }
 

@@ -138,9 +138,8 @@ std::string binary_dtype(BinaryFn f, DType a, DType b, DType* out) {
       *out = a;
       return "";
     }
-    return std::string("bitwise ") + std::string(binary_name(f)) +
-           " needs two integer or two boolean operands (got " + std::string(dtype_name(a)) + " and " +
-           std::string(dtype_name(b)) + "); cast the operands first";
+    return std::string("bitwise ") + std::string(binary_name(f)) + " needs two integer or two boolean operands (got " +
+           std::string(dtype_name(a)) + " and " + std::string(dtype_name(b)) + "); cast the operands first";
   }
   if (f == BinaryFn::shl || f == BinaryFn::shr) {
     if (a != DType::i64 || b != DType::i64)

@@ -1,6 +1,6 @@
 // Whether a candidate's outputs match the expected ones, with a tolerance per dtype:
-// |out - want| <= atol + rtol * |want| elementwise (f32 2e-5, f16 2e-3, bf16 1.6e-2, f8e4m3 0.125, f8e5m2 0.25), and NaN
-// or inf where and only where expected.
+// |out - want| <= atol + rtol * |want| elementwise (f32 2e-5, f16 2e-3, bf16 1.6e-2, f8e4m3 0.125, f8e5m2 0.25), and
+// NaN or inf where and only where expected.
 #pragma once
 
 #include "parhelion/array.h"

@@ -349,7 +349,8 @@ class Emitter {
         ir::Type region;
         ir::load_type(fn_, op.tensor, op.index, &region);
         std::string val = operand(op.operands[0]);
-        line(access(op) + " = " + to_storage("jnp.broadcast_to(" + val + ", " + shape_str(region.shape) + ")", t.dtype));
+        line(access(op) + " = " +
+             to_storage("jnp.broadcast_to(" + val + ", " + shape_str(region.shape) + ")", t.dtype));
         return;
       }
       case OpKind::Constant:

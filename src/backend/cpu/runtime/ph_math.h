@@ -299,17 +299,17 @@ static inline uint8_t f32_to_f8e5m2(float x) {
   uint32_t sign = (u >> 24) & 0x80u;
   uint32_t au = u & 0x7fffffffu;
   uint32_t r = f8_encode_abs(u2f(selu(au > 0x47600000u, 0x47600000u, au)), 2u, 15u);  // clamp to 57344
-  r = selu(au == 0x7f800000u, 0x7cu, r);                                             // infinity stays
-  r = selu(au > 0x7f800000u, 0x7fu, r);                                              // NaN
+  r = selu(au == 0x7f800000u, 0x7cu, r);                                              // infinity stays
+  r = selu(au > 0x7f800000u, 0x7fu, r);                                               // NaN
   return (uint8_t)(r | sign);
 }
 
 static inline float f8e4m3_to_f32(uint8_t h) {
   uint32_t c = (uint32_t)h & 0x7fu;
-  uint32_t normal = (c << 20) + (120u << 23);                     // rebias 7 -> 127
-  uint32_t subn = f2u((float)(int32_t)c * 0.001953125f);          // mantissa * 2^-9
+  uint32_t normal = (c << 20) + (120u << 23);             // rebias 7 -> 127
+  uint32_t subn = f2u((float)(int32_t)c * 0.001953125f);  // mantissa * 2^-9
   uint32_t r = selu((c >> 3) == 0u, subn, normal);
-  r = selu(c == 0x7fu, 0x7fc00000u, r);                           // NaN
+  r = selu(c == 0x7fu, 0x7fc00000u, r);  // NaN
   return u2f(r | (((uint32_t)h & 0x80u) << 24));
 }
 
