@@ -50,7 +50,7 @@ TEST(TileIR, VarsAndNestedLoopsPrint) {
 TEST(Verifier, AcceptsEveryLibraryKernel) {
   for (const auto& e : ph::kernels::registry()) {
     ph::Shape small(e.default_shape.size(), 3);  // every kernel's own rank, small sizes
-    auto in = e.make_inputs(small, ph::DType::f32, 1);
+    auto in = e.make_inputs(small, e.dtypes.front(), 1);  // f32, or fp8 for the fp8 kernels
     EXPECT_NO_THROW(ph::ir::verify(e.kernel->compile(in.args()).impl().fn)) << e.name;
   }
 }
@@ -104,7 +104,7 @@ TEST(ConfigSpec, DerivedFromTheIr) {
 
 TEST(ConfigSpec, DefaultConfigIsValidAndFitsForEveryKernel) {
   for (const auto& e : ph::kernels::registry()) {
-    auto in = e.make_inputs(e.default_shape, ph::DType::f32, 1);
+    auto in = e.make_inputs(e.default_shape, e.dtypes.front(), 1);
     auto k = e.kernel->compile(in.args());
     EXPECT_NO_THROW(k.config_spec().validate(k.config())) << e.name;
     EXPECT_LE(k.footprint_bytes(), ph::backend::cpu::Host::detect().fast_memory_bytes) << e.name;

@@ -172,7 +172,7 @@ static inline float ph_pow(float a, float b) {
   const float m = ph_rt::exp(b * ph_rt::log(-a));
   return odd ? -m : m;
 }
-// Integer ops as the language defines them (parhelion/lang.h): no division by zero, no
+// Integer ops as the language defines them (docs/language.md): no division by zero, no
 // INT64_MIN / -1 and no shift by 64 or more ever reaches the hardware (SIGFPE, UB).
 static inline int64_t ph_floordiv_i64(int64_t a, int64_t b) {
   if (b == 0) return 0;

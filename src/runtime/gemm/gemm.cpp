@@ -171,13 +171,6 @@ const std::vector<KernelInfo>& kernels() {
     }
     if (f.avx2_fma) available.push_back({"avx2_6x16", 6, 16, ukr_avx2_6x16, nullptr});
     available.push_back({"generic_4x4", 4, 4, ukr_generic_4x4, nullptr});
-    // The AVX-512 kernels again with bf16 operands widened to f32 when packed: on hosts whose
-    // vdpbf16ps runs at half the f32 FMA rate (some Xeons), f32 FMAs are faster. Appended, so
-    // the indices of the kernels above (config values) stay; the tuner chooses.
-    if (f.avx512 && f.avx512bf16) {
-      available.push_back({"avx512_8x32_widen", 8, 32, ukr_avx512<8>, nullptr});
-      available.push_back({"avx512_12x32_widen", 12, 32, ukr_avx512<12>, nullptr});
-    }
     return available;
   }();
   return k;
