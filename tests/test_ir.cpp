@@ -49,7 +49,7 @@ TEST(TileIR, VarsAndNestedLoopsPrint) {
 
 TEST(Verifier, AcceptsEveryLibraryKernel) {
   for (const auto& e : ph::kernels::registry()) {
-    ph::Shape small(e.default_shape.size(), 3);  // every kernel's own rank, small sizes
+    ph::Shape small(e.default_shape.size(), 3);           // every kernel's own rank, small sizes
     auto in = e.make_inputs(small, e.dtypes.front(), 1);  // f32, or fp8 for the fp8 kernels
     EXPECT_NO_THROW(ph::ir::verify(e.kernel->compile(in.args()).impl().fn)) << e.name;
   }
