@@ -291,3 +291,34 @@ TEST(TirParser, MalformedTextGivesThePositionAndWhatWasExpected) {
 }
 
 }  // namespace
+
+namespace {
+
+// The integer ops' typing rules hold for text too: a bitwise op or a shift of an f32 value and
+// a bit_not of a bool are refused at their line.
+TEST(TirParser, IntegerOpsOnTheWrongDtypesAreRefusedAtTheirLine) {
+  const std::string base = R"(kernel k(arg0: f32[64,128]) -> (buf0)
+  $b0 = block_size(extent=64)
+  buf0 = empty i64[64,128]
+  launch t0 in 0..64 by $b0 {
+    %0 = load arg0[t0, :] : f32[t0,128]
+    %1 = cast %0 to i64 : i64[t0,128]
+    %2 = bit_and %1, %1 : i64[t0,128]
+    store buf0[t0, :], %2
+  }
+  return buf0
+)";
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = base;
+    return s.replace(s.find(from), from.size(), to);
+  };
+  EXPECT_NO_THROW(ir::parse(base, "ok.tir"));
+  EXPECT_HAS(parse_error(with("bit_and %1, %1", "bit_and %0, %1")),
+             "bad.tir:7:10: bitwise bit_and needs two integer or two boolean operands (got f32 and i64)");
+  EXPECT_HAS(parse_error(with("bit_and %1, %1", "shl %0, %0")), "bad.tir:7:10: shift shl needs integer operands");
+  EXPECT_HAS(parse_error(with("bit_and %1, %1 : i64", "bit_not %0 : f32")),
+             "bad.tir:7:10: bitwise not (~) needs an integer operand");
+  EXPECT_HAS(parse_error(with("bit_and %1, %1 : i64", "erf %1 : i64")), "bad.tir:7:10: erf needs an f32 operand");
+}
+
+}  // namespace

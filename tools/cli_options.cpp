@@ -12,7 +12,7 @@ namespace parhelion::tools {
 
 const char* const kUsage = R"(usage:
   parhelion list [--json]
-  parhelion run KERNEL --shape D0,D1,... [--dtype f32|bf16|f16] [--config JSON] [--threads N] [--seed N] [--reps N] [--json]
+  parhelion run KERNEL --shape D0,D1,... [--dtype f32|bf16|f16|f8e4m3|f8e5m2] [--config JSON] [--threads N] [--seed N] [--reps N] [--json]
   parhelion emit KERNEL --shape D0,D1,... [--dtype ...] [--stage ir|spec|block|code] [--config JSON]
   parhelion emit KERNEL --target pallas [--tpu v5e|v6e|v5p|v7x] --shape ... [--dtype ...] [--config JSON]
                  [--stage spec|block|code] [-o FILE]     a JAX Pallas TPU module (see docs/pallas.md)

@@ -1,10 +1,10 @@
 // The `parhelion` command-line tool: list, run and emit library kernels.
 //
 //   parhelion list
-//   parhelion run KERNEL --shape 1000,1003 [--dtype f32|bf16|f16] [--config JSON] [--threads N] [--seed N] [--json]
-//   parhelion emit KERNEL --shape ... [--dtype ...] [--stage ir|spec|block|code] [--config JSON]
-//   parhelion tune KERNEL --shape ... [--dtype ...] [--effort quick|full] [--budget SECONDS] [--seed N] [--json]
-//   parhelion opt FILE.tir --stage ir|fusion|spec|block|pallas-plan|code [--target cpu|pallas] [--config JSON]
+//   parhelion run KERNEL --shape 1000,1003 [--dtype f32|bf16|f16|f8e4m3|f8e5m2] [--config JSON] [--threads N] [--seed
+//   N] [--json] parhelion emit KERNEL --shape ... [--dtype ...] [--stage ir|spec|block|code] [--config JSON] parhelion
+//   tune KERNEL --shape ... [--dtype ...] [--effort quick|full] [--budget SECONDS] [--seed N] [--json] parhelion opt
+//   FILE.tir --stage ir|fusion|spec|block|pallas-plan|code [--target cpu|pallas] [--config JSON]
 //
 // Exit status: 0 success, 1 a result outside tolerance, 2 bad input, 3 the C++ compiler
 // failed, 4 an internal error.

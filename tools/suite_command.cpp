@@ -247,7 +247,7 @@ int run_suite(const SuiteOptions& o) {
     }
     double ours = r.ms("parhelion"), eager = r.ms("eager"), comp = r.ms("compile");
     std::string vendor = "";
-    for (const char* v : {"openblas", "onednn"})
+    for (const char* v : {"openblas", "onednn", "scaled_mm"})
       if (r.ms(v) > 0) {
         char buf[64];
         std::snprintf(buf, sizeof buf, "%s %.3f ms (%.2fx)", v, r.ms(v), r.ms(v) / ours);

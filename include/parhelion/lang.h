@@ -511,7 +511,8 @@ Tensor stack(std::initializer_list<Operand> xs, int axis);
 Tensor cat(std::initializer_list<Operand> xs, int axis);
 
 // Matrix products on blocks, accumulated in f32: a [..., M, K] . b [..., K, N] -> [..., M, N]
-// (leading batch dims broadcast). f32, bf16 or f16 data; bf16 x bf16 uses the CPU's bf16 dot
+// (leading batch dims broadcast). f32, bf16, f16 or fp8 data (fp8 blocks run as bf16: exact);
+// integer blocks are cast to a float dtype first. bf16 x bf16 uses the CPU's bf16 dot
 // instructions where present. dot(a, b, acc) returns acc + a . b (addmm).
 Tensor dot(const Operand& a, const Operand& b);
 Tensor dot(const Operand& a, const Operand& b, const Operand& acc);

@@ -16,12 +16,17 @@
 //   the f32 the language promises, which is what an oracle wants); i64 values are exact
 //   integers (a result beyond 2^53 is refused with a UserError rather than rounded); booleans
 //   are 0 and 1.
-// - Load widens the storage dtype (f32, bf16, f16, i32, i64, bool) to the compute dtype; Store
-//   rounds to the storage dtype (bf16/f16: through f32, round to nearest even; integers from f32:
-//   truncation toward zero; i64 into i32: wraps, as the CPU backend's static_cast does).
-//   Cast to bf16/f16 rounds through that format; to an integer truncates toward zero; to bool
-//   is `!= 0`. Converting NaN or an out-of-range float to an integer is undefined behaviour in
-//   the CPU backend: here it is a UserError.
+// - Load widens the storage dtype (f32, bf16, f16, f8e4m3, f8e5m2, i32, i64, i8, u8, bool) to
+//   the compute dtype (u8 zero-extends); Store rounds to the storage dtype (bf16/f16/fp8: through
+//   f32, round to nearest even, fp8 saturating to its max finite as parhelion/dtype.h states;
+//   integers from f32: truncation toward zero; i64 into i32/i8/u8: wraps, as the CPU backend's
+//   static_cast does). Cast rounds through the same formats; to an integer truncates toward
+//   zero; to bool is `!= 0`. Converting NaN or an out-of-range float to an integer is undefined
+//   behaviour in the CPU backend: here it is a UserError.
+// - Integer ops (lang.h): floordiv rounds toward -inf, % has the divisor's sign, both give 0
+//   for a zero divisor; bitwise ops on exact int64s; << and >> give 0 and the sign fill for a
+//   count outside [0, 63]. round is half to even (nearbyint), erf and gelu_exact are std::erf
+//   and 0.5 x erfc(-x / sqrt 2); on f32, floordiv is floor(a / b) and % is torch.remainder.
 // - Pointwise ops follow torch: numpy broadcasting of size-1 dims, true division (i64 / i64 is
 //   f32), pow(a, b) = std::pow (negative bases with integer exponents are defined), maximum,
 //   minimum, amax and amin propagate NaN, gelu is the tanh approximation. Reductions cover the

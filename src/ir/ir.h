@@ -111,7 +111,7 @@ enum class OpKind : uint8_t {
   Unary,        // fn
   Binary,       // fn
   Where,        // operands: cond, a, b
-  Cast,         // dtype: rounds through bf16/f16, converts between f32/i64/bool
+  Cast,         // dtype: rounds through bf16/f16/fp8 (saturating), wraps into i32/i8/u8, converts f32/i64/bool
   Reduce,       // fn, axis, keepdim
   Unsqueeze,    // axis: inserts a size-1 dim
   Dot,          // operands: a [..., M, K], b [..., K, N] (, acc [..., M, N]) -> f32 [..., M, N]

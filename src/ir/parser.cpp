@@ -149,7 +149,8 @@ class Parser {
     const Token& t = peek();
     auto d = t.kind == Token::Ident ? parse_dtype(t.text) : std::nullopt;
     if (!d || (compute_only && compute_dtype(*d) != *d))
-      expected(compute_only ? "a value dtype (f32, i64 or bool)" : "a dtype (f32, bf16, f16, i32, i64 or bool)",
+      expected(compute_only ? "a value dtype (f32, i64 or bool)"
+                            : "a dtype (f32, bf16, f16, f8e4m3, f8e5m2, i64, i32, i8, u8 or bool)",
                context);
     next();
     return *d;
