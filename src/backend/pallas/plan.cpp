@@ -131,8 +131,12 @@ class Planner {
   void add(const Op& op, const Op* loop) {
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     int loop_tile = -1;
+    if (ir::is_masked(op)) unsupported(op, op.kind == OpKind::Load ? "a masked load (ph::load)" : "a masked store (ph::store)");
     for (const ir::IndexItem& ix : op.index) {
       if (ix.kind == ir::IndexItem::Scalar) unsupported(op, "indexing with a computed integer");
+      if (ix.kind == ir::IndexItem::Gather)
+        unsupported(op, op.kind == OpKind::Load ? "a gather (a subscript with a block of indices)"
+                                                : "a scatter (a store through a block of indices)");
       if (ix.kind == ir::IndexItem::Tile) {
         const ir::TileInfo& ti = fn_.tiles[ix.tile];
         if (ti.begin != 0) unsupported(op, "tiles of a range that does not start at 0");
