@@ -36,7 +36,7 @@ struct LoopDim {
 };
 
 // A subscript item: a loop tile (`tile` is the program's tile number), `ph::all`, or an
-// integer scalar expression.
+// integer expression: an i64 scalar, or an i64 block of rank 1 (a gather/scatter index block).
 struct Subscript {
   enum Kind { Tile, All, Scalar } kind = All;
   int tile = -1;
@@ -59,6 +59,7 @@ struct Expr {
     Dot,      // args: a, b [, acc]; with `dtype` != f32: the product rounded to it
     VarRead,  // var
     Full,     // ph::full({tiles of `index`}, number): a block of one value
+    MaskedLoad,  // ph::load(tensor, {index}, args[0] (mask), args[1] (fill))
   } kind = Number;
   std::vector<int> args;  // child expressions
   int fn = 0;
@@ -84,6 +85,7 @@ struct Stmt {
   int expr = -1;    // VarDecl / VarSet / Store: the value
   int tensor = -1;  // Store
   std::vector<Subscript> index;
+  int mask = -1;  // Store: >= 0, a masked store (ph::store) of the elements where it is true
 };
 
 struct Program {
