@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "ir/parser.h"
+#include "kernels/kernels.h"
+#include "kernels/references.h"
 #include "ir/printer.h"
 #include "parhelion/parhelion.h"
 
@@ -373,6 +375,32 @@ TEST(GatherErrors, BadIndexBlocksAndMasksNameTheLine) {
   m = user_error_of([&] { d(x1); });
   EXPECT_HAS(m, here(kLineF32Index));
   EXPECT_HAS(m, "cast it with .to(ph::i64)");
+}
+
+}  // namespace
+
+// --- library kernels beyond the registry's shapes ---------------------------------------------------
+
+namespace {
+
+TEST(GatherKernels, EmbeddingOfRank2And3Ids) {
+  ph::Array w = ph::Array::random({11, 6}, ph::DType::f32, 2);
+  for (ph::Shape s : {ph::Shape{3, 5}, ph::Shape{1, 1}, ph::Shape{2, 3, 4}}) {
+    ph::Array ids = ph::Array::random(s, ph::DType::i32, 9, 0, 11);
+    std::vector<ph::Array> want = {ph::ref::embedding(ids, w)};
+    check_all(ph::kernels::embedding, {ids, w}, want);
+  }
+  ph::Array bad = ids_array({3, 11}, ph::DType::i64);
+  EXPECT_HAS(user_error_of([&] { ph::kernels::embedding(bad, w); }), "index 11 is out of bounds for dimension 0");
+}
+
+TEST(GatherKernels, GroupedGemmRefusesAGroupLongerThanTheBound) {
+  ph::Array x = ph::Array::random({10, 4}, ph::DType::f32, 1), w = ph::Array::random({2, 4, 3}, ph::DType::f32, 2);
+  ph::Array off = ids_array({0, 7, 10}, ph::DType::i64), bound = ph::Array::zeros({5}, ph::DType::i32);
+  EXPECT_HAS(user_error_of([&] { ph::kernels::grouped_gemm(x, w, off, bound); }), "index 3 is out of bounds");
+  ph::Array ok = ph::Array::zeros({7}, ph::DType::i32);
+  std::vector<ph::Array> want = {ph::ref::grouped_gemm(x, w, off)};
+  check_all(ph::kernels::grouped_gemm, {x, w, off, ok}, want, 1e-5);
 }
 
 }  // namespace
