@@ -45,6 +45,15 @@ def rms_norm_backward(g, x, w, eps):
     return dx.to(x.dtype), dw.to(w.dtype)
 
 
+def grouped_gemm(x, w, offsets):
+    # rows offsets[g]..offsets[g+1] of x times w[g], one matmul per group (rows in no group: 0)
+    out = torch.zeros(x.shape[0], w.shape[2], dtype=x.dtype)
+    o = offsets.tolist()
+    for g in range(w.shape[0]):
+        out[o[g]:o[g + 1]] = x[o[g]:o[g + 1]] @ w[g]
+    return out
+
+
 def layer_norm(x, w, b, eps):
     return F.layer_norm(x, (x.shape[-1],), w, b, eps)
 
@@ -71,6 +80,9 @@ KERNELS = {
     "matmul_layernorm": lambda t, s: layer_norm(t[0] @ t[1], t[2], t[3], 1e-5),
     "attention": lambda t, s: eager_attention(t[0], t[1], t[2], s[0], False),
     "causal_attention": lambda t, s: eager_attention(t[0], t[1], t[2], s[0], True),
+    "embedding": lambda t, s: F.embedding(t[0], t[1]),
+    "concat": lambda t, s: torch.cat((t[0], t[1]), -1),
+    "grouped_gemm": lambda t, s: grouped_gemm(t[0], t[1], t[2]),
 }
 SDPA = {
     "attention": lambda t, s: F.scaled_dot_product_attention(t[0], t[1], t[2], scale=s[0]),

@@ -404,3 +404,31 @@ TEST(GatherKernels, GroupedGemmRefusesAGroupLongerThanTheBound) {
 }
 
 }  // namespace
+
+namespace {
+
+constexpr int kLineMaskedStore = __LINE__ + 4;
+ph::Tensor masked_copy(ph::Tensor x) {
+  auto out = ph::zeros_like(x);
+  for (auto [tm, tn] : ph::tile(x.size(0), x.size(1))) {
+    ph::store(out, {tm, tn}, x[tm, tn], x[tm, tn] > 0.0f);
+  }
+  return out;
+}
+
+TEST(GatherPallas, ScatterAndMaskedStoreAreRefusedNamingTheConstruct) {
+  ph::Kernel k("scatter_rows", scatter_rows);
+  ph::Array dst = ph::Array::zeros({16, 1}, ph::DType::f32), idx = ids_array({5, 0, 7, 2, 6, 1, 3, 4}, ph::DType::i64),
+            v = ph::Array::random({8, 128}, ph::DType::f32, 4);
+  std::string m = user_error_of([&] { k.emit_pallas({dst, idx, v}, "v7x"); });
+  EXPECT_HAS(m, here(kLineScatter));
+  EXPECT_HAS(m, "the pallas backend does not support a scatter");
+  ph::Kernel c("masked_copy", masked_copy);
+  ph::Array x = ph::Array::random({16, 128}, ph::DType::f32, 1);
+  m = user_error_of([&] { c.emit_pallas({x}, "v7x"); });
+  EXPECT_HAS(m, here(kLineMaskedStore));
+  EXPECT_HAS(m, "the pallas backend does not support a masked store (ph::store)");
+  EXPECT_LE(ph::max_abs_diff(c(x), c.interpret({x})[0]), 0.0);
+}
+
+}  // namespace
