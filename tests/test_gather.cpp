@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "ir/parser.h"
+#include "ir/printer.h"
 #include "kernels/kernels.h"
 #include "kernels/references.h"
-#include "ir/printer.h"
 #include "parhelion/parhelion.h"
 
 #include "tests/user_error.h"
@@ -315,7 +315,8 @@ TEST(GatherIr, ParserChecksTheMask) {
   }
   return buf0
 )";
-  EXPECT_HAS(user_error_of([&] { ph::ir::parse(text, "test.tir"); }), "the mask of a masked access must be a boolean block");
+  EXPECT_HAS(user_error_of([&] { ph::ir::parse(text, "test.tir"); }),
+             "the mask of a masked access must be a boolean block");
 }
 
 // --- refusals ------------------------------------------------------------------------------------

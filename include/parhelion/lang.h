@@ -117,8 +117,8 @@ struct Index {
   Index(AllTag, Loc l = Loc::current()) : kind(AllK), loc(l) {}
   Index(int64_t i, Loc l = Loc::current()) : kind(IntK), integer(i), loc(l) {}
   Index(int i, Loc l = Loc::current()) : kind(IntK), integer(i), loc(l) {}
-  Index(const Tensor& block, Loc l = Loc::current());   // an i64 scalar, or an i64 rank-1 index block
-  Index(const Var& scalar, Loc l = Loc::current());     // a ph::Var holding an i64 scalar
+  Index(const Tensor& block, Loc l = Loc::current());  // an i64 scalar, or an i64 rank-1 index block
+  Index(const Var& scalar, Loc l = Loc::current());    // a ph::Var holding an i64 scalar
 };
 
 namespace detail {

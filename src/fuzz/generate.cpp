@@ -13,8 +13,7 @@ using ir::ReduceFn;
 using ir::UnaryFn;
 
 const std::vector<std::string>& families() {
-  static const std::vector<std::string> f = {"pointwise", "row_reduce", "loop_reduce", "matmul", "gather",
-                                                   "indexed"};
+  static const std::vector<std::string> f = {"pointwise", "row_reduce", "loop_reduce", "matmul", "gather", "indexed"};
   return f;
 }
 
@@ -574,7 +573,8 @@ class Generator {
     std::vector<Stmt>& stmts = inner ? body.body : launch.body;
     std::vector<Subscript> target = {scatter ? computed(rows()) : tile_ix(tg), tile_ix(td)};
     int value = fexpr(leaves, exact, 3);
-    if (leaves.size() > 1 && chance(0.6)) value = bin(BinaryFn::add, value, leaves[1 + pick(leaves.size() - 1)]());  // an indexed leaf
+    if (leaves.size() > 1 && chance(0.6))
+      value = bin(BinaryFn::add, value, leaves[1 + pick(leaves.size() - 1)]());  // an indexed leaf
     stmts.push_back(store(out, target, value));
     if (chance(0.4)) {  // a masked store over it: a condition of exact values
       Stmt m = store(out, {scatter ? computed(rows()) : tile_ix(tg), tile_ix(td)}, fexpr(leaves, exact, 2));

@@ -56,9 +56,9 @@ struct Expr {
     Reduce,     // fn (ir::ReduceFn), axis, keepdim
     Unsqueeze,  // axis
     Transpose,
-    Dot,      // args: a, b [, acc]; with `dtype` != f32: the product rounded to it
-    VarRead,  // var
-    Full,     // ph::full({tiles of `index`}, number): a block of one value
+    Dot,         // args: a, b [, acc]; with `dtype` != f32: the product rounded to it
+    VarRead,     // var
+    Full,        // ph::full({tiles of `index`}, number): a block of one value
     MaskedLoad,  // ph::load(tensor, {index}, args[0] (mask), args[1] (fill))
   } kind = Number;
   std::vector<int> args;  // child expressions

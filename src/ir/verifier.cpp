@@ -191,8 +191,8 @@ class Verifier {
       if (t.extent() <= 1 || (fixed > 0 && fixed >= t.extent())) continue;  // one step only
       bool covered = false;
       for (const IndexItem& it : store.index)
-        covered |= (it.kind == IndexItem::Tile && it.tile == tile) ||
-                   (it.has_value() && depends_on_tile(it.value, tile));
+        covered |=
+            (it.kind == IndexItem::Tile && it.tile == tile) || (it.has_value() && depends_on_tile(it.value, tile));
       if (!covered)
         fail(store, "this store to " + fn_.tensors[store.tensor].name + " does not index the launch's tile " +
                         tile_name(fn_, tile) + " (the loop at " + launch_->loc.str() +
@@ -224,7 +224,8 @@ class Verifier {
           const IndexItem& it = d->index[k];
           if (it.kind == IndexItem::Scalar || (it.kind == IndexItem::Tile && fn_.tiles[it.tile].is_grid)) continue;
           // A gathered dim reads scattered positions: no extent to compare.
-          if (block_dim++ == axis) return it.kind == IndexItem::Gather ? TensorDim{} : TensorDim{d->tensor, static_cast<int>(k)};
+          if (block_dim++ == axis)
+            return it.kind == IndexItem::Gather ? TensorDim{} : TensorDim{d->tensor, static_cast<int>(k)};
         }
         return {};
       }

@@ -180,7 +180,9 @@ class Emitter {
     line("    if axis == 0:");
     line("        g = jnp.dot(oh, x, precision=hi, preferred_element_type=jnp.float32)");
     line("        return jnp.where(ok[:, None], g, jnp.nan)");
-    line("    g = jax.lax.dot_general(x, oh, (((1,), (1,)), ((), ())), precision=hi, preferred_element_type=jnp.float32)");
+    line(
+        "    g = jax.lax.dot_general(x, oh, (((1,), (1,)), ((), ())), precision=hi, "
+        "preferred_element_type=jnp.float32)");
     line("    return jnp.where(ok[None, :], g, jnp.nan)");
     line("");
   }
@@ -601,8 +603,8 @@ class Emitter {
       const ir::IndexItem& ix = s.first->index[d];
       shape.push_back(s.block[d] < 0 ? "None" : std::to_string(s.block[d]));
       index.push_back(ix.kind == ir::IndexItem::All || ix.kind == ir::IndexItem::Gather ? "0"
-                      : ix.tile == s.loop_tile      ? loop_index
-                                                    : "g_" + tname(ix.tile));
+                      : ix.tile == s.loop_tile                                          ? loop_index
+                                                                                        : "g_" + tname(ix.tile));
     }
     return "pl.BlockSpec(" + tuple_str(shape) + ", " + lambda + tuple_str(index) +
            (buffered ? ", pipeline_mode=pl.Buffered(" + std::to_string(s.buffers) + "))" : ")");

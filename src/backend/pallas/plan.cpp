@@ -235,6 +235,17 @@ class Planner {
         big2 = b;
       }
     });
+    // A gather's one-hot matrix (index block x the gathered dim, f32) is built in VMEM too.
+    int64_t onehot = 0;
+    ir::walk(L_.op->body, [&](const Op& op) {
+      if (op.kind != OpKind::Load) return;
+      for (size_t d = 0; d < op.index.size(); ++d)
+        if (op.index[d].kind == ir::IndexItem::Gather) {
+          ir::Type it = fn_.type_of(op.index[d].value);
+          onehot = std::max(onehot, value_bytes(it) * fn_.tensors[op.tensor].shape[d]);
+        }
+    });
+    if (onehot) item("one-hot", 1, onehot);
     if (vars) item("scratch", 1, vars);
     if (big1 + big2) item("intermediates", 1, big1 + big2);
     out_.vmem_detail = detail;
