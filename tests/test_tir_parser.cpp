@@ -136,6 +136,7 @@ std::vector<ph::Shape> shapes_for(const ph::kernels::KernelEntry& e) {
   if (e.name == "matmul" || e.name == "epilogue_subtiling" || e.name == "matmul_layernorm")
     return {{37, 53, 29}, {128, 64, 256}};
   if (e.name == "bmm" || e.name == "broadcast_matmul") return {{3, 13, 29, 37}};
+  if (e.name == "grouped_gemm") return {{37, 13, 29, 5}};  // M,K,N,G
   if (e.name.find("attention") != std::string::npos) return {{1, 131, 24}, {2, 3, 64, 40}};
   if (e.min_rank == 3) return {{3, 7, 1009}, {2, 8, 64}};
   if (e.min_rank == 2) return {{67, 1009}, {64, 128}};
