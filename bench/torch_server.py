@@ -56,6 +56,15 @@ def rotary(x, cos, sin, inverse):
     return torch.view_as_real(xc * rot).flatten(-2).to(x.dtype)
 
 
+def grouped_gemm(x, w, offsets):
+    # rows offsets[g]..offsets[g+1] of x times w[g], one matmul per group (rows in no group: 0)
+    out = torch.zeros(x.shape[0], w.shape[2], dtype=x.dtype)
+    o = offsets.tolist()
+    for g in range(w.shape[0]):
+        out[o[g]:o[g + 1]] = x[o[g]:o[g + 1]] @ w[g]
+    return out
+
+
 def layer_norm(x, w, b, eps):
     return F.layer_norm(x, (x.shape[-1],), w, b, eps)
 
@@ -97,6 +106,9 @@ KERNELS = {
     "fp8_matmul": lambda t, s: ((t[0].float() @ t[1].float()) * (s[0] * s[1])).to(torch.bfloat16),
     "attention": lambda t, s: eager_attention(t[0], t[1], t[2], s[0], False),
     "causal_attention": lambda t, s: eager_attention(t[0], t[1], t[2], s[0], True),
+    "embedding": lambda t, s: F.embedding(t[0], t[1]),
+    "concat": lambda t, s: torch.cat((t[0], t[1]), -1),
+    "grouped_gemm": lambda t, s: grouped_gemm(t[0], t[1], t[2]),
 }
 SDPA = {
     "attention": lambda t, s: F.scaled_dot_product_attention(t[0], t[1], t[2], scale=s[0]),

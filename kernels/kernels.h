@@ -57,4 +57,11 @@ extern Kernel<Tensor(Tensor, Tensor, Tensor)> int4_matmul;
 // Losses (losses.cpp).
 extern Kernel<Tensor(Tensor, Tensor)> cross_entropy;  // (logits [N,V], labels [N]) -> loss [N]
 
+// Gathers, scatters and masked access (indexing.cpp).
+extern Kernel<Tensor(Tensor, Tensor)> embedding;  // (ids [N] (or rank 2, 3) i32/i64, weight [V,E]) -> [N,E]
+extern Kernel<Tensor(Tensor, Tensor)> concat;     // (x [M,N1], y [M,N2]) -> [M,N1+N2]
+// (x [M,K], w [G,K,N], offsets [G+1] i32/i64, bound [R]) -> out [M,N]: rows offsets[g]..offsets[g+1]
+// use w[g]; R = bound's length >= the largest group's rows (its contents are not read).
+extern Kernel<Tensor(Tensor, Tensor, Tensor, Tensor)> grouped_gemm;
+
 }  // namespace parhelion::kernels

@@ -374,4 +374,59 @@ Array matmul_layernorm(const Array& x, const Array& w, const Array& gamma, const
   return out;
 }
 
+Array embedding(const Array& ids, const Array& weight) {
+  const char* fn = "embedding";
+  check_float(fn, "weight", weight);
+  check_rank(fn, "weight", weight, 2);
+  if (!ids.defined() || !is_integer(ids.dtype()) || !ids.is_contiguous()) fail(fn, "ids must be contiguous i32/i64");
+  const int64_t n = ids.numel(), v = weight.dim(0), e = weight.dim(1);
+  Array out = Array::empty({n, e}, DType::f32);
+  for (int64_t i = 0; i < n; ++i) {
+    const double id = ids.get(i);
+    if (!(id >= 0 && id < static_cast<double>(v))) fail(fn, "id " + std::to_string(id) + " out of range");
+    for (int64_t j = 0; j < e; ++j) out.set(i * e + j, weight.get(static_cast<int64_t>(id) * e + j));
+  }
+  return out;
+}
+
+Array concat(const Array& x, const Array& y) {
+  const char* fn = "concat";
+  check_float(fn, "x", x);
+  check_float(fn, "y", y);
+  check_rank(fn, "x", x, 2);
+  check_rank(fn, "y", y, 2);
+  if (x.dim(0) != y.dim(0)) fail(fn, "x and y must have the same number of rows");
+  const int64_t m = x.dim(0), a = x.dim(1), b = y.dim(1);
+  Array out = Array::empty({m, a + b}, DType::f32);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < a; ++j) out.set(i * (a + b) + j, x.get(i * a + j));
+    for (int64_t j = 0; j < b; ++j) out.set(i * (a + b) + a + j, y.get(i * b + j));
+  }
+  return out;
+}
+
+Array grouped_gemm(const Array& x, const Array& w, const Array& offsets) {
+  const char* fn = "grouped_gemm";
+  check_float(fn, "x", x);
+  check_float(fn, "w", w);
+  check_rank(fn, "x", x, 2);
+  check_rank(fn, "w", w, 3);
+  const int64_t m = x.dim(0), k = x.dim(1), g = w.dim(0), n = w.dim(2);
+  if (w.dim(1) != k) fail(fn, "w must be [G, K, N] with x's K");
+  if (!offsets.defined() || !is_integer(offsets.dtype()) || offsets.numel() != g + 1)
+    fail(fn, "offsets must be G + 1 integers");
+  Array out = Array::zeros({m, n}, DType::f32);
+  for (int64_t grp = 0; grp < g; ++grp) {
+    const auto lo = static_cast<int64_t>(offsets.get(grp)), hi = static_cast<int64_t>(offsets.get(grp + 1));
+    if (lo < 0 || hi < lo || hi > m) fail(fn, "offsets must be non-decreasing within [0, M]");
+    for (int64_t r = lo; r < hi; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) s += x.get(r * k + p) * w.get((grp * k + p) * n + j);
+        out.set(r * n + j, s);
+      }
+  }
+  return out;
+}
+
 }  // namespace parhelion::ref

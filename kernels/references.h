@@ -48,5 +48,12 @@ Array int4_matmul(const Array& a, const Array& w, const Array& scales);
 Array attention(const Array& q, const Array& k, const Array& v, double scale, bool causal);
 // Per-row (mean [M], population variance [M]) of x [M,N], two-pass in double.
 std::pair<Array, Array> welford(const Array& x);
+// out[n, :] = weight[ids[n], :] with ids (any rank, integer) flattened row-major; weight [V, E].
+Array embedding(const Array& ids, const Array& weight);
+// out = [x | y] along the last dim: x [M, N1], y [M, N2] -> [M, N1 + N2].
+Array concat(const Array& x, const Array& y);
+// out[r, :] = x[r, :] . w[g] for offsets[g] <= r < offsets[g+1]; rows in no group are 0.
+// x [M, K], w [G, K, N], offsets [G + 1] integer, non-decreasing, within [0, M].
+Array grouped_gemm(const Array& x, const Array& w, const Array& offsets);
 
 }  // namespace parhelion::ref

@@ -36,6 +36,93 @@ Inputs binary_inputs(const Shape& s, DType dt, uint64_t seed) {
   return Inputs{{input_array(s, dt, seed, -2, 2), input_array(s, dt, seed + 1, -2, 2)}, {}};
 }
 
+// Group offsets for grouped_gemm: G uneven groups over M rows (seeded; a group may be empty),
+// and the largest group's size.
+std::pair<Array, int64_t> group_offsets(int64_t m, int64_t g, uint64_t seed) {
+  Array w = Array::random({g}, DType::f32, seed, 0.25, 1.0);
+  double total = 0;
+  for (int64_t i = 0; i < g; ++i) total += w.get(i);
+  Array off = Array::empty({g + 1}, DType::i64);
+  int64_t at = 0, largest = 1;
+  double acc = 0;
+  off.set(0, 0);
+  for (int64_t i = 0; i < g; ++i) {
+    acc += w.get(i);
+    int64_t next = i + 1 == g ? m : std::min<int64_t>(m, static_cast<int64_t>(acc / total * static_cast<double>(m)));
+    largest = std::max(largest, next - at);
+    off.set(i + 1, static_cast<double>(next));
+    at = next;
+  }
+  return {off, largest};
+}
+
+// The gather/scatter/masked-access kernels (indexing.cpp).
+void indexing_entries(std::vector<KernelEntry>& r) {
+  {
+    KernelEntry e;
+    e.name = "embedding";
+    e.summary = "out [N,E] = weight [V,E] rows gathered by ids [N]";
+    e.shape_help = "N,V,E";
+    e.min_rank = e.max_rank = 3;
+    e.dtypes = kFloat;
+    e.default_shape = {16384, 32000, 1024};
+    e.kernel = &embedding;
+    e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+      need_rank("embedding", s, 3, 3, "N,V,E");
+      Array ids = input_array({s[0]}, DType::i64, seed + 1, 0, static_cast<double>(s[1]));
+      return Inputs{{ids, input_array({s[1], s[2]}, dt, seed)}, {}};
+    };
+    e.reference = [](const Inputs& in) { return std::vector<Array>{ref::embedding(in.tensors[0], in.tensors[1])}; };
+    e.bytes = [](const Shape& s, DType dt) { return 2.0 * s[0] * s[2] * dtype_size(dt) + 8.0 * s[0]; };
+    e.flops = [](const Shape&) { return 0.0; };
+    r.push_back(e);
+  }
+  {
+    KernelEntry e;
+    e.name = "concat";
+    e.summary = "[x | y] along the last dim: x [M,N1], y [M,N2], one launch of masked loads";
+    e.shape_help = "M,N1,N2";
+    e.min_rank = e.max_rank = 3;
+    e.dtypes = kFloat;
+    e.default_shape = {4096, 2048, 2048};
+    e.kernel = &concat;
+    e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+      need_rank("concat", s, 3, 3, "M,N1,N2");
+      return Inputs{{input_array({s[0], s[1]}, dt, seed), input_array({s[0], s[2]}, dt, seed + 1)}, {}};
+    };
+    e.reference = [](const Inputs& in) { return std::vector<Array>{ref::concat(in.tensors[0], in.tensors[1])}; };
+    e.bytes = [](const Shape& s, DType dt) { return 2.0 * s[0] * (s[1] + s[2]) * dtype_size(dt); };
+    e.flops = [](const Shape&) { return 0.0; };
+    r.push_back(e);
+  }
+  {
+    KernelEntry e;
+    e.name = "grouped_gemm";
+    e.summary = "out [M,N]: rows offsets[g]..offsets[g+1] of x [M,K] times w[g] [K,N], G groups";
+    e.shape_help = "M,K,N,G";
+    e.min_rank = e.max_rank = 4;
+    e.dtypes = kFloat;
+    e.default_shape = {4096, 1024, 1024, 8};
+    e.kernel = &grouped_gemm;
+    e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+      need_rank("grouped_gemm", s, 4, 4, "M,K,N,G");
+      auto [off, largest] = group_offsets(s[0], s[3], seed + 2);
+      Array bound = Array::zeros({largest}, DType::i32);  // only its length is used
+      return Inputs{{input_array({s[0], s[1]}, dt, seed), input_array({s[3], s[1], s[2]}, dt, seed + 1), off, bound},
+                    {}};
+    };
+    e.reference = [](const Inputs& in) {
+      return std::vector<Array>{ref::grouped_gemm(in.tensors[0], in.tensors[1], in.tensors[2])};
+    };
+    e.bytes = [](const Shape& s, DType dt) {
+      return (1.0 * s[0] * s[1] + 1.0 * s[3] * s[1] * s[2] + 1.0 * s[0] * s[2]) * dtype_size(dt);
+    };
+    e.flops = [](const Shape& s) { return 2.0 * s[0] * s[1] * s[2]; };
+    e.tolerance_scale = [](const Shape& s) { return std::max(1.0, std::sqrt(static_cast<double>(s[1])) / 8); };
+    r.push_back(e);
+  }
+}
+
 std::vector<KernelEntry> build() {
   std::vector<KernelEntry> r;
   auto elementwise = [&](const std::string& name, const std::string& summary, KernelBase& k, int inputs,
@@ -363,6 +450,7 @@ std::vector<KernelEntry> build() {
     e.tolerance_scale = [](const Shape& s) { return std::max(1.0, std::sqrt(static_cast<double>(s[1])) / 8); };
     r.push_back(e);
   }
+  indexing_entries(r);
   return r;
 }
 

@@ -18,6 +18,8 @@ std::vector<ph::Shape> shapes_for(const ph::kernels::KernelEntry& e) {
     return {{1, 1, 1}, {1, 37, 5}, {13, 1, 29}, {37, 53, 1}, {67, 131, 97}};
   if (e.name == "int4_matmul") return {{1, 2, 1, 2}, {13, 64, 29, 32}, {37, 96, 53, 96}, {67, 256, 131, 64}};
   if (e.name == "bmm" || e.name == "broadcast_matmul") return {{1, 1, 1, 1}, {3, 13, 29, 37}, {2, 33, 1, 17}};
+  // Grouped GEMM (M,K,N,G): one row, primes, more groups than rows (empty groups).
+  if (e.name == "grouped_gemm") return {{1, 1, 1, 1}, {37, 13, 29, 5}, {67, 31, 17, 3}, {5, 8, 9, 7}};
   // Attention: B*H of 1, S odd and prime, D not a power of two, both layouts.
   if (e.name.find("attention") != std::string::npos) return {{1, 1, 1}, {1, 131, 24}, {2, 3, 67, 40}};
   // Rotary: D of 2, sizes of 1, a ragged odd S and H, pairs not a multiple of any block.

@@ -100,6 +100,18 @@ std::vector<Case> cases() {
       {"epilogue_subtiling", {64, 256, 128}, ph::DType::f32, {"", "resident"}},
       {"matmul_layernorm", {64, 256, 128}, ph::DType::f32, {"", "resident"}},
       {"cross_entropy", {16, 384}, ph::DType::f32, {"", "resident"}},
+      // Gathers (one-hot matmuls against the resident table) and masked loads (concat).
+      {"embedding", {40, 300, 256}, ph::DType::f32, {""}},
+      {"embedding",
+       {200, 300, 256},
+       ph::DType::f32,
+       {R"({"block_sizes":[128,128],"loop_orders":[[1,0]],"num_threads":1})"}},
+      {"embedding", {24, 77, 128}, ph::DType::bf16, {""}},
+      {"concat",
+       {24, 200, 184},
+       ph::DType::f32,
+       {"", R"({"block_sizes":[16,128],"loop_orders":[[0,1]],"num_threads":1})"}},
+      {"concat", {16, 128, 128}, ph::DType::bf16, {""}},
       {"causal_attention",
        {1, 2, 200, 64},
        ph::DType::f32,
@@ -408,6 +420,31 @@ TEST(Pallas, ModuleTextShowsTheStrategy) {
   auto a = add.make_inputs({64, 512}, ph::DType::f32, 1);
   std::string t = add.kernel->emit_pallas(a.args(), "v5e").source;
   EXPECT_NE(t.find("o2_ref[...] = jnp.broadcast_to(v2, (64, 512)).astype(jnp.float32)"), std::string::npos) << t;
+}
+
+// What the pallas backend cannot express yet is refused with the construct and the user's line.
+TEST(Pallas, ScattersAndMaskedStoresAreRefusedAtTheLine) {
+  const auto& g = ph::kernels::find_kernel("grouped_gemm");
+  auto in = g.make_inputs({64, 128, 128, 2}, ph::DType::f32, 1);
+  try {
+    g.kernel->emit_pallas(in.args(), "v7x");
+    FAIL() << "expected a refusal";
+  } catch (const ph::UserError& err) {
+    std::string m = err.what();
+    EXPECT_NE(m.find("indexing.cpp:"), std::string::npos) << m;
+    EXPECT_NE(m.find("the pallas backend does not support"), std::string::npos) << m;
+  }
+  // Rank-2 ids: the rows are scattered (b * S + s).
+  const auto& e = ph::kernels::find_kernel("embedding");
+  ph::Array ids = ph::Array::zeros({2, 8}, ph::DType::i64), w = ph::Array::random({16, 128}, ph::DType::f32, 1);
+  try {
+    e.kernel->emit_pallas({ids, w}, "v7x");
+    FAIL() << "expected a refusal";
+  } catch (const ph::UserError& err) {
+    std::string m = err.what();
+    EXPECT_NE(m.find("indexing.cpp:"), std::string::npos) << m;
+    EXPECT_NE(m.find("the pallas backend does not support"), std::string::npos) << m;
+  }
 }
 
 }  // namespace

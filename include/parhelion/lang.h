@@ -97,9 +97,22 @@ inline constexpr size_t kMaxSubscript = 8;
 struct AllTag {};
 inline constexpr AllTag all{};  // index with the whole dimension
 
-// One index of a tensor subscript: a tile (or several), `all`, or an integer.
+// One index of a tensor subscript: a tile (or several), `all`, an integer, an i64 scalar, or
+// an i64 block of rank 1: a gather (scatter, when stored to) index block.
+//
+// Gather/scatter: `weight[idx, te]` with `idx = ids[tt]` (i64 [tt]) is the block [tt, te] whose
+// element (i, j) is weight[idx[i], off_te + j] (an embedding); `out[idx, tn] = v` writes
+// out[idx[i], off_tn + j] (a scatter). Any computed i64 block of rank 1 is an index block
+// (`t.index() + offset`, `ids[tt].to(ph::i64)`). Each index block contributes its dim (a tile
+// or a constant) to the result in its own place; two indices giving the same tile dim are
+// refused (`x[t.index(), t]`: no pairing rule is guessed). Every valid element's index is
+// checked against its dimension at run time: out of range is a UserError naming the tensor,
+// the dimension, the value, its size and the line (the cpu backend checks unless the config
+// says "index_checks":false). Ragged (invalid) lanes are never read nor checked. A scatter
+// whose index block repeats a position (in one block, or across parallel grid steps) is a race:
+// the interpreter refuses it with a UserError; backends leave the winner unspecified.
 struct Index {
-  enum Kind { TileK, AllK, IntK, ScalarK } kind;
+  enum Kind { TileK, AllK, IntK, ScalarK, GatherK } kind;
   std::vector<Tile> tiles;
   int64_t integer = 0;
   int value = -1;
@@ -109,8 +122,8 @@ struct Index {
   Index(AllTag, Loc l = Loc::current()) : kind(AllK), loc(l) {}
   Index(int64_t i, Loc l = Loc::current()) : kind(IntK), integer(i), loc(l) {}
   Index(int i, Loc l = Loc::current()) : kind(IntK), integer(i), loc(l) {}
-  Index(const Tensor& scalar, Loc l = Loc::current());  // an i64 scalar block
-  Index(const Var& scalar, Loc l = Loc::current());     // a ph::Var holding an i64 scalar
+  Index(const Tensor& block, Loc l = Loc::current());  // an i64 scalar, or an i64 rank-1 index block
+  Index(const Var& scalar, Loc l = Loc::current());    // a ph::Var holding an i64 scalar
 };
 
 namespace detail {
@@ -235,16 +248,16 @@ class Tensor {
   template <class... A>
   requires(sizeof...(A) > kMaxSubscript || !detail::all_indices<A...>) Tensor operator[](const A&...) const {
     static_assert(detail::dependent_false<A...>,
-                  "a Parhelion subscript takes one to eight indices, each a ph::Tile, ph::all, an integer, or an "
-                  "i64 scalar (a block or a ph::Var)");
+                  "a Parhelion subscript takes one to eight indices, each a ph::Tile, ph::all, an integer, an "
+                  "i64 scalar (a block or a ph::Var) or an i64 index block of rank 1");
     return {};
   }
 #endif
   template <class... A>
   requires(sizeof...(A) > kMaxSubscript || !detail::all_indices<A...>) Tensor operator()(const A&...) const {
     static_assert(detail::dependent_false<A...>,
-                  "a Parhelion subscript takes one to eight indices, each a ph::Tile, ph::all, an integer, or an "
-                  "i64 scalar (a block or a ph::Var)");
+                  "a Parhelion subscript takes one to eight indices, each a ph::Tile, ph::all, an integer, an "
+                  "i64 scalar (a block or a ph::Var) or an i64 index block of rank 1");
     return {};
   }
 
@@ -481,6 +494,21 @@ Tensor sum(const Operand& x, int axis, bool keepdim = false);
 Tensor amax(const Operand& x, int axis, bool keepdim = false);
 Tensor amin(const Operand& x, int axis, bool keepdim = false);
 Tensor mean(const Operand& x, int axis, bool keepdim = false);
+
+// Masked access. load(x, {indices...}, mask, other): the block x[indices...], except that
+// elements where the boolean `mask` (broadcast to the block's shape) is false are not read and
+// take `other` (a number or a block broadcast to it, converted to the block's dtype). Indices
+// are anything a subscript takes (tiles, all, integers, scalars, index blocks); a masked-off
+// element's indices need not be in bounds and are not checked. Concatenation:
+//   auto j = tn.index();  // the output's column
+//   auto a = ph::load(x, {tm, j}, j < n1, 0.0f), b = ph::load(y, {tm, j - n1}, j >= n1, 0.0f);
+//   out[tm, tn] = ph::where(j < n1, a, b);
+// store(x, {indices...}, value, mask): writes value (broadcast) only where mask is true; the
+// others are not written and their indices not checked.
+Tensor load(const Tensor& x, std::initializer_list<Index> index, const Operand& mask, const Operand& other,
+            Loc loc = Loc::current());
+void store(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand& mask,
+           Loc loc = Loc::current());
 
 Tensor unsqueeze(const Operand& x, int axis);
 Tensor transpose(const Operand& x);  // swaps the last two dimensions

@@ -205,12 +205,22 @@ Index::Index(const Var& var, Loc l) : kind(ScalarK), loc(l) {
   value = emit_value(T, op, vt, l);
 }
 
-Index::Index(const Tensor& scalar, Loc l) : kind(ScalarK), loc(l) {
+Index::Index(const Tensor& block, Loc l) : kind(ScalarK), loc(l) {
   Tracer& T = tracer(l);
-  if (scalar.kind() != Tensor::BlockK || T.fn().type_of(scalar.id()).rank() != 0 ||
-      T.fn().type_of(scalar.id()).dtype != DType::i64)
-    T.fail("a tensor index must be a tile, ph::all, an integer, or an integer scalar", l);
-  value = scalar.id();
+  if (block.kind() == Tensor::BlockK && !T.value_in_scope(block.id()))
+    T.fail("an index block is used outside the tile loop that computes it", l);
+  const int rank = block.kind() == Tensor::BlockK ? T.fn().type_of(block.id()).rank() : -1;
+  if (block.kind() != Tensor::BlockK || rank > 1 || T.fn().type_of(block.id()).dtype != DType::i64)
+    T.fail(
+        "a tensor index must be a tile, ph::all, an integer, an integer scalar, or an i64 block of rank 1 (a gather "
+        "index block, e.g. ids[tile] or t.index() + 1)" +
+            std::string(block.kind() == Tensor::BlockK
+                            ? "; got " + ir::type_to_string(T.fn(), T.fn().type_of(block.id())) +
+                                  (rank <= 1 ? " (cast it with .to(ph::i64))" : "")
+                            : ""),
+        l);
+  if (rank == 1) kind = GatherK;
+  value = block.id();
 }
 
 // Why a tensor handle cannot be read as a block value here, or "" if it can.
@@ -286,15 +296,16 @@ DType Tensor::dtype() const {
   throw UserError("dtype() of an uninitialized ph::Tensor");
 }
 
-Tensor Tensor::subscript(const std::vector<Index>& idx) const {
-  const Loc& loc = idx.front().loc;
-  Tracer& T = tracer(loc);
+// The Tile IR items of a subscript of host tensor `id`, checked where they can be at trace time.
+static std::vector<ir::IndexItem> index_items(Tracer& T, Tensor::Kind kind, int id, const std::vector<Index>& idx,
+                                              const Loc& loc) {
   T.require_device("indexing a tensor", loc);
-  if (kind_ != HostK)
+  if (kind != Tensor::HostK)
     T.fail(
         "only tensors (kernel arguments and allocations) can be indexed; a block inside a "
         "tile loop cannot",
         loc);
+  const int id_ = id;
   std::vector<ir::IndexItem> items;
   for (const Index& i : idx) {
     if (i.kind == Index::TileK) {
@@ -312,10 +323,19 @@ Tensor Tensor::subscript(const std::vector<Index>& idx) const {
                    " of size " + std::to_string(shape[d]),
                loc);
       items.push_back({ir::IndexItem::Scalar, -1, constant(T, static_cast<double>(i.integer), DType::i64, loc)});
+    } else if (i.kind == Index::GatherK) {
+      items.push_back({ir::IndexItem::Gather, -1, i.value});
     } else {
       items.push_back({ir::IndexItem::Scalar, -1, i.value});
     }
   }
+  return items;
+}
+
+Tensor Tensor::subscript(const std::vector<Index>& idx) const {
+  const Loc& loc = idx.front().loc;
+  Tracer& T = tracer(loc);
+  std::vector<ir::IndexItem> items = index_items(T, kind_, id_, idx, loc);
   Type t;
   std::string err = ir::load_type(T.fn(), id_, items, &t);
   if (!err.empty()) T.fail(err, loc);
@@ -361,6 +381,59 @@ void Tensor::operator=(const Operand& value) && {
   op.operands = {v};
   T.emit(op, value.loc);
 }
+
+// --- masked access ------------------------------------------------------------------------------
+
+// The mask operand of a masked access over a block of type `access`, checked at the user's line.
+static int mask_value(Tracer& T, const Operand& mask, const Type& access, const Loc& loc) {
+  if (mask.kind == Operand::NumberK) T.fail("the mask of a masked access must be a boolean block, not a number", loc);
+  int m = mask.value;
+  std::string err = ir::mask_rule(T.fn(), access, T.fn().type_of(m), nullptr);
+  if (!err.empty()) T.fail(err, loc);
+  return m;
+}
+
+Tensor load(const Tensor& x, std::initializer_list<Index> index, const Operand& mask, const Operand& other, Loc loc) {
+  Tracer& T = tracer(loc);
+  if (index.size() == 0) T.fail("ph::load needs one index per dimension of the tensor", loc);
+  std::vector<ir::IndexItem> items = index_items(T, x.kind(), x.id(), std::vector<Index>(index), loc);
+  Type t;
+  std::string err = ir::load_type(T.fn(), x.id(), items, &t);
+  if (!err.empty()) T.fail(err, loc);
+  int m = mask_value(T, mask, t, loc);
+  int o = value_of(T, other, t.dtype);
+  if (T.fn().type_of(o).dtype != t.dtype) o = cast(Operand(Tensor::block(o), loc), t.dtype).id();
+  err = ir::mask_rule(T.fn(), t, T.fn().type_of(m), &T.fn().type_of(o));
+  if (!err.empty()) T.fail(err, loc);
+  Op op{OpKind::Load};
+  op.tensor = x.id();
+  op.index = items;
+  op.operands = {m, o};
+  return Tensor::block(emit_value(T, op, t, loc));
+}
+
+void store(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand& mask, Loc loc) {
+  Tracer& T = tracer(loc);
+  if (index.size() == 0) T.fail("ph::store needs one index per dimension of the tensor", loc);
+  std::vector<ir::IndexItem> items = index_items(T, x.kind(), x.id(), std::vector<Index>(index), loc);
+  Type t;
+  std::string err = ir::load_type(T.fn(), x.id(), items, &t);
+  if (!err.empty()) T.fail(err, loc);
+  int v = value_of(T, value, t.dtype);
+  std::vector<Dim> b;
+  err = ir::broadcast_shapes(T.fn(), t.shape, T.fn().type_of(v).shape, &b);
+  if (!err.empty() || !(b == t.shape))
+    T.fail("cannot store a block of shape " + ir::dims_to_string(T.fn(), T.fn().type_of(v).shape) + " into " +
+               T.fn().tensors[x.id()].name + "[...] of shape " + ir::dims_to_string(T.fn(), t.shape),
+           loc);
+  int m = mask_value(T, mask, t, loc);
+  Op op{OpKind::Store};
+  op.tensor = x.id();
+  op.index = items;
+  op.operands = {v, m};
+  T.emit(op, loc);
+}
+
 
 Tensor Tensor::unsqueeze(int axis, Loc loc) const {
   if (kind_ == HostK) {  // a host view with a new size-1 dim

@@ -251,6 +251,7 @@ std::set<int> used_exprs(const Program& p) {
   std::function<void(const std::vector<Stmt>&)> walk = [&](const std::vector<Stmt>& body) {
     for (const Stmt& s : body) {
       expr(s.expr);
+      expr(s.mask);
       for (const Subscript& x : s.index)
         if (x.kind == Subscript::Scalar) expr(x.expr);
       walk(s.body);

@@ -13,7 +13,7 @@ using ir::ReduceFn;
 using ir::UnaryFn;
 
 const std::vector<std::string>& families() {
-  static const std::vector<std::string> f = {"pointwise", "row_reduce", "loop_reduce", "matmul", "gather"};
+  static const std::vector<std::string> f = {"pointwise", "row_reduce", "loop_reduce", "matmul", "gather", "indexed"};
   return f;
 }
 
@@ -38,6 +38,8 @@ class Generator {
       matmul();
     else if (family == "gather")
       gather();
+    else if (family == "indexed")
+      indexed();
     else
       throw UserError("unknown fuzz family '" + family + "'");
     return std::move(p_);
@@ -681,6 +683,70 @@ class Generator {
     Stmt inner = loop({dim(d)}, {td});
     inner.body.push_back(store(out, {tile_ix(tg), tile_ix(td)}, fexpr(leaves, exact, 3)));
     launch.body.push_back(std::move(inner));
+    p_.body.push_back(std::move(launch));
+  }
+
+  // Index blocks, masked loads and masked stores: a launch over (tg, td) that gathers rows of a
+  // table through idx[tg] (indices drawn in range, often repeated), or scatters rows to
+  // out[idx[tg], td] (idx a permutation: distinct indices that cover every row, so every
+  // output element is written); loads shifted by a constant through td.index() + c under the
+  // mask `< d` with a fill (a number or another block); and a masked store over the plain one.
+  void indexed() {
+    const bool scatter = chance(0.35);
+    int64_t d = extent(), g = extent();
+    if (scatter && g % 7 == 0) ++g;  // the index formula (7i + c) % g is then a permutation
+    const int64_t v = scatter ? g : extent() + 1;
+    const DType dt = data_dtype();
+    int table = tensor({v, d}, dt);
+    int idx = tensor({g}, chance(0.5) ? DType::i32 : DType::i64, false, v);
+    int src = tensor({g, d}, dt);
+    int out = tensor({scatter ? v : g, d}, data_dtype(), true);
+    int tg = new_tile(), td = new_tile();
+    auto rows = [=, this] { return load(idx, {tile_ix(tg)}); };  // i64 [tg]
+    auto computed = [](int e) { return Subscript{Subscript::Scalar, -1, e}; };
+    // td.index() + c, as an i64 index block (a float literal makes the sum f32: cast back).
+    auto shifted = [=, this](int64_t c) {
+      int j = tile_index(td, false);
+      return c == 0 ? j : cast(bin(BinaryFn::add, j, num(static_cast<double>(c))), DType::i64);
+    };
+    auto row_leaf = [=, this](Leaf l) { return [=, this] { return unsqueeze(l(), 1); }; };
+    std::vector<Leaf> leaves = {[=, this] { return load(src, {tile_ix(tg), tile_ix(td)}); }};
+    if (!scatter || chance(0.5))  // a gathered table row (in the scatter mode, through the permutation)
+      leaves.push_back([=, this] { return load(table, {computed(rows()), tile_ix(td)}); });
+    std::vector<Leaf> exact = leaves;
+    exact.push_back(index_leaf(td));
+    exact.push_back(row_leaf([=, this] { return cast(rows(), DType::f32); }));
+    if (chance(0.7)) {
+      const int64_t c = choose<int64_t>({0, 1, 2, 5});
+      const bool from_table = chance(0.5);
+      leaves.push_back([=, this] {
+        int j = shifted(c);
+        Expr m;
+        m.kind = Expr::MaskedLoad;
+        m.tensor = from_table ? table : src;
+        m.index = {from_table ? computed(rows()) : tile_ix(tg), computed(j)};
+        int fill = chance(0.5) ? num(choose<double>({0.0, -2.0, 0.75})) : load(src, {tile_ix(tg), tile_ix(td)});
+        m.args = {bin(BinaryFn::lt, j, num(static_cast<double>(d))), fill};
+        return add(m);
+      });
+    }
+    // One launch over (tg, td), or a launch over tg with an inner loop over td (whose
+    // strategies must leave gathered and masked blocks in place).
+    const bool inner = chance(0.35);
+    Stmt launch = inner ? loop({dim(g)}, {tg}) : loop({dim(g), dim(d)}, {tg, td});
+    Stmt body = inner ? loop({dim(d)}, {td}) : Stmt{};
+    std::vector<Stmt>& stmts = inner ? body.body : launch.body;
+    std::vector<Subscript> target = {scatter ? computed(rows()) : tile_ix(tg), tile_ix(td)};
+    int value = fexpr(leaves, exact, 3);
+    if (leaves.size() > 1 && chance(0.6))
+      value = bin(BinaryFn::add, value, leaves[1 + pick(leaves.size() - 1)]());  // an indexed leaf
+    stmts.push_back(store(out, target, value));
+    if (chance(0.4)) {  // a masked store over it: a condition of exact values
+      Stmt m = store(out, {scatter ? computed(rows()) : tile_ix(tg), tile_ix(td)}, fexpr(leaves, exact, 2));
+      m.mask = condition(exact);
+      stmts.push_back(std::move(m));
+    }
+    if (inner) launch.body.push_back(std::move(body));
     p_.body.push_back(std::move(launch));
   }
 

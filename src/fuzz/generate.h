@@ -10,6 +10,8 @@
 //                 transposed operands, 16-bit operands, a rounded product), batched or
 //                 broadcast, with an epilogue
 //   gather        rows selected by an index tensor (a grid over indices, a scalar subscript)
+//   indexed       index blocks: gathers (repeated indices), scatters (distinct indices),
+//                 masked loads with fills (shifted index blocks), masked stores
 // Expressions mix every pointwise op kept in a well-conditioned domain (so that a double
 // interpreter and f32 code agree to a tolerance), comparisons of exactly-representable
 // values under where, and casts through bf16, f16, bool and i64. Shapes are often ragged or 1.

@@ -286,6 +286,19 @@ class Player {
         return dot(arg(0), arg(1));
       case Expr::VarRead:
         return Operand(*vars_.at(e.var));
+      case Expr::MaskedLoad: {
+        std::vector<Index> ix = subscript(e.index);
+        const Tensor& t = tensors_.at(e.tensor);
+        switch (ix.size()) {
+          case 1:
+            return load(t, {ix[0]}, arg(0), arg(1));
+          case 2:
+            return load(t, {ix[0], ix[1]}, arg(0), arg(1));
+          case 3:
+            return load(t, {ix[0], ix[1], ix[2]}, arg(0), arg(1));
+        }
+        throw InternalError("fuzz: a masked load of rank " + std::to_string(ix.size()));
+      }
       case Expr::Full: {
         std::vector<Tile> t;
         for (const Subscript& s : e.index) t.push_back(tiles_.at(s.tile));
@@ -324,6 +337,19 @@ class Player {
         *vars_.at(s.var) = expr(s.expr);
         return;
       case Stmt::Store:
+        if (s.mask >= 0) {
+          std::vector<Index> ix = subscript(s.index);
+          const Tensor& t = tensors_.at(s.tensor);
+          if (ix.size() == 1)
+            store(t, {ix[0]}, expr(s.expr), expr(s.mask));
+          else if (ix.size() == 2)
+            store(t, {ix[0], ix[1]}, expr(s.expr), expr(s.mask));
+          else if (ix.size() == 3)
+            store(t, {ix[0], ix[1], ix[2]}, expr(s.expr), expr(s.mask));
+          else
+            throw InternalError("fuzz: a masked store of rank " + std::to_string(ix.size()));
+          return;
+        }
         subscripted(tensors_.at(s.tensor), subscript(s.index)) = expr(s.expr);
         return;
     }
@@ -492,6 +518,8 @@ class Printer {
         return "v" + std::to_string(e.var);
       case Expr::Full:
         return "ph::full({" + subscript(e.index) + "}, " + number(e.number) + ")";
+      case Expr::MaskedLoad:
+        return "ph::load(" + tensor(e.tensor) + ", {" + subscript(e.index) + "}, " + arg(0) + ", " + arg(1) + ")";
     }
     throw InternalError("fuzz: expression kind");
   }
@@ -528,6 +556,11 @@ class Printer {
         os << pad << "v" << s.var << " = " << expr(s.expr) << ";\n";
         return;
       case Stmt::Store:
+        if (s.mask >= 0) {
+          os << pad << "ph::store(" << tensor(s.tensor) << ", {" << subscript(s.index) << "}, " << expr(s.expr) << ", "
+             << expr(s.mask) << ");\n";
+          return;
+        }
         os << pad << tensor(s.tensor) << "[" << subscript(s.index) << "] = " << expr(s.expr) << ";\n";
         return;
     }

@@ -36,7 +36,7 @@ struct LoopDim {
 };
 
 // A subscript item: a loop tile (`tile` is the program's tile number), `ph::all`, or an
-// integer scalar expression.
+// integer expression: an i64 scalar, or an i64 block of rank 1 (a gather/scatter index block).
 struct Subscript {
   enum Kind { Tile, All, Scalar } kind = All;
   int tile = -1;
@@ -67,6 +67,7 @@ struct Expr {
     Permute,  // ph::permute(arg, dims)
     Split,    // ph::split(arg), half `axis` (0: .first, 1: .second)
     Squeeze,  // ph::squeeze(arg, axis)
+    MaskedLoad,  // ph::load(tensor, {index}, args[0] (mask), args[1] (fill))
   } kind = Number;
   std::vector<int64_t> dims;  // Reshape: trailing constant dims; Permute: the permutation
   std::vector<int> args;      // child expressions
@@ -93,6 +94,7 @@ struct Stmt {
   int expr = -1;    // VarDecl / VarSet / Store: the value
   int tensor = -1;  // Store
   std::vector<Subscript> index;
+  int mask = -1;  // Store: >= 0, a masked store (ph::store) of the elements where it is true
 };
 
 struct Program {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 
 #include "interp/conversions.h"
@@ -314,7 +315,9 @@ class Interpreter {
   // --- loops ---
   // Iterates the blocks of op.loop_tiles[k..], row-major, then runs the body.
   void loop(const Op& op, size_t k) {
+    if (op.kind == OpKind::Launch && k == 0) scattered_.clear();  // races are within a launch
     if (k == op.loop_tiles.size()) {
+      if (op.kind == OpKind::Launch) ++step_;  // a new grid step
       for (const Op& o : op.body) exec(o);
       return;
     }
@@ -461,66 +464,95 @@ class Interpreter {
   }
 
   // --- memory ---
-  // The flat positions in tensor op.tensor of the region op.index selects, in the row-major
-  // order of its block. Scalar indices are checked against their dimension here.
-  std::vector<int64_t> region(const Op& op, const Shape& block, const char* verb) const {
+  // The flat position in tensor op.tensor of every element of the block op.index selects (in
+  // the block's row-major order), or -1 for an element `active` (the mask) leaves out. Scalar
+  // and gathered indices are checked against their dimension here, for active elements only.
+  std::vector<int64_t> region(const Op& op, const Shape& block, const char* verb,
+                              const std::vector<bool>* active = nullptr) const {
     const ir::TensorInfo& info = fn_.tensors.at(op.tensor);
     // A view addresses its root's memory with its own strides and offset (mapped back to the
-    // root's logical positions below).
+    // root's logical positions at the end).
     const bool is_view = info.origin == ir::TensorInfo::View;
     const Shape& tshape = info.shape;
     Shape strides = is_view ? info.strides : contiguous_strides(tshape);
+    auto checked = [&](double v, size_t d) {
+      if (std::isnan(v))
+        fail(op.loc, std::string(verb) + " " + info.name + ": the index for dimension " + std::to_string(d) +
+                         " was read from memory the kernel never wrote");
+      if (v < 0 || v >= static_cast<double>(tshape[d]))
+        fail(op.loc, std::string(verb) + " " + info.name + ": index " + integer(v) +
+                         " is out of bounds for dimension " + std::to_string(d) + " of " + info.name +
+                         ", which has size " + std::to_string(tshape[d]));
+      return static_cast<int64_t>(v);
+    };
+    // Per tensor dim: which block dim it follows (-1: none), and its fixed part.
+    std::vector<int> block_dim(op.index.size(), -1);
     int64_t base = is_view ? info.offset : 0;
-    std::vector<int64_t> block_stride;  // the tensor stride of each block dim
+    int j = 0;
     for (size_t d = 0; d < op.index.size(); ++d) {
       const IndexItem& it = op.index[d];
-      if (it.kind == IndexItem::All) {
-        block_stride.push_back(strides[d]);
+      if (it.kind == IndexItem::All || it.kind == IndexItem::Gather) {
+        block_dim[d] = j++;
       } else if (it.kind == IndexItem::Tile) {
         base += tile_off_.at(it.tile) * strides[d];
-        if (!fn_.tiles.at(it.tile).is_grid) block_stride.push_back(strides[d]);  // a grid index drops the dim
-      } else {
-        double v = val(it.value).scalar();
-        if (std::isnan(v))
-          fail(op.loc, std::string(verb) + " " + info.name + ": the index for dimension " + std::to_string(d) +
-                           " was read from memory the kernel never wrote");
-        if (v < 0 || v >= static_cast<double>(tshape[d]))
-          fail(op.loc, std::string(verb) + " " + info.name + ": index " + integer(v) +
-                           " is out of bounds for dimension " + std::to_string(d) + " of " + info.name +
-                           ", which has size " + std::to_string(tshape[d]));
-        base += static_cast<int64_t>(v) * strides[d];
+        if (!fn_.tiles.at(it.tile).is_grid) block_dim[d] = j++;  // a grid index drops the dim
+      } else if (!active) {
+        base += checked(val(it.value).scalar(), d) * strides[d];
       }
     }
-    PH_CHECK(block_stride.size() == block.size(), "a region's rank differs from its block's");
+    PH_CHECK(j == static_cast<int>(block.size()), "a region's rank differs from its block's");
     std::vector<int64_t> pos(static_cast<size_t>(shape_numel(block)));
     std::vector<int64_t> idx(block.size(), 0);
-    int64_t p = base;
     for (size_t i = 0; i < pos.size(); ++i) {
-      pos[i] = p;
-      for (size_t k = block.size(); k-- > 0;) {  // odometer step, keeping p in step
-        if (++idx[k] < block[k]) {
-          p += block_stride[k];
-          break;
+      if (!active || (*active)[i]) {
+        int64_t p = base;
+        for (size_t d = 0; d < op.index.size(); ++d) {
+          const IndexItem& it = op.index[d];
+          if (it.kind == IndexItem::Gather)
+            p += checked(val(it.value).data.at(static_cast<size_t>(idx[block_dim[d]])), d) * strides[d];
+          else if (it.kind == IndexItem::Scalar && active)
+            p += checked(val(it.value).scalar(), d) * strides[d];
+          else if (block_dim[d] >= 0)
+            p += idx[block_dim[d]] * strides[d];
         }
-        p -= block_stride[k] * (block[k] - 1);
+        pos[i] = p;
+      } else {
+        pos[i] = -1;
+      }
+      for (size_t k = block.size(); k-- > 0;) {  // odometer step
+        if (++idx[k] < block[k]) break;
         idx[k] = 0;
       }
     }
     if (is_view)
-      for (int64_t& q : pos) q = flat_of(info.root, q);
+      for (int64_t& q : pos)
+        if (q >= 0) q = flat_of(info.root, q);
     return pos;
+  }
+
+  // The mask of a masked access (operand k), broadcast to the block: which elements are active.
+  std::vector<bool> mask_of(const Op& op, int k, const Shape& shape) const {
+    Value m = broadcast_to(operand(op, k), shape);
+    std::vector<bool> a(m.data.size());
+    for (size_t i = 0; i < a.size(); ++i) a[i] = m.data[i] != 0;
+    return a;
   }
 
   Value load(const Op& op, const Shape& shape) const {
     const TensorState& T = tensors_.at(ir::root_of(fn_, op.tensor));
-    std::vector<int64_t> pos = region(op, shape, "load from");
+    const bool masked = op.operands.size() == 2;
+    std::vector<bool> active;
+    if (masked) active = mask_of(op, 0, shape);
+    std::vector<int64_t> pos = region(op, shape, "load from", masked ? &active : nullptr);
     // Stored elements are already values of the storage dtype; widening them to the compute
     // dtype (bf16/f16 -> f32, i32 -> i64, bool -> bool) is exact.
-    Value r = Value::filled(compute_dtype(T.dtype), shape, 0);
-    for (size_t i = 0; i < pos.size(); ++i) r.data[i] = T.data[static_cast<size_t>(pos[i])];
-    // An i64 argument beyond 2^53 was already rounded when it became a double: refuse it.
-    if (T.dtype == DType::i64)
-      for (double v : r.data) exact_i64(v, op.loc);
+    Value r = masked ? broadcast_to(operand(op, 1), shape) : Value::filled(compute_dtype(T.dtype), shape, 0);
+    for (size_t i = 0; i < pos.size(); ++i)
+      if (pos[i] >= 0) {
+        r.data[i] = T.data[static_cast<size_t>(pos[i])];
+        // An i64 argument beyond 2^53 was already rounded when it became a double: refuse it.
+        if (T.dtype == DType::i64) exact_i64(r.data[i], op.loc);
+      }
     return r;
   }
 
@@ -529,12 +561,43 @@ class Interpreter {
     std::string err = ir::load_type(fn_, op.tensor, op.index, &rt);
     PH_CHECK(err.empty(), err);
     Shape shape = concrete(rt);
-    std::vector<int64_t> pos = region(op, shape, "store to");
+    const bool masked = op.operands.size() == 2;
+    std::vector<bool> active;
+    if (masked) active = mask_of(op, 1, shape);
+    std::vector<int64_t> pos = region(op, shape, "store to", masked ? &active : nullptr);
+    if (ir::has_gather(op)) check_scatter_race(op, pos);
     Value v = broadcast_to(operand(op, 0), shape);
     TensorState& T = tensors_.at(ir::root_of(fn_, op.tensor));
     const std::string what = "store to " + fn_.tensors[op.tensor].name;
     for (size_t i = 0; i < pos.size(); ++i)
-      T.data[static_cast<size_t>(pos[i])] = to_storage(v.data[i], v.dtype, T.dtype, op.loc, what);
+      if (pos[i] >= 0) T.data[static_cast<size_t>(pos[i])] = to_storage(v.data[i], v.dtype, T.dtype, op.loc, what);
+  }
+
+  // A scatter that writes one position twice in one block, or that a different (parallel) grid
+  // step of the launch also scattered to, has no defined result: refused.
+  void check_scatter_race(const Op& op, const std::vector<int64_t>& pos) {
+    const int root = ir::root_of(fn_, op.tensor);  // positions are the root's (views included)
+    std::map<int64_t, int64_t>& seen = scattered_[root];
+    std::set<int64_t> here;
+    for (int64_t p : pos) {
+      if (p < 0) continue;
+      auto it = seen.find(p);
+      const bool twice_here = !here.insert(p).second, other_step = it != seen.end() && it->second != step_;
+      if (twice_here || other_step) {
+        const Shape& shape = tensors_.at(root).shape;
+        Shape at(shape.size());
+        int64_t q = p;
+        for (size_t d = shape.size(); d-- > 0;) {
+          at[d] = q % shape[d];
+          q /= shape[d];
+        }
+        fail(op.loc, "scatter to " + fn_.tensors[root].name + ": element " + shape_to_string(at) +
+                         " is written twice (a repeated index" +
+                         (twice_here ? " in one block" : " in two parallel grid steps") +
+                         "): the writes race and the result is undefined");
+      }
+      seen[p] = step_;
+    }
   }
 
   // --- structure ---
@@ -609,10 +672,12 @@ class Interpreter {
   const ir::Function& fn_;
   std::vector<TensorState> tensors_;
   std::vector<double> scalars_;
-  std::vector<int64_t> tile_off_, tile_len_;                 // the current block of each tile (len -1: not in a loop)
-  std::vector<Value> values_;                                // by value id: the latest definition
-  std::vector<Value> vars_;                                  // by var id
+  std::vector<int64_t> tile_off_, tile_len_;  // the current block of each tile (len -1: not in a loop)
+  std::vector<Value> values_;                 // by value id: the latest definition
+  std::vector<Value> vars_;                   // by var id
   mutable std::map<int, std::vector<int64_t>> mem_to_flat_;  // strided roots of views: memory -> logical
+  int64_t step_ = 0;                                         // the current grid step (a counter over launches)
+  std::map<int, std::map<int64_t, int64_t>> scattered_;      // root tensor -> position -> step that scattered it
 };
 
 // Work of `ops` run `trips` times (see work_estimate).

@@ -35,6 +35,13 @@
 // - A scalar index (an i64 rank-0 value, e.g. loaded from a tensor) is checked against its
 //   dimension: out of range (or never written) is a UserError naming the tensor, the dimension,
 //   the value, the size and the op's source line.
+// - A gather/scatter index block (an i64 rank-1 value) addresses its tensor dim per element:
+//   each element's index is checked like a scalar index. A masked load reads only the elements
+//   its mask selects (the others take the fill) and checks only their indices; a masked store
+//   writes and checks only its mask's elements.
+// - A scatter (a store through an index block) that writes one element twice, within one block
+//   or from two grid steps of a launch (which run in parallel on a backend), is a race: a
+//   UserError at the store's line. Writes from one grid step in program order are not.
 // Integer outputs have no NaN: an element the kernel never wrote comes back as the dtype's
 // minimum (bool: true).
 #pragma once

@@ -17,6 +17,15 @@
 //   written (VarSet) in program order. Backends hold them in fast-memory scratch.
 // - Values are SSA: defined once, used only inside the region (or nested regions) that
 //   defines them. The verifier checks this and every shape rule.
+// - Gathers and scatters: a subscript item may be an i64 block of rank 1 (IndexItem::Gather);
+//   element j of the block then addresses position index[j] of that tensor dim, and the item
+//   contributes the index block's dim (a tile or a constant) to the load's shape in its place.
+//   Two items contributing the same tile dim are refused. Every valid (and, with a mask,
+//   active) element's index is checked against its dimension at run time.
+// - Masked access: a Load may carry operands {mask, other} (a bool block and a fill, both
+//   broadcast to the load's shape): elements where mask is false are not read and take
+//   `other`. A Store may carry a second operand, a bool mask: only its true elements are
+//   written. Masked-off elements' indices are neither checked nor used.
 #pragma once
 
 #include <cstdint>
@@ -99,8 +108,8 @@ enum class OpKind : uint8_t {
   // device control
   Loop,  // loop_tiles; body
   // device values
-  Load,         // tensor[index] -> block
-  Store,        // tensor[index] = operands[0]
+  Load,         // tensor[index] -> block; with operands {mask, other}: masked (see above)
+  Store,        // tensor[index] = operands[0]; with operands[1]: a mask
   Constant,     // number
   ScalarParam,  // scalar argument `param`
   TileBegin,    // tile -> i64 scalar: first index of the current block
@@ -183,10 +192,12 @@ enum class BinaryFn : uint8_t {
 enum class ReduceFn : uint8_t { sum, max, min, mean };
 
 struct IndexItem {
-  enum Kind : uint8_t { Tile, All, Scalar } kind = All;
+  enum Kind : uint8_t { Tile, All, Scalar, Gather } kind = All;
   int tile = -1;   // Tile
-  int value = -1;  // Scalar: an i64 rank-0 value id
+  int value = -1;  // Scalar: an i64 rank-0 value id; Gather: an i64 rank-1 value id
   bool operator==(const IndexItem&) const = default;
+  // Whether the item reads a value (a use of `value`).
+  bool has_value() const { return kind == Scalar || kind == Gather; }
 };
 
 struct Op {
@@ -226,6 +237,11 @@ struct Function {
 
   const Type& type_of(int value) const { return values.at(value); }
 };
+
+// Whether a load or store has a gather/scatter item; whether it is masked (a load with
+// {mask, other}, a store with a mask operand).
+bool has_gather(const Op& op);
+bool is_masked(const Op& op);
 
 std::string_view op_name(const Op& op);
 std::string_view unary_name(UnaryFn f);

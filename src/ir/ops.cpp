@@ -114,6 +114,16 @@ bool is_cheap_unary(UnaryFn f) {
   }
 }
 
+bool has_gather(const Op& op) {
+  for (const IndexItem& ix : op.index)
+    if (ix.kind == IndexItem::Gather) return true;
+  return false;
+}
+
+bool is_masked(const Op& op) {
+  return (op.kind == OpKind::Load && op.operands.size() == 2) || (op.kind == OpKind::Store && op.operands.size() == 2);
+}
+
 bool is_pointwise(OpKind k) {
   switch (k) {
     case OpKind::Load:

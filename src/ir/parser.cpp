@@ -514,6 +514,14 @@ class Parser {
       index(op, "of the store");
       expect_punct(",", "after the store's index");
       op.operands = {value_ref("as the stored value")};
+      if (peek().is(Token::Ident, "mask")) {
+        next();
+        op.operands.push_back(value_ref("as the store's mask"));
+        Type t;
+        std::string err = load_type(fn_, op.tensor, op.index, &t);
+        if (err.empty()) err = mask_rule(fn_, t, fn_.type_of(op.operands[1]), nullptr);
+        if (!err.empty()) fail(first, err);
+      }
       finish(op, first, body, "after the store");
     } else if (first.is(Token::Ident, "var")) {
       next();
@@ -567,8 +575,10 @@ class Parser {
         if (accept_punct(":")) {
           it.kind = IndexItem::All;
         } else if (peek().kind == Token::Value) {
-          it.kind = IndexItem::Scalar;
           it.value = value_ref("in the index of " + name);
+          // A value of rank 1 is a gather index block (its type says which; the printer
+          // writes both as %N).
+          it.kind = fn_.type_of(it.value).rank() == 1 ? IndexItem::Gather : IndexItem::Scalar;
         } else {
           it.kind = IndexItem::Tile;
           it.tile = tile_ref("in the index of " + name);
@@ -618,6 +628,13 @@ class Parser {
     if (n == "load") {
       op.kind = OpKind::Load;
       index(op, "of the load");
+      if (peek().is(Token::Ident, "mask")) {  // load X[...] mask %m else %o: a masked load
+        next();
+        op.operands.push_back(value_ref("as the load's mask"));
+        if (!peek().is(Token::Ident, "else")) expected("'else' and the fill of the masked load", "");
+        next();
+        op.operands.push_back(value_ref("as the masked load's fill"));
+      }
     } else if (n == "const") {
       op.number = number("after 'const'");
     } else if (n == "full") {
@@ -742,6 +759,7 @@ class Parser {
       case OpKind::Load: {
         Type t;
         rule(load_type(fn_, op.tensor, op.index, &t));
+        if (op.operands.size() == 2) rule(mask_rule(fn_, t, operand(0), &fn_.type_of(op.operands[1])));
         want = t;
         break;
       }

@@ -104,9 +104,12 @@ class Printer {
       }
       case OpKind::Load:
         os_ << "load " << index_str(op);
+        if (op.operands.size() == 2) os_ << " mask " << val(op.operands[0]) << " else " << val(op.operands[1]);
         break;
       case OpKind::Store:
-        os_ << "store " << index_str(op) << ", " << val(op.operands[0]) << loc(op.loc) << "\n";
+        os_ << "store " << index_str(op) << ", " << val(op.operands[0]);
+        if (op.operands.size() == 2) os_ << " mask " << val(op.operands[1]);
+        os_ << loc(op.loc) << "\n";
         return;
       case OpKind::Constant:
         os_ << "const " << number_str(op.number);

@@ -43,6 +43,7 @@ std::string load_type(const Function& fn, int tensor, const std::vector<IndexIte
            ") but is indexed with " + std::to_string(index.size()) + " indices";
   Type r;
   r.dtype = compute_dtype(t.dtype);
+  std::vector<int> gathered;  // block dims that come from a gather index block
   for (size_t d = 0; d < index.size(); ++d) {
     const IndexItem& it = index[d];
     if (it.kind == IndexItem::All) {
@@ -55,6 +56,13 @@ std::string load_type(const Function& fn, int tensor, const std::vector<IndexIte
                ", which has size " + std::to_string(t.shape[d]) + " (was the tile made for another dimension?)";
       if (ti.is_grid) continue;  // a grid index selects one element: the dimension drops
       r.shape.push_back(Dim::of_tile(it.tile));
+    } else if (it.kind == IndexItem::Gather) {
+      const Type& vt = fn.type_of(it.value);
+      if (vt.rank() != 1 || vt.dtype != DType::i64)
+        return "index " + std::to_string(d) + " of " + t.name +
+               " gathers with a block of indices, which must be an i64 block of rank 1; got " + type_to_string(fn, vt);
+      gathered.push_back(static_cast<int>(r.shape.size()));
+      r.shape.push_back(vt.shape[0]);
     } else {
       const Type& vt = fn.type_of(it.value);
       if (vt.rank() != 0 || vt.dtype != DType::i64)
@@ -62,7 +70,38 @@ std::string load_type(const Function& fn, int tensor, const std::vector<IndexIte
                type_to_string(fn, vt);
     }
   }
+  // Each gather index block contributes its dim in place; two items giving the block the same
+  // tile dim would need a rule for which element pairs with which (a diagonal? a broadcast?):
+  // refused, so that no reading is guessed.
+  for (int g : gathered)
+    for (size_t k = 0; k < r.shape.size(); ++k)
+      if (static_cast<int>(k) != g && r.shape[g].kind == Dim::Tile && r.shape[k] == r.shape[g])
+        return "the index block of dimension " + std::to_string(g) + " of " + t.name + " has dim " +
+               tile_name(fn, r.shape[g].tile) + ", which another index of the subscript also gives the block (" +
+               dims_to_string(fn, r.shape) +
+               "); each dim of a gathered block must come from one index (index with the tile directly, or "
+               "gather with a block over another tile)";
   *out = std::move(r);
+  return "";
+}
+
+std::string mask_rule(const Function& fn, const Type& access, const Type& mask, const Type* other) {
+  if (mask.dtype != DType::boolean)
+    return "the mask of a masked access must be a boolean block (a comparison); got " + type_to_string(fn, mask);
+  std::vector<Dim> b;
+  std::string err = broadcast_shapes(fn, access.shape, mask.shape, &b);
+  if (!err.empty() || !(b == access.shape))
+    return "the mask's shape " + dims_to_string(fn, mask.shape) + " does not broadcast to the accessed block's " +
+           dims_to_string(fn, access.shape);
+  if (other) {
+    if (other->dtype != access.dtype)
+      return "the fill of a masked load must have the loaded block's dtype " + type_to_string(fn, access) + "; got " +
+             type_to_string(fn, *other);
+    err = broadcast_shapes(fn, access.shape, other->shape, &b);
+    if (!err.empty() || !(b == access.shape))
+      return "the fill's shape " + dims_to_string(fn, other->shape) + " does not broadcast to the loaded block's " +
+             dims_to_string(fn, access.shape);
+  }
   return "";
 }
 

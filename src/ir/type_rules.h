@@ -16,6 +16,10 @@ std::string broadcast_shapes(const Function& fn, const std::vector<Dim>& a, cons
 // The type a load of tensor[index] produces, checking the index against the tensor's shape.
 std::string load_type(const Function& fn, int tensor, const std::vector<IndexItem>& index, Type* out);
 
+// The mask (and, for a load, the fill `other`, or nullptr) of a masked access whose block has
+// type `access`: the mask is a bool block and it and the fill broadcast to the block's shape.
+std::string mask_rule(const Function& fn, const Type& access, const Type& mask, const Type* other);
+
 // The type of a reduction of `in` over `axis` (may be negative), normalizing `axis`.
 std::string reduce_type(const Function& fn, const Type& in, int* axis, bool keepdim, Type* out);
 

@@ -74,7 +74,7 @@ class Verifier {
     for (const Op& op : loop.body) {
       for (int v : op.operands) use(op, v, scope);
       for (const IndexItem& it : op.index)
-        if (it.kind == IndexItem::Scalar) use(op, it.value, scope);
+        if (it.has_value()) use(op, it.value, scope);
       switch (op.kind) {
         case OpKind::Alloc:
         case OpKind::Launch:
@@ -85,6 +85,9 @@ class Verifier {
         case OpKind::Load: {
           Type t;
           rule(op, load_type(fn_, op.tensor, op.index, &t));
+          check(op.operands.empty() || op.operands.size() == 2, op, "a load has no operands, or {mask, other}");
+          if (op.operands.size() == 2)
+            rule(op, mask_rule(fn_, t, fn_.type_of(op.operands[0]), &fn_.type_of(op.operands[1])));
           define(op, op.result, scope);
           expect_type(op, t);
           continue;
@@ -97,6 +100,8 @@ class Verifier {
           if (!(b == t.shape))
             fail(op, "cannot store a block of shape " + dims_to_string(fn_, fn_.type_of(op.operands[0]).shape) +
                          " into " + fn_.tensors[op.tensor].name + " indexed as " + dims_to_string(fn_, t.shape));
+          check(op.operands.size() == 1 || op.operands.size() == 2, op, "a store has a value and maybe a mask");
+          if (op.operands.size() == 2) rule(op, mask_rule(fn_, t, fn_.type_of(op.operands[1]), nullptr));
           check_store_covers_grid(op);
           continue;
         }
@@ -244,8 +249,7 @@ class Verifier {
           ((d->kind == OpKind::TileBegin || d->kind == OpKind::TileEnd || d->kind == OpKind::TileIndex) &&
            d->tile == tile);
       for (const IndexItem& it : d->index)
-        r = r || (it.kind == IndexItem::Tile && it.tile == tile) ||
-            (it.kind == IndexItem::Scalar && depends_on_tile(it.value, tile));
+        r = r || (it.kind == IndexItem::Tile && it.tile == tile) || (it.has_value() && depends_on_tile(it.value, tile));
       for (int o : d->operands) r = r || depends_on_tile(o, tile);
     }
     depends_memo_[key] = r;
@@ -263,8 +267,8 @@ class Verifier {
       if (t.extent() <= 1 || (fixed > 0 && fixed >= t.extent())) continue;  // one step only
       bool covered = false;
       for (const IndexItem& it : store.index)
-        covered |= (it.kind == IndexItem::Tile && it.tile == tile) ||
-                   (it.kind == IndexItem::Scalar && depends_on_tile(it.value, tile));
+        covered |=
+            (it.kind == IndexItem::Tile && it.tile == tile) || (it.has_value() && depends_on_tile(it.value, tile));
       if (!covered)
         fail(store, "this store to " + fn_.tensors[store.tensor].name + " does not index the launch's tile " +
                         tile_name(fn_, tile) + " (the loop at " + launch_->loc.str() +
@@ -295,7 +299,9 @@ class Verifier {
         for (size_t k = 0; k < d->index.size(); ++k) {
           const IndexItem& it = d->index[k];
           if (it.kind == IndexItem::Scalar || (it.kind == IndexItem::Tile && fn_.tiles[it.tile].is_grid)) continue;
-          if (block_dim++ == axis) return {d->tensor, static_cast<int>(k)};
+          // A gathered dim reads scattered positions: no extent to compare.
+          if (block_dim++ == axis)
+            return it.kind == IndexItem::Gather ? TensorDim{} : TensorDim{d->tensor, static_cast<int>(k)};
         }
         return {};
       }

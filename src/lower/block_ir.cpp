@@ -17,6 +17,8 @@ std::string index_str(const ir::Function& fn, const IndexExpr& e) {
       return ir::tile_name(fn, e.tile) + (fn.tiles[e.tile].is_grid ? "" : "*" + std::to_string(e.scale));
     case IndexExpr::Value:
       return "%" + std::to_string(e.value);
+    case IndexExpr::Gather:
+      return "gather(%" + std::to_string(e.value) + ")";
   }
   return "?";
 }

@@ -48,10 +48,11 @@ struct BlockDim {
 
 // An offset along one tensor dimension, as a grid step (or inner-loop trip) forms it.
 struct IndexExpr {
-  enum Kind { Zero, TileOffset, Value } kind = Zero;
+  enum Kind { Zero, TileOffset, Value, Gather } kind = Zero;
   int tile = -1;      // TileOffset: tile index * scale (the tile's offset, scale = its block)
   int64_t scale = 1;  //   (a grid tile indexes single elements: scale 1)
   int value = -1;     // Value: a scalar index computed in the kernel (Tile IR value id)
+                      // Gather: the i64 index block (per element positions; the offset is 0)
   bool operator==(const IndexExpr&) const = default;
 };
 

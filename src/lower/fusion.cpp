@@ -53,7 +53,11 @@ class Fusion {
       // Block views remap indices like a transpose: the element read is not the one stored.
       t.transposes = op.kind == OpKind::Transpose || ir::is_block_view(op.kind);
       if (!is_pointwise(op.kind)) continue;
-      for (int v : op.operands) {
+      // A gather's index block is evaluated inside the load's expression: part of its tree.
+      std::vector<int> inputs = op.operands;
+      for (const auto& ix : op.index)
+        if (ix.kind == ir::IndexItem::Gather) inputs.push_back(ix.value);
+      for (int v : inputs) {
         if (!is_pointwise(ops_[def_.at(v)].op->kind) || rank(v) == 0) continue;
         const Tree& o = tree_[v];
         t.size += o.size;
@@ -117,7 +121,7 @@ class Fusion {
       if (op.result >= 0) def_[op.result] = pos;
       for (int v : op.operands) users_[v].push_back(pos);
       for (const auto& ix : op.index)
-        if (ix.kind == ir::IndexItem::Scalar) users_[ix.value].push_back(pos);
+        if (ix.has_value()) users_[ix.value].push_back(pos);
       if (op.kind == OpKind::VarSet || op.kind == OpKind::VarDecl) var_writes_.push_back(pos);
       if (op.kind == OpKind::Store) tensor_writes_.push_back(pos);
       if (op.kind == OpKind::Loop) {
@@ -134,10 +138,11 @@ class Fusion {
     if (chosen_.count(v)) return true;
     const Op& d = *ops_[def_.at(v)].op;
     // The GEMM packs f32, bf16 and f16 from memory; a load of another dtype (fp8) is
-    // materialized first (lower.cpp gives it a bf16 buffer, in which fp8 values are exact).
+    // materialized first (lower.cpp gives it a bf16 buffer, in which fp8 values are exact), and a
+    // gathered or masked load has no strided address: a dot reads both from scratch.
     if (d.kind == OpKind::Load) {
       DType t = fn_.tensors[d.tensor].dtype;
-      return t == DType::f32 || t == DType::bf16 || t == DType::f16;
+      return (t == DType::f32 || t == DType::bf16 || t == DType::f16) && !ir::has_gather(d) && !ir::is_masked(d);
     }
     if (d.kind == OpKind::VarGet) return true;
     return d.kind == OpKind::Transpose && addressable(d.operands[0]);
@@ -237,7 +242,7 @@ std::map<int, int> accumulating_dots(const ir::Function& fn, const Op& launch) {
     if (op.result >= 0) def[op.result] = &op;
     for (int v : op.operands) uses[v]++;
     for (const auto& ix : op.index)
-      if (ix.kind == ir::IndexItem::Scalar) uses[ix.value]++;
+      if (ix.has_value()) uses[ix.value]++;
   });
   std::map<int, int> out;
   ir::walk(launch.body, [&](const Op& op) {

@@ -29,8 +29,10 @@ void collect_movable(const ir::Function& fn, const std::vector<Op>& body, int ti
     if (op.kind == OpKind::Loop) continue;
     bool invariant_index = true;
     for (const ir::IndexItem& ix : op.index)
-      if (ix.kind == ir::IndexItem::Scalar && defined_in_loop.count(ix.value)) invariant_index = false;
+      if (ix.has_value() && defined_in_loop.count(ix.value)) invariant_index = false;
     if (!invariant_index) continue;
+    // A gather or a masked access has no block to copy: it is read (written) in place.
+    if (ir::has_gather(op) || ir::is_masked(op)) continue;
     if ((op.kind == OpKind::Load && (every_block || !written.count(op.tensor))) ||
         (every_block && op.kind == OpKind::Store)) {
       int uses = 0;

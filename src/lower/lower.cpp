@@ -106,6 +106,14 @@ class Planner {
           s.block.push_back({BlockDim::Whole, -1, t.shape[d]});
           s.index.push_back({});
           elems *= t.shape[d];
+        } else if (ix.kind == ir::IndexItem::Gather) {
+          // Scattered positions anywhere in the dim: the whole dim is the block's span (what
+          // a grid step may touch), its offset zero; the addresses are the index block's.
+          const ir::Dim& g = fn.type_of(ix.value).shape[0];
+          const int64_t n = capacity(g);
+          s.block.push_back({BlockDim::Whole, -1, t.shape[d]});
+          s.index.push_back({IndexExpr::Gather, -1, 1, ix.value});
+          elems *= n;
         } else {
           s.block.push_back({BlockDim::Unit, -1, 1});
           s.index.push_back({IndexExpr::Value, -1, 1, ix.value});

@@ -127,8 +127,20 @@ void LaunchEmitter::store(const Op& op) {
   DType from = type(op.operands[0]).dtype;
   line("{  // store at " + op.loc.str());
   ++depth_;
-  nest(shape,
-       [&](const Idx& idx) { line(address(op, idx) + " = " + store_value(dt, from, operand(op, 0, idx)) + ";"); });
+  if (ir::is_masked(op)) {
+    // Only the mask's true elements are written, and only their indices are checked: the
+    // address is computed inside the branch, never hoisted.
+    nest(shape, [&](const Idx& idx) {
+      const std::string mask = operand(op, 1, idx), v = store_value(dt, from, operand(op, 0, idx));
+      ++no_hoist_;
+      const std::string a = address(op, idx);
+      --no_hoist_;
+      line("if (" + mask + ") " + a + " = " + v + ";");
+    });
+  } else {
+    nest(shape,
+         [&](const Idx& idx) { line(address(op, idx) + " = " + store_value(dt, from, operand(op, 0, idx)) + ";"); });
+  }
   --depth_;
   line("}");
 }
@@ -209,6 +221,16 @@ static inline void ph_index_error(ph_status* st, const char* where, const char* 
     st->where = where;
     st->what = what;
   }
+}
+// A per-element index (a gather's, or one under a mask): in range it is returned; out of range
+// it is recorded as above and 0 is returned, so that the access stays inside the tensor until
+// the launch ends and the call throws.
+static inline int64_t ph_checked_index(int64_t v, int64_t size, ph_status* st, const char* where, const char* what) {
+  if (__builtin_expect(static_cast<uint64_t>(v) >= static_cast<uint64_t>(size), 0)) {
+    ph_index_error(st, where, what, v);
+    return 0;
+  }
+  return v;
 }
 )";
 

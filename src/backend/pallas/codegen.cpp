@@ -213,6 +213,32 @@ class Emitter {
     line("    idx = jax.lax.broadcasted_iota(jnp.int32, x.shape, axis)");
     line("    return jnp.where(idx < valid, x, jnp.asarray(fill, x.dtype))");
     line("");
+    line("");
+    gather_helper();
+  }
+
+  // (printed as part of header())
+  void gather_helper() {
+    line("def _gather(x, axis, idx, size):");
+    line("    \"\"\"Rows (axis 0) or columns (axis 1) idx of x, which holds the whole gathered dim (size): a");
+    line("    one-hot matrix times x on the MXU at precision HIGHEST (exact for f32 data; bf16 and f16");
+    line("    data are gathered as f32, also exact). An index outside [0, size) gives NaN; a non-finite");
+    line("    element of x gives NaN in every row gathered with its column (0 * inf).\"\"\"");
+    line("    idx = idx.astype(jnp.int32)");
+    line("    ok = (idx >= 0) & (idx < size)");
+    line("    oh = idx[:, None] == jax.lax.broadcasted_iota(jnp.int32, (idx.shape[0], size), 1)");
+    line("    if x.ndim == 1:");
+    line("        return jnp.where(ok, jnp.sum(jnp.where(oh, x[None, :], 0.0), axis=1), jnp.nan)");
+    line("    hi = jax.lax.Precision.HIGHEST");
+    line("    oh = oh.astype(jnp.float32)");
+    line("    if axis == 0:");
+    line("        g = jnp.dot(oh, x, precision=hi, preferred_element_type=jnp.float32)");
+    line("        return jnp.where(ok[:, None], g, jnp.nan)");
+    line(
+        "    g = jax.lax.dot_general(x, oh, (((1,), (1,)), ((), ())), precision=hi, "
+        "preferred_element_type=jnp.float32)");
+    line("    return jnp.where(ok[None, :], g, jnp.nan)");
+    line("");
   }
 
   // A JSON value as the Python literal that reads the same (true -> True).
@@ -377,8 +403,30 @@ class Emitter {
       case OpKind::Load: {
         const ir::TensorInfo& t = fn_.tensors[op.tensor];
         line(v(op.result) + "_raw = " + access(op));
-        raw_[op.result] = t.dtype;
-        return def(compute_cast(t.dtype, v(op.result) + "_raw"));
+        if (!ir::has_gather(op) && !ir::is_masked(op)) {
+          raw_[op.result] = t.dtype;  // a dot may read the stored dtype directly
+          return def(compute_cast(t.dtype, v(op.result) + "_raw"));
+        }
+        std::string e = compute_cast(t.dtype, v(op.result) + "_raw");
+        // A gather: the block holds the whole gathered dim; pick the indexed rows or columns.
+        int axis = 0;
+        for (size_t d = 0; d < op.index.size(); ++d) {
+          const ir::IndexItem& ix = op.index[d];
+          if (ix.kind == ir::IndexItem::Gather) {
+            e = "_gather(" + e + ", " + std::to_string(axis) + ", " + operand(ix.value) + ", " +
+                std::to_string(t.shape[d]) + ")";
+            break;
+          }
+          axis += ix.kind != ir::IndexItem::Tile || !unit(ix.tile);
+        }
+        // A masked load: masked-off elements take the fill (a gather's NaN for an out-of-range
+        // index included: those indices need not be in range).
+        if (ir::is_masked(op)) {
+          const std::string shape = shape_str(rt->shape);
+          e = "jnp.where(jnp.broadcast_to(" + operand(op.operands[0]) + ", " + shape + "), " + e +
+              ", jnp.broadcast_to(" + operand(op.operands[1]) + ", " + shape + "))";
+        }
+        return def(e);
       }
       case OpKind::Store: {
         const ir::TensorInfo& t = fn_.tensors[op.tensor];
@@ -748,9 +796,9 @@ class Emitter {
     for (size_t d = 0; d < s.first->index.size(); ++d) {
       const ir::IndexItem& ix = s.first->index[d];
       shape.push_back(s.block[d] < 0 ? "None" : std::to_string(s.block[d]));
-      index.push_back(ix.kind == ir::IndexItem::All ? "0"
-                      : ix.tile == s.loop_tile      ? loop_index
-                                                    : "g_" + tname(ix.tile));
+      index.push_back(ix.kind == ir::IndexItem::All || ix.kind == ir::IndexItem::Gather ? "0"
+                      : ix.tile == s.loop_tile                                          ? loop_index
+                                                                                        : "g_" + tname(ix.tile));
     }
     return "pl.BlockSpec(" + tuple_str(shape) + ", " + lambda + tuple_str(index) +
            (buffered ? ", pipeline_mode=pl.Buffered(" + std::to_string(s.buffers) + "))" : ")");

@@ -131,6 +131,12 @@ class Planner {
   void add(const Op& op, const Op* loop) {
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     int loop_tile = -1;
+    // A masked store would need a read-modify-write of its block (an output block is written
+    // back whole), a scatter per-row DMAs into an aliased output: neither is emitted yet.
+    if (op.kind == OpKind::Store && ir::is_masked(op)) unsupported(op, "a masked store (ph::store)");
+    if (op.kind == OpKind::Store && ir::has_gather(op))
+      unsupported(op, "a scatter (a store through a block of indices)");
+    if (op.kind == OpKind::Load && ir::has_gather(op)) check_gather(op, loop);
     for (const ir::IndexItem& ix : op.index) {
       if (ix.kind == ir::IndexItem::Scalar) unsupported(op, "indexing with a computed integer");
       if (ix.kind == ir::IndexItem::Tile) {
@@ -162,7 +168,7 @@ class Planner {
     int64_t elems = 1;
     for (size_t d = 0; d < op.index.size(); ++d) {
       const ir::IndexItem& ix = op.index[d];
-      int64_t b = t.shape[d];
+      int64_t b = t.shape[d];  // `all` and gathered dims: the whole dim is resident
       if (ix.kind == ir::IndexItem::Tile) {
         // A unit tile is squeezed, except the loop tile of a resident slot: its whole extent
         // is in VMEM, indexed by the trip's offset.
@@ -179,6 +185,26 @@ class Planner {
     s.block_bytes = elems * dtype_size(t.dtype);
     out_.slot_of[&op] = static_cast<int>(out_.slots.size());
     out_.slots.push_back(std::move(s));
+  }
+
+  // A gather is a one-hot matmul against the gathered dim, resident whole in VMEM (the slot's
+  // block spans it): one index block, a block of rank 1 or 2 around it, at grid level, from a
+  // floating tensor (an out-of-range index gives NaN, which an integer cannot hold).
+  void check_gather(const Op& op, const Op* loop) {
+    if (loop) unsupported(op, "a gather inside an inner loop");
+    int gathers = 0, kept = 0;
+    for (const ir::IndexItem& ix : op.index) {
+      gathers += ix.kind == ir::IndexItem::Gather;
+      kept += ix.kind != ir::IndexItem::Tile || !pallas_unit_tile(p_, ix.tile);
+      if (ix.kind == ir::IndexItem::Gather) {
+        const ir::Dim& d = fn_.type_of(ix.value).shape[0];
+        if (d.kind == ir::Dim::Tile && pallas_unit_tile(p_, d.tile))
+          unsupported(op, "a gather whose index block runs over a tile of block 1 (index with a scalar instead)");
+      }
+    }
+    if (gathers > 1) unsupported(op, "a gather with more than one index block");
+    if (kept > 2) unsupported(op, "a gather from a block of rank " + std::to_string(kept) + " (at most 2)");
+    if (!is_floating(fn_.tensors[op.tensor].dtype)) unsupported(op, "a gather from an integer or boolean tensor");
   }
 
   // VMEM: every slot's buffers, the Vars' scratch, and room for the two largest intermediate
@@ -211,6 +237,17 @@ class Planner {
         big2 = b;
       }
     });
+    // A gather's one-hot matrix (index block x the gathered dim, f32) is built in VMEM too.
+    int64_t onehot = 0;
+    ir::walk(L_.op->body, [&](const Op& op) {
+      if (op.kind != OpKind::Load) return;
+      for (size_t d = 0; d < op.index.size(); ++d)
+        if (op.index[d].kind == ir::IndexItem::Gather) {
+          ir::Type it = fn_.type_of(op.index[d].value);
+          onehot = std::max(onehot, value_bytes(it) * fn_.tensors[op.tensor].shape[d]);
+        }
+    });
+    if (onehot) item("one-hot", 1, onehot);
     if (vars) item("scratch", 1, vars);
     if (big1 + big2) item("intermediates", 1, big1 + big2);
     out_.vmem_detail = detail;

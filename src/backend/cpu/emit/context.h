@@ -70,6 +70,7 @@ class EmitContext {
   std::vector<Hoisted> hoisted_;  // reads to emit before that loop, as constants
   int hoist_counter_ = 0;
   int nest_depth_ = 0;  // how many nest() calls are open
+  int no_hoist_ = 0;    // > 0 while emitting the guarded side of a masked access
 };
 
 }  // namespace parhelion::backend::cpu::emit

@@ -25,6 +25,7 @@ std::string LaunchEmitter::op_expr(const Op& op, const Idx& idx) {
   DType rt = type(op.result).dtype;
   switch (op.kind) {
     case OpKind::Load:
+      if (ir::is_masked(op)) return masked_load_expr(op, idx);
       return read(load_expr(op, idx), type(op.result).dtype);
     case OpKind::Constant:
     case OpKind::Full:
@@ -116,14 +117,44 @@ std::string LaunchEmitter::tensor_offset(const Op& op, const Idx& idx) {
         pos = "(off_" + tname(ix.tile) + " + " + idx[j++] + ")";
     } else if (ix.kind == ir::IndexItem::All) {
       pos = idx[j++];
+    } else if (ix.kind == ir::IndexItem::Gather) {
+      // Element j of the block reads position index[j]: checked here, per element, so that
+      // only valid (and, under a mask, active) elements are checked and read.
+      pos = checked_position(op, d, expr(ix.value, {idx[j++]}));
+    } else if (ir::is_masked(op)) {
+      // Under a mask a scalar index is checked where it is used (an inactive element's index
+      // need not be in range), not where it is computed (index_checks.cpp skips these).
+      pos = checked_position(op, d, expr(ix.value, {}));
     } else {
       pos = "(" + expr(ix.value, {}) + ")";
     }
-    if (t.shape[d] == 1 && ix.kind != ir::IndexItem::Scalar) continue;  // position is 0
+    if (t.shape[d] == 1 && !ix.has_value()) continue;  // position is 0
     std::string term = t.strides[d] == 1 ? pos : pos + " * " + std::to_string(t.strides[d]);
     s += (s.empty() ? "" : " + ") + term;
   }
   return s.empty() ? "0" : s;
+}
+
+// An index computed per element, checked against its dimension where the config asks for
+// checks: an out-of-range one records the launch's ph_status (the call then throws) and reads
+// position 0 instead, so that nothing outside the tensor is touched meanwhile.
+std::string LaunchEmitter::checked_position(const Op& op, size_t d, const std::string& value) {
+  if (!p_.config.index_checks) return "(" + value + ")";
+  const ir::TensorInfo& t = fn_.tensors[op.tensor];
+  const std::string what =
+      "dimension " + std::to_string(d) + " of " + t.name + " (size " + std::to_string(t.shape[d]) + ")";
+  return "ph_checked_index(" + value + ", " + std::to_string(t.shape[d]) + ", ph_st, " + c_string(op.loc.str()) + ", " +
+         c_string(what) + ")";
+}
+
+// A masked load: `mask ? x[...] : other`, the read only on the taken side. Its reads are never
+// hoisted out of the loop (a hoisted read would run for masked-off elements too).
+std::string LaunchEmitter::masked_load_expr(const Op& op, const Idx& idx) {
+  const std::string mask = operand(op, 0, idx), other = operand(op, 1, idx);
+  ++no_hoist_;
+  std::string v = load_expr(op, idx);
+  --no_hoist_;
+  return "(" + mask + " ? " + v + " : " + other + ")";
 }
 
 std::string LaunchEmitter::load_expr(const Op& op, const Idx& idx) {

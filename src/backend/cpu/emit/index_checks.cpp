@@ -13,6 +13,7 @@ void LaunchEmitter::collect_index_uses() {
   ir::walk(L_.op->body, [&](const Op& op) {
     if (op.result >= 0) defs[op.result] = &op;
     if (op.kind != OpKind::Load && op.kind != OpKind::Store) return;
+    if (ir::is_masked(op)) return;  // checked per active element where used (expressions.cpp)
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     for (size_t d = 0; d < op.index.size(); ++d) {
       const ir::IndexItem& ix = op.index[d];

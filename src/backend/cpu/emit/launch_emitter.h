@@ -49,6 +49,8 @@ class LaunchEmitter : private EmitContext {
   std::string tensor_address(const Op& op, const Idx& idx);
   std::string tensor_offset(const Op& op, const Idx& idx);
   std::string load_expr(const Op& op, const Idx& idx);
+  std::string masked_load_expr(const Op& op, const Idx& idx);
+  std::string checked_position(const Op& op, size_t d, const std::string& value);
   std::string store_value(DType dt, DType from, const std::string& v);
   std::string unary_expr(UnaryFn f, DType dt, const std::string& a);
   std::string binary_expr(BinaryFn f, DType result, DType ta, DType tb, std::string a, std::string b);

@@ -108,7 +108,7 @@ bool LaunchEmitter::is_hoisted(const std::string& e) const {
 
 // A memory read, hoisted out of the current innermost loop when it does not depend on it.
 std::string LaunchEmitter::read(const std::string& access, DType compute) {
-  if (hoist_var_.empty() || mentions(access, hoist_var_)) return access;
+  if (hoist_var_.empty() || no_hoist_ > 0 || mentions(access, hoist_var_)) return access;
   for (const Hoisted& h : hoisted_)
     if (h.access == access) return h.name;
   hoisted_.push_back({"h" + std::to_string(hoist_counter_++), c_type(compute), access});

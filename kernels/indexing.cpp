@@ -1,0 +1,93 @@
+// Kernels built on gathers, scatters and masked access (docs/language.md, section 4).
+#include <string>
+
+#include "kernels/kernels.h"
+
+namespace parhelion::kernels {
+namespace {
+namespace ph = parhelion;
+
+// Embedding forward: out[n, :] = weight[ids[n], :], the ids of rank 1 to 3 flattened row-major
+// into n. A direct transcription: a launch over (tokens, embedding columns) gathers rows through
+// the index block ids[tt]. For ids of rank 2 or 3 the leading dims are tiles of block 1 and the
+// output row is computed (b * S + s: a scatter to distinct rows).
+ph::Tensor embedding_body(ph::Tensor ids, ph::Tensor weight) {
+  ph::expect_dtype(ids, {DType::i32, DType::i64});
+  ph::expect(weight.rank() == 2, "embedding: weight must be [V, E]");
+  ph::expect(ids.rank() >= 1 && ids.rank() <= 3, "embedding: ids must have rank 1 to 3 (flatten more on the host)");
+  const Shape s = ids.sizes();
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  const int64_t e = weight.size(1);
+  auto out = ph::empty({n, e}, weight.dtype());
+  if (ids.rank() == 1) {
+    for (auto [tt, te] : ph::tile(n, e)) out[tt, te] = weight[ids[tt], te];
+  } else if (ids.rank() == 2) {
+    for (auto [b, tt, te] : ph::tile(ph::range(s[0]).block(1), s[1], e)) {
+      auto row = b.begin() * s[1] + tt.index();
+      out[row, te] = weight[ids[b.begin(), tt], te];
+    }
+  } else {
+    for (auto [a, b, tt] : ph::tile(ph::range(s[0]).block(1), ph::range(s[1]).block(1), s[2])) {
+      auto row = (a.begin() * s[1] + b.begin()) * s[2] + tt.index();
+      auto rows = ids[a.begin(), b.begin(), tt];
+      for (auto te : ph::tile(e)) out[row, te] = weight[rows, te];
+    }
+  }
+  return out;
+}
+
+// Concatenation along the last dim, out = [x | y] for x [M, N1], y [M, N2], in one launch: each
+// block of output columns j reads x[:, j] where j < N1 and y[:, j - N1] elsewhere, each a
+// masked load (the other side is not read). A direct transcription.
+ph::Tensor concat_body(ph::Tensor x, ph::Tensor y) {
+  ph::expect(x.rank() == 2 && y.rank() == 2 && x.size(0) == y.size(0), "concat: x [M, N1] and y [M, N2]");
+  ph::expect(x.dtype() == y.dtype(), "concat: x and y must have one dtype");
+  auto m = x.size(0), n1 = x.size(1), n2 = y.size(1);
+  auto out = ph::empty({m, n1 + n2}, x.dtype());
+  for (auto [tm, tn] : ph::tile(m, n1 + n2)) {
+    auto j = tn.index();
+    auto left = j < n1;
+    auto a = ph::load(x, {tm, j}, left, 0.0f);
+    auto b = ph::load(y, {tm, j - n1}, !left, 0.0f);
+    out[tm, tn] = ph::where(left, a, b);
+  }
+  return out;
+}
+
+// Grouped GEMM: out[r, :] = x[r, :] . w[g] for the rows r in offsets[g] .. offsets[g+1] of each
+// group g (rows in no group are 0). Restructured: data-dependent loop bounds are not in the
+// language yet, so the launch is a grid over (groups, row blocks of the largest group, column
+// blocks); a row block reads its rows with a masked gather (rows past the group's end are not
+// read) and writes them with a masked scatter. The largest group's row count R is the length
+// of `bound` (its contents are not read): the work is G x R rows instead of M. A group longer
+// than R would be silently cut short, so each grid step checks it: it then reads offsets at
+// index G + 1, which the bounds check reports (naming the line below).
+ph::Tensor grouped_gemm_body(ph::Tensor x, ph::Tensor w, ph::Tensor offsets, ph::Tensor bound) {
+  ph::expect(x.rank() == 2 && w.rank() == 3 && w.size(1) == x.size(1),
+             "grouped_gemm: x [M, K] and w [G, K, N] with the same K");
+  ph::expect(offsets.sizes() == Shape{w.size(0) + 1}, "grouped_gemm: offsets must be [G + 1]");
+  ph::expect_dtype(offsets, {DType::i32, DType::i64});
+  ph::expect(bound.rank() == 1, "grouped_gemm: bound is a 1-D tensor whose length is the largest group's rows");
+  auto m = x.size(0), k = x.size(1), g = w.size(0), n = w.size(2), r = bound.size(0);
+  auto out = ph::zeros({m, n}, x.dtype());
+  for (auto [tg, tr, tn] : ph::tile(ph::range(g).block(1), r, n)) {
+    auto start = offsets[tg.begin()], end = offsets[tg.begin() + 1];
+    // A group longer than the bound: index g + 1 of offsets, out of range (a run-time error here).
+    auto guard = offsets[ph::cast(end - start > r, DType::i64) * (g + 1)];
+    auto rows = start + tr.index();
+    auto in_group = (rows < end).unsqueeze(-1);
+    ph::Var acc = ph::zeros({tr, tn}) + ph::cast(guard, DType::f32) * 0.0f;
+    for (auto tk : ph::tile(k)) acc = acc + ph::dot(ph::load(x, {rows, tk}, in_group, 0.0f), w[tg.begin(), tk, tn]);
+    ph::store(out, {rows, tn}, acc, in_group);
+  }
+  return out;
+}
+
+}  // namespace
+
+Kernel<Tensor(Tensor, Tensor)> embedding("embedding", embedding_body);
+Kernel<Tensor(Tensor, Tensor)> concat("concat", concat_body);
+Kernel<Tensor(Tensor, Tensor, Tensor, Tensor)> grouped_gemm("grouped_gemm", grouped_gemm_body);
+
+}  // namespace parhelion::kernels
