@@ -434,7 +434,6 @@ void store(const Tensor& x, std::initializer_list<Index> index, const Operand& v
   T.emit(op, loc);
 }
 
-
 Tensor Tensor::unsqueeze(int axis, Loc loc) const {
   if (kind_ == HostK) {  // a host view with a new size-1 dim
     Shape s = sizes();

@@ -129,6 +129,8 @@ class Generator {
   // reshape to pairs, permute them, split twice, unsqueeze/squeeze. Every view's index remap
   // is exercised on the way, and a wrong remap picks -v or a neighbour instead.
   int view_chain(int v, const std::vector<int>& tiles) {
+    // A view takes a block: an expression that folded to a number becomes a full block of it.
+    if (p_.exprs.at(v).kind == Expr::Number) v = add_full(tiles, p_.exprs.at(v).number);
     const int r = static_cast<int>(tiles.size());
     std::vector<Subscript> full;
     for (int t : tiles) full.push_back(tile_ix(t));

@@ -60,13 +60,13 @@ struct Expr {
     VarRead,  // var
     Full,     // ph::full({tiles of `index`}, number): a block of one value
     // Block views (src/ir/views.h):
-    Expand,   // ph::expand(arg, {tiles of `index`})
-    Stack,    // ph::stack({args}, axis)
-    Cat,      // ph::cat({args}, axis)
-    Reshape,  // ph::reshape(arg, {tiles of `index`, then the constants `dims`})
-    Permute,  // ph::permute(arg, dims)
-    Split,    // ph::split(arg), half `axis` (0: .first, 1: .second)
-    Squeeze,  // ph::squeeze(arg, axis)
+    Expand,      // ph::expand(arg, {tiles of `index`})
+    Stack,       // ph::stack({args}, axis)
+    Cat,         // ph::cat({args}, axis)
+    Reshape,     // ph::reshape(arg, {tiles of `index`, then the constants `dims`})
+    Permute,     // ph::permute(arg, dims)
+    Split,       // ph::split(arg), half `axis` (0: .first, 1: .second)
+    Squeeze,     // ph::squeeze(arg, axis)
     MaskedLoad,  // ph::load(tensor, {index}, args[0] (mask), args[1] (fill))
   } kind = Number;
   std::vector<int64_t> dims;  // Reshape: trailing constant dims; Permute: the permutation

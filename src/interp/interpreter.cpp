@@ -672,9 +672,9 @@ class Interpreter {
   const ir::Function& fn_;
   std::vector<TensorState> tensors_;
   std::vector<double> scalars_;
-  std::vector<int64_t> tile_off_, tile_len_;  // the current block of each tile (len -1: not in a loop)
-  std::vector<Value> values_;                 // by value id: the latest definition
-  std::vector<Value> vars_;                   // by var id
+  std::vector<int64_t> tile_off_, tile_len_;                 // the current block of each tile (len -1: not in a loop)
+  std::vector<Value> values_;                                // by value id: the latest definition
+  std::vector<Value> vars_;                                  // by var id
   mutable std::map<int, std::vector<int64_t>> mem_to_flat_;  // strided roots of views: memory -> logical
   int64_t step_ = 0;                                         // the current grid step (a counter over launches)
   std::map<int, std::map<int64_t, int64_t>> scattered_;      // root tensor -> position -> step that scattered it
