@@ -30,6 +30,14 @@
 // - A scalar index (an i64 rank-0 value, e.g. loaded from a tensor) is checked against its
 //   dimension: out of range (or never written) is a UserError naming the tensor, the dimension,
 //   the value, the size and the op's source line.
+// - Host views (Tensor::view ... narrow) alias their root's memory: a Load through a view reads
+//   the root's elements at the view's offset and strides, a Store through one writes them, so
+//   a store is visible through the base and through every other view of the same root, in
+//   later ops and launches (written arguments are copied once, at their root). An expanded
+//   view reads one element at many indices. The verifier refuses what would make the result
+//   depend on order: a store through a stride-0 (expanded) dim, and, within one launch, a
+//   store through a view whose memory overlaps another view of the same root that the launch
+//   also loads or stores (identical views count as one tensor; disjoint narrows are fine).
 // Integer outputs have no NaN: an element the kernel never wrote comes back as the dtype's
 // minimum (bool: true).
 #pragma once
