@@ -473,7 +473,9 @@ class Generator {
     int out = tensor(s, data_dtype(), true);
     Stmt launch = loop(dims, tiles);
     int value = fexpr(leaves, exact, 4);
-    if (variant > 0.7) value = view_chain(value, tiles);  // block views (views.h) on the way to the store
+    // Block views (views.h) on the way to the store; ph::expand takes a block, not a number.
+    const bool number = p_.exprs[value].kind == Expr::Number || p_.exprs[value].kind == Expr::ScalarArg;
+    if (variant > 0.7 && !number) value = view_chain(value, tiles);
     launch.body.push_back(store(out, full, value));
     p_.body.push_back(std::move(launch));
     if (variant < 0.4) {  // a second launch reads the first one's result (at other blocks)
