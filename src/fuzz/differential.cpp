@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -280,9 +281,11 @@ std::vector<Program> shrink_candidates(const Program& p) {
     }
   }
   std::set<int64_t> extents;
+  // (not of a program with host views: their ops' sizes, starts and factors would not follow)
+  const bool views = std::any_of(p.tensors.begin(), p.tensors.end(), [](const TensorDecl& t) { return t.is_view(); });
   for (const TensorDecl& t : p.tensors)
     for (int64_t d : t.shape)
-      if (d > 1) extents.insert(d);
+      if (d > 1 && !views) extents.insert(d);
   for (int64_t v : extents) {
     Program q = p;
     int64_t to = v / 2;

@@ -1,5 +1,6 @@
 #include "fuzz/generate.h"
 
+#include <algorithm>
 #include <functional>
 #include <random>
 
@@ -13,7 +14,7 @@ using ir::ReduceFn;
 using ir::UnaryFn;
 
 const std::vector<std::string>& families() {
-  static const std::vector<std::string> f = {"pointwise", "row_reduce", "loop_reduce", "matmul", "gather", "indexed"};
+  static const std::vector<std::string> f = {"pointwise", "row_reduce", "loop_reduce", "matmul", "gather", "indexed", "views"};
   return f;
 }
 
@@ -40,6 +41,8 @@ class Generator {
       gather();
     else if (family == "indexed")
       indexed();
+    else if (family == "views")
+      views();
     else
       throw UserError("unknown fuzz family '" + family + "'");
     return std::move(p_);
@@ -64,7 +67,12 @@ class Generator {
     return static_cast<int>(p_.exprs.size()) - 1;
   }
   int tensor(Shape shape, DType dtype, bool output = false, int64_t index_bound = 0) {
-    p_.tensors.push_back({std::move(shape), dtype, output, index_bound});
+    TensorDecl t;
+    t.shape = std::move(shape);
+    t.dtype = dtype;
+    t.is_output = output;
+    t.index_bound = index_bound;
+    p_.tensors.push_back(std::move(t));
     return static_cast<int>(p_.tensors.size()) - 1;
   }
   int new_tile() { return p_.num_tiles++; }
@@ -129,8 +137,6 @@ class Generator {
   // reshape to pairs, permute them, split twice, unsqueeze/squeeze. Every view's index remap
   // is exercised on the way, and a wrong remap picks -v or a neighbour instead.
   int view_chain(int v, const std::vector<int>& tiles) {
-    // A view takes a block: an expression that folded to a number becomes a full block of it.
-    if (p_.exprs.at(v).kind == Expr::Number) v = add_full(tiles, p_.exprs.at(v).number);
     const int r = static_cast<int>(tiles.size());
     std::vector<Subscript> full;
     for (int t : tiles) full.push_back(tile_ix(t));
@@ -469,7 +475,9 @@ class Generator {
     int out = tensor(s, data_dtype(), true);
     Stmt launch = loop(dims, tiles);
     int value = fexpr(leaves, exact, 4);
-    if (variant > 0.7) value = view_chain(value, tiles);  // block views (views.h) on the way to the store
+    // Block views (views.h) on the way to the store; ph::expand takes a block, not a number.
+    const bool number = p_.exprs[value].kind == Expr::Number || p_.exprs[value].kind == Expr::ScalarArg;
+    if (variant > 0.7 && !number) value = view_chain(value, tiles);
     launch.body.push_back(store(out, full, value));
     p_.body.push_back(std::move(launch));
     if (variant < 0.4) {  // a second launch reads the first one's result (at other blocks)
@@ -750,6 +758,301 @@ class Generator {
     }
     if (inner) launch.body.push_back(std::move(body));
     p_.body.push_back(std::move(launch));
+  // --- host views ---
+  // A host view's layout as the generator tracks it (strides in its root's elements), so that
+  // it only draws view/reshape where the strides can describe the new shape without a copy.
+  struct Layout {
+    Shape shape, strides;
+  };
+  static Layout contiguous(const Shape& s) {
+    Layout l{s, Shape(s.size(), 1)};
+    for (int d = static_cast<int>(s.size()) - 2; d >= 0; --d) l.strides[d] = l.strides[d + 1] * s[d + 1];
+    return l;
+  }
+  static int64_t numel(const Shape& s) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    return n;
+  }
+
+  // A chain of 1..3 host view ops of a tensor of layout `l` (applied to `l`). `write`: ops that
+  // a store may go through (no expand); `narrow`: narrow may be drawn.
+  std::vector<HostViewOp> view_chain_ops(Layout& l, bool write, bool narrow) {
+    std::vector<HostViewOp> ops;
+    const int n = 1 + static_cast<int>(pick(3));
+    for (int step = 0; step < n; ++step) {
+      const int r = static_cast<int>(l.shape.size());
+      HostViewOp op;
+      Layout next = l;
+      bool ok = false;
+      for (int attempt = 0; attempt < 8 && !ok; ++attempt) {
+        next = l;
+        switch (pick(7)) {
+          case 0:  // permute
+            if (r < 2) break;
+            op.kind = HostViewOp::Permute;
+            op.dims.clear();
+            for (int i = 0; i < r; ++i) op.dims.push_back(i);
+            std::shuffle(op.dims.begin(), op.dims.end(), rng_);
+            for (int i = 0; i < r; ++i) {
+              next.shape[i] = l.shape[op.dims[i]];
+              next.strides[i] = l.strides[op.dims[i]];
+            }
+            ok = true;
+            break;
+          case 1:  // transpose
+            if (r < 2) break;
+            op.kind = HostViewOp::Transpose;
+            op.axis = static_cast<int>(pick(r));
+            op.axis2 = (op.axis + 1 + static_cast<int>(pick(r - 1))) % r;
+            std::swap(next.shape[op.axis], next.shape[op.axis2]);
+            std::swap(next.strides[op.axis], next.strides[op.axis2]);
+            ok = true;
+            break;
+          case 2: {  // narrow
+            if (!narrow) break;
+            int d = static_cast<int>(pick(r));
+            if (l.shape[d] < 2) break;
+            int64_t start = static_cast<int64_t>(pick(l.shape[d]));
+            int64_t len = 1 + static_cast<int64_t>(pick(l.shape[d] - start));
+            op.kind = HostViewOp::Narrow;
+            op.axis = d;
+            op.dims = {start, len};
+            next.shape[d] = len;
+            ok = true;
+            break;
+          }
+          case 3: {  // unsqueeze
+            if (r >= 4) break;
+            op.kind = HostViewOp::Unsqueeze;
+            op.axis = static_cast<int>(pick(r + 1));
+            next.shape.insert(next.shape.begin() + op.axis, 1);
+            next.strides.insert(next.strides.begin() + op.axis, 0);  // (never merged by a reshape below)
+            ok = true;
+            break;
+          }
+          case 4: {  // squeeze a size-1 dim
+            if (r < 2) break;
+            int d = static_cast<int>(pick(r));
+            if (l.shape[d] != 1) break;
+            op.kind = HostViewOp::Squeeze;
+            op.axis = d;
+            next.shape.erase(next.shape.begin() + d);
+            next.strides.erase(next.strides.begin() + d);
+            ok = true;
+            break;
+          }
+          default: {  // view/reshape: split a dim by a factor, or merge two that are adjacent in memory
+            op.kind = chance(0.5) ? HostViewOp::View : HostViewOp::Reshape;
+            int d = static_cast<int>(pick(r));
+            if (chance(0.5) && r < 4) {
+              int64_t f = 0;
+              for (int64_t k = 2; k < l.shape[d]; ++k)
+                if (l.shape[d] % k == 0) {
+                  f = k;
+                  if (chance(0.5)) break;
+                }
+              if (f == 0) break;
+              next.shape[d] = l.shape[d] / f;
+              next.shape.insert(next.shape.begin() + d + 1, f);
+              next.strides[d] = l.strides[d] * f;
+              next.strides.insert(next.strides.begin() + d + 1, l.strides[d]);
+            } else {
+              if (d + 1 >= r || l.shape[d] < 2 || l.shape[d + 1] < 2 ||
+                  l.strides[d] != l.strides[d + 1] * l.shape[d + 1])
+                break;
+              next.shape[d] = l.shape[d] * l.shape[d + 1];
+              next.shape.erase(next.shape.begin() + d + 1);
+              next.strides[d] = l.strides[d + 1];
+              next.strides.erase(next.strides.begin() + d + 1);
+            }
+            op.dims = next.shape;
+            if (chance(0.3)) op.dims[pick(op.dims.size())] = -1;  // inferred
+            ok = true;
+          }
+        }
+      }
+      if (!ok) continue;
+      ops.push_back(op);
+      l = next;
+    }
+    if (!write && chance(0.4) && l.shape.size() < 4) {  // broadcast a new leading dim (read only)
+      HostViewOp op;
+      op.kind = HostViewOp::Expand;
+      int64_t lead = choose<int64_t>({2, 3});
+      if (numel(l.shape) * lead <= 60000) {
+        op.dims = l.shape;
+        for (int64_t& d : op.dims)
+          if (chance(0.3)) d = -1;  // kept
+        op.dims.insert(op.dims.begin(), lead);
+        l.shape.insert(l.shape.begin(), lead);
+        l.strides.insert(l.strides.begin(), 0);
+        ops.push_back(op);
+      }
+    }
+    return ops;
+  }
+
+  // Views of `base` by `ops`, one tensor per op; the last one.
+  int apply_views(int base, const std::vector<HostViewOp>& ops) {
+    for (const HostViewOp& op : ops) {
+      TensorDecl t;
+      t.dtype = p_.tensors[base].dtype;
+      t.view_of = base;
+      t.view = op;
+      t.shape = shape_after(p_.tensors[base].shape, op);
+      p_.tensors.push_back(t);
+      base = static_cast<int>(p_.tensors.size()) - 1;
+    }
+    return base;
+  }
+  static Shape shape_after(const Shape& s, const HostViewOp& op) {
+    Shape r = s;
+    switch (op.kind) {
+      case HostViewOp::View:
+      case HostViewOp::Reshape: {
+        r = op.dims;
+        int64_t known = 1;
+        for (int64_t d : r) known *= d < 0 ? 1 : d;
+        for (int64_t& d : r)
+          if (d < 0) d = numel(s) / known;
+        return r;
+      }
+      case HostViewOp::Permute:
+        for (size_t i = 0; i < r.size(); ++i) r[i] = s[op.dims[i]];
+        return r;
+      case HostViewOp::Transpose:
+        std::swap(r[op.axis], r[op.axis2]);
+        return r;
+      case HostViewOp::Expand: {
+        r = op.dims;
+        const size_t lead = r.size() - s.size();
+        for (size_t i = lead; i < r.size(); ++i)
+          if (r[i] < 0) r[i] = s[i - lead];
+        return r;
+      }
+      case HostViewOp::Squeeze:
+        r.erase(r.begin() + op.axis);
+        return r;
+      case HostViewOp::Unsqueeze:
+        r.insert(r.begin() + op.axis, 1);
+        return r;
+      case HostViewOp::Narrow:
+        r[op.axis] = op.dims[1];
+        return r;
+    }
+    return r;
+  }
+
+  Shape root_shape() {
+    int rank = 1 + static_cast<int>(pick(3));
+    Shape s;
+    for (int i = 0; i < rank; ++i) s.push_back(extent());
+    while (numel(s) > 20000) s[pick(s.size())] = choose<int64_t>({2, 3, 5});
+    return s;
+  }
+
+  // Kernels that take host views of their arguments and load through them (permute,
+  // transpose, narrow, view/reshape, unsqueeze/squeeze, expand, views of views), or store
+  // through a view of an output (then read back through the base by a second launch), or
+  // update an argument in place through a view (narrow included), or through one narrow from
+  // another, disjoint one. Never a store through one view while an overlapping other view of
+  // the same tensor is accessed in the launch (the verifier refuses that).
+  void views() {
+    Shape s = root_shape();
+    const double variant = std::uniform_real_distribution<double>(0, 1)(rng_);
+    const bool write_out = variant < 0.35, in_place = variant >= 0.35 && variant < 0.55;
+    Layout l = contiguous(s);
+    std::vector<HostViewOp> ops;
+    int x, half = -1;
+    if (in_place && s[0] >= 2 && chance(0.4)) {  // x.narrow(0, h, len) = f(x.narrow(0, 0, len))
+      x = tensor(s, data_dtype());
+      half = static_cast<int>(s[0] / 2);
+      const int64_t len = std::min<int64_t>(half, s[0] - half);
+      HostViewOp lo{HostViewOp::Narrow, {0, len}, 0, 0}, hi{HostViewOp::Narrow, {half, len}, 0, 0};
+      l.shape[0] = len;
+      ops = view_chain_ops(l, true, false);
+      ops.insert(ops.begin(), lo);
+      std::vector<HostViewOp> ops_hi = ops;
+      ops_hi[0] = hi;
+      half = apply_views(x, ops_hi);  // the view written
+    } else {
+      x = tensor(s, in_place ? data_dtype() : in_dtype());
+      ops = view_chain_ops(l, write_out || in_place, !write_out);
+    }
+    const int vx = apply_views(x, ops);
+    const Shape t = p_.tensors[vx].shape;
+    const int rank = static_cast<int>(t.size());
+    std::vector<int> tiles;
+    std::vector<LoopDim> dims;
+    for (int i = 0; i < rank; ++i) {
+      tiles.push_back(new_tile());
+      dims.push_back(dim(t[i]));
+    }
+    std::vector<Subscript> full;
+    for (int tt : tiles) full.push_back(tile_ix(tt));
+    std::vector<Leaf> leaves = {[=, this] { return load(vx, full); }};
+    std::vector<Leaf> exact = leaves;
+    if (!in_place && chance(0.4)) {  // a second argument through the same views
+      int y = apply_views(tensor(s, in_dtype()), ops);
+      leaves.push_back([=, this] { return load(y, full); });
+      exact.push_back(leaves.back());
+    }
+    if (chance(0.4)) {  // a plain argument of the view's shape
+      int z = tensor(t, in_dtype());
+      leaves.push_back([=, this] { return load(z, full); });
+    }
+    if (rank >= 2 && chance(0.4)) {  // a row expanded over the leading dims: b.expand(t)
+      int b = tensor({t.back()}, in_dtype());
+      HostViewOp e{HostViewOp::Expand, t, 0, 0};
+      if (chance(0.5)) e.dims.back() = -1;  // kept
+      if (chance(0.5)) {                    // through a size-1 dim: b.unsqueeze(0).expand(...)
+        int u = apply_views(b, {HostViewOp{HostViewOp::Unsqueeze, {}, 0, 0}});
+        int be = apply_views(u, {e});
+        leaves.push_back([=, this] { return load(be, full); });
+      } else {
+        int be = apply_views(b, {e});
+        leaves.push_back([=, this] { return load(be, full); });
+      }
+    }
+    if (chance(0.2)) leaves.push_back(index_leaf(tiles.back()));
+    int_leaves_.clear();
+    Stmt launch = loop(dims, tiles);
+    int value = fexpr(leaves, exact, 3);
+    if (in_place) {  // the argument updated through its view, returned whole
+      launch.body.push_back(store(half >= 0 ? half : vx, full, value));
+      p_.body.push_back(std::move(launch));
+      p_.returns = {x};
+      return;
+    }
+    if (!write_out) {
+      int out = tensor(t, data_dtype(), true);
+      launch.body.push_back(store(out, full, value));
+      p_.body.push_back(std::move(launch));
+      return;
+    }
+    // Stored through the views `ops` of an output of the root's shape: every element written
+    // once (write chains have no narrow), so out == f(x) in the root's coordinates.
+    int out = tensor(s, data_dtype(), true);
+    int vout = apply_views(out, ops);
+    launch.body.push_back(store(vout, full, value));
+    p_.body.push_back(std::move(launch));
+    if (chance(0.5)) {  // a second launch reads the stores back through the base
+      std::vector<int> tiles2;
+      std::vector<LoopDim> dims2;
+      for (size_t i = 0; i < s.size(); ++i) {
+        tiles2.push_back(new_tile());
+        dims2.push_back(dim(s[i]));
+      }
+      std::vector<Subscript> full2;
+      for (int tt : tiles2) full2.push_back(tile_ix(tt));
+      std::vector<Leaf> second = {[=, this] { return load(out, full2); }, [=, this] { return load(x, full2); }};
+      int out2 = tensor(s, data_dtype(), true);
+      Stmt launch2 = loop(dims2, tiles2);
+      launch2.body.push_back(store(out2, full2, fexpr(second, {second[1]}, 2)));
+      p_.body.push_back(std::move(launch2));
+      p_.returns = chance(0.5) ? std::vector<int>{out2} : std::vector<int>{out, out2};
+    }
   }
 
   std::mt19937_64 rng_;

@@ -16,14 +16,14 @@ using ir::UnaryFn;
 
 int Program::num_inputs() const {
   int n = 0;
-  for (const TensorDecl& t : tensors) n += !t.is_output;
+  for (const TensorDecl& t : tensors) n += !t.is_output && !t.is_view();
   return n;
 }
 
 std::vector<int> Program::outputs() const {
   std::vector<int> out;
   for (size_t i = 0; i < tensors.size(); ++i)
-    if (tensors[i].is_output) out.push_back(static_cast<int>(i));
+    if (tensors[i].is_output && !tensors[i].is_view()) out.push_back(static_cast<int>(i));
   return out;
 }
 
@@ -46,7 +46,7 @@ std::vector<Array> make_inputs(const Program& p, uint64_t seed) {
   std::vector<Array> in;
   for (size_t i = 0; i < p.tensors.size(); ++i) {
     const TensorDecl& t = p.tensors[i];
-    if (t.is_output) continue;
+    if (t.is_output || t.is_view()) continue;
     if (t.index_bound > 0) {
       Array a = Array::empty(t.shape, t.dtype);
       for (int64_t k = 0; k < a.numel(); ++k)
@@ -74,7 +74,10 @@ class Player {
  public:
   Player(const Program& p, const std::vector<KernelBase::TraceArg>& args) : p_(p), tiles_(p.num_tiles) {
     size_t a = 0;
-    for (const TensorDecl& t : p.tensors) tensors_.push_back(t.is_output ? empty(t.shape, t.dtype) : args[a++].tensor);
+    for (const TensorDecl& t : p.tensors)
+      tensors_.push_back(t.is_view()   ? host_view(tensors_.at(t.view_of), t.view)
+                         : t.is_output ? empty(t.shape, t.dtype)
+                                       : args[a++].tensor);
     if (p.has_scalar) scalar_ = args[a].scalar;
     vars_.resize(p.num_vars);
   }
@@ -87,6 +90,28 @@ class Player {
   }
 
  private:
+  static Tensor host_view(const Tensor& b, const HostViewOp& v) {
+    switch (v.kind) {
+      case HostViewOp::View:
+        return b.view(v.dims);
+      case HostViewOp::Reshape:
+        return b.reshape(v.dims);
+      case HostViewOp::Permute:
+        return b.permute(v.dims);
+      case HostViewOp::Transpose:
+        return b.transpose(v.axis, v.axis2);
+      case HostViewOp::Expand:
+        return b.expand(v.dims);
+      case HostViewOp::Squeeze:
+        return b.squeeze(v.axis);
+      case HostViewOp::Unsqueeze:
+        return b.unsqueeze(v.axis);
+      case HostViewOp::Narrow:
+        return b.narrow(v.axis, v.dims.at(0), v.dims.at(1));
+    }
+    throw InternalError("bad host view op");
+  }
+
   Tensor block(const Operand& o) {
     if (o.kind == Operand::TensorK) return Tensor::block(o.value);
     return full({}, o.number);  // a number where a block is needed (a Var's initial value)
@@ -399,12 +424,17 @@ class Printer {
     os << ret << " " << p_.name << "(";
     bool first = true;
     for (size_t i = 0; i < p_.tensors.size(); ++i)
-      if (!p_.tensors[i].is_output) os << (first ? "" : ", ") << "ph::Tensor " << tensor(i), first = false;
+      if (!p_.tensors[i].is_output && !p_.tensors[i].is_view())
+        os << (first ? "" : ", ") << "ph::Tensor " << tensor(i), first = false;
     if (p_.has_scalar) os << (first ? "" : ", ") << "ph::Scalar s";
     os << ") {\n";
-    for (int o : p_.outputs())
-      os << "  auto " << tensor(o) << " = ph::empty(" << shape(p_.tensors[o].shape) << ", "
-         << dtype_expr(p_.tensors[o].dtype) << ");\n";
+    for (size_t i = 0; i < p_.tensors.size(); ++i) {  // in order: a view follows its base
+      const TensorDecl& t = p_.tensors[i];
+      if (t.is_view())
+        os << "  auto " << tensor(i) << " = " << tensor(t.view_of) << "." << host_view(t.view) << ";\n";
+      else if (t.is_output)
+        os << "  auto " << tensor(i) << " = ph::empty(" << shape(t.shape) << ", " << dtype_expr(t.dtype) << ");\n";
+    }
     for (const Stmt& s : p_.body) stmt(os, s, 1);
     if (outs.size() == 1)
       os << "  return " << tensor(outs[0]) << ";\n";
@@ -418,9 +448,34 @@ class Printer {
   }
 
   std::string tensor(size_t i) const {
-    int in = 0, out = 0;
-    for (size_t k = 0; k < i; ++k) (p_.tensors[k].is_output ? out : in)++;
-    return p_.tensors[i].is_output ? "out" + std::to_string(out) : "x" + std::to_string(in);
+    int in = 0, out = 0, view = 0;
+    for (size_t k = 0; k < i; ++k) (p_.tensors[k].is_view() ? view : p_.tensors[k].is_output ? out : in)++;
+    return p_.tensors[i].is_view()   ? "v" + std::to_string(view)
+           : p_.tensors[i].is_output ? "out" + std::to_string(out)
+                                     : "x" + std::to_string(in);
+  }
+
+  static std::string host_view(const HostViewOp& v) {
+    switch (v.kind) {
+      case HostViewOp::View:
+        return "view(" + shape(v.dims) + ")";
+      case HostViewOp::Reshape:
+        return "reshape(" + shape(v.dims) + ")";
+      case HostViewOp::Permute:
+        return "permute(" + shape(v.dims) + ")";
+      case HostViewOp::Transpose:
+        return "transpose(" + std::to_string(v.axis) + ", " + std::to_string(v.axis2) + ")";
+      case HostViewOp::Expand:
+        return "expand(" + shape(v.dims) + ")";
+      case HostViewOp::Squeeze:
+        return "squeeze(" + std::to_string(v.axis) + ")";
+      case HostViewOp::Unsqueeze:
+        return "unsqueeze(" + std::to_string(v.axis) + ")";
+      case HostViewOp::Narrow:
+        return "narrow(" + std::to_string(v.axis) + ", " + std::to_string(v.dims.at(0)) + ", " +
+               std::to_string(v.dims.at(1)) + ")";
+    }
+    return "?";
   }
 
   static std::string shape(const Shape& s) {
@@ -583,7 +638,7 @@ std::string to_cpp(const Program& p, const std::string& config_json, uint64_t se
   std::string args;
   for (size_t i = 0; i < p.tensors.size(); ++i) {
     const TensorDecl& t = p.tensors[i];
-    if (t.is_output) continue;
+    if (t.is_output || t.is_view()) continue;
     std::string name = pr.tensor(i);
     if (t.index_bound > 0) {
       os << "  ph::Array " << name << " = ph::Array::empty(" << Printer::shape(t.shape) << ", " << dtype_expr(t.dtype)

@@ -4,7 +4,7 @@
 // program that failed.
 //
 // A Program has input tensors (random data; index tensors hold valid indices), output
-// tensors allocated in host code, and a host body of launches. Device code is statements
+// tensors allocated in host code, host views of either, and a host body of launches. Device code is statements
 // (loops, Var declarations and assignments, stores) over expression trees (loads, numbers,
 // the scalar argument, tile indices, pointwise ops, where, casts, reductions, unsqueeze,
 // transpose, dot). The generator (generate.h) only builds well-typed programs.
@@ -21,11 +21,24 @@
 
 namespace parhelion::fuzz {
 
+// A host view's op (Tensor::view ... narrow in lang.h), applied to the tensor `view_of`.
+struct HostViewOp {
+  enum Kind { View, Reshape, Permute, Transpose, Expand, Squeeze, Unsqueeze, Narrow } kind = View;
+  std::vector<int64_t> dims;  // View/Reshape/Expand: the shape; Permute: the permutation; Narrow: {start, length}
+  int axis = 0;               // Transpose: d0; Squeeze/Unsqueeze/Narrow: the dim
+  int axis2 = 0;              // Transpose: d1
+};
+
 struct TensorDecl {
   Shape shape;
   DType dtype = DType::f32;
   bool is_output = false;
   int64_t index_bound = 0;  // > 0: an integer input whose values are indices in [0, index_bound)
+  // >= 0: not a tensor of its own but a host view of tensor `view_of` (an earlier one, possibly a
+  // view itself) made in host code; `shape` is the view's, `dtype` its base's.
+  int view_of = -1;
+  HostViewOp view;
+  bool is_view() const { return view_of >= 0; }
 };
 
 // One dimension of a tile loop: [0, extent) in blocks that the config chooses, or a fixed

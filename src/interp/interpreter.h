@@ -42,6 +42,14 @@
 // - A scatter (a store through an index block) that writes one element twice, within one block
 //   or from two grid steps of a launch (which run in parallel on a backend), is a race: a
 //   UserError at the store's line. Writes from one grid step in program order are not.
+// - Host views (Tensor::view ... narrow) alias their root's memory: a Load through a view reads
+//   the root's elements at the view's offset and strides, a Store through one writes them, so
+//   a store is visible through the base and through every other view of the same root, in
+//   later ops and launches (written arguments are copied once, at their root). An expanded
+//   view reads one element at many indices. The verifier refuses what would make the result
+//   depend on order: a store through a stride-0 (expanded) dim, and, within one launch, a
+//   store through a view whose memory overlaps another view of the same root that the launch
+//   also loads or stores (identical views count as one tensor; disjoint narrows are fine).
 // Integer outputs have no NaN: an element the kernel never wrote comes back as the dtype's
 // minimum (bool: true).
 #pragma once
