@@ -758,6 +758,8 @@ class Generator {
     }
     if (inner) launch.body.push_back(std::move(body));
     p_.body.push_back(std::move(launch));
+  }
+
   // --- host views ---
   // A host view's layout as the generator tracks it (strides in its root's elements), so that
   // it only draws view/reshape where the strides can describe the new shape without a copy.
