@@ -23,7 +23,7 @@ void count_uses(const std::vector<Op>& ops, std::vector<int>& uses) {
   for (const Op& op : ops) {
     for (int v : op.operands) uses[v]++;
     for (const IndexItem& ix : op.index)
-      if (ix.kind == IndexItem::Scalar) uses[ix.value]++;
+      if (ix.has_value()) uses[ix.value]++;
     count_uses(op.body, uses);
   }
 }

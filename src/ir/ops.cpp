@@ -52,6 +52,8 @@ std::string_view op_name(const Op& op) {
       return "var_get";
     case OpKind::VarSet:
       return "var_set";
+    case OpKind::TileId:
+      return "tile_id";
   }
   throw InternalError("unknown op kind");
 }
@@ -95,6 +97,7 @@ bool is_pointwise(OpKind k) {
     case OpKind::ScalarParam:
     case OpKind::TileBegin:
     case OpKind::TileEnd:
+    case OpKind::TileId:
       return true;
     default:
       return false;

@@ -115,7 +115,7 @@ class Fusion {
       if (op.result >= 0) def_[op.result] = pos;
       for (int v : op.operands) users_[v].push_back(pos);
       for (const auto& ix : op.index)
-        if (ix.kind == ir::IndexItem::Scalar) users_[ix.value].push_back(pos);
+        if (ix.has_value()) users_[ix.value].push_back(pos);
       if (op.kind == OpKind::VarSet || op.kind == OpKind::VarDecl) var_writes_.push_back(pos);
       if (op.kind == OpKind::Store) tensor_writes_.push_back(pos);
       if (op.kind == OpKind::Loop) {
@@ -227,7 +227,7 @@ std::map<int, int> accumulating_dots(const ir::Function& fn, const Op& launch) {
     if (op.result >= 0) def[op.result] = &op;
     for (int v : op.operands) uses[v]++;
     for (const auto& ix : op.index)
-      if (ix.kind == ir::IndexItem::Scalar) uses[ix.value]++;
+      if (ix.has_value()) uses[ix.value]++;
   });
   std::map<int, int> out;
   ir::walk(launch.body, [&](const Op& op) {

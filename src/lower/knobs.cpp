@@ -29,7 +29,7 @@ void collect_movable(const ir::Function& fn, const std::vector<Op>& body, int ti
     if (op.kind == OpKind::Loop) continue;
     bool invariant_index = true;
     for (const ir::IndexItem& ix : op.index)
-      if (ix.kind == ir::IndexItem::Scalar && defined_in_loop.count(ix.value)) invariant_index = false;
+      if (ix.has_value() && defined_in_loop.count(ix.value)) invariant_index = false;
     if (!invariant_index) continue;
     if ((op.kind == OpKind::Load && (every_block || !written.count(op.tensor))) ||
         (every_block && op.kind == OpKind::Store)) {
@@ -51,6 +51,9 @@ std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool every_b
     });
     ir::walk(launch.body, [&](const Op& op) {
       if (op.kind != OpKind::Loop || op.loop_tiles.size() != 1) return;
+      // A loop over an enclosing tile's block streams: its range moves with that block, and
+      // the staging plans (a slot per trip, a resident copy of a static extent) assume a fixed one.
+      if (fn.tiles[op.loop_tiles[0]].parent >= 0) return;
       InnerLoopSite s{&op, &launch, {}};
       std::set<int> defined_in_loop;
       ir::walk(op.body, [&](const Op& inner) {

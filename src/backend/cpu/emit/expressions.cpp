@@ -37,6 +37,15 @@ std::string LaunchEmitter::op_expr(const Op& op, const Idx& idx) {
       return "(off_" + tname(op.tile) + " + n_" + tname(op.tile) + ")";
     case OpKind::TileIndex:
       return "(off_" + tname(op.tile) + " + " + idx[0] + ")";
+    case OpKind::TileId: {
+      // A launch's tile: its grid coordinate; a loop's: its trip, counted from the range's
+      // start (the enclosing block's offset for a tile within another).
+      const ir::TileInfo& t = fn_.tiles[op.tile];
+      for (const lower::GridDim& g : L_.grid)
+        if (g.tile == op.tile) return "g_" + tname(op.tile);
+      const std::string base = t.parent >= 0 ? "off_" + tname(t.parent) : std::to_string(t.begin);
+      return "((off_" + tname(op.tile) + " - " + base + ") / " + std::to_string(block_of(op.tile)) + ")";
+    }
     case OpKind::Arange:
       return "static_cast<int64_t>(" + idx[0] + ")";
     case OpKind::VarGet: {
@@ -107,10 +116,12 @@ std::string LaunchEmitter::tensor_offset(const Op& op, const Idx& idx) {
         pos = "(off_" + tname(ix.tile) + " + " + idx[j++] + ")";
     } else if (ix.kind == ir::IndexItem::All) {
       pos = idx[j++];
+    } else if (ix.kind == ir::IndexItem::Slice) {
+      pos = "(" + expr(ix.value, {}) + " + " + idx[j++] + ")";
     } else {
       pos = "(" + expr(ix.value, {}) + ")";
     }
-    if (t.shape[d] == 1 && ix.kind != ir::IndexItem::Scalar) continue;  // position is 0
+    if (t.shape[d] == 1 && !ix.has_value()) continue;  // position is 0
     std::string term = t.strides[d] == 1 ? pos : pos + " * " + std::to_string(t.strides[d]);
     s += (s.empty() ? "" : " + ") + term;
   }
