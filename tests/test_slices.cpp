@@ -8,11 +8,16 @@
 #include <functional>
 #include <string>
 
+#include "backend/pallas/interpret.h"
+#include "driver/compiled_kernel_impl.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
 #include "parhelion/parhelion.h"
 
 #include "tests/user_error.h"
 
 namespace ph = parhelion;
+namespace pallas = ph::backend::pallas;
 
 namespace {
 
@@ -290,6 +295,184 @@ TEST(Slices, RegisteredBlockSizeDimNeedsAnOpenTileOfIt) {
   ph::Array x = ph::Array::random({9}, ph::DType::f32, 1);
   std::string msg = user_error_of([&] { k.compile({x}); });
   EXPECT_NE(msg.find("open tile loop of that block size"), std::string::npos) << msg;
+}
+
+}  // namespace
+
+// --- the Tile IR text form ------------------------------------------------------------------------
+
+namespace {
+
+template <class K>
+void round_trips(K& k, const std::vector<ph::Arg>& args) {
+  const ph::ir::Function& fn = k.compile(args).impl().fn;
+  const std::string text = ph::ir::print(fn);
+  EXPECT_EQ(ph::ir::print(ph::ir::parse(text, "k.tir")), text);
+}
+
+TEST(Slices, TileIrRoundTrips) {
+  ph::Array x = ph::Array::random({45, 11}, ph::DType::f32, 7), s = ph::Array::zeros({45}, ph::DType::i64);
+  ph::Kernel a("slice_columns", slice_columns);
+  ph::Kernel b("slice_store", slice_store);
+  ph::Kernel c("window", window);
+  ph::Kernel d("middle", middle);
+  ph::Kernel e("nested_rows", nested_rows);
+  ph::Kernel f("column_sums", column_sums);
+  ph::Kernel g("block_dim", block_dim);
+  round_trips(a, {x});
+  round_trips(b, {x});
+  round_trips(c, {x, s});
+  round_trips(d, {s});
+  round_trips(e, {x});
+  round_trips(f, {x});
+  round_trips(g, {x});
+  const std::string text = ph::ir::print(f.compile({x}).impl().fn);
+  EXPECT_NE(text.find("num_blocks(0, $b0, 45)"), std::string::npos) << text;
+  EXPECT_NE(text.find("tile_id t"), std::string::npos) << text;
+  EXPECT_NE(ph::ir::print(e.compile({x}).impl().fn).find(" within t0"), std::string::npos);
+  EXPECT_NE(ph::ir::print(c.compile({x, s}).impl().fn).find("slice(%"), std::string::npos);
+}
+
+}  // namespace
+
+// --- the pallas backend, in TPU interpret mode --------------------------------------------------
+
+namespace {
+
+struct PallasRun {
+  std::string name;
+  std::vector<ph::Array> inputs;
+  std::vector<ph::Array> want;  // the cpu backend's outputs at the same config
+};
+
+template <class K>
+void add_pallas_case(K& k, const std::string& name, const std::vector<ph::Array>& inputs, const std::string& cfg,
+                     std::vector<pallas::InterpretCase>& runs, std::vector<PallasRun>& expect) {
+  std::vector<ph::Arg> args(inputs.begin(), inputs.end());
+  std::unique_ptr<ph::Config> config;
+  if (!cfg.empty()) config = std::make_unique<ph::Config>(ph::Config::from_json(cfg));
+  ph::PallasModule m = k.emit_pallas(args, "v7x", config.get());
+  // The interpreter's outputs: independent of the config (the partials are bound per config).
+  runs.push_back({name + " " + (cfg.empty() ? "default" : cfg), m.source, k.name(), inputs, {}, true});
+  expect.push_back({runs.back().name, inputs, k.interpret(args)});
+}
+
+// Rows centred on their mean, the rows of each outer block cut again by the inner tile, and
+// the outer block's column sums accumulated over its inner blocks (a Var across the trips).
+std::tuple<ph::Tensor, ph::Tensor> nested_center(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto bm = ph::register_block_size(m);
+  auto out = ph::empty({m, n});
+  auto part = ph::empty({ph::num_blocks(bm), 1, n});  // (the block number leads: TPU layouts)
+  for (auto to : ph::tile(ph::Extent(m).block(bm))) {
+    ph::Var acc = ph::zeros({n});
+    for (auto ti : ph::tile(to)) {
+      auto rows = x[ti, ph::all];
+      out[ti, ph::all] = rows - ph::mean(rows, 1, true);
+      acc = acc + ph::sum(rows, 0);
+    }
+    part[to.id(), 0, ph::all] = acc;
+  }
+  return {out, part};
+}
+
+TEST(Slices, NestedTileWithPartials) {
+  ph::Kernel k("nested_center", nested_center);
+  ph::Array x = ph::Array::random({45, 256}, ph::DType::f32, 1);
+  std::vector<ph::Array> want = k.interpret({x});
+  ph::CompiledKernel def = k.compile({x});
+  for (auto [bo, bi] : {std::pair<int64_t, int64_t>{16, 8}, {8, 8}, {32, 4}, {64, 64}, {1, 1}}) {
+    ph::Config c = def.config();
+    c.block_sizes = {bo, bi};
+    std::vector<ph::Array> got = k.compile({x}, &c).run({x});
+    EXPECT_LT(ph::max_abs_diff(got[0], want[0]), 1e-4) << bo << " " << bi;
+    // The partials: one row per outer block; their sum is the column sums (the interpreter's one row).
+    ASSERT_EQ(got[1].shape()[0], (45 + bo - 1) / bo);
+    for (int64_t col = 0; col < 256; col += 37) {
+      double s = 0;
+      for (int64_t b = 0; b < got[1].shape()[0]; ++b) s += got[1].get(b * 256 + col);
+      EXPECT_NEAR(s, want[1].get(col), 1e-3);
+    }
+  }
+}
+
+// Column sums through per-block partials laid out for a TPU (the block number leads).
+ph::Tensor column_sums3(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto bm = ph::register_block_size(m);
+  auto part = ph::empty({ph::num_blocks(bm), 1, n});
+  for (auto [tm, tn] : ph::tile(ph::Extent(m).block(bm), n)) part[tm.id(), 0, tn] = ph::sum(x[tm, tn], 0);
+  auto out = ph::empty({1, n});
+  for (auto tn : ph::tile(n)) {
+    ph::Var acc = ph::zeros({1, tn});
+    for (auto tb : ph::tile(ph::num_blocks(bm))) acc = acc + ph::sum(part[tb, ph::all, tn], 0);
+    out[ph::all, tn] = acc;
+  }
+  return out;
+}
+
+// Sums over dim 0: partials have one row per block, a number the config decides.
+ph::Array sum_rows(const ph::Array& a) {
+  const int64_t rows = a.shape()[0], cols = a.numel() / std::max<int64_t>(1, rows);
+  ph::Array r = ph::Array::zeros({cols}, ph::DType::f32);
+  for (int64_t c = 0; c < cols; ++c) {
+    double s = 0;
+    for (int64_t b = 0; b < rows; ++b) s += a.get(b * cols + c);
+    r.set(c, s);
+  }
+  return r;
+}
+
+TEST(SlicesPallas, InterpretModeMatchesTheInterpreter) {
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  std::vector<pallas::InterpretCase> runs;
+  std::vector<PallasRun> expect;
+  ph::Kernel sums("column_sums3", column_sums3);
+  ph::Kernel nested("nested_center", nested_center);
+  ph::Kernel cols("slice_columns", slice_columns);
+  ph::Kernel bdim("block_dim", block_dim);
+  ph::Array x = ph::Array::random({45, 256}, ph::DType::f32, 1);  // 45 rows: ragged blocks
+  add_pallas_case(sums, "column_sums3", {x}, "", runs, expect);
+  add_pallas_case(sums, "column_sums3", {x}, R"({"block_sizes":[8,128,128,8],"loop_orders":[[0,1]],"num_threads":1})",
+                  runs, expect);
+  // (The partials of nested_center have one row per outer block: compared at one block below.)
+  ph::Array x64 = ph::Array::random({64, 256}, ph::DType::f32, 3);
+  add_pallas_case(nested, "nested_center", {x64}, R"({"block_sizes":[64,16],"loop_orders":[],"num_threads":1})",
+                  runs, expect);
+  add_pallas_case(nested, "nested_center", {x}, R"({"block_sizes":[16,8],"loop_orders":[],"num_threads":1})", runs,
+                  expect);
+  add_pallas_case(nested, "nested_center", {x}, "", runs, expect);
+  ph::Array y = ph::Array::random({45, 7}, ph::DType::f32, 2);
+  add_pallas_case(cols, "slice_columns", {y}, "", runs, expect);
+  add_pallas_case(bdim, "block_dim", {x}, R"({"block_sizes":[16,128],"loop_orders":[[0,1]],"num_threads":1})", runs,
+                  expect);
+  auto results = pallas::run_in_interpret_mode(runs);
+  for (size_t i = 0; i < results.size(); ++i) {
+    SCOPED_TRACE(runs[i].name);
+    ASSERT_TRUE(results[i].ok) << results[i].error << "\n" << runs[i].source;
+    EXPECT_FALSE(results[i].races);
+    EXPECT_EQ(results[i].export_status, "ok");
+    ASSERT_EQ(results[i].outputs.size(), expect[i].want.size());
+    for (size_t o = 0; o < results[i].outputs.size(); ++o) {
+      const ph::Array &got = results[i].outputs[o], &want = expect[i].want[o];
+      if (got.shape() == want.shape())
+        EXPECT_LT(ph::max_abs_diff(got, want), 1e-3) << "output " << o;
+      else  // per-block partials: as many rows as blocks; their sum is the interpreter's one row
+        EXPECT_LT(ph::max_abs_diff(sum_rows(got), sum_rows(want)), 1e-3) << "output " << o;
+    }
+  }
+}
+
+TEST(SlicesPallas, WhatTheTpuCannotTakeIsRefusedAtTheUsersLine) {
+  ph::Array x = ph::Array::random({16, 256}, ph::DType::f32, 1), s = ph::Array::zeros({16}, ph::DType::i64);
+  ph::Kernel store("slice_store", slice_store);
+  EXPECT_HAS(user_error_of([&] { store.emit_pallas({x}, "v7x"); }), "pallas backend does not support storing into a ph::slice");
+  ph::Kernel win("window", window);
+  std::string msg = user_error_of([&] { win.emit_pallas({x, s}, "v7x"); });
+  EXPECT_HAS(msg, "a ph::slice with a computed start");
+  EXPECT_HAS(msg, "test_slices.cpp:" + std::to_string(kWindowLine));
+  ph::Kernel mid("middle", middle);
+  EXPECT_HAS(user_error_of([&] { mid.emit_pallas({s}, "v7x"); }), "tiles of a range that does not start at 0");
 }
 
 }  // namespace
