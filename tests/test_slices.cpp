@@ -476,3 +476,25 @@ TEST(SlicesPallas, WhatTheTpuCannotTakeIsRefusedAtTheUsersLine) {
 }
 
 }  // namespace
+
+namespace {
+
+// Found by the fuzzer: slices of a 1-D tensor and stores into slices on pallas (refused).
+ph::Tensor slices_1d(ph::Tensor x0, ph::Tensor x1) {
+  auto out0 = ph::empty({5, 4});
+  for (auto t0 : ph::tile(2)) {
+    out0[t0, ph::slice(1, 3)] = x0[t0, ph::slice(0, 2)] + x1[ph::slice(0, 2)];
+    out0[t0, ph::slice(0, 1)] = 0.5f * x0[t0, ph::slice(0, 1)];
+    out0[t0, ph::slice(3, 4)] = x0[t0, ph::slice(2, 3)];
+  }
+  for (auto t1 : ph::tile(ph::range(2, 5))) out0[t1, ph::slice(0, 1)] = x0[t1, ph::slice(1, 2)];
+  return out0;
+}
+
+TEST(SlicesPallas, SliceStoresAreRefusedNotCrashed) {
+  ph::Kernel k("slices_1d", slices_1d);
+  ph::Array x0 = ph::Array::random({5, 3}, ph::DType::f32, 1), x1 = ph::Array::random({3}, ph::DType::f32, 2);
+  EXPECT_HAS(user_error_of([&] { k.emit_pallas({x0, x1}, "v7x"); }), "no legal TPU block for this loop");
+}
+
+}  // namespace

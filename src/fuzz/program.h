@@ -26,6 +26,9 @@ struct TensorDecl {
   DType dtype = DType::f32;
   bool is_output = false;
   int64_t index_bound = 0;  // > 0: an integer input whose values are indices in [0, index_bound)
+  // >= 0: an output whose dim 0 is ph::num_blocks(block_refs[count_ref]) (shape[0] holds that
+  // block size's extent; the count is the config's).
+  int count_ref = -1;
 };
 
 // One dimension of a tile loop: [0, extent) in blocks that the config chooses, or a fixed
@@ -33,14 +36,21 @@ struct TensorDecl {
 struct LoopDim {
   int64_t extent = 1;
   int64_t fixed_block = 0;
+  int64_t begin = 0;   // a sub-range [begin, extent): ph::tile(ph::range(begin, extent))
+  int parent = -1;     // >= 0: ph::tile(t<parent>), over that tile's current block
+  int block_ref = -1;  // >= 0: blocks of the registered block size block_refs[block_ref]
+  int count_ref = -1;  // >= 0: ph::tile(ph::num_blocks(block_refs[count_ref]))
 };
 
 // A subscript item: a loop tile (`tile` is the program's tile number), `ph::all`, or an
 // integer scalar expression.
+// A slice: ph::slice(begin, begin + length), or with `expr` >= 0 ph::slice(expr, ph::length(length)).
+// A Scalar with `expr` < 0 is the integer `begin`.
 struct Subscript {
-  enum Kind { Tile, All, Scalar } kind = All;
+  enum Kind { Tile, All, Scalar, Slice } kind = All;
   int tile = -1;
   int expr = -1;
+  int64_t begin = 0, length = 0;  // Slice
 };
 
 struct Expr {
@@ -59,6 +69,7 @@ struct Expr {
     Dot,      // args: a, b [, acc]; with `dtype` != f32: the product rounded to it
     VarRead,  // var
     Full,     // ph::full({tiles of `index`}, number): a block of one value
+    TileId,   // tile.id(): the block's number (i64), as an index of per-block partials
   } kind = Number;
   std::vector<int> args;  // child expressions
   int fn = 0;
@@ -94,6 +105,7 @@ struct Program {
   std::vector<Expr> exprs;
   std::vector<Stmt> body;  // launches
   int num_tiles = 0, num_vars = 0;
+  std::vector<int64_t> block_refs;  // ph::register_block_size(extent), in host code first
   std::string family;  // which generator made it (for reports)
   // The tensors the kernel returns (empty: every output). An input here is updated in place;
   // an output not here is an intermediate between launches.

@@ -78,7 +78,8 @@ class Planner {
           // the grid-level blocks, which must hold whole inner blocks.
           if (std::find(L_.op->loop_tiles.begin(), L_.op->loop_tiles.end(), t.parent) == L_.op->loop_tiles.end())
             unsupported(op, "a tile over the block of a tile that is not the launch's (ph::tile(outer))");
-          if (pallas_unit_tile(p_, t.parent)) unsupported(op, "ph::tile(outer) over a tile of block 1");
+          if (pallas_unit_tile(p_, t.parent) || pallas_unit_tile(p_, t.id))
+            unsupported(op, "ph::tile(outer) with an outer or inner block of 1");
           visit(op.body, nullptr);
           continue;
         }
