@@ -86,11 +86,12 @@ TEST(Slices, StaticSliceStore) {
 }
 
 TEST(Slices, StaticSliceOutOfRangeIsAUserErrorAtTheLine) {
-  ph::Kernel k("bad_slice", +[](ph::Tensor x) {
-    auto out = ph::empty({x.size(0), 3});
-    for (auto t : ph::tile(x.size(0))) out[t, ph::all] = x[t, ph::slice(5, 8)];  // the line
-    return out;
-  });
+  ph::Kernel k(
+      "bad_slice", +[](ph::Tensor x) {
+        auto out = ph::empty({x.size(0), 3});
+        for (auto t : ph::tile(x.size(0))) out[t, ph::all] = x[t, ph::slice(5, 8)];  // the line
+        return out;
+      });
   ph::Array x = ph::Array::random({4, 7}, ph::DType::f32, 1);
   std::string msg = user_error_of([&] { k.compile({x}); });
   EXPECT_NE(msg.find("test_slices.cpp:" + std::to_string(__LINE__ - 5)), std::string::npos) << msg;
@@ -251,14 +252,15 @@ TEST(Slices, PerBlockPartialsSizedByNumBlocks) {
 }
 
 TEST(Slices, NumBlocksDimRefusesAll) {
-  ph::Kernel k("nb_all", +[](ph::Tensor x) {
-    auto bm = ph::register_block_size(x.size(0));
-    auto part = ph::empty({ph::num_blocks(bm), x.size(1)});
-    for (auto tm : ph::tile(ph::Extent(x.size(0)).block(bm))) part[tm.id(), ph::all] = ph::sum(x[tm, ph::all], 0);
-    auto out = ph::empty({x.size(1)});
-    for (auto g : ph::grid(1)) out[ph::all] = ph::sum(part[ph::all, ph::all], 0) + g.begin().to(ph::DType::f32);
-    return out;
-  });
+  ph::Kernel k(
+      "nb_all", +[](ph::Tensor x) {
+        auto bm = ph::register_block_size(x.size(0));
+        auto part = ph::empty({ph::num_blocks(bm), x.size(1)});
+        for (auto tm : ph::tile(ph::Extent(x.size(0)).block(bm))) part[tm.id(), ph::all] = ph::sum(x[tm, ph::all], 0);
+        auto out = ph::empty({x.size(1)});
+        for (auto g : ph::grid(1)) out[ph::all] = ph::sum(part[ph::all, ph::all], 0) + g.begin().to(ph::DType::f32);
+        return out;
+      });
   ph::Array x = ph::Array::random({9, 3}, ph::DType::f32, 1);
   std::string msg = user_error_of([&] { k.compile({x}); });
   EXPECT_NE(msg.find("ph::num_blocks"), std::string::npos) << msg;
@@ -286,12 +288,13 @@ TEST(Slices, ZerosSizedByARegisteredBlockSize) {
 }
 
 TEST(Slices, RegisteredBlockSizeDimNeedsAnOpenTileOfIt) {
-  ph::Kernel k("bad_block_dim", +[](ph::Tensor x) {
-    auto bm = ph::register_block_size(x.size(0));
-    auto out = ph::empty_like(x);
-    for (auto t : ph::tile(x.size(0))) out[t] = x[t] + ph::sum(ph::zeros({bm}), 0);
-    return out;
-  });
+  ph::Kernel k(
+      "bad_block_dim", +[](ph::Tensor x) {
+        auto bm = ph::register_block_size(x.size(0));
+        auto out = ph::empty_like(x);
+        for (auto t : ph::tile(x.size(0))) out[t] = x[t] + ph::sum(ph::zeros({bm}), 0);
+        return out;
+      });
   ph::Array x = ph::Array::random({9}, ph::DType::f32, 1);
   std::string msg = user_error_of([&] { k.compile({x}); });
   EXPECT_NE(msg.find("open tile loop of that block size"), std::string::npos) << msg;
@@ -437,8 +440,8 @@ TEST(SlicesPallas, InterpretModeMatchesTheInterpreter) {
                   runs, expect);
   // (The partials of nested_center have one row per outer block: compared at one block below.)
   ph::Array x64 = ph::Array::random({64, 256}, ph::DType::f32, 3);
-  add_pallas_case(nested, "nested_center", {x64}, R"({"block_sizes":[64,16],"loop_orders":[],"num_threads":1})",
-                  runs, expect);
+  add_pallas_case(nested, "nested_center", {x64}, R"({"block_sizes":[64,16],"loop_orders":[],"num_threads":1})", runs,
+                  expect);
   add_pallas_case(nested, "nested_center", {x}, R"({"block_sizes":[16,8],"loop_orders":[],"num_threads":1})", runs,
                   expect);
   add_pallas_case(nested, "nested_center", {x}, "", runs, expect);
@@ -466,7 +469,8 @@ TEST(SlicesPallas, InterpretModeMatchesTheInterpreter) {
 TEST(SlicesPallas, WhatTheTpuCannotTakeIsRefusedAtTheUsersLine) {
   ph::Array x = ph::Array::random({16, 256}, ph::DType::f32, 1), s = ph::Array::zeros({16}, ph::DType::i64);
   ph::Kernel store("slice_store", slice_store);
-  EXPECT_HAS(user_error_of([&] { store.emit_pallas({x}, "v7x"); }), "pallas backend does not support storing into a ph::slice");
+  EXPECT_HAS(user_error_of([&] { store.emit_pallas({x}, "v7x"); }),
+             "pallas backend does not support storing into a ph::slice");
   ph::Kernel win("window", window);
   std::string msg = user_error_of([&] { win.emit_pallas({x, s}, "v7x"); });
   EXPECT_HAS(msg, "a ph::slice with a computed start");

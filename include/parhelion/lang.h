@@ -68,7 +68,7 @@ struct Extent {
   // [outer.begin(), outer.end()) in blocks of its own tunable block size, taken as
   // min(its config value, outer's block); `.block(n)` fixes it instead. The outer tile must be
   // open and not a grid index.
-  Extent(const Tile& outer);  // NOLINT: `tile(outer)` reads best
+  Extent(const Tile& outer);                                    // NOLINT: `tile(outer)` reads best
   Extent(NumBlocks n) : end(n.extent), count_block(n.block) {}  // NOLINT: 0..num_blocks(bs)
   Extent block(BlockSizeRef b) const {
     Extent x = *this;
@@ -204,13 +204,13 @@ struct Operand {
 struct DimSpec {
   int tile = -1;
   int64_t size = 1;
-  int block = -1;        // a BlockSizeRef: resolved to a tile when traced
-  int count_block = -1;  // a NumBlocks: host allocations only
-  DimSpec(const Tile& t) : tile(t.ir_id()) {}                                  // NOLINT
-  DimSpec(int64_t n) : size(n) {}                                              // NOLINT
-  DimSpec(int n) : size(n) {}                                                  // NOLINT
-  DimSpec(BlockSizeRef b) : block(b.id) {}                                     // NOLINT
-  DimSpec(NumBlocks n) : size(n.extent), count_block(n.block) {}               // NOLINT
+  int block = -1;                                                 // a BlockSizeRef: resolved to a tile when traced
+  int count_block = -1;                                           // a NumBlocks: host allocations only
+  DimSpec(const Tile& t) : tile(t.ir_id()) {}                     // NOLINT
+  DimSpec(int64_t n) : size(n) {}                                 // NOLINT
+  DimSpec(int n) : size(n) {}                                     // NOLINT
+  DimSpec(BlockSizeRef b) : block(b.id) {}                        // NOLINT
+  DimSpec(NumBlocks n) : size(n.extent), count_block(n.block) {}  // NOLINT
 };
 
 // A tensor inside a kernel being traced: a host tensor (argument or allocation) or a device

@@ -159,8 +159,7 @@ Tensor host_alloc(std::initializer_list<DimSpec> shape, DType dtype, bool fill, 
     if (d.tile >= 0) T.fail("a tile dimension in host code (outside any tile loop)", loc);
     if (d.block >= 0)
       T.fail("a block size as a dimension in host code; size an allocation by ph::num_blocks(bs) or a number", loc);
-    if (d.count_block >= 0)
-      counts.push_back({static_cast<int>(s.size()), d.count_block, d.size});
+    if (d.count_block >= 0) counts.push_back({static_cast<int>(s.size()), d.count_block, d.size});
     s.push_back(d.size);
   }
   int id = T.add_alloc(s, dtype, fill, value, loc);

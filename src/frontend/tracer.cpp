@@ -143,8 +143,7 @@ std::vector<Tile> Tracer::open_loop(const std::vector<Extent>& dims, bool grid, 
       e.begin = p.begin;
       e.end = p.end;
       if (e.block_id >= 0)
-        fail("ph::tile(outer) takes its own block size (tunable, or fixed with .block(n)), not a registered one",
-             loc);
+        fail("ph::tile(outer) takes its own block size (tunable, or fixed with .block(n)), not a registered one", loc);
     }
     if (e.count_block >= 0 && e.begin != 0) fail("a tile over ph::num_blocks starts at 0", loc);
     if (e.end < e.begin || e.begin < 0)

@@ -67,8 +67,7 @@ class Player {
   Player(const Program& p, const std::vector<KernelBase::TraceArg>& args) : p_(p), tiles_(p.num_tiles) {
     for (int64_t e : p.block_refs) refs_.push_back(register_block_size(e));
     size_t a = 0;
-    for (const TensorDecl& t : p.tensors)
-      tensors_.push_back(t.is_output ? allocate(t) : args[a++].tensor);
+    for (const TensorDecl& t : p.tensors) tensors_.push_back(t.is_output ? allocate(t) : args[a++].tensor);
     if (p.has_scalar) scalar_ = args[a].scalar;
     vars_.resize(p.num_vars);
   }
@@ -466,9 +465,11 @@ class Printer {
           if (d.parent >= 0) x = "ph::Extent(t" + std::to_string(d.parent) + ")";
           if (d.count_ref >= 0) x = "ph::Extent(ph::num_blocks(bs" + std::to_string(d.count_ref) + "))";
           if (d.block_ref >= 0)
-            x = (x.rfind("ph::", 0) == 0 ? x : "ph::Extent(" + x + ")") + ".block(bs" + std::to_string(d.block_ref) + ")";
+            x = (x.rfind("ph::", 0) == 0 ? x : "ph::Extent(" + x + ")") + ".block(bs" + std::to_string(d.block_ref) +
+                ")";
           if (d.fixed_block > 0)
-            x = (x.rfind("ph::", 0) == 0 ? x : "ph::range(" + x + ")") + ".block(" + std::to_string(d.fixed_block) + ")";
+            x = (x.rfind("ph::", 0) == 0 ? x : "ph::range(" + x + ")") + ".block(" + std::to_string(d.fixed_block) +
+                ")";
           dims += (i ? ", " : "") + x;
         }
         std::string names;

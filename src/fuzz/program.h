@@ -106,7 +106,7 @@ struct Program {
   std::vector<Stmt> body;  // launches
   int num_tiles = 0, num_vars = 0;
   std::vector<int64_t> block_refs;  // ph::register_block_size(extent), in host code first
-  std::string family;  // which generator made it (for reports)
+  std::string family;               // which generator made it (for reports)
   // The tensors the kernel returns (empty: every output). An input here is updated in place;
   // an output not here is an intermediate between launches.
   std::vector<int> returns;

@@ -94,7 +94,7 @@ struct TensorInfo {
   Shape shape, strides;
   DType dtype = DType::f32;
   enum Origin : uint8_t { Param, Alloc } origin = Param;
-  int param_index = -1;  // Param: index among the kernel's tensor arguments
+  int param_index = -1;            // Param: index among the kernel's tensor arguments
   std::vector<BlockCount> counts;  // Alloc: dims sized by a number of blocks (ph::num_blocks)
 };
 
@@ -159,8 +159,8 @@ enum class ReduceFn : uint8_t { sum, max, min, mean };
 // dynamic start, checked at run time: 0 <= start and start + length <= the dim's size).
 struct IndexItem {
   enum Kind : uint8_t { Tile, All, Scalar, Slice } kind = All;
-  int tile = -1;   // Tile
-  int value = -1;  // Scalar: an i64 rank-0 value id; Slice: its start
+  int tile = -1;       // Tile
+  int value = -1;      // Scalar: an i64 rank-0 value id; Slice: its start
   int64_t length = 0;  // Slice
   bool operator==(const IndexItem&) const = default;
   bool has_value() const { return kind == Scalar || kind == Slice; }  // reads the scalar `value`

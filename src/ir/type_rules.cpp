@@ -59,7 +59,9 @@ std::string load_type(const Function& fn, int tensor, const std::vector<IndexIte
                std::to_string(count->block) +
                " (ph::num_blocks), whose size the config decides: index it with a tile over the same "
                "ph::num_blocks(...) or with a block number (t.id()), not with " +
-               (it.kind == IndexItem::All ? "ph::all" : it.kind == IndexItem::Slice ? "a slice" : "another tile");
+               (it.kind == IndexItem::All     ? "ph::all"
+                : it.kind == IndexItem::Slice ? "a slice"
+                                              : "another tile");
     }
     if (it.kind == IndexItem::All) {
       r.shape.push_back(Dim::constant(t.shape[d]));

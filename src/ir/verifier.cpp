@@ -182,10 +182,9 @@ class Verifier {
     const Op* d = def_.at(v);
     bool r = false;
     if (d) {
-      r = d->kind == OpKind::VarGet ||
-          ((d->kind == OpKind::TileBegin || d->kind == OpKind::TileEnd || d->kind == OpKind::TileIndex ||
-            d->kind == OpKind::TileId) &&
-           within(d->tile, tile));
+      r = d->kind == OpKind::VarGet || ((d->kind == OpKind::TileBegin || d->kind == OpKind::TileEnd ||
+                                         d->kind == OpKind::TileIndex || d->kind == OpKind::TileId) &&
+                                        within(d->tile, tile));
       for (const IndexItem& it : d->index)
         r = r || (it.kind == IndexItem::Tile && within(it.tile, tile)) ||
             (it.has_value() && depends_on_tile(it.value, tile));

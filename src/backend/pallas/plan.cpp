@@ -161,8 +161,8 @@ class Planner {
       // A TPU block's last two dims are multiples of (8, 128) or whole: a scalar there squeezes
       // a dim of size 1 out of a longer one, which Mosaic cannot lay out.
       if (ix.kind == ir::IndexItem::Scalar && d + 2 >= op.index.size() && t.shape[d] != 1)
-        unsupported(op, "an integer index on one of a tensor's last two dims (" + t.name + " dim " +
-                            std::to_string(d) + "): a TPU block's last two dims are multiples of (8, 128) or whole; "
+        unsupported(op, "an integer index on one of a tensor's last two dims (" + t.name + " dim " + std::to_string(d) +
+                            "): a TPU block's last two dims are multiples of (8, 128) or whole; "
                             "give the indexed dim a leading position (e.g. partials of shape {ph::num_blocks(bm), 1, "
                             "n} written at [t.id(), 0, tn])");
       // A scalar index is a squeezed dim whose block index the BlockSpec's index map computes
