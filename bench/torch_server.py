@@ -65,6 +65,17 @@ def grouped_gemm(x, w, offsets):
     return out
 
 
+def layer_norm_backward(g, x, mean, rstd, w):
+    # The analytic gradients of F.layer_norm given the forward's statistics (as autograd computes them).
+    xf, gf = x.float(), g.float()
+    x_hat = (xf - mean[:, None]) * rstd[:, None]
+    wdy = gf * w.float()
+    c1 = (x_hat * wdy).mean(-1, keepdim=True)
+    c2 = wdy.mean(-1, keepdim=True)
+    dx = (wdy - (x_hat * c1 + c2)) * rstd[:, None]
+    return dx.to(x.dtype), (gf * x_hat).sum(0), gf.sum(0)
+
+
 def layer_norm(x, w, b, eps):
     return F.layer_norm(x, (x.shape[-1],), w, b, eps)
 
@@ -94,6 +105,7 @@ KERNELS = {
     "rotary_backward": lambda t, s: rotary(t[0], t[1], t[2], True),
     "rms_norm": lambda t, s: F.rms_norm(t[0], (t[0].shape[-1],), t[1], s[0]),
     "rms_norm_backward": lambda t, s: rms_norm_backward(t[0], t[1], t[2], s[0]),
+    "layer_norm_backward": lambda t, s: layer_norm_backward(t[0], t[1], t[2], t[3], t[4]),
     "welford": lambda t, s: tuple(r.float() for r in torch.var_mean(t[0], -1, correction=0)[::-1]),
     "cross_entropy": lambda t, s: F.cross_entropy(t[0].float(), t[1], reduction="none"),
     "matmul": lambda t, s: t[0] @ t[1],

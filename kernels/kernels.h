@@ -26,6 +26,9 @@ extern Kernel<std::tuple<Tensor, Tensor>(Tensor)> welford;         // x -> (mean
 extern Kernel<Tensor(Tensor, Tensor, Tensor, Scalar)> layer_norm_looped;  // (x, weight, bias, eps)
 // (grad_out, x, weight, eps) -> (dx, dw) of rms_norm
 extern Kernel<std::tuple<Tensor, Tensor>(Tensor, Tensor, Tensor, Scalar)> rms_norm_backward;
+// dx, dw, db of layer_norm in one kernel, dw and db through per-block partials:
+// (grad_out [M,N], x [M,N], mean [M] f32, rstd [M] f32, weight [N]) -> (dx, dw [N] f32, db [N] f32)
+extern Kernel<std::tuple<Tensor, Tensor, Tensor>(Tensor, Tensor, Tensor, Tensor, Tensor)> layer_norm_backward;
 
 // Rotary position embedding, interleaved pairs (rotary.cpp): (x [B,S,H,D], cos [S,D/2],
 // sin [S,D/2]) -> x with pair j at position s rotated by (cos, sin)[s, j]; the backward applies

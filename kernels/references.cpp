@@ -183,6 +183,62 @@ std::pair<Array, Array> rms_norm_backward(const Array& grad_out, const Array& x,
   return {std::move(dx), std::move(dw_out)};
 }
 
+// Differentiating y = x_hat w + b with x_hat = (x - mu) r, r = (var + eps)^-1/2, per row of N:
+//   dL/dx_hat = g w;  dx = r (g w - mean_k(g w) - x_hat mean_k(g w x_hat))
+//   dw = sum_i g x_hat;  db = sum_i g
+std::vector<Array> layer_norm_backward(const Array& grad_out, const Array& x, const Array& mean, const Array& rstd,
+                                       const Array& w) {
+  const char* fn = "layer_norm_backward";
+  check_float(fn, "x", x);
+  check_rank(fn, "x", x, 2);
+  check_same_shape(fn, "grad_out", grad_out, "x", x);
+  const int64_t m = x.dim(0), n = x.dim(1);
+  check_row_vector(fn, "w", w, n);
+  check_row_vector(fn, "mean", mean, m);
+  check_row_vector(fn, "rstd", rstd, m);
+  Array dx = Array::empty(x.shape(), DType::f32);
+  std::vector<double> dw(static_cast<size_t>(n), 0.0), db(static_cast<size_t>(n), 0.0), xh(static_cast<size_t>(n));
+  for (int64_t i = 0; i < m; ++i) {
+    const double mu = mean.get(i), r = rstd.get(i);
+    double mean_gw = 0, mean_gwx = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const double g = grad_out.get(i * n + k);
+      xh[static_cast<size_t>(k)] = (x.get(i * n + k) - mu) * r;
+      mean_gw += g * w.get(k);
+      mean_gwx += g * w.get(k) * xh[static_cast<size_t>(k)];
+      dw[static_cast<size_t>(k)] += g * xh[static_cast<size_t>(k)];
+      db[static_cast<size_t>(k)] += g;
+    }
+    mean_gw /= static_cast<double>(n);
+    mean_gwx /= static_cast<double>(n);
+    for (int64_t k = 0; k < n; ++k) {
+      const double g = grad_out.get(i * n + k);
+      dx.set(i * n + k, r * (g * w.get(k) - mean_gw - xh[static_cast<size_t>(k)] * mean_gwx));
+    }
+  }
+  Array dw_out = Array::empty({n}, DType::f32), db_out = Array::empty({n}, DType::f32);
+  for (int64_t k = 0; k < n; ++k) {
+    dw_out.set(k, dw[static_cast<size_t>(k)]);
+    db_out.set(k, db[static_cast<size_t>(k)]);
+  }
+  return {std::move(dx), std::move(dw_out), std::move(db_out)};
+}
+
+std::pair<Array, Array> layer_norm_stats(const Array& x, double eps) {
+  check_rank("layer_norm_stats", "x", x, 2);
+  const int64_t m = x.dim(0), n = x.dim(1);
+  Array mean = Array::empty({m}, DType::f32), rstd = Array::empty({m}, DType::f32);
+  for (int64_t i = 0; i < m; ++i) {
+    double s = 0, ss = 0;
+    for (int64_t k = 0; k < n; ++k) s += x.get(i * n + k);
+    const double mu = s / static_cast<double>(n);
+    for (int64_t k = 0; k < n; ++k) ss += (x.get(i * n + k) - mu) * (x.get(i * n + k) - mu);
+    mean.set(i, mu);
+    rstd.set(i, 1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+  }
+  return {std::move(mean), std::move(rstd)};
+}
+
 // out = a / (1 + e^-a) * b
 Array swiglu(const Array& a, const Array& b) {
   return binary("swiglu", a, b, [](double u, double v) { return u / (1.0 + std::exp(-u)) * v; });

@@ -26,6 +26,12 @@ Array rms_norm(const Array& x, const Array& w, double eps);
 Array rotary(const Array& x, const Array& cos, const Array& sin, bool inverse);
 // Gradients of rms_norm given grad_out = dL/dy [M,N]; returns (dx [M,N], dw [N]).
 std::pair<Array, Array> rms_norm_backward(const Array& grad_out, const Array& x, const Array& w, double eps);
+// The gradients of layer_norm given the forward's row statistics (x_hat = (x - mean) * rstd):
+// dx, dw = sum_i grad_out x_hat, db = sum_i grad_out (all f32).
+std::vector<Array> layer_norm_backward(const Array& grad_out, const Array& x, const Array& mean, const Array& rstd,
+                                       const Array& w);
+// The forward's row statistics of x [M,N] (biased variance): mean [M] and rstd = 1/sqrt(var + eps), f32.
+std::pair<Array, Array> layer_norm_stats(const Array& x, double eps);
 // y = silu(a) * b, silu(a) = a / (1 + e^-a); same shape.
 Array swiglu(const Array& a, const Array& b);
 // y = gelu(a) * b, gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); same shape.

@@ -298,6 +298,29 @@ std::vector<KernelEntry> build() {
     e.tolerance_scale = [](const Shape& s) { return std::max(1.0, std::sqrt(static_cast<double>(s[0])) / 8); };
     r.push_back(e);
   }
+  {
+    KernelEntry e =
+        rowwise("layer_norm_backward",
+                "dx, dw, db of layer_norm from grad_out, x [M,N], mean, rstd [M], w [N]; per-block partials",
+                layer_norm_backward, 2, "M,N", {8192, 2048});
+    e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+      need_rank("layer_norm_backward", s, 2, 2, "M,N");
+      Array x = input_array(s, dt, seed + 1, -2, 2);
+      // The forward's statistics of x as stored (f32), so that the inputs are consistent.
+      auto [mean, rstd] =
+          g_shapes_only ? std::pair{Array::placeholder({s[0]}, DType::f32), Array::placeholder({s[0]}, DType::f32)}
+                        : ref::layer_norm_stats(x, 1e-5);
+      return Inputs{{input_array(s, dt, seed, -1, 1), x, mean, rstd, input_array({s[1]}, dt, seed + 2, 0.5, 1.5)}, {}};
+    };
+    e.reference = [](const Inputs& in) {
+      return ref::layer_norm_backward(in.tensors[0], in.tensors[1], in.tensors[2], in.tensors[3], in.tensors[4]);
+    };
+    e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) * 3 + s[0] * 8.0; };  // dy, x; dx
+    e.flops = [](const Shape& s) { return numel(s) * 14; };
+    // dw and db sum M products per column.
+    e.tolerance_scale = [](const Shape& s) { return std::max(1.0, std::sqrt(static_cast<double>(s[0])) / 8); };
+    r.push_back(e);
+  }
   // Attention: shapes B,H,S,D or BH,S,D (keys as long as queries); scale 1/sqrt(D).
   for (bool causal : {false, true}) {
     KernelEntry e;

@@ -42,14 +42,35 @@ struct BlockSizeRef {
 };
 BlockSizeRef register_block_size(int64_t extent, Loc loc = Loc::current());
 
+// The number of blocks of a block-size symbol over its registered extent, ceil(extent / block):
+// a size that the config decides. It sizes host allocations (`ph::empty({ph::num_blocks(bm), n})`:
+// one row per block, for per-block partial results written at `t.id()`) and tile loops
+// (`ph::tile(ph::num_blocks(bm))`, e.g. to reduce those partials in a second launch). The size is
+// bound when the kernel is specialized for a config (the interpreter binds it with its own block
+// choice: one block per tunable tile, so a count of 1). A dimension sized by it is indexed only by
+// a tile over the same count or by a scalar (t.id()): `ph::all` or a slice of it is a UserError.
+struct NumBlocks {
+  int block = -1;
+  int64_t extent = 0;
+};
+NumBlocks num_blocks(BlockSizeRef b, Loc loc = Loc::current());
+
 // One dimension of a tile loop: a range [begin, end) and how its block size is chosen.
 struct Extent {
   int64_t begin = 0, end = 0;
   int block_id = -1;             // a registered block size, shared with other loops
   int64_t fixed_block = 0;       // a block size fixed by the kernel (not tuned)
+  int parent = -1;               // a tile over this tile's current block (see Extent(const Tile&))
+  int count_block = -1;          // a range 0..num_blocks (see NumBlocks)
   Extent(int64_t n) : end(n) {}  // NOLINT: `tile(n)` reads best
   Extent(int n) : end(n) {}      // NOLINT
   Extent(int64_t b, int64_t e) : begin(b), end(e) {}
+  // The current block of an enclosing tile: `for (auto inner : ph::tile(outer))` loops over
+  // [outer.begin(), outer.end()) in blocks of its own tunable block size, taken as
+  // min(its config value, outer's block); `.block(n)` fixes it instead. The outer tile must be
+  // open and not a grid index.
+  Extent(const Tile& outer);                                    // NOLINT: `tile(outer)` reads best
+  Extent(NumBlocks n) : end(n.extent), count_block(n.block) {}  // NOLINT: 0..num_blocks(bs)
   Extent block(BlockSizeRef b) const {
     Extent x = *this;
     x.block_id = b.id;
@@ -61,6 +82,8 @@ struct Extent {
     return x;
   }
 };
+// A sub-range: `ph::tile(ph::range(begin, end))` tiles [begin, end) (host ints, 0 <= begin <= end),
+// its blocks starting at begin. (`ph::tile(a, b)` with two extents is a two-dimensional loop.)
 inline Extent range(int64_t end) { return Extent(int64_t{0}, end); }
 inline Extent range(int64_t begin, int64_t end) { return Extent(begin, end); }
 
@@ -73,6 +96,11 @@ class Tile {
   Tensor begin(Loc loc = Loc::current()) const;  // i64 scalar: first index of this block
   Tensor end(Loc loc = Loc::current()) const;    // i64 scalar: one past its last valid index
   Tensor index(Loc loc = Loc::current()) const;  // i64 [tile]: the indices of this block
+  // i64 scalar: this block's number within its loop, (begin() - range begin) / block: 0, 1, ...
+  // (for a tile over an enclosing tile's block, counted from that block's start). With a tile
+  // over a registered block size `bs`, it indexes a `ph::num_blocks(bs)` dimension:
+  // `partial[t.id(), tn] = sum(x[t, tn], 0)`.
+  Tensor id(Loc loc = Loc::current()) const;
 
  private:
   int id_ = -1;
@@ -97,8 +125,25 @@ inline constexpr size_t kMaxSubscript = 8;
 struct AllTag {};
 inline constexpr AllTag all{};  // index with the whole dimension
 
-// One index of a tensor subscript: a tile (or several), `all`, an integer, an i64 scalar, or
-// an i64 block of rank 1: a gather (scatter, when stored to) index block.
+// A slice index: `x[ph::slice(a, b), t]` is the block dim of constant size b - a starting at a
+// (host ints, 0 <= a < b <= the dim's size, checked when traced); `x[ph::slice(start,
+// ph::length(n)), t]` starts at an i64 scalar block `start` (t.begin(), a loaded value, ...) with
+// the constant length n, checked at run time (0 <= start, start + n <= size: otherwise the call
+// fails naming the tensor, the dimension, the value and the subscript's line). Loads and stores.
+struct Length {
+  int64_t n = 0;
+};
+inline Length length(int64_t n) { return Length{n}; }
+struct SliceSpec {
+  int64_t begin = 0, end = 0;  // static
+  int start = -1;              // dynamic: the value id of the i64 scalar start
+  int64_t length = 0;
+};
+inline SliceSpec slice(int64_t begin, int64_t end) { return SliceSpec{begin, end, -1, end - begin}; }
+SliceSpec slice(const Tensor& start, Length n, Loc loc = Loc::current());
+
+// One index of a tensor subscript: a tile (or several), `all`, an integer, an i64 scalar, a
+// slice (above), or an i64 block of rank 1: a gather (scatter, when stored to) index block.
 //
 // Gather/scatter: `weight[idx, te]` with `idx = ids[tt]` (i64 [tt]) is the block [tt, te] whose
 // element (i, j) is weight[idx[i], off_te + j] (an embedding); `out[idx, tn] = v` writes
@@ -112,11 +157,13 @@ inline constexpr AllTag all{};  // index with the whole dimension
 // whose index block repeats a position (in one block, or across parallel grid steps) is a race:
 // the interpreter refuses it with a UserError; backends leave the winner unspecified.
 struct Index {
-  enum Kind { TileK, AllK, IntK, ScalarK, GatherK } kind;
+  enum Kind { TileK, AllK, IntK, ScalarK, GatherK, SliceK } kind;
   std::vector<Tile> tiles;
   int64_t integer = 0;
   int value = -1;
+  SliceSpec slice;
   Loc loc;
+  Index(const SliceSpec& s, Loc l = Loc::current()) : kind(SliceK), slice(s), loc(l) {}
   Index(const Tile& t, Loc l = Loc::current()) : kind(TileK), tiles{t}, loc(l) {}
   Index(const Tiles& t, Loc l = Loc::current()) : kind(TileK), tiles(t.tiles()), loc(l) {}
   Index(AllTag, Loc l = Loc::current()) : kind(AllK), loc(l) {}
@@ -139,7 +186,8 @@ inline constexpr bool all_indices = std::conjunction_v<std::is_convertible<const
 // kernel silently indexes with `b` alone. Make that comma a compile error that says why.
 template <class T>
 concept SubscriptPart = std::is_same_v<std::remove_cvref_t<T>, Tile> || std::is_same_v<std::remove_cvref_t<T>, Tiles> ||
-    std::is_same_v<std::remove_cvref_t<T>, AllTag> || std::is_same_v<std::remove_cvref_t<T>, Index>;
+    std::is_same_v<std::remove_cvref_t<T>, AllTag> || std::is_same_v<std::remove_cvref_t<T>, Index> ||
+    std::is_same_v<std::remove_cvref_t<T>, SliceSpec>;
 template <class A, class B>
 requires(SubscriptPart<A> || SubscriptPart<B>) void operator,(A&&, B&&) {
   static_assert(sizeof(A) == 0,
@@ -166,12 +214,21 @@ struct Operand {
 };
 
 // One dimension of a block shape for zeros/full/empty inside device code: a tile or a size.
+// A registered block size as a block dim (`ph::zeros({tile, bs})`) is the dim of the innermost
+// open tile of that block size: the same extent, ragged last block included, so it combines
+// with that tile's blocks elementwise (a dim that is only the symbol's full block would not
+// match a ragged block). No open tile of that block size is a UserError.
+// In host code, `ph::num_blocks(bs)` sizes an allocation's dim (see NumBlocks).
 struct DimSpec {
   int tile = -1;
   int64_t size = 1;
-  DimSpec(const Tile& t) : tile(t.ir_id()) {}  // NOLINT
-  DimSpec(int64_t n) : size(n) {}              // NOLINT
-  DimSpec(int n) : size(n) {}                  // NOLINT
+  int block = -1;                                                 // a BlockSizeRef: resolved to a tile when traced
+  int count_block = -1;                                           // a NumBlocks: host allocations only
+  DimSpec(const Tile& t) : tile(t.ir_id()) {}                     // NOLINT
+  DimSpec(int64_t n) : size(n) {}                                 // NOLINT
+  DimSpec(int n) : size(n) {}                                     // NOLINT
+  DimSpec(BlockSizeRef b) : block(b.id) {}                        // NOLINT
+  DimSpec(NumBlocks n) : size(n.extent), count_block(n.block) {}  // NOLINT
 };
 
 // A tensor inside a kernel being traced: a host tensor (argument or allocation) or a device
@@ -312,7 +369,7 @@ class Tensor {
   int id_ = -1;
   // Set on the result of a subscript of a host tensor: where an assignment stores.
   int store_tensor_ = -1;
-  std::vector<int> store_index_;  // (kind, tile, value) triples of the subscript
+  std::vector<int64_t> store_index_;  // (kind, tile, value, length) of each item of the subscript
   int store_line_ = 0;
   const char* store_file_ = nullptr;
 };
@@ -346,6 +403,8 @@ class Var {
 
 // --- host code: allocation and checks ---------------------------------------------------------
 Tensor empty(const Shape& shape, DType dtype = DType::f32, Loc loc = Loc::current());
+// empty({ph::num_blocks(bm), n}): a host allocation with dims sized by block counts.
+Tensor empty(std::initializer_list<DimSpec> shape, DType dtype = DType::f32, Loc loc = Loc::current());
 Tensor empty_like(const Tensor& t, Loc loc = Loc::current());
 Tensor empty_like(const Tensor& t, DType dtype, Loc loc = Loc::current());
 // zeros/full: host allocations in host code, blocks inside tile loops.
@@ -405,6 +464,8 @@ class LoopRange {
 }  // namespace detail
 
 // tile(n), tile(m, n), tile(b, m, n): block loops; tile(x.sizes()): any rank.
+// tile(range(b, e)): a sub-range; tile(outer): over an enclosing tile's current block;
+// tile(num_blocks(bs)): over the number of blocks of a block size.
 // At the top level a tile loop is one launch over a grid; nested, a device loop.
 detail::LoopRange<Tile> tile(const Extent& a, Loc loc = Loc::current());
 detail::LoopRange<std::array<Tile, 2>> tile(const Extent& a, const Extent& b, Loc loc = Loc::current());

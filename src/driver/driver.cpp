@@ -77,7 +77,10 @@ std::shared_ptr<Impl> specialize(const Impl& configured, const Config& config) {
   auto K = traced_part(configured);  // the Block IR points into this copy of the Tile IR
   K->backend = configured.backend;
   K->spec = configured.spec;
-  K->program = lower::lower(K->fn, config, *K->backend);
+  // Sizes that are numbers of blocks (ph::num_blocks) are bound to this config's block sizes
+  // here, before lowering: every later pass, and the run's allocations, see concrete shapes.
+  K->fn = lower::bind_config(configured.fn, config, *K->backend);
+  K->program = lower::lower(K->fn, config, *K->backend, &configured.fn);
   K->config = K->program.config;  // completed with defaults for knobs the given config left out
   K->artifact = K->backend->generate(K->program);
   return K;

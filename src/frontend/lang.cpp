@@ -137,7 +137,16 @@ Tensor reduce(ir::ReduceFn f, const Operand& x, int axis, bool keepdim) {
 
 std::vector<Dim> block_dims(Tracer& T, std::initializer_list<DimSpec> shape, const Loc& loc) {
   std::vector<Dim> dims;
-  for (const DimSpec& d : shape) {
+  for (DimSpec d : shape) {
+    if (d.count_block >= 0) T.fail("ph::num_blocks sizes host allocations, not blocks inside a tile loop", loc);
+    if (d.block >= 0) {
+      d.tile = T.innermost_tile_of_block(d.block);
+      if (d.tile < 0)
+        T.fail("a block dim given by the block size $b" + std::to_string(d.block) +
+                   " needs an open tile loop of that block size (the dim is that tile's current block, ragged "
+                   "last block included)",
+               loc);
+    }
     if (d.tile >= 0) {
       if (!T.tile_in_scope(d.tile))
         T.fail("tile " + ir::tile_name(T.fn(), d.tile) + " used outside the loop that defines it", loc);
@@ -163,6 +172,23 @@ Tensor host_alloc(const Shape& shape, DType dtype, bool fill, double value, cons
   return Tensor::host(T.add_alloc(shape, dtype, fill, value, loc));
 }
 
+// A host allocation from block-dim specs: sizes, and numbers of blocks (ph::num_blocks).
+Tensor host_alloc(std::initializer_list<DimSpec> shape, DType dtype, bool fill, double value, const Loc& loc) {
+  Tracer& T = tracer(loc);
+  Shape s;
+  std::vector<ir::BlockCount> counts;
+  for (const DimSpec& d : shape) {
+    if (d.tile >= 0) T.fail("a tile dimension in host code (outside any tile loop)", loc);
+    if (d.block >= 0)
+      T.fail("a block size as a dimension in host code; size an allocation by ph::num_blocks(bs) or a number", loc);
+    if (d.count_block >= 0) counts.push_back({static_cast<int>(s.size()), d.count_block, d.size});
+    s.push_back(d.size);
+  }
+  int id = T.add_alloc(s, dtype, fill, value, loc);
+  T.fn().tensors[id].counts = counts;
+  return Tensor::host(id);
+}
+
 }  // namespace
 
 // --- Tile -------------------------------------------------------------------------------------
@@ -182,6 +208,29 @@ static Tensor tile_op(OpKind kind, int tile, const Loc& loc) {
 }
 
 Tensor Tile::begin(Loc loc) const { return tile_op(OpKind::TileBegin, id_, loc); }
+Tensor Tile::id(Loc loc) const { return tile_op(OpKind::TileId, id_, loc); }
+
+Extent::Extent(const Tile& outer) : parent(outer.ir_id()) {}
+
+NumBlocks num_blocks(BlockSizeRef b, Loc loc) {
+  Tracer& T = tracer(loc);
+  if (b.id < 0 || b.id >= static_cast<int>(T.fn().block_sizes.size()))
+    T.fail("ph::num_blocks of an unknown block size (register it with ph::register_block_size in this kernel)", loc);
+  return NumBlocks{b.id, T.fn().block_sizes[b.id].extent};
+}
+
+SliceSpec slice(const Tensor& start, Length n, Loc loc) {
+  Tracer& T = tracer(loc);
+  T.require_device("a slice with a computed start", loc);
+  Operand o(start, loc);
+  const Type& t = T.fn().type_of(o.value);
+  if (t.rank() != 0 || t.dtype != DType::i64)
+    T.fail("the start of ph::slice(start, ph::length(n)) must be an i64 scalar (t.begin(), a loaded index, ...); got " +
+               describe(T, o.value),
+           loc);
+  if (n.n < 1) T.fail("ph::slice with ph::length(" + std::to_string(n.n) + "): the length must be at least 1", loc);
+  return SliceSpec{0, 0, o.value, n.n};
+}
 Tensor Tile::end(Loc loc) const { return tile_op(OpKind::TileEnd, id_, loc); }
 Tensor Tile::index(Loc loc) const { return tile_op(OpKind::TileIndex, id_, loc); }
 
@@ -311,10 +360,25 @@ static std::vector<ir::IndexItem> index_items(Tracer& T, Tensor::Kind kind, int 
     if (i.kind == Index::TileK) {
       for (const Tile& t : i.tiles) {
         if (t.ir_id() < 0 || !T.tile_in_scope(t.ir_id())) T.fail("tile used outside the loop that defines it", loc);
-        items.push_back({ir::IndexItem::Tile, t.ir_id(), -1});
+        items.push_back({ir::IndexItem::Tile, t.ir_id(), -1, 0});
       }
     } else if (i.kind == Index::AllK) {
-      items.push_back({ir::IndexItem::All, -1, -1});
+      items.push_back({ir::IndexItem::All, -1, -1, 0});
+    } else if (i.kind == Index::SliceK) {
+      const Shape& shape = T.fn().tensors[id_].shape;
+      const size_t d = items.size();
+      ir::IndexItem it{ir::IndexItem::Slice, -1, i.slice.start, i.slice.length};
+      if (i.slice.start < 0) {  // static: checked here
+        if (d < shape.size() && (i.slice.begin < 0 || i.slice.begin >= i.slice.end || i.slice.end > shape[d]))
+          T.fail("ph::slice(" + std::to_string(i.slice.begin) + ", " + std::to_string(i.slice.end) +
+                     ") is out of bounds for dimension " + std::to_string(d) + " of " + T.fn().tensors[id_].name +
+                     " (size " + std::to_string(shape[d]) + "; a slice needs 0 <= begin < end <= size)",
+                 loc);
+        it.value = constant(T, static_cast<double>(i.slice.begin), DType::i64, loc);
+      } else if (!T.value_in_scope(i.slice.start)) {
+        T.fail("the start of this slice is used outside the tile loop that computes it", loc);
+      }
+      items.push_back(it);
     } else if (i.kind == Index::IntK) {
       const Shape& shape = T.fn().tensors[id_].shape;
       size_t d = items.size();
@@ -326,7 +390,7 @@ static std::vector<ir::IndexItem> index_items(Tracer& T, Tensor::Kind kind, int 
     } else if (i.kind == Index::GatherK) {
       items.push_back({ir::IndexItem::Gather, -1, i.value});
     } else {
-      items.push_back({ir::IndexItem::Scalar, -1, i.value});
+      items.push_back({ir::IndexItem::Scalar, -1, i.value, 0});
     }
   }
   return items;
@@ -344,11 +408,8 @@ Tensor Tensor::subscript(const std::vector<Index>& idx) const {
   op.index = items;
   Tensor r = Tensor::block(emit_value(T, op, t, loc));
   r.store_tensor_ = id_;
-  for (const ir::IndexItem& it : items) {
-    r.store_index_.push_back(it.kind);
-    r.store_index_.push_back(it.tile);
-    r.store_index_.push_back(it.value);
-  }
+  for (const ir::IndexItem& it : items)
+    r.store_index_.insert(r.store_index_.end(), {it.kind, it.tile, it.value, it.length});
   r.store_file_ = loc.file_name();
   r.store_line_ = static_cast<int>(loc.line());
   return r;
@@ -368,8 +429,9 @@ void Tensor::operator=(const Operand& value) && {
   }
   Op op{OpKind::Store};
   op.tensor = store_tensor_;
-  for (size_t i = 0; i < store_index_.size(); i += 3)
-    op.index.push_back({static_cast<ir::IndexItem::Kind>(store_index_[i]), store_index_[i + 1], store_index_[i + 2]});
+  for (size_t i = 0; i + 3 < store_index_.size(); i += 4)
+    op.index.push_back({static_cast<ir::IndexItem::Kind>(store_index_[i]), static_cast<int>(store_index_[i + 1]),
+                        static_cast<int>(store_index_[i + 2]), store_index_[i + 3]});
   const Type target = T.fn().type_of(id_);  // a copy: value_of may add a value and move fn.values
   int v = value_of(T, value, target.dtype);
   std::vector<Dim> b;
@@ -543,12 +605,10 @@ Tensor zeros_like(const Tensor& t, Loc loc) {
 Tensor full(std::initializer_list<DimSpec> shape, double value, DType dtype, Loc loc) {
   Tracer& T = tracer(loc);
   if (T.in_device()) return device_full(T, block_dims(T, shape, loc), value, dtype, loc);
-  Shape s;
-  for (const DimSpec& d : shape) {
-    if (d.tile >= 0) T.fail("a tile dimension in host code (outside any tile loop)", loc);
-    s.push_back(d.size);
-  }
-  return host_alloc(s, dtype, true, value, loc);
+  return host_alloc(shape, dtype, true, value, loc);
+}
+Tensor empty(std::initializer_list<DimSpec> shape, DType dtype, Loc loc) {
+  return host_alloc(shape, dtype, false, 0, loc);
 }
 Tensor full(const Shape& shape, double value, DType dtype, Loc loc) {
   Tracer& T = tracer(loc);

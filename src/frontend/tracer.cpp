@@ -164,7 +164,21 @@ std::vector<Tile> Tracer::open_loop(const std::vector<Extent>& dims, bool grid, 
   op.loc = to_loc(loc);
   last_loc_ = op.loc;
   std::vector<Tile> tiles;
-  for (const Extent& e : dims) {
+  for (Extent e : dims) {
+    int parent = -1;
+    if (e.parent >= 0) {
+      if (!tile_in_scope(e.parent)) fail("ph::tile(outer): the outer tile's loop is not open here", loc);
+      const ir::TileInfo& p = fn_.tiles[e.parent];
+      if (p.is_grid) fail("ph::tile(outer) of a grid index: a grid index has one element per step", loc);
+      if (grid) fail("ph::grid over an enclosing tile's block; use ph::tile(outer)", loc);
+      if (!in_device()) fail("ph::tile(outer) must be nested in the loop of outer", loc);
+      parent = e.parent;
+      e.begin = p.begin;
+      e.end = p.end;
+      if (e.block_id >= 0)
+        fail("ph::tile(outer) takes its own block size (tunable, or fixed with .block(n)), not a registered one", loc);
+    }
+    if (e.count_block >= 0 && e.begin != 0) fail("a tile over ph::num_blocks starts at 0", loc);
     if (e.end < e.begin || e.begin < 0)
       fail("tile loop over an empty or negative range " + std::to_string(e.begin) + ".." + std::to_string(e.end), loc);
     ir::TileInfo t;
@@ -173,7 +187,17 @@ std::vector<Tile> Tracer::open_loop(const std::vector<Extent>& dims, bool grid, 
     t.end = e.end;
     t.is_grid = grid;
     t.loc = op.loc;
+    t.parent = parent;
+    if (e.count_block >= 0) {
+      t.count_block = e.count_block;
+      t.count_extent = e.end;
+    }
     int64_t extent = std::max<int64_t>(1, e.end - e.begin);
+    // Over an enclosing tile's block: at most that block's length (the parent's symbol's extent).
+    if (parent >= 0) {
+      const ir::BlockSize& pb = fn_.block_sizes[fn_.tiles[parent].block];
+      extent = std::min(extent, pb.fixed > 0 ? pb.fixed : pb.extent);
+    }
     if (grid) {
       t.block = new_block_size(extent, 1, loc);
     } else if (e.block_id >= 0) {
@@ -209,6 +233,12 @@ void Tracer::close_loop() {
 bool Tracer::value_in_scope(int value) const {
   int r = value_region_.at(value);
   return std::find(open_region_ids_.begin(), open_region_ids_.end(), r) != open_region_ids_.end();
+}
+
+int Tracer::innermost_tile_of_block(int block) const {
+  for (auto it = open_tiles_.rbegin(); it != open_tiles_.rend(); ++it)
+    if (fn_.tiles[*it].block == block && !fn_.tiles[*it].is_grid) return *it;
+  return -1;
 }
 
 bool Tracer::tile_in_scope(int tile) const {

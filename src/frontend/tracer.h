@@ -63,6 +63,8 @@ class Tracer {
 
   // Tiles open at this point (outermost first); a tile of a closed loop is out of scope.
   bool tile_in_scope(int tile) const;
+  // The innermost open tile whose block size is `block`, or -1.
+  int innermost_tile_of_block(int block) const;
   // Whether a value's defining loop is still open (values do not escape their loop).
   bool value_in_scope(int value) const;
 

@@ -247,14 +247,14 @@ std::set<int> used_exprs(const Program& p) {
     if (id < 0 || !used.insert(id).second) return;
     for (int a : p.exprs[id].args) expr(a);
     for (const Subscript& s : p.exprs[id].index)
-      if (s.kind == Subscript::Scalar) expr(s.expr);
+      if (s.kind == Subscript::Scalar || s.kind == Subscript::Slice) expr(s.expr);
   };
   std::function<void(const std::vector<Stmt>&)> walk = [&](const std::vector<Stmt>& body) {
     for (const Stmt& s : body) {
       expr(s.expr);
       expr(s.mask);
       for (const Subscript& x : s.index)
-        if (x.kind == Subscript::Scalar) expr(x.expr);
+        if (x.kind == Subscript::Scalar || x.kind == Subscript::Slice) expr(x.expr);
       walk(s.body);
     }
   };

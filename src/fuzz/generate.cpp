@@ -14,7 +14,7 @@ using ir::ReduceFn;
 using ir::UnaryFn;
 
 const std::vector<std::string>& families() {
-  static const std::vector<std::string> f = {"pointwise", "row_reduce", "loop_reduce", "matmul", "gather", "indexed", "views"};
+  static const std::vector<std::string> f = {"pointwise", "row_reduce", "loop_reduce", "matmul", "gather", "indexed", "views", "slices"};
   return f;
 }
 
@@ -43,6 +43,8 @@ class Generator {
       indexed();
     else if (family == "views")
       views();
+    else if (family == "slices")
+      slices();
     else
       throw UserError("unknown fuzz family '" + family + "'");
     return std::move(p_);
@@ -1055,6 +1057,157 @@ class Generator {
       p_.body.push_back(std::move(launch2));
       p_.returns = chance(0.5) ? std::vector<int>{out2} : std::vector<int>{out, out2};
     }
+  }
+
+  // --- slices, sub-range and nested tiles, per-block partials ---
+  static Subscript slice_ix(int64_t begin, int64_t length) { return {Subscript::Slice, -1, -1, begin, length}; }
+  int tile_id(int t) {
+    Expr e;
+    e.kind = Expr::TileId;
+    e.tile = t;
+    return add(e);
+  }
+
+  void slices() {
+    switch (pick(3)) {
+      case 0:
+        return static_slices();
+      case 1:
+        return dynamic_slices();
+      default:
+        return nested_partials();
+    }
+  }
+
+  // Rows [0, b) and [b, m) in two launches over sub-ranges, each reading a static slice of the
+  // columns (and of a row vector), stored whole or into a slice of a padded output.
+  void static_slices() {
+    int64_t m = extent(), n = extent() + 1;
+    int64_t len = 1 + static_cast<int64_t>(pick(static_cast<size_t>(n)));
+    int x = tensor({m, n}, data_dtype());
+    int row = chance(0.5) ? tensor({n}, data_dtype()) : -1;
+    const bool padded = chance(0.4);
+    int out = tensor({m, padded ? len + 2 : len}, data_dtype(), true);
+    std::vector<int64_t> cuts = {0};
+    if (m >= 2 && chance(0.7)) cuts.push_back(1 + static_cast<int64_t>(pick(static_cast<size_t>(m - 1))));
+    cuts.push_back(m);
+    for (size_t k = 0; k + 1 < cuts.size(); ++k) {
+      int t = new_tile();
+      LoopDim d = dim(cuts[k + 1]);
+      d.begin = cuts[k];
+      const int64_t a = static_cast<int64_t>(pick(static_cast<size_t>(n - len + 1)));
+      std::vector<Leaf> leaves = {[=, this] { return load(x, {tile_ix(t), slice_ix(a, len)}); }};
+      std::vector<Leaf> exact = leaves;
+      if (row >= 0) {
+        const int64_t r = static_cast<int64_t>(pick(static_cast<size_t>(n - len + 1)));
+        leaves.push_back([=, this] { return load(row, {slice_ix(r, len)}); });
+      }
+      Stmt launch = loop({d}, {t});
+      if (padded) {
+        launch.body.push_back(store(out, {tile_ix(t), slice_ix(1, len)}, fexpr(leaves, exact, 3)));
+        Leaf column = [=, this] { return load(x, {tile_ix(t), slice_ix(0, 1)}); };
+        launch.body.push_back(store(out, {tile_ix(t), slice_ix(0, 1)}, anchored(num(0.5), column)));
+        launch.body.push_back(
+            store(out, {tile_ix(t), slice_ix(len + 1, 1)}, load(x, {tile_ix(t), slice_ix(n - 1, 1)})));
+      } else {
+        launch.body.push_back(store(out, {tile_ix(t), all_ix()}, fexpr(leaves, exact, 3)));
+      }
+      p_.body.push_back(std::move(launch));
+    }
+  }
+
+  // A window of `len` columns per row, starting at an index read from a tensor (on a grid) or at
+  // a tile's first row (a block of one row: the row's own start in a row-major table).
+  void dynamic_slices() {
+    int64_t m = extent(), n = extent() + 1;
+    int64_t len = 1 + static_cast<int64_t>(pick(static_cast<size_t>(n)));
+    int x = tensor({m, n}, data_dtype());
+    int start = tensor({m}, chance(0.5) ? DType::i32 : DType::i64, false, n - len + 1);
+    int out = tensor({m, len}, data_dtype(), true);
+    int g = new_tile();
+    auto at = [=, this] {
+      Expr e;
+      e.kind = Expr::Load;
+      e.tensor = start;
+      e.index = {tile_ix(g)};
+      int v = add(e);
+      return chance(0.3) ? cast(v, DType::i64) : v;
+    };
+    std::vector<Leaf> leaves = {[=, this] {
+      return load(x, {tile_ix(g), Subscript{Subscript::Slice, -1, at(), 0, len}});
+    }};
+    std::vector<Leaf> exact = leaves;
+    if (chance(0.5)) leaves.push_back([=, this] { return load(x, {tile_ix(g), slice_ix(n - len, len)}); });
+    Stmt launch = loop({{m, 0}}, {g}, true);
+    launch.body.push_back(store(out, {tile_ix(g), all_ix()}, fexpr(leaves, exact, 3)));
+    p_.body.push_back(std::move(launch));
+  }
+
+  // A launch over row blocks of a registered block size: an inner tile over each block's rows
+  // writes an elementwise result and accumulates column sums in a Var, stored per block at
+  // t.id() into partials sized by ph::num_blocks; a second launch reduces the partials with a
+  // tile loop over ph::num_blocks. (The partials are an intermediate: their row count is the
+  // config's.) Sometimes laid out with the block number leading a unit dim (TPU layouts).
+  void nested_partials() {
+    int64_t m = extent(), n = extent();
+    const bool unit = chance(0.5);
+    p_.block_refs.push_back(m);
+    int x = tensor({m, n}, data_dtype());
+    int out = tensor({m, n}, data_dtype(), true);
+    int part = tensor(unit ? Shape{m, 1, n} : Shape{m, n}, DType::f32, true);
+    p_.tensors[part].count_ref = 0;
+    int sums = tensor(unit ? Shape{1, n} : Shape{n}, DType::f32, true);
+    p_.returns = {out, sums};
+    int to = new_tile(), tn = new_tile(), ti = new_tile();
+    LoopDim dm = dim(m);
+    dm.fixed_block = 0;
+    dm.block_ref = 0;
+    Stmt launch = loop({dm, dim(n)}, {to, tn});
+    int acc = new_var();
+    Expr z;
+    z.kind = Expr::Full;
+    z.index = {tile_ix(tn)};
+    z.number = 0;
+    launch.body.push_back(var_decl(acc, add(z)));
+    LoopDim di;
+    di.parent = to;
+    if (chance(0.3)) di.fixed_block = choose<int64_t>({1, 2, 8});
+    Stmt inner = loop({di}, {ti});
+    std::vector<Leaf> leaves = {[=, this] { return load(x, {tile_ix(ti), tile_ix(tn)}); }};
+    inner.body.push_back(store(out, {tile_ix(ti), tile_ix(tn)}, fexpr(leaves, leaves, 3)));
+    int summand = anchored(fexpr(leaves, leaves, 2), leaves[0]);
+    inner.body.push_back(var_set(acc, bin(BinaryFn::add, var_read(acc), reduce(ReduceFn::sum, summand, 0, false))));
+    launch.body.push_back(std::move(inner));
+    std::vector<Subscript> at = {Subscript{Subscript::Scalar, -1, tile_id(to)}};
+    if (unit) at.push_back(Subscript{Subscript::Scalar, -1, -1, 0, 0});  // the integer 0
+    at.push_back(tile_ix(tn));
+    launch.body.push_back(store(part, at, var_read(acc)));
+    p_.body.push_back(std::move(launch));
+
+    int tn2 = new_tile(), tb = new_tile();
+    Stmt reduce_launch = loop({dim(n)}, {tn2});
+    int acc2 = new_var();
+    Expr z2;
+    z2.kind = Expr::Full;
+    z2.index = {tile_ix(tn2)};
+    z2.number = 0;
+    int init = add(z2);
+    if (unit) init = unsqueeze(init, 0);
+    reduce_launch.body.push_back(var_decl(acc2, init));
+    LoopDim db;
+    db.count_ref = 0;
+    Stmt over_blocks = loop({db}, {tb});
+    std::vector<Subscript> rows = {tile_ix(tb)};
+    if (unit) rows.push_back(all_ix());
+    rows.push_back(tile_ix(tn2));
+    over_blocks.body.push_back(
+        var_set(acc2, bin(BinaryFn::add, var_read(acc2), reduce(ReduceFn::sum, load(part, rows), 0, false))));
+    reduce_launch.body.push_back(std::move(over_blocks));
+    std::vector<Subscript> dst;
+    if (unit) dst.push_back(all_ix());
+    dst.push_back(tile_ix(tn2));
+    reduce_launch.body.push_back(store(sums, dst, var_read(acc2)));
+    p_.body.push_back(std::move(reduce_launch));
   }
 
   std::mt19937_64 rng_;

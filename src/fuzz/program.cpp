@@ -73,10 +73,11 @@ namespace {
 class Player {
  public:
   Player(const Program& p, const std::vector<KernelBase::TraceArg>& args) : p_(p), tiles_(p.num_tiles) {
+    for (int64_t e : p.block_refs) refs_.push_back(register_block_size(e));
     size_t a = 0;
     for (const TensorDecl& t : p.tensors)
       tensors_.push_back(t.is_view()   ? host_view(tensors_.at(t.view_of), t.view)
-                         : t.is_output ? empty(t.shape, t.dtype)
+                         : t.is_output ? allocate(t)
                                        : args[a++].tensor);
     if (p.has_scalar) scalar_ = args[a].scalar;
     vars_.resize(p.num_vars);
@@ -112,6 +113,20 @@ class Player {
     throw InternalError("bad host view op");
   }
 
+  Tensor allocate(const TensorDecl& t) {
+    if (t.count_ref < 0) return empty(t.shape, t.dtype);
+    const NumBlocks nb = num_blocks(refs_.at(t.count_ref));
+    switch (t.shape.size()) {
+      case 1:
+        return empty({nb}, t.dtype);
+      case 2:
+        return empty({nb, t.shape[1]}, t.dtype);
+      case 3:
+        return empty({nb, t.shape[1], t.shape[2]}, t.dtype);
+    }
+    throw InternalError("fuzz: per-block partials of rank " + std::to_string(t.shape.size()));
+  }
+
   Tensor block(const Operand& o) {
     if (o.kind == Operand::TensorK) return Tensor::block(o.value);
     return full({}, o.number);  // a number where a block is needed (a Var's initial value)
@@ -124,6 +139,12 @@ class Player {
         ix.push_back(Index(tiles_.at(s.tile)));
       else if (s.kind == Subscript::All)
         ix.push_back(Index(all));
+      else if (s.kind == Subscript::Slice && s.expr < 0)
+        ix.push_back(Index(slice(s.begin, s.begin + s.length)));
+      else if (s.kind == Subscript::Slice)
+        ix.push_back(Index(slice(block(expr(s.expr)), length(s.length))));
+      else if (s.expr < 0)
+        ix.push_back(Index(s.begin));
       else
         ix.push_back(Index(block(expr(s.expr))));
     }
@@ -249,6 +270,8 @@ class Player {
         return Operand(scalar_);
       case Expr::TileIndex:
         return e.scalar ? tiles_.at(e.tile).begin() : tiles_.at(e.tile).index();
+      case Expr::TileId:
+        return tiles_.at(e.tile).id();
       case Expr::Unary:
         return unary(static_cast<UnaryFn>(e.fn), arg(0));
       case Expr::Binary:
@@ -346,7 +369,10 @@ class Player {
       case Stmt::Loop: {
         std::vector<Extent> dims;
         for (const LoopDim& d : s.dims) {
-          Extent x(d.extent);
+          Extent x(d.begin, d.extent);
+          if (d.parent >= 0) x = Extent(tiles_.at(d.parent));
+          if (d.count_ref >= 0) x = Extent(num_blocks(refs_.at(d.count_ref)));
+          if (d.block_ref >= 0) x = x.block(refs_.at(d.block_ref));
           dims.push_back(d.fixed_block > 0 ? x.block(d.fixed_block) : x);
         }
         std::vector<Tile> opened = detail::open_loop(dims, s.grid, Loc::current());
@@ -385,6 +411,7 @@ class Player {
   Scalar scalar_;
   std::vector<Tile> tiles_;
   std::vector<std::unique_ptr<Var>> vars_;
+  std::vector<BlockSizeRef> refs_;
 };
 
 }  // namespace
@@ -428,12 +455,21 @@ class Printer {
         os << (first ? "" : ", ") << "ph::Tensor " << tensor(i), first = false;
     if (p_.has_scalar) os << (first ? "" : ", ") << "ph::Scalar s";
     os << ") {\n";
+    for (size_t i = 0; i < p_.block_refs.size(); ++i)
+      os << "  auto bs" << i << " = ph::register_block_size(" << p_.block_refs[i] << ");\n";
     for (size_t i = 0; i < p_.tensors.size(); ++i) {  // in order: a view follows its base
       const TensorDecl& t = p_.tensors[i];
-      if (t.is_view())
+      if (t.is_view()) {
         os << "  auto " << tensor(i) << " = " << tensor(t.view_of) << "." << host_view(t.view) << ";\n";
-      else if (t.is_output)
-        os << "  auto " << tensor(i) << " = ph::empty(" << shape(t.shape) << ", " << dtype_expr(t.dtype) << ");\n";
+      } else if (t.is_output) {
+        std::string sh = shape(t.shape);
+        if (t.count_ref >= 0) {
+          sh = "{ph::num_blocks(bs" + std::to_string(t.count_ref) + ")";
+          for (size_t d = 1; d < t.shape.size(); ++d) sh += ", " + std::to_string(t.shape[d]);
+          sh += "}";
+        }
+        os << "  auto " << tensor(i) << " = ph::empty(" << sh << ", " << dtype_expr(t.dtype) << ");\n";
+      }
     }
     for (const Stmt& s : p_.body) stmt(os, s, 1);
     if (outs.size() == 1)
@@ -496,9 +532,14 @@ class Printer {
     for (size_t i = 0; i < items.size(); ++i) {
       const Subscript& s = items[i];
       r += i ? ", " : "";
-      r += s.kind == Subscript::Tile  ? "t" + std::to_string(s.tile)
-           : s.kind == Subscript::All ? "ph::all"
-                                      : expr(s.expr);
+      if (s.kind == Subscript::Slice)
+        r += s.expr < 0 ? "ph::slice(" + std::to_string(s.begin) + ", " + std::to_string(s.begin + s.length) + ")"
+                        : "ph::slice(" + expr(s.expr) + ", ph::length(" + std::to_string(s.length) + "))";
+      else
+        r += s.kind == Subscript::Tile  ? "t" + std::to_string(s.tile)
+             : s.kind == Subscript::All ? "ph::all"
+             : s.expr < 0               ? std::to_string(s.begin)
+                                        : expr(s.expr);
     }
     return r;
   }
@@ -516,6 +557,8 @@ class Printer {
         return "s";
       case Expr::TileIndex:
         return "t" + std::to_string(e.tile) + (e.scalar ? ".begin()" : ".index()");
+      case Expr::TileId:
+        return "t" + std::to_string(e.tile) + ".id()";
       case Expr::Unary: {
         auto f = static_cast<UnaryFn>(e.fn);
         if (f == UnaryFn::neg) return "(-" + arg(0) + ")";
@@ -593,7 +636,15 @@ class Printer {
         for (size_t i = 0; i < s.dims.size(); ++i) {
           const LoopDim& d = s.dims[i];
           std::string x = std::to_string(d.extent);
-          if (d.fixed_block > 0) x = "ph::range(" + x + ").block(" + std::to_string(d.fixed_block) + ")";
+          if (d.begin != 0) x = "ph::range(" + std::to_string(d.begin) + ", " + x + ")";
+          if (d.parent >= 0) x = "ph::Extent(t" + std::to_string(d.parent) + ")";
+          if (d.count_ref >= 0) x = "ph::Extent(ph::num_blocks(bs" + std::to_string(d.count_ref) + "))";
+          if (d.block_ref >= 0)
+            x = (x.rfind("ph::", 0) == 0 ? x : "ph::Extent(" + x + ")") + ".block(bs" + std::to_string(d.block_ref) +
+                ")";
+          if (d.fixed_block > 0)
+            x = (x.rfind("ph::", 0) == 0 ? x : "ph::range(" + x + ")") + ".block(" + std::to_string(d.fixed_block) +
+                ")";
           dims += (i ? ", " : "") + x;
         }
         std::string names;

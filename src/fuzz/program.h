@@ -39,6 +39,9 @@ struct TensorDecl {
   int view_of = -1;
   HostViewOp view;
   bool is_view() const { return view_of >= 0; }
+  // >= 0: an output whose dim 0 is ph::num_blocks(block_refs[count_ref]) (shape[0] holds that
+  // block size's extent; the count is the config's).
+  int count_ref = -1;
 };
 
 // One dimension of a tile loop: [0, extent) in blocks that the config chooses, or a fixed
@@ -46,14 +49,21 @@ struct TensorDecl {
 struct LoopDim {
   int64_t extent = 1;
   int64_t fixed_block = 0;
+  int64_t begin = 0;   // a sub-range [begin, extent): ph::tile(ph::range(begin, extent))
+  int parent = -1;     // >= 0: ph::tile(t<parent>), over that tile's current block
+  int block_ref = -1;  // >= 0: blocks of the registered block size block_refs[block_ref]
+  int count_ref = -1;  // >= 0: ph::tile(ph::num_blocks(block_refs[count_ref]))
 };
 
 // A subscript item: a loop tile (`tile` is the program's tile number), `ph::all`, or an
 // integer expression: an i64 scalar, or an i64 block of rank 1 (a gather/scatter index block).
+// A slice: ph::slice(begin, begin + length), or with `expr` >= 0 ph::slice(expr, ph::length(length)).
+// A Scalar with `expr` < 0 is the integer `begin`.
 struct Subscript {
-  enum Kind { Tile, All, Scalar } kind = All;
+  enum Kind { Tile, All, Scalar, Slice } kind = All;
   int tile = -1;
   int expr = -1;
+  int64_t begin = 0, length = 0;  // Slice
 };
 
 struct Expr {
@@ -81,6 +91,7 @@ struct Expr {
     Split,       // ph::split(arg), half `axis` (0: .first, 1: .second)
     Squeeze,     // ph::squeeze(arg, axis)
     MaskedLoad,  // ph::load(tensor, {index}, args[0] (mask), args[1] (fill))
+    TileId,   // tile.id(): the block's number (i64), as an index of per-block partials
   } kind = Number;
   std::vector<int64_t> dims;  // Reshape: trailing constant dims; Permute: the permutation
   std::vector<int> args;      // child expressions
@@ -118,7 +129,8 @@ struct Program {
   std::vector<Expr> exprs;
   std::vector<Stmt> body;  // launches
   int num_tiles = 0, num_vars = 0;
-  std::string family;  // which generator made it (for reports)
+  std::vector<int64_t> block_refs;  // ph::register_block_size(extent), in host code first
+  std::string family;               // which generator made it (for reports)
   // The tensors the kernel returns (empty: every output). An input here is updated in place;
   // an output not here is an intermediate between launches.
   std::vector<int> returns;

@@ -38,9 +38,21 @@ std::string integer(double v) {
 }
 
 // The block size a tile is cut into: a fixed one as given, a tunable one as its whole extent.
+// A tile over an enclosing tile's block cuts at most that block.
 int64_t block_of(const ir::Function& fn, int tile) {
-  const ir::BlockSize& b = fn.block_sizes.at(fn.tiles.at(tile).block);
-  return std::max<int64_t>(1, b.fixed > 0 ? b.fixed : b.extent);
+  const ir::TileInfo& t = fn.tiles.at(tile);
+  const ir::BlockSize& b = fn.block_sizes.at(t.block);
+  const int64_t own = std::max<int64_t>(1, b.fixed > 0 ? b.fixed : b.extent);
+  return t.parent >= 0 ? std::min(own, block_of(fn, t.parent)) : own;
+}
+
+// `fn` with its numbers of blocks (ph::num_blocks) bound to the interpreter's own block choice.
+ir::Function bind_counts(const ir::Function& fn) {
+  ir::Function bound = fn;
+  std::vector<int64_t> blocks(fn.block_sizes.size());
+  for (const ir::BlockSize& b : fn.block_sizes) blocks[b.id] = std::max<int64_t>(1, b.fixed > 0 ? b.fixed : b.extent);
+  ir::resolve_block_counts(bound, blocks);
+  return bound;
 }
 
 // A host tensor's contents, logical row-major (strides are a memory layout; they do not change
@@ -185,6 +197,7 @@ class Interpreter {
     bind_args(args);
     tile_off_.assign(fn.tiles.size(), 0);
     tile_len_.assign(fn.tiles.size(), -1);
+    tile_num_.assign(fn.tiles.size(), 0);
     values_.resize(fn.values.size());
     vars_.resize(fn.vars.size());
   }
@@ -324,9 +337,15 @@ class Interpreter {
     int tile = op.loop_tiles[k];
     const ir::TileInfo& t = fn_.tiles.at(tile);
     int64_t block = block_of(fn_, tile);
-    for (int64_t off = t.begin; off < t.end; off += block) {
+    int64_t begin = t.begin, end = t.end;
+    if (t.parent >= 0) {  // the enclosing tile's current block
+      begin = tile_off_.at(t.parent);
+      end = begin + tile_len_.at(t.parent);
+    }
+    for (int64_t off = begin; off < end; off += block) {
       tile_off_[tile] = off;
-      tile_len_[tile] = std::min(block, t.end - off);
+      tile_len_[tile] = std::min(block, end - off);
+      tile_num_[tile] = (off - begin) / block;
       loop(op, k + 1);
     }
     tile_len_[tile] = -1;  // out of scope
@@ -398,6 +417,8 @@ class Interpreter {
         return Value::filled(DType::i64, {}, static_cast<double>(tile_off_.at(op.tile)));
       case OpKind::TileEnd:
         return Value::filled(DType::i64, {}, static_cast<double>(tile_off_.at(op.tile) + tile_len_.at(op.tile)));
+      case OpKind::TileId:
+        return Value::filled(DType::i64, {}, static_cast<double>(tile_num_.at(op.tile)));
       case OpKind::TileIndex:
       case OpKind::Arange: {
         Value r = Value::filled(DType::i64, shape, 0);
@@ -496,6 +517,17 @@ class Interpreter {
       } else if (it.kind == IndexItem::Tile) {
         base += tile_off_.at(it.tile) * strides[d];
         if (!fn_.tiles.at(it.tile).is_grid) block_dim[d] = j++;  // a grid index drops the dim
+      } else if (it.kind == IndexItem::Slice) {
+        double v = val(it.value).scalar();
+        if (std::isnan(v))
+          fail(op.loc, std::string(verb) + " " + info.name + ": the start of the slice of dimension " +
+                           std::to_string(d) + " was read from memory the kernel never wrote");
+        if (v < 0 || v + static_cast<double>(it.length) > static_cast<double>(tshape[d]))
+          fail(op.loc, std::string(verb) + " " + info.name + ": a slice of length " + std::to_string(it.length) +
+                           " starting at " + integer(v) + " is out of bounds for dimension " + std::to_string(d) +
+                           " of " + info.name + ", which has size " + std::to_string(tshape[d]));
+        base += static_cast<int64_t>(v) * strides[d];
+        block_dim[d] = j++;
       } else if (!active) {
         base += checked(val(it.value).scalar(), d) * strides[d];
       }
@@ -673,6 +705,7 @@ class Interpreter {
   std::vector<TensorState> tensors_;
   std::vector<double> scalars_;
   std::vector<int64_t> tile_off_, tile_len_;                 // the current block of each tile (len -1: not in a loop)
+  std::vector<int64_t> tile_num_;                            // its number within its loop (TileId)
   std::vector<Value> values_;                                // by value id: the latest definition
   std::vector<Value> vars_;                                  // by var id
   mutable std::map<int, std::vector<int64_t>> mem_to_flat_;  // strided roots of views: memory -> logical
@@ -718,7 +751,13 @@ double work(const ir::Function& fn, const std::vector<Op>& ops, double trips) {
 
 }  // namespace
 
-Interpretation interpret(const ir::Function& fn, const std::vector<Arg>& args) { return Interpreter(fn, args).run(); }
+Interpretation interpret(const ir::Function& fn, const std::vector<Arg>& args) {
+  if (ir::has_block_counts(fn)) {
+    const ir::Function bound = bind_counts(fn);
+    return Interpreter(bound, args).run();
+  }
+  return Interpreter(fn, args).run();
+}
 
 double work_estimate(const ir::Function& fn) { return work(fn, fn.body, 1); }
 

@@ -74,7 +74,28 @@ struct TileInfo {
   int64_t begin = 0, end = 0;
   bool is_grid = false;  // from ph::grid(): block size 1, used as a scalar index
   SourceLoc loc;
+  // A tile over the enclosing tile `parent`'s current block (ph::tile(outer)): its range is
+  // [parent's offset, parent's offset + parent's valid length), re-entered for every parent
+  // block; begin/end above are the parent's (the bounds of every such range). Its block size
+  // is its own symbol, taken as min(its value, the parent's block) when the config binds it.
+  int parent = -1;
+  // A tile over the number of blocks of block-size symbol `count_block` over `count_extent`
+  // indices (ph::tile(ph::num_blocks(bs))): begin is 0 and end is ceil(count_extent / block),
+  // which ir::resolve_block_counts sets once the config binds the symbol. Until then end holds
+  // count_extent (the count at block 1, an upper bound).
+  int count_block = -1;
+  int64_t count_extent = 0;
   int64_t extent() const { return end - begin; }
+};
+
+// A tensor dimension whose size is the number of blocks of a block-size symbol
+// (ph::num_blocks(bs)): ceil(extent / block), set by ir::resolve_block_counts; until then the
+// dimension's size is `extent` (the count at block 1, an upper bound).
+struct BlockCount {
+  int dim = 0;
+  int block = 0;
+  int64_t extent = 0;
+  bool operator==(const BlockCount&) const = default;
 };
 
 struct TensorInfo {
@@ -90,6 +111,7 @@ struct TensorInfo {
   // view cannot be stored to.
   int base = -1, root = -1;
   int64_t offset = 0;
+  std::vector<BlockCount> counts;  // Alloc: dims sized by a number of blocks (ph::num_blocks)
 };
 
 // The kinds of host views (OpKind::View; src/ir/views.h has their rules).
@@ -137,6 +159,7 @@ enum class OpKind : uint8_t {
   Join,     // operands a, b (broadcast): a new last dim of size 2, [..., 0] = a, [..., 1] = b
   Stack,    // axis: a new constant dim of size operands.size() at `axis`
   Cat,      // axis: concatenation along a constant dim
+  TileId,       // tile -> i64 scalar: the current block's number within its loop (0, 1, ...)
   // host
   View,  // tensor: defines a View TensorInfo of its base (view_kind, dims, axis)
 };
@@ -191,13 +214,17 @@ enum class BinaryFn : uint8_t {
 };
 enum class ReduceFn : uint8_t { sum, max, min, mean };
 
+// One index of a load or store. Slice: the block dim of constant size `length` starting at the
+// i64 scalar `value` (a Constant for ph::slice(a, b), checked when traced; any scalar for a
+// dynamic start, checked at run time: 0 <= start and start + length <= the dim's size).
 struct IndexItem {
-  enum Kind : uint8_t { Tile, All, Scalar, Gather } kind = All;
-  int tile = -1;   // Tile
-  int value = -1;  // Scalar: an i64 rank-0 value id; Gather: an i64 rank-1 value id
+  enum Kind : uint8_t { Tile, All, Scalar, Gather, Slice } kind = All;
+  int tile = -1;       // Tile
+  int value = -1;      // Scalar: an i64 rank-0 value id; Gather: an i64 rank-1 value id; Slice: its start
+  int64_t length = 0;  // Slice
   bool operator==(const IndexItem&) const = default;
-  // Whether the item reads a value (a use of `value`).
-  bool has_value() const { return kind == Scalar || kind == Gather; }
+  // Whether the item reads a value (a use of `value`): a scalar, an index block, a slice's start.
+  bool has_value() const { return kind == Scalar || kind == Gather || kind == Slice; }
 };
 
 struct Op {
@@ -244,6 +271,11 @@ bool has_gather(const Op& op);
 bool is_masked(const Op& op);
 
 std::string_view op_name(const Op& op);
+// Binds the block counts (TensorInfo::counts, TileInfo::count_block) to `block_size` (by
+// block-size id): sizes, contiguous strides of allocations, and tile ends. Idempotent for one
+// binding and re-bindable: the counts keep their extents.
+void resolve_block_counts(Function& fn, const std::vector<int64_t>& block_size);
+bool has_block_counts(const Function& fn);
 std::string_view unary_name(UnaryFn f);
 std::string_view binary_name(BinaryFn f);
 std::string_view reduce_name(ReduceFn f);

@@ -70,6 +70,8 @@ std::string_view op_name(const Op& op) {
       return "cat";
     case OpKind::View:
       return "view";
+    case OpKind::TileId:
+      return "tile_id";
   }
   throw InternalError("unknown op kind");
 }
@@ -149,6 +151,7 @@ bool is_pointwise(OpKind k) {
     case OpKind::Join:
     case OpKind::Stack:
     case OpKind::Cat:
+    case OpKind::TileId:
       return true;
     default:
       return false;

@@ -1,5 +1,6 @@
 #include "ir/parser.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <map>
@@ -372,6 +373,19 @@ class Parser {
       expect_punct("=", "after 'fill'");
       op.number = number("after 'fill='");
     }
+    while (accept_word("num_blocks")) {  // num_blocks(DIM, $bK, EXTENT): a dim sized by a block count
+      BlockCount c;
+      expect_punct("(", "after 'num_blocks'");
+      const Token& dim_at = peek();
+      c.dim = static_cast<int>(integer("a dimension", "in num_blocks(...)", 0, 64));
+      if (c.dim >= static_cast<int>(t.shape.size())) fail(dim_at, "num_blocks of a dimension the allocation lacks");
+      expect_punct(",", "after the dimension in num_blocks(...)");
+      c.block = block_size_ref("in num_blocks(...)");
+      expect_punct(",", "after the block size in num_blocks(...)");
+      c.extent = integer("the extent", "in num_blocks(...)", 0);
+      expect_punct(")", "after num_blocks(...)");
+      t.counts.push_back(c);
+    }
     op.loc = location(name);
     end_of_line("after allocation " + name.text);
     op.tensor = static_cast<int>(fn_.tensors.size());
@@ -473,6 +487,22 @@ class Parser {
       t.block = block_size_ref("after 'by'");
       if (grid && fn_.block_sizes[t.block].fixed != 1)
         fail(block_at, "grid index " + name.text + " needs a block size fixed at 1 (block_size(..., fixed=1))");
+      if (accept_word("within")) {  // a tile over an enclosing tile's current block
+        const Token& parent_at = peek();
+        t.parent = tile_ref("after 'within'");
+        if (std::find(open_tiles_.begin(), open_tiles_.end(), t.parent) == open_tiles_.end() ||
+            fn_.tiles[t.parent].is_grid)
+          fail(parent_at, "'within' names an enclosing loop's tile (not a grid index)");
+        if (t.begin != fn_.tiles[t.parent].begin || t.end != fn_.tiles[t.parent].end)
+          fail(parent_at, "a tile within " + parent_at.text + " has its range");
+      }
+      if (accept_word("num_blocks")) {  // num_blocks($bK, EXTENT): 0..the number of blocks
+        expect_punct("(", "after 'num_blocks'");
+        t.count_block = block_size_ref("in num_blocks(...)");
+        expect_punct(",", "after the block size in num_blocks(...)");
+        t.count_extent = integer("the extent", "in num_blocks(...)", 0);
+        expect_punct(")", "after num_blocks(...)");
+      }
       tile_tokens_.push_back(&name);
       fn_.tiles.push_back(t);
       op.loop_tiles.push_back(id);
@@ -574,6 +604,13 @@ class Parser {
         IndexItem it;
         if (accept_punct(":")) {
           it.kind = IndexItem::All;
+        } else if (accept_word("slice")) {  // slice(%START, LENGTH)
+          it.kind = IndexItem::Slice;
+          expect_punct("(", "after 'slice'");
+          it.value = value_ref("as the start of a slice of " + name);
+          expect_punct(",", "after the start of a slice");
+          it.length = integer("the length", "of a slice of " + name, 1);
+          expect_punct(")", "after the length of a slice");
         } else if (peek().kind == Token::Value) {
           it.value = value_ref("in the index of " + name);
           // A value of rank 1 is a gather index block (its type says which; the printer
@@ -649,6 +686,9 @@ class Parser {
     } else if (n == "tile_begin" || n == "tile_end" || n == "tile_index") {
       op.kind = n == "tile_begin" ? OpKind::TileBegin : n == "tile_end" ? OpKind::TileEnd : OpKind::TileIndex;
       op.tile = tile_ref("after '" + n + "'");
+    } else if (n == "tile_id") {
+      op.kind = OpKind::TileId;
+      op.tile = tile_ref("after 'tile_id'");
     } else if (n == "arange") {
       op.kind = OpKind::Arange;
     } else if (n == "cast") {
@@ -776,6 +816,7 @@ class Parser {
       case OpKind::ScalarParam:
       case OpKind::TileBegin:
       case OpKind::TileEnd:
+      case OpKind::TileId:
         want = Type{op.kind == OpKind::ScalarParam ? DType::f32 : DType::i64, {}};
         break;
       case OpKind::TileIndex:
@@ -866,6 +907,7 @@ class Parser {
   void check_block_extents() {
     for (const TileInfo& t : fn_.tiles) {
       const BlockSize& b = fn_.block_sizes[t.block];
+      if (t.parent >= 0) continue;  // its blocks cut the parent's block: the tracer bounds it by that
       if (t.extent() > b.extent)
         fail(*tile_tokens_[t.id], "tile " + tile_name(fn_, t.id) + " ranges over " + std::to_string(t.extent()) +
                                       " indices but its block size $b" + std::to_string(b.id) +

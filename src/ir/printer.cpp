@@ -64,6 +64,8 @@ class Printer {
         s += tile_name(fn_, it.tile);
       else if (it.kind == IndexItem::All)
         s += ":";
+      else if (it.kind == IndexItem::Slice)
+        s += "slice(" + val(it.value) + ", " + std::to_string(it.length) + ")";
       else
         s += val(it.value);
     }
@@ -79,6 +81,8 @@ class Printer {
         const TensorInfo& t = fn_.tensors[op.tensor];
         os_ << t.name << " = " << op_name(op) << " " << dtype_name(t.dtype) << shape_to_string(t.shape);
         if (op.has_fill) os_ << " fill=" << number_str(op.number);
+        for (const BlockCount& c : t.counts)
+          os_ << " num_blocks(" << c.dim << ", $b" << c.block << ", " << c.extent << ")";
         os_ << loc(op.loc) << "\n";
         return;
       }
@@ -96,6 +100,8 @@ class Printer {
         for (size_t i = 0; i < op.loop_tiles.size(); ++i) {
           const TileInfo& t = fn_.tiles[op.loop_tiles[i]];
           os_ << (i ? ", " : "") << tile_name(fn_, t.id) << " in " << t.begin << ".." << t.end << " by $b" << t.block;
+          if (t.parent >= 0) os_ << " within " << tile_name(fn_, t.parent);
+          if (t.count_block >= 0) os_ << " num_blocks($b" << t.count_block << ", " << t.count_extent << ")";
         }
         os_ << loc(op.loc) << " {\n";
         ops(op.body, depth + 1);
@@ -120,6 +126,7 @@ class Printer {
       case OpKind::TileBegin:
       case OpKind::TileEnd:
       case OpKind::TileIndex:
+      case OpKind::TileId:
         os_ << op_name(op) << " " << tile_name(fn_, op.tile);
         break;
       case OpKind::Arange:

@@ -46,8 +46,35 @@ std::string load_type(const Function& fn, int tensor, const std::vector<IndexIte
   std::vector<int> gathered;  // block dims that come from a gather index block
   for (size_t d = 0; d < index.size(); ++d) {
     const IndexItem& it = index[d];
+    const BlockCount* count = nullptr;
+    for (const BlockCount& c : t.counts)
+      if (c.dim == static_cast<int>(d)) count = &c;
+    if (count) {
+      // Its size depends on the config: only a tile over the same count, or a scalar (t.id(),
+      // checked at run time), indexes it.
+      const TileInfo* ti = it.kind == IndexItem::Tile ? &fn.tiles.at(it.tile) : nullptr;
+      while (ti && ti->parent >= 0) ti = &fn.tiles.at(ti->parent);
+      const bool same_count = ti && ti->count_block == count->block && ti->count_extent == count->extent;
+      if (!(it.kind == IndexItem::Scalar || same_count))
+        return "dimension " + std::to_string(d) + " of " + t.name + " is a number of blocks of $b" +
+               std::to_string(count->block) +
+               " (ph::num_blocks), whose size the config decides: index it with a tile over the same "
+               "ph::num_blocks(...) or with a block number (t.id()), not with " +
+               (it.kind == IndexItem::All     ? "ph::all"
+                : it.kind == IndexItem::Slice ? "a slice"
+                                              : "another tile");
+    }
     if (it.kind == IndexItem::All) {
       r.shape.push_back(Dim::constant(t.shape[d]));
+    } else if (it.kind == IndexItem::Slice) {
+      const Type& vt = fn.type_of(it.value);
+      if (vt.rank() != 0 || vt.dtype != DType::i64)
+        return "the start of slice " + std::to_string(d) + " of " + t.name + " must be an i64 scalar; got " +
+               type_to_string(fn, vt);
+      if (it.length < 1 || it.length > t.shape[d])
+        return "a slice of length " + std::to_string(it.length) + " cannot index dimension " + std::to_string(d) +
+               " of " + t.name + ", which has size " + std::to_string(t.shape[d]);
+      r.shape.push_back(Dim::constant(it.length));
     } else if (it.kind == IndexItem::Tile) {
       const TileInfo& ti = fn.tiles.at(it.tile);
       if (ti.end > t.shape[d] || ti.begin < 0)

@@ -1,5 +1,6 @@
 #include "ir/verifier.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -71,6 +72,16 @@ class Verifier {
 
   void device(const Op& loop, std::vector<int> scope, std::set<int> vars) {
     for (int t : loop.loop_tiles) check(t >= 0 && t < static_cast<int>(fn_.tiles.size()), loop, "bad tile");
+    for (int t : loop.loop_tiles)
+      if (fn_.tiles[t].parent >= 0 && loop.kind == OpKind::Launch)
+        fail(loop, "a launch's tile cannot be within another tile");
+    const size_t open_before = open_.size();
+    open_.insert(open_.end(), loop.loop_tiles.begin(), loop.loop_tiles.end());
+    struct Close {
+      std::vector<int>& open;
+      size_t n;
+      ~Close() { open.resize(n); }
+    } close{open_, open_before};
     for (const Op& op : loop.body) {
       for (int v : op.operands) use(op, v, scope);
       for (const IndexItem& it : op.index)
@@ -80,6 +91,13 @@ class Verifier {
         case OpKind::Launch:
           fail(op, std::string(op_name(op)) + " must be in host code, not inside a tile loop");
         case OpKind::Loop:
+          for (int t : op.loop_tiles) {
+            check(t >= 0 && t < static_cast<int>(fn_.tiles.size()), op, "bad tile");
+            const TileInfo& ti = fn_.tiles[t];
+            if (ti.parent >= 0 && std::find(open_.begin(), open_.end(), ti.parent) == open_.end())
+              fail(op, "tile " + tile_name(fn_, t) + " is within tile " + tile_name(fn_, ti.parent) +
+                           ", which no enclosing loop opens");
+          }
           device(op, scope, vars);
           continue;
         case OpKind::Load: {
@@ -245,15 +263,24 @@ class Verifier {
     const Op* d = def_.at(v);
     bool r = false;
     if (d) {
-      r = d->kind == OpKind::VarGet ||
-          ((d->kind == OpKind::TileBegin || d->kind == OpKind::TileEnd || d->kind == OpKind::TileIndex) &&
-           d->tile == tile);
+      r = d->kind == OpKind::VarGet || ((d->kind == OpKind::TileBegin || d->kind == OpKind::TileEnd ||
+                                         d->kind == OpKind::TileIndex || d->kind == OpKind::TileId) &&
+                                        within(d->tile, tile));
       for (const IndexItem& it : d->index)
-        r = r || (it.kind == IndexItem::Tile && it.tile == tile) || (it.has_value() && depends_on_tile(it.value, tile));
+        r = r || (it.kind == IndexItem::Tile && within(it.tile, tile)) ||
+            (it.has_value() && depends_on_tile(it.value, tile));
       for (int o : d->operands) r = r || depends_on_tile(o, tile);
     }
     depends_memo_[key] = r;
     return r;
+  }
+
+  // Whether tile `t` is `tile` or ranges within its blocks (ph::tile(outer), at any depth): its
+  // indices then differ between `tile`'s blocks as `tile`'s do.
+  bool within(int t, int tile) const {
+    for (; t >= 0; t = fn_.tiles[t].parent)
+      if (t == tile) return true;
+    return false;
   }
 
   // Every grid step of a launch may run in parallel with the others, so a store must select
@@ -267,8 +294,8 @@ class Verifier {
       if (t.extent() <= 1 || (fixed > 0 && fixed >= t.extent())) continue;  // one step only
       bool covered = false;
       for (const IndexItem& it : store.index)
-        covered |=
-            (it.kind == IndexItem::Tile && it.tile == tile) || (it.has_value() && depends_on_tile(it.value, tile));
+        covered |= (it.kind == IndexItem::Tile && within(it.tile, tile)) ||
+                   (it.has_value() && depends_on_tile(it.value, tile));
       if (!covered)
         fail(store, "this store to " + fn_.tensors[store.tensor].name + " does not index the launch's tile " +
                         tile_name(fn_, tile) + " (the loop at " + launch_->loc.str() +
@@ -334,6 +361,7 @@ class Verifier {
   std::vector<bool> defined_;
   std::vector<const Op*> def_;  // the op that defines each value (as far as verified)
   const Op* launch_ = nullptr;  // the launch being verified
+  std::vector<int> open_;       // tiles of the loops enclosing the op being verified
   std::map<std::pair<int, int>, bool> depends_memo_;
 };
 

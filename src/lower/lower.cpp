@@ -24,6 +24,30 @@ int64_t compute_bytes(DType d) { return d == DType::f32 ? 4 : d == DType::i64 ? 
 
 int64_t aligned(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
+}  // namespace
+
+std::vector<int64_t> bind_block_sizes(const ir::Function& fn, const KnobTable& knobs, const Config& config) {
+  std::vector<int64_t> b(fn.block_sizes.size());
+  for (const ir::BlockSize& s : fn.block_sizes) b[s.id] = s.fixed;
+  for (size_t i = 0; i < knobs.block_sizes.size(); ++i) b[knobs.block_sizes[i]] = config.block_sizes.at(i);
+  // A tile over an enclosing tile's block cuts at most that block (tiles are numbered outer
+  // first, and such a tile has a block-size symbol of its own).
+  for (const ir::TileInfo& t : fn.tiles)
+    if (t.parent >= 0) b[t.block] = std::min(b[t.block], b[fn.tiles[t.parent].block]);
+  return b;
+}
+
+ir::Function bind_config(const ir::Function& fn, const Config& config, const backend::Backend& backend) {
+  ir::Function bound = fn;
+  if (!ir::has_block_counts(fn)) return bound;
+  const KnobTable knobs = derive_knobs(fn, backend.capabilities());
+  const Config full = derive_config_spec(fn, knobs, backend).complete(config);
+  ir::resolve_block_counts(bound, bind_block_sizes(fn, knobs, full));
+  return bound;
+}
+
+namespace {
+
 class Planner {
  public:
   Planner(const ir::Function& fn, const Config& config, const backend::Backend& backend, KnobTable knobs)
@@ -38,8 +62,7 @@ class Planner {
     const ir::Function& fn = *p_.fn;
     p_.block_size.resize(fn.block_sizes.size());
     for (const ir::BlockSize& b : fn.block_sizes) p_.block_size[b.id] = b.fixed;
-    for (size_t i = 0; i < p_.knobs.block_sizes.size(); ++i)
-      p_.block_size[p_.knobs.block_sizes[i]] = p_.config.block_sizes.at(i);
+    p_.block_size = bind_block_sizes(fn, p_.knobs, p_.config);
     int launch_index = 0;
     for (const Op& op : fn.body) {
       if (op.kind != OpKind::Launch) continue;
@@ -114,6 +137,10 @@ class Planner {
           s.block.push_back({BlockDim::Whole, -1, t.shape[d]});
           s.index.push_back({IndexExpr::Gather, -1, 1, ix.value});
           elems *= n;
+        } else if (ix.kind == ir::IndexItem::Slice) {
+          s.block.push_back({BlockDim::Whole, -1, ix.length});
+          s.index.push_back({IndexExpr::Value, -1, 1, ix.value});
+          elems *= ix.length;
         } else {
           s.block.push_back({BlockDim::Unit, -1, 1});
           s.index.push_back({IndexExpr::Value, -1, 1, ix.value});
@@ -282,6 +309,9 @@ class Planner {
         const ir::IndexItem& ix = load->index[d];
         if (ix.kind == ir::IndexItem::All) {
           b.capacity.push_back(t.shape[d]);
+        } else if (ix.kind == ir::IndexItem::Slice) {
+          b.capacity.push_back(ix.length);
+          b.refill_key.push_back({IndexExpr::Value, -1, 1, ix.value});
         } else if (ix.kind == ir::IndexItem::Tile && !fn.tiles[ix.tile].is_grid) {
           if (ix.tile == il.tile) {
             b.inner_dim = static_cast<int>(b.capacity.size());
@@ -331,11 +361,27 @@ BlockProgram plan(const ir::Function& fn, const Config& config, const backend::B
   return plan_with(fn, config, backend, derive_knobs(fn, backend.capabilities()));
 }
 
-BlockProgram lower(const ir::Function& fn, const Config& given, const backend::Backend& backend) {
+BlockProgram lower(const ir::Function& fn, const Config& given, const backend::Backend& backend,
+                   const ir::Function* traced) {
   KnobTable knobs = derive_knobs(fn, backend.capabilities());
-  const ConfigSpec spec = derive_config_spec(fn, knobs, backend);
+  // The config space is the traced function's: binding block counts (bind_config) changes
+  // shapes that a backend's legality rules may read, never the knobs.
+  const ConfigSpec spec = traced ? derive_config_spec(*traced, backend) : derive_config_spec(fn, knobs, backend);
   const Config config = spec.complete(given);
   spec.validate(config);
+  if (ir::has_block_counts(fn)) {
+    // Sizes that are numbers of blocks must be bound to this config's block sizes: code for
+    // other sizes would index the per-block partials wrongly.
+    ir::Function bound = fn;
+    ir::resolve_block_counts(bound, bind_block_sizes(fn, knobs, config));
+    bool same = bound.tiles.size() == fn.tiles.size();
+    for (size_t t = 0; same && t < fn.tensors.size(); ++t) same = bound.tensors[t].shape == fn.tensors[t].shape;
+    for (size_t t = 0; same && t < fn.tiles.size(); ++t) same = bound.tiles[t].end == fn.tiles[t].end;
+    if (!same)
+      throw InternalError("kernel " + fn.name +
+                          ": lowering a function whose ph::num_blocks sizes are not bound to the config "
+                          "(call lower::bind_config first)");
+  }
   BlockProgram p = plan_with(fn, config, backend, std::move(knobs));
   backend.check(p);
   return p;

@@ -370,20 +370,31 @@ class Emitter {
     bool out = op.kind == OpKind::Store;
     std::string ref =
         slot.mode == PallasSlot::Pipeline ? "b" + std::to_string(s) + (out ? "o" : "i") : slot_ref(s, out);
-    if (slot.mode != PallasSlot::Resident) return ref + "[...]";
     std::vector<std::string> idx;
+    bool sliced = false;
     for (size_t d = 0; d < op.index.size(); ++d) {
       if (slot.block[d] < 0) continue;
       const ir::IndexItem& ix = op.index[d];
-      if (ix.kind == ir::IndexItem::Tile && ix.tile == slot.loop_tile) {
+      if (slot.mode == PallasSlot::Resident && ix.kind == ir::IndexItem::Tile && ix.tile == slot.loop_tile) {
         std::string t = tname(ix.tile);
         // (a unit tile indexes one element: its dim is squeezed out of the value)
         idx.push_back(unit(ix.tile) ? "off_" + t : "off_" + t + ":off_" + t + " + n_" + t);
+        sliced = true;
+      } else if (ix.kind == ir::IndexItem::Tile && fn_.tiles[ix.tile].parent >= 0 && block(ix.tile) < slot.block[d]) {
+        // A tile over the launch tile's block: the trip's rows of that block (a static offset).
+        std::string t = tname(ix.tile);
+        idx.push_back("lo_" + t + ":lo_" + t + " + " + std::to_string(block(ix.tile)));
+        sliced = true;
+      } else if (ix.kind == ir::IndexItem::Slice) {
+        // Cut from the whole dim at its constant start (the plan refuses computed ones).
+        const int64_t a = static_cast<int64_t>(def_op(ix.value)->number);
+        idx.push_back(std::to_string(a) + ":" + std::to_string(a + ix.length));
+        sliced = true;
       } else {
         idx.push_back(":");
       }
     }
-    return ref + "[" + (idx.empty() ? "..." : join(idx)) + "]";
+    return ref + "[" + (sliced ? join(idx) : "...") + "]";
   }
 
   std::string compute_cast(DType storage, const std::string& e) {
@@ -449,6 +460,15 @@ class Emitter {
       case OpKind::TileEnd:
         if (unit(op.tile)) return def("off_" + tname(op.tile) + " + 1");
         return def("off_" + tname(op.tile) + " + n_" + tname(op.tile));
+      case OpKind::TileId: {
+        // A launch tile's grid index; a loop's trip, counted from its range's start (the
+        // enclosing block's offset for a tile within another).
+        const ir::TileInfo& t = fn_.tiles[op.tile];
+        for (const lower::GridDim& g : cur_->plan->grid)
+          if (g.tile == op.tile) return def("g_" + tname(op.tile));
+        const std::string base = t.parent >= 0 ? "off_" + tname(t.parent) : std::to_string(t.begin);
+        return def("(off_" + tname(op.tile) + " - " + base + ") // " + std::to_string(block(op.tile)));
+      }
       case OpKind::TileIndex: {
         std::string n = unit(op.tile) ? "1" : dim_size(Dim::of_tile(op.tile));
         return def("off_" + tname(op.tile) + " + jax.lax.broadcasted_iota(jnp.int32, (" + n + ",), 0)");
@@ -796,17 +816,57 @@ class Emitter {
     for (size_t d = 0; d < s.first->index.size(); ++d) {
       const ir::IndexItem& ix = s.first->index[d];
       shape.push_back(s.block[d] < 0 ? "None" : std::to_string(s.block[d]));
-      index.push_back(ix.kind == ir::IndexItem::All || ix.kind == ir::IndexItem::Gather ? "0"
-                      : ix.tile == s.loop_tile                                          ? loop_index
-                                                                                        : "g_" + tname(ix.tile));
+      if (ix.kind == ir::IndexItem::All || ix.kind == ir::IndexItem::Slice || ix.kind == ir::IndexItem::Gather)
+        index.push_back("0");
+      else if (ix.kind == ir::IndexItem::Scalar)
+        index.push_back(scalar_index_map(ix.value));
+      else if (ix.tile == s.loop_tile)
+        index.push_back(loop_index);
+      else if (fn_.tiles[ix.tile].parent >= 0)
+        index.push_back("g_" + tname(fn_.tiles[ix.tile].parent));  // the enclosing block
+      else
+        index.push_back("g_" + tname(ix.tile));
     }
     return "pl.BlockSpec(" + tuple_str(shape) + ", " + lambda + tuple_str(index) +
            (buffered ? ", pipeline_mode=pl.Buffered(" + std::to_string(s.buffers) + "))" : ")");
   }
 
+  // The index map of a scalar index: a constant or a launch tile's block number (the plan
+  // refuses others).
+  std::string scalar_index_map(int v) const {
+    const Op* d = def_op(v);
+    PH_CHECK(d, "a scalar index without its definition");
+    if (d->kind == OpKind::Constant) return std::to_string(static_cast<int64_t>(d->number));
+    PH_CHECK(d->kind == OpKind::TileId, "a computed scalar index reached the pallas emitter");
+    return "g_" + tname(d->tile);
+  }
+
+  // A tile over the launch tile's block: a trace-time loop over the block in VMEM, each trip a
+  // static slice of it; a trip past the block's valid rows (its ragged end) does not run.
+  void nested_loop(const Op& op) {
+    const int tile = op.loop_tiles[0];
+    const int parent = fn_.tiles[tile].parent;
+    const std::string n = tname(tile), pn = tname(parent);
+    const int64_t b = block(tile), trips = (block(parent) + b - 1) / b;
+    line("# loop at " + op.loc.str() + ": over the block of " + pn + ", " + std::to_string(trips) + " trips of " +
+         std::to_string(b));
+    line("for lo_" + n + " in range(0, " + std::to_string(trips * b) + ", " + std::to_string(b) + "):");
+    ++depth_;
+    line("off_" + n + " = off_" + pn + " + lo_" + n);
+    line("n_" + n + " = jnp.clip(n_" + pn + " - lo_" + n + ", 0, " + std::to_string(b) + ")");
+    line("");
+    line("@pl.when(n_" + n + " > 0)");
+    line("def _trip_" + n + "():");
+    ++depth_;
+    line("pass");
+    body(op.body, nullptr);
+    depth_ -= 2;
+  }
+
   void inner_loop(const Op& op) {
     int tile = op.loop_tiles[0];
     const ir::TileInfo& t = fn_.tiles[tile];
+    if (t.parent >= 0) return nested_loop(op);
     const lower::InnerLoop* il = cur_->plan->inner_loop(tile);
     std::string n = tname(tile);
     int64_t b = block(tile), trips = (t.extent() + b - 1) / b;

@@ -3,6 +3,7 @@
 #include "backend/pallas/plan.h"
 #include "lower/config_space.h"
 #include "lower/lower.h"
+#include "parhelion/error.h"
 
 namespace parhelion::backend::pallas {
 
@@ -14,6 +15,13 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const back
   std::vector<size_t> pick(spec.block_sizes.size());
   for (size_t i = 0; i < spec.block_sizes.size(); ++i) {
     const auto& ch = spec.block_sizes[i].choices;
+    // (A tile over a range shorter than the dims it indexes, e.g. ph::range(2, 5) of 5 rows,
+    // can have no block that is a multiple of (8, 128) or the whole dim.)
+    if (ch.empty())
+      throw UserError(spec.block_sizes[i].defined_at +
+                      ": the pallas backend has no legal TPU block for this loop: its blocks must be multiples of "
+                      "(8, 128) or span whole dims of the tensors it indexes, and its range (extent " +
+                      std::to_string(spec.block_sizes[i].extent) + ") allows neither");
     pick[i] = 0;
     for (size_t j = 0; j < ch.size(); ++j)
       if (ch[j] <= 512 || j == 0) pick[i] = j;

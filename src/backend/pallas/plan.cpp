@@ -39,8 +39,11 @@ namespace {
 // The same tensor dims indexed by the same tiles (a slot's block is shaped by its tiles).
 bool same_tiles(const std::vector<ir::IndexItem>& a, const std::vector<ir::IndexItem>& b) {
   if (a.size() != b.size()) return false;
-  for (size_t d = 0; d < a.size(); ++d)
+  for (size_t d = 0; d < a.size(); ++d) {
     if (a[d].kind != b[d].kind || a[d].tile != b[d].tile) return false;
+    // A scalar index selects the block (its index map); a slice is cut from a whole-dim block.
+    if (a[d].kind == ir::IndexItem::Scalar && a[d].value != b[d].value) return false;
+  }
   return true;
 }
 
@@ -69,6 +72,17 @@ class Planner {
       if (op.kind == OpKind::Loop) {
         if (op.loop_tiles.size() != 1) unsupported(op, "inner loops over several tiles at once");
         if (loop) unsupported(op, "nested inner loops");
+        const ir::TileInfo& t = fn_.tiles[op.loop_tiles[0]];
+        if (t.parent >= 0) {
+          // A trace-time loop over the launch tile's block in VMEM: its blocks are slices of
+          // the grid-level blocks, which must hold whole inner blocks.
+          if (std::find(L_.op->loop_tiles.begin(), L_.op->loop_tiles.end(), t.parent) == L_.op->loop_tiles.end())
+            unsupported(op, "a tile over the block of a tile that is not the launch's (ph::tile(outer))");
+          if (pallas_unit_tile(p_, t.parent) || pallas_unit_tile(p_, t.id))
+            unsupported(op, "ph::tile(outer) with an outer or inner block of 1");
+          visit(op.body, nullptr);
+          continue;
+        }
         visit(op.body, &op);
         continue;
       }
@@ -109,6 +123,17 @@ class Planner {
                       "right operand");
   }
 
+  // The index map expression of a scalar index ("" when the grid cannot compute it).
+  std::string index_map_of(int v) {
+    const Op* d = def(v);
+    if (!d) return "";
+    if (d->kind == OpKind::Constant) return std::to_string(static_cast<int64_t>(d->number));
+    if (d->kind == OpKind::TileId &&
+        std::find(L_.op->loop_tiles.begin(), L_.op->loop_tiles.end(), d->tile) != L_.op->loop_tiles.end())
+      return "g_" + ir::tile_name(fn_, d->tile);
+    return "";
+  }
+
   const Op* def(int v) {
     if (defs_.empty())
       ir::walk(L_.op->body, [&](const Op& o) {
@@ -137,8 +162,26 @@ class Planner {
     if (op.kind == OpKind::Store && ir::has_gather(op))
       unsupported(op, "a scatter (a store through a block of indices)");
     if (op.kind == OpKind::Load && ir::has_gather(op)) check_gather(op, loop);
-    for (const ir::IndexItem& ix : op.index) {
-      if (ix.kind == ir::IndexItem::Scalar) unsupported(op, "indexing with a computed integer");
+    for (size_t d = 0; d < op.index.size(); ++d) {
+      const ir::IndexItem& ix = op.index[d];
+      // A TPU block's last two dims are multiples of (8, 128) or whole: a scalar there squeezes
+      // a dim of size 1 out of a longer one, which Mosaic cannot lay out.
+      if (ix.kind == ir::IndexItem::Scalar && d + 2 >= op.index.size() && t.shape[d] != 1)
+        unsupported(op, "an integer index on one of a tensor's last two dims (" + t.name + " dim " + std::to_string(d) +
+                            "): a TPU block's last two dims are multiples of (8, 128) or whole; "
+                            "give the indexed dim a leading position (e.g. partials of shape {ph::num_blocks(bm), 1, "
+                            "n} written at [t.id(), 0, tn])");
+      // A scalar index is a squeezed dim whose block index the BlockSpec's index map computes
+      // from the grid: a constant, or the block number (t.id()) of a launch tile.
+      if (ix.kind == ir::IndexItem::Scalar && index_map_of(ix.value).empty())
+        unsupported(op, "indexing with a computed integer other than a constant or a launch tile's t.id()");
+      if (ix.kind == ir::IndexItem::Slice) {
+        // Cut from a whole-dim block in VMEM at a static offset. A TPU kernel cannot report an
+        // out-of-range start, and a store would write back the rest of the whole-dim block.
+        if (op.kind == OpKind::Store) unsupported(op, "storing into a ph::slice");
+        const Op* start = def(ix.value);
+        if (!start || start->kind != OpKind::Constant) unsupported(op, "a ph::slice with a computed start");
+      }
       if (ix.kind == ir::IndexItem::Tile) {
         const ir::TileInfo& ti = fn_.tiles[ix.tile];
         if (ti.begin != 0) unsupported(op, "tiles of a range that does not start at 0");
@@ -169,6 +212,10 @@ class Planner {
     for (size_t d = 0; d < op.index.size(); ++d) {
       const ir::IndexItem& ix = op.index[d];
       int64_t b = t.shape[d];  // `all` and gathered dims: the whole dim is resident
+      if (ix.kind == ir::IndexItem::Scalar) {
+        s.block.push_back(-1);
+        continue;
+      }
       if (ix.kind == ir::IndexItem::Tile) {
         // A unit tile is squeezed, except the loop tile of a resident slot: its whole extent
         // is in VMEM, indexed by the trip's offset.
@@ -176,8 +223,17 @@ class Planner {
           s.block.push_back(-1);
           continue;
         }
-        if (!(ix.tile == loop_tile && s.mode == PallasSlot::Resident))
+        const ir::TileInfo& ti = fn_.tiles[ix.tile];
+        if (ti.parent >= 0) {  // a slice of the enclosing tile's block
+          b = std::min(p_.block_of_tile(ti.parent), t.shape[d]);
+          // (An inner block at least the outer one's is one trip over the whole VMEM block.)
+          if (p_.block_of_tile(ix.tile) < b && b % p_.block_of_tile(ix.tile) != 0)
+            unsupported(op, "ph::tile(outer) whose inner block (" + std::to_string(p_.block_of_tile(ix.tile)) +
+                                ") does not divide the outer block in VMEM (" + std::to_string(b) + " rows of " +
+                                t.name + ")");
+        } else if (!(ix.tile == loop_tile && s.mode == PallasSlot::Resident)) {
           b = std::min(p_.block_of_tile(ix.tile), t.shape[d]);
+        }
       }
       s.block.push_back(b);
       elems *= b;

@@ -47,7 +47,8 @@ LaunchEmitter::Operand2D LaunchEmitter::operand_2d(int v, const Idx& batch) {
   std::vector<int> dims;
   for (size_t k = 0; k < d.index.size(); ++k) {
     const ir::IndexItem& ix = d.index[k];
-    if (ix.kind == ir::IndexItem::All || (ix.kind == ir::IndexItem::Tile && !fn_.tiles[ix.tile].is_grid))
+    if (ix.kind == ir::IndexItem::All || ix.kind == ir::IndexItem::Slice ||
+        (ix.kind == ir::IndexItem::Tile && !fn_.tiles[ix.tile].is_grid))
       dims.push_back(static_cast<int>(k));
   }
   Idx at = broadcast(type(v).shape, idx);

@@ -38,6 +38,15 @@ std::string LaunchEmitter::op_expr(const Op& op, const Idx& idx) {
       return "(off_" + tname(op.tile) + " + n_" + tname(op.tile) + ")";
     case OpKind::TileIndex:
       return "(off_" + tname(op.tile) + " + " + idx[0] + ")";
+    case OpKind::TileId: {
+      // A launch's tile: its grid coordinate; a loop's: its trip, counted from the range's
+      // start (the enclosing block's offset for a tile within another).
+      const ir::TileInfo& t = fn_.tiles[op.tile];
+      for (const lower::GridDim& g : L_.grid)
+        if (g.tile == op.tile) return "g_" + tname(op.tile);
+      const std::string base = t.parent >= 0 ? "off_" + tname(t.parent) : std::to_string(t.begin);
+      return "((off_" + tname(op.tile) + " - " + base + ") / " + std::to_string(block_of(op.tile)) + ")";
+    }
     case OpKind::Arange:
       return "static_cast<int64_t>(" + idx[0] + ")";
     case OpKind::VarGet: {
@@ -121,6 +130,8 @@ std::string LaunchEmitter::tensor_offset(const Op& op, const Idx& idx) {
       // Element j of the block reads position index[j]: checked here, per element, so that
       // only valid (and, under a mask, active) elements are checked and read.
       pos = checked_position(op, d, expr(ix.value, {idx[j++]}));
+    } else if (ix.kind == ir::IndexItem::Slice) {
+      pos = "(" + expr(ix.value, {}) + " + " + idx[j++] + ")";
     } else if (ir::is_masked(op)) {
       // Under a mask a scalar index is checked where it is used (an inactive element's index
       // need not be in range), not where it is computed (index_checks.cpp skips these).

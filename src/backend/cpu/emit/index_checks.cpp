@@ -17,9 +17,17 @@ void LaunchEmitter::collect_index_uses() {
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     for (size_t d = 0; d < op.index.size(); ++d) {
       const ir::IndexItem& ix = op.index[d];
-      if (ix.kind != ir::IndexItem::Scalar) continue;
+      if (!ix.has_value()) continue;
       auto def = defs.find(ix.value);
       if (def != defs.end() && def->second->kind == OpKind::Constant) continue;  // checked when traced
+      if (ix.kind == ir::IndexItem::Slice) {  // the start of a slice: 0 <= start <= size - length
+        index_uses_[ix.value].push_back({op.loc.str(),
+                                         "the start of a slice of length " + std::to_string(ix.length) +
+                                             " of dimension " + std::to_string(d) + " of " + t.name + " (size " +
+                                             std::to_string(t.shape[d]) + ")",
+                                         t.shape[d] - ix.length + 1});
+        continue;
+      }
       index_uses_[ix.value].push_back(
           {op.loc.str(),
            "dimension " + std::to_string(d) + " of " + t.name + " (size " + std::to_string(t.shape[d]) + ")",

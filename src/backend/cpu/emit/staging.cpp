@@ -20,11 +20,17 @@ void LaunchEmitter::loop(const Op& op) {
     int64_t b = block_of(tile);
     const lower::InnerLoop& il = inner_loop(tile);
     if (il.strategy == lower::Strategy::Resident) fill_resident(il);
-    line("for (int64_t off_" + n + " = " + std::to_string(t.begin) + "; off_" + n + " < " + std::to_string(t.end) +
-         "; off_" + n + " += " + std::to_string(b) + ") {");
+    // A tile over an enclosing tile's block ranges over that block (it streams: no staging).
+    std::string begin = std::to_string(t.begin), end = std::to_string(t.end);
+    if (t.parent >= 0) {
+      const std::string pn = tname(t.parent);
+      begin = "off_" + pn;
+      end = "(off_" + pn + " + n_" + pn + ")";
+    }
+    line("for (int64_t off_" + n + " = " + begin + "; off_" + n + " < " + end + "; off_" + n +
+         " += " + std::to_string(b) + ") {");
     ++depth_;
-    line("const int64_t n_" + n + " = ph_min_i64(" + std::to_string(b) + ", " + std::to_string(t.end) + " - off_" + n +
-         ");");
+    line("const int64_t n_" + n + " = ph_min_i64(" + std::to_string(b) + ", " + end + " - off_" + n + ");");
     line("(void)n_" + n + ";");
     if (il.strategy == lower::Strategy::Pipeline) pipeline_trip(il);
   }
@@ -159,7 +165,8 @@ void LaunchEmitter::prefetch_block(int k) {
   int last_tensor_dim = -1;
   for (size_t d = 0; d < load.index.size(); ++d) {
     const ir::IndexItem& ix = load.index[d];
-    if (ix.kind == ir::IndexItem::All || (ix.kind == ir::IndexItem::Tile && !fn_.tiles[ix.tile].is_grid))
+    if (ix.kind == ir::IndexItem::All || ix.kind == ir::IndexItem::Slice ||
+        (ix.kind == ir::IndexItem::Tile && !fn_.tiles[ix.tile].is_grid))
       last_tensor_dim = static_cast<int>(d);
   }
   int64_t step =
