@@ -834,7 +834,12 @@ class Emitter {
   // The index map of a scalar index: a constant or a launch tile's block number (the plan
   // refuses others).
   std::string scalar_index_map(int v) const {
+    // (A pipeline's specs are printed before its body, which may define the index: search.)
     const Op* d = def_op(v);
+    if (!d)
+      ir::walk(cur_->plan->op->body, [&](const Op& o) {
+        if (o.result == v) d = &o;
+      });
     PH_CHECK(d, "a scalar index without its definition");
     if (d->kind == OpKind::Constant) return std::to_string(static_cast<int64_t>(d->number));
     PH_CHECK(d->kind == OpKind::TileId, "a computed scalar index reached the pallas emitter");

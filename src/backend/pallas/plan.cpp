@@ -207,6 +207,9 @@ class Planner {
                : il->strategy == Strategy::Resident ? PallasSlot::Resident
                                                     : PallasSlot::Grid;
       s.buffers = il->strategy == Strategy::Pipeline ? il->buffers : 2;
+      for (const ir::IndexItem& ix : op.index)
+        if (ix.kind == ir::IndexItem::Scalar && s.mode == PallasSlot::Pipeline)
+          unsupported(op, "an integer index in a pipelined inner loop (give the loop the resident strategy)");
     }
     int64_t elems = 1;
     for (size_t d = 0; d < op.index.size(); ++d) {
