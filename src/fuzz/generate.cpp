@@ -14,7 +14,8 @@ using ir::ReduceFn;
 using ir::UnaryFn;
 
 const std::vector<std::string>& families() {
-  static const std::vector<std::string> f = {"pointwise", "row_reduce", "loop_reduce", "matmul", "gather", "indexed", "views", "slices"};
+  static const std::vector<std::string> f = {"pointwise", "row_reduce", "loop_reduce", "matmul",
+                                             "gather",    "indexed",    "views",       "slices"};
   return f;
 }
 

@@ -91,7 +91,7 @@ struct Expr {
     Split,       // ph::split(arg), half `axis` (0: .first, 1: .second)
     Squeeze,     // ph::squeeze(arg, axis)
     MaskedLoad,  // ph::load(tensor, {index}, args[0] (mask), args[1] (fill))
-    TileId,   // tile.id(): the block's number (i64), as an index of per-block partials
+    TileId,      // tile.id(): the block's number (i64), as an index of per-block partials
   } kind = Number;
   std::vector<int64_t> dims;  // Reshape: trailing constant dims; Permute: the permutation
   std::vector<int> args;      // child expressions

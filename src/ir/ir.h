@@ -159,7 +159,7 @@ enum class OpKind : uint8_t {
   Join,     // operands a, b (broadcast): a new last dim of size 2, [..., 0] = a, [..., 1] = b
   Stack,    // axis: a new constant dim of size operands.size() at `axis`
   Cat,      // axis: concatenation along a constant dim
-  TileId,       // tile -> i64 scalar: the current block's number within its loop (0, 1, ...)
+  TileId,   // tile -> i64 scalar: the current block's number within its loop (0, 1, ...)
   // host
   View,  // tensor: defines a View TensorInfo of its base (view_kind, dims, axis)
 };
