@@ -295,7 +295,7 @@ TEST(GatherIr, PrintParseRoundTrip) {
   ph::Kernel k2("concat", concat);
   ph::Kernel k3("scatter_rows", scatter_rows);
   ph::Kernel k4("masked_rows", masked_rows);
-  for (std::string text : {k1.compile({ids, w}).ir(), k2.compile({x, y}).ir(), k3.compile({dst, ids, v}).ir(),
+  for (const std::string& text : {k1.compile({ids, w}).ir(), k2.compile({x, y}).ir(), k3.compile({dst, ids, v}).ir(),
                            k4.compile({w, ids}).ir()}) {
     ph::ir::Function fn = ph::ir::parse(text, "test.tir");
     EXPECT_EQ(ph::ir::print(fn), text);
@@ -386,7 +386,7 @@ namespace {
 
 TEST(GatherKernels, EmbeddingOfRank2And3Ids) {
   ph::Array w = ph::Array::random({11, 6}, ph::DType::f32, 2);
-  for (ph::Shape s : {ph::Shape{3, 5}, ph::Shape{1, 1}, ph::Shape{2, 3, 4}}) {
+  for (const ph::Shape& s : {ph::Shape{3, 5}, ph::Shape{1, 1}, ph::Shape{2, 3, 4}}) {
     ph::Array ids = ph::Array::random(s, ph::DType::i32, 9, 0, 11);
     std::vector<ph::Array> want = {ph::ref::embedding(ids, w)};
     check_all(ph::kernels::embedding, {ids, w}, want);

@@ -63,7 +63,7 @@ std::string LaunchEmitter::view_expr(const Op& op, const Idx& idx) {
     case OpKind::Join:
     case OpKind::Stack: {
       const size_t axis = op.kind == OpKind::Join ? idx.size() - 1 : static_cast<size_t>(op.axis);
-      const std::string sel = idx[axis];
+      const std::string& sel = idx[axis];
       Idx rest = idx;
       rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(axis));
       // A literal position (an unrolled or size-1 dim) picks its operand; else a select chain.
