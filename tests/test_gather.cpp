@@ -296,7 +296,7 @@ TEST(GatherIr, PrintParseRoundTrip) {
   ph::Kernel k3("scatter_rows", scatter_rows);
   ph::Kernel k4("masked_rows", masked_rows);
   for (const std::string& text : {k1.compile({ids, w}).ir(), k2.compile({x, y}).ir(), k3.compile({dst, ids, v}).ir(),
-                           k4.compile({w, ids}).ir()}) {
+                                  k4.compile({w, ids}).ir()}) {
     ph::ir::Function fn = ph::ir::parse(text, "test.tir");
     EXPECT_EQ(ph::ir::print(fn), text);
   }

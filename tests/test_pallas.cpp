@@ -95,6 +95,7 @@ std::vector<Case> cases() {
       {"rotary", {1, 16, 2, 256}, ph::DType::bf16, {""}},
       {"rotary_backward", {2, 37, 3, 20}, ph::DType::f32, {""}},
       {"rms_norm_backward", {24, 256}, ph::DType::f32, {"", "resident"}},
+      {"layer_norm_backward", {40, 256}, ph::DType::f32, {"", "resident"}},  // (1-D mean/rstd: whole row blocks)
       {"bmm", {2, 64, 128, 128}, ph::DType::f32, {"", "resident"}},
       {"broadcast_matmul", {2, 64, 128, 128}, ph::DType::bf16, {"", "resident"}},
       {"epilogue_subtiling", {64, 256, 128}, ph::DType::f32, {"", "resident"}},

@@ -61,7 +61,9 @@ std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool every_b
       InnerLoopSite s{&op, &launch, {}};
       std::set<int> defined_in_loop;
       ir::walk(op.body, [&](const Op& inner) {
-        if (inner.result >= 0) defined_in_loop.insert(inner.result);
+        // (On a target that moves every block, a constant index is the same on every trip,
+        // wherever it is written; the cpu's staging does not take scalar indices.)
+        if (inner.result >= 0 && !(every_block && inner.kind == OpKind::Constant)) defined_in_loop.insert(inner.result);
       });
       collect_movable(fn, op.body, op.loop_tiles[0], written, every_block, defined_in_loop, s.blocks);
       if (!s.blocks.empty()) sites.push_back(std::move(s));

@@ -27,6 +27,13 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const back
       if (ch[j] <= 512 || j == 0) pick[i] = j;
     c.block_sizes.push_back(ch[pick[i]]);
   }
+  // Pipelined inner loops first; if the plan refuses one (an integer index in a pipelined
+  // loop), every inner loop falls back to resident, so that the default is legal.
+  try {
+    plan_pallas(lower::plan(fn, c, backend));
+  } catch (const UserError&) {
+    for (auto& il : c.inner_loops) il.strategy = lower::strategy_name(lower::Strategy::Resident);
+  }
   auto vmem = [&] {
     int64_t most = 0;
     for (const PallasLaunch& pl : plan_pallas(lower::plan(fn, c, backend))) most = std::max(most, pl.vmem_bytes);
