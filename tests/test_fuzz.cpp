@@ -86,3 +86,18 @@ TEST(Fuzz, GeneratorDrawsTheHostViews) {
 }
 
 }  // namespace
+
+namespace {
+
+// The slices family draws slices (static and computed starts), tiles over sub-ranges and over
+// an enclosing tile, t.id() into partials sized by ph::num_blocks, a loop over those blocks,
+// and a block sized by a registered block size.
+TEST(Fuzz, GeneratorDrawsTheSliceConstructs) {
+  std::string all;
+  for (uint64_t seed = 1; seed <= 300; ++seed) all += fz::to_cpp(fz::generate(seed, "slices"));
+  for (const char* s : {"ph::slice(", "ph::length(", "ph::range(", ".id()", "ph::num_blocks(bs0)",
+                        "ph::register_block_size(", "ph::full({bs0, t"})
+    EXPECT_NE(all.find(s), std::string::npos) << "no generated program has " << s;
+}
+
+}  // namespace

@@ -1179,6 +1179,15 @@ class Generator {
     int summand = anchored(fexpr(leaves, leaves, 2), leaves[0]);
     inner.body.push_back(var_set(acc, bin(BinaryFn::add, var_read(acc), reduce(ReduceFn::sum, summand, 0, false))));
     launch.body.push_back(std::move(inner));
+    if (chance(0.5)) {  // a block sized by the registered block size: ph::full({bs0, tn}, c)
+      int wide = tensor({m, n}, data_dtype(), true);
+      p_.returns.push_back(wide);
+      int f = add_full({to, tn}, choose<double>({0.5, -1.0, 2.0}));
+      p_.exprs[f].index[0].block_ref = 0;
+      std::vector<Leaf> rows = {[=, this] { return load(x, {tile_ix(to), tile_ix(tn)}); }};
+      launch.body.push_back(store(wide, {tile_ix(to), tile_ix(tn)},
+                                  bin(chance(0.5) ? BinaryFn::add : BinaryFn::mul, fexpr(rows, rows, 2), f)));
+    }
     std::vector<Subscript> at = {Subscript{Subscript::Scalar, -1, tile_id(to)}};
     if (unit) at.push_back(Subscript{Subscript::Scalar, -1, -1, 0, 0});  // the integer 0
     at.push_back(tile_ix(tn));

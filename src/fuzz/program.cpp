@@ -348,8 +348,9 @@ class Player {
         throw InternalError("fuzz: a masked load of rank " + std::to_string(ix.size()));
       }
       case Expr::Full: {
-        std::vector<Tile> t;
-        for (const Subscript& s : e.index) t.push_back(tiles_.at(s.tile));
+        std::vector<DimSpec> t;
+        for (const Subscript& s : e.index)
+          t.push_back(s.block_ref >= 0 ? DimSpec(refs_.at(s.block_ref)) : DimSpec(tiles_.at(s.tile)));
         switch (t.size()) {
           case 1:
             return full({t[0]}, e.number);
@@ -615,7 +616,13 @@ class Printer {
       case Expr::VarRead:
         return "v" + std::to_string(e.var);
       case Expr::Full:
-        return "ph::full({" + subscript(e.index) + "}, " + number(e.number) + ")";
+      {
+        std::string dims;
+        for (const Subscript& s : e.index)
+          dims += (dims.empty() ? "" : ", ") +
+                  (s.block_ref >= 0 ? "bs" + std::to_string(s.block_ref) : "t" + std::to_string(s.tile));
+        return "ph::full({" + dims + "}, " + number(e.number) + ")";
+      }
       case Expr::MaskedLoad:
         return "ph::load(" + tensor(e.tensor) + ", {" + subscript(e.index) + "}, " + arg(0) + ", " + arg(1) + ")";
     }

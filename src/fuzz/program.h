@@ -64,6 +64,7 @@ struct Subscript {
   int tile = -1;
   int expr = -1;
   int64_t begin = 0, length = 0;  // Slice
+  int block_ref = -1;             // Tile, in a Full's shape: written as bs<block_ref> (see Expr::Full)
 };
 
 struct Expr {
@@ -81,7 +82,9 @@ struct Expr {
     Transpose,
     Dot,      // args: a, b [, acc]; with `dtype` != f32: the product rounded to it
     VarRead,  // var
-    Full,     // ph::full({tiles of `index`}, number): a block of one value
+    Full,     // ph::full({tiles of `index`}, number): a block of one value; a tile subscript with
+              // `block_ref` >= 0 is written as that registered block size (ph::full({bs0, t1}, ..)),
+              // the generator making sure its tile is the innermost open one of that block size
     // Block views (src/ir/views.h):
     Expand,      // ph::expand(arg, {tiles of `index`})
     Stack,       // ph::stack({args}, axis)
