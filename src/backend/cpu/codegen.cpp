@@ -138,8 +138,10 @@ void LaunchEmitter::store(const Op& op) {
       line("if (" + mask + ") " + a + " = " + v + ";");
     });
   } else {
-    nest(shape,
-         [&](const Idx& idx) { line(address(op, idx) + " = " + store_value(dt, from, operand(op, 0, idx)) + ";"); });
+    nest(shape, [&](const Idx& idx) {
+      std::string v = copied_bits(op, idx);
+      line(address(op, idx) + " = " + (v.empty() ? store_value(dt, from, operand(op, 0, idx)) : v) + ";");
+    });
   }
   --depth_;
   line("}");

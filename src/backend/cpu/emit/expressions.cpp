@@ -129,7 +129,9 @@ std::string LaunchEmitter::tensor_offset(const Op& op, const Idx& idx) {
     } else if (ix.kind == ir::IndexItem::Gather) {
       // Element j of the block reads position index[j]: checked here, per element, so that
       // only valid (and, under a mask, active) elements are checked and read.
+      // (Hoisted, check included, out of a loop the index does not depend on: a gathered row.)
       pos = checked_position(op, d, expr(ix.value, {idx[j++]}));
+      if (p_.config.index_checks) pos = read(pos, DType::i64);
     } else if (ix.kind == ir::IndexItem::Slice) {
       pos = "(" + expr(ix.value, {}) + " + " + idx[j++] + ")";
     } else if (ir::is_masked(op)) {
@@ -156,6 +158,20 @@ std::string LaunchEmitter::checked_position(const Op& op, size_t d, const std::s
       "dimension " + std::to_string(d) + " of " + t.name + " (size " + std::to_string(t.shape[d]) + ")";
   return "ph_checked_index(" + value + ", " + std::to_string(t.shape[d]) + ", ph_st, " + c_string(op.loc.str()) + ", " +
          c_string(what) + ")";
+}
+
+// A store of a block loaded unchanged from a tensor of the same storage type (a copy, a gather,
+// a concatenation's halves) moves the element's bits: "" when the value is anything else. A
+// round trip through f32 would cost two conversions per element (most of a bf16 row copy) and
+// could rewrite a NaN's payload, which a copy must keep.
+std::string LaunchEmitter::copied_bits(const Op& store, const Idx& idx) {
+  const int v = store.operands[0];
+  if (type(v).rank() == 0 || L_.materialized(v) >= 0) return "";
+  const Op& src = *def_.at(v);
+  if (src.kind != OpKind::Load || ir::is_masked(src) ||
+      fn_.tensors[src.tensor].dtype != fn_.tensors[store.tensor].dtype)
+    return "";
+  return address(src, broadcast(type(v).shape, idx));
 }
 
 // A masked load: `mask ? x[...] : other`, the read only on the taken side. Its reads are never

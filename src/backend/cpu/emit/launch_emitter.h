@@ -52,6 +52,7 @@ class LaunchEmitter : private EmitContext {
   std::string masked_load_expr(const Op& op, const Idx& idx);
   std::string checked_position(const Op& op, size_t d, const std::string& value);
   std::string store_value(DType dt, DType from, const std::string& v);
+  std::string copied_bits(const Op& store, const Idx& idx);
   std::string unary_expr(UnaryFn f, DType dt, const std::string& a);
   std::string binary_expr(BinaryFn f, DType result, DType ta, DType tb, std::string a, std::string b);
   std::string cast_expr(DType to, DType from, const std::string& a);
