@@ -10,6 +10,8 @@
 
 namespace parhelion::backend::cpu::emit {
 
+constexpr int64_t kMaxUnrolledDim = 4;
+
 // Emits loops over `shape` (valid elements only); `body(idx)` emits the innermost statements.
 // The innermost loop carries `#pragma omp simd`, and reads that do not depend on its index
 // (a row statistic broadcast along the row, a scalar) are hoisted out of it: g++ does not
@@ -28,6 +30,31 @@ void LaunchEmitter::nest(const std::vector<Dim>& shape, const std::function<void
   int innermost = -1;
   for (size_t d = 0; d < shape.size(); ++d)
     if (!shape[d].is_one()) innermost = static_cast<int>(d);
+  // A short constant innermost dim (the pair of a rotary embedding or an int4 byte, a stack of
+  // a few blocks) is unrolled into the body and the dim before it vectorized: a simd loop of 2
+  // trips is scalar code, while g++ vectorizes the unrolled body as interleaved accesses.
+  // (Not in reductions, whose clause names the innermost loop.)
+  if (innermost > 0 && simd_clause.empty() && inner_from == 0 && shape[innermost].kind == Dim::Const &&
+      shape[innermost].size <= kMaxUnrolledDim) {
+    int outer = -1;
+    for (int d = 0; d < innermost; ++d)
+      if (!shape[d].is_one()) outer = d;
+    if (outer >= 0) {
+      std::vector<Dim> rows(shape.begin(), shape.begin() + innermost);
+      const int64_t n = shape[innermost].size;
+      --nest_depth_;  // the nest over the leading dims names its indices as this one would
+      nest(rows, [&](const Idx& lead) {
+        Idx full = lead;
+        full.resize(shape.size(), "0");  // dims after the unrolled one are of size 1
+        for (int64_t c = 0; c < n; ++c) {
+          full[static_cast<size_t>(innermost)] = std::to_string(c);
+          body(full);
+        }
+      });
+      ++nest_depth_;
+      return;
+    }
+  }
   int opened = 0;
   for (size_t k = 0; k < shape.size(); ++k) {
     const Dim& d = shape[k];
