@@ -515,6 +515,20 @@ Tensor operator>>(const Operand& a, const Operand& b);
 Tensor floordiv(const Operand& a, const Operand& b);
 Tensor remainder(const Operand& a, const Operand& b);
 
+// Counter-based random numbers: rand(seed, offsets) is a block of offsets' shape whose element
+// at offset o is a function of (seed, o) alone: Philox-4x32-10 with key (seed's low, high 32
+// bits) and counter (o's low, high 32 bits, 0, 0), its first word w mapped to [0, 1) as
+// (w as int32, negatives folded to -w - 1) * 4.6566127342e-10 in f32. randn(seed, offsets) is
+// sqrt(-2 ln u1) cos(2 pi u2) of the first two words (u1 clamped to at least 1e-7). Both are
+// the same on every backend and config (rand bit for bit, randn to a few ulps), so a backward
+// kernel recomputes a dropout mask from the seed instead of storing it:
+//   auto keep = ph::rand(seed, row * n + tn.index()) >= p;   // row: tm.index() unsqueezed
+// The offsets are i64 blocks (tile indices and integer arithmetic), the seed an i64 scalar or
+// block; both must fit in 32 bits on pallas (its integers are 32-bit). The stream equals
+// Triton's tl.rand / tl.randn for the same seed and offsets below 2^31.
+Tensor rand(const Operand& seed, const Operand& offsets);
+Tensor randn(const Operand& seed, const Operand& offsets);
+
 Tensor exp(const Operand& x);
 Tensor log(const Operand& x);
 Tensor sqrt(const Operand& x);

@@ -683,6 +683,8 @@ Tensor operator~(const Operand& a) { return unary(UnaryFn::bit_not, a); }
 Tensor operator<<(const Operand& a, const Operand& b) { return binary(BinaryFn::shl, a, b); }
 Tensor operator>>(const Operand& a, const Operand& b) { return binary(BinaryFn::shr, a, b); }
 Tensor floordiv(const Operand& a, const Operand& b) { return binary(BinaryFn::floordiv, a, b); }
+Tensor rand(const Operand& seed, const Operand& offsets) { return binary(BinaryFn::rand, seed, offsets); }
+Tensor randn(const Operand& seed, const Operand& offsets) { return binary(BinaryFn::randn, seed, offsets); }
 Tensor remainder(const Operand& a, const Operand& b) { return binary(BinaryFn::mod, a, b); }
 
 Tensor exp(const Operand& x) { return unary(UnaryFn::exp, x); }

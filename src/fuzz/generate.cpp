@@ -282,10 +282,10 @@ class Generator {
     auto sub = [&] { return fexpr(leaves, exact, depth - 1); };
     auto positive = [&](int x, double lo) { return bin(BinaryFn::add, un(UnaryFn::abs, x), num(lo)); };
     auto exact_leaf = [&] { return exact[pick(exact.size())](); };
-    size_t kind = pick(22);
+    size_t kind = pick(23);
     // Rounding, floors and integer truncation are discontinuous: only of values that a double
     // interpreter and f32 code hold identically.
-    if (approximate_exact_ && (kind == 16 || kind == 17 || kind == 20 || kind == 21)) kind = 15;
+    if (approximate_exact_ && (kind == 16 || kind == 17 || kind == 20 || kind == 21 || kind == 22)) kind = 15;
     switch (kind) {
       case 16: {  // rounding to fp8 of an exact value, scaled into the subnormal or saturating range
         double k = choose<double>({1.0, 64.0, 1024.0, 1.0 / 256});
@@ -306,6 +306,12 @@ class Generator {
       }
       case 20:  // an integer expression, back in f32 (exact: small integers)
         return bin(BinaryFn::mul, cast(iexpr(exact, int_leaves_, depth), DType::f32), num(0.0625));
+      case 22: {  // random numbers at computed offsets, under a literal or computed seed
+        int offsets = iexpr(exact, int_leaves_, depth - 1);
+        int seed = chance(0.5) ? inum(choose<int64_t>({0, 1, 12345, -7})) : iexpr(exact, int_leaves_, 0);
+        int r = bin(chance(0.6) ? BinaryFn::rand : BinaryFn::randn, seed, offsets);
+        return chance(0.5) ? r : bin(BinaryFn::mul, r, sub());
+      }
       case 21: {  // float floor division and remainder of exact operands (quotients never near an integer)
         int a = bin(BinaryFn::mul, exact_leaf(), num(8.0)), d = num(choose<double>({2.0, -4.0, 0.5, 3.0, -1.5}));
         return bin(BinaryFn::mul, bin(chance(0.5) ? BinaryFn::floordiv : BinaryFn::mod, a, d), num(0.125));

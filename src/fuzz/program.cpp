@@ -253,6 +253,10 @@ class Player {
         return a << b;
       case BinaryFn::shr:
         return a >> b;
+      case BinaryFn::rand:
+        return rand(a, b);
+      case BinaryFn::randn:
+        return randn(a, b);
     }
     throw InternalError("fuzz: binary");
   }
@@ -571,7 +575,9 @@ class Printer {
       case Expr::Binary: {
         auto f = static_cast<BinaryFn>(e.fn);
         static const char* ops[] = {"+",  "-",  "*",  "/",  nullptr, nullptr, nullptr, "<", "<=", ">",  ">=",
-                                    "==", "!=", "&&", "||", nullptr, "%",     "&",     "|", "^",  "<<", ">>"};
+                                    "==", "!=", "&&", "||", nullptr, "%",     "&",     "|", "^",  "<<", ">>",
+                                    nullptr, nullptr};  // rand, randn
+        static_assert(sizeof(ops) / sizeof(ops[0]) == static_cast<size_t>(BinaryFn::randn) + 1);
         const char* op = ops[static_cast<int>(f)];
         if (op) return "(" + arg(0) + " " + op + " " + arg(1) + ")";
         return "ph::" + std::string(ir::binary_name(f)) + "(" + arg(0) + ", " + arg(1) + ")";

@@ -4,6 +4,7 @@
 #include "interp/interpreter.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -129,6 +130,40 @@ int64_t shl_i64(int64_t a, int64_t n) {
 }
 int64_t shr_i64(int64_t a, int64_t n) { return a >> ((n < 0 || n > 63) ? 63 : n); }
 
+// Philox-4x32-10 (Salmon et al., SC'11) as lang.h defines ph::rand: the four words of
+// counter (offset lo, offset hi, 0, 0) under key (seed lo, seed hi), with 64-bit products.
+std::array<uint32_t, 4> philox(int64_t seed, int64_t offset) {
+  uint32_t c[4] = {static_cast<uint32_t>(offset), static_cast<uint32_t>(static_cast<uint64_t>(offset) >> 32), 0, 0};
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(static_cast<uint64_t>(seed) >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = uint64_t{0xD2511F53} * c[0], p1 = uint64_t{0xCD9E8D57} * c[2];
+    const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k0, n2 = static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k1;
+    c[1] = static_cast<uint32_t>(p1);
+    c[3] = static_cast<uint32_t>(p0);
+    c[0] = n0;
+    c[2] = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return {c[0], c[1], c[2], c[3]};
+}
+
+// A Philox word as a uniform f32 in [0, 1): as a signed 32-bit value, negatives folded onto
+// [0, 2^31) by ~w, times the largest scale that keeps the top value below 1 in f32.
+float uniform_of(uint32_t w) {
+  int32_t s = static_cast<int32_t>(w);
+  if (s < 0) s = ~s;
+  return static_cast<float>(s) * 4.6566127342e-10f;
+}
+
+double random_number(BinaryFn f, int64_t seed, int64_t offset) {
+  const std::array<uint32_t, 4> w = philox(seed, offset);
+  if (f == BinaryFn::rand) return uniform_of(w[0]);
+  const double u1 = std::max(1.0e-7, static_cast<double>(uniform_of(w[0])));
+  const double u2 = uniform_of(w[1]);
+  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+}
+
 // NaN-propagating max/min (torch.maximum / amax semantics).
 double nan_max(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
 double nan_min(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
@@ -187,6 +222,10 @@ double binary(BinaryFn f, DType result, double a, double b, const ir::SourceLoc&
       return arith(static_cast<double>(shl_i64(static_cast<int64_t>(a), static_cast<int64_t>(b))));
     case BinaryFn::shr:
       return static_cast<double>(shr_i64(static_cast<int64_t>(a), static_cast<int64_t>(b)));
+    case BinaryFn::rand:
+    case BinaryFn::randn:
+      if (std::isnan(a) || std::isnan(b)) return NAN;  // a seed or offset never written
+      return random_number(f, static_cast<int64_t>(a), static_cast<int64_t>(b));
   }
   throw InternalError("unknown binary fn");
 }

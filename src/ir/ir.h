@@ -210,7 +210,11 @@ enum class BinaryFn : uint8_t {
   bit_or,
   bit_xor,
   shl,  // i64 << i64
-  shr   // arithmetic
+  shr,  // arithmetic
+  // Counter-based random numbers (parhelion/lang.h states the definition): seed x offset (i64)
+  // -> f32, the same stream on every backend, config and in the interpreter.
+  rand,  // uniform in [0, 1)
+  randn  // standard normal (Box-Muller)
 };
 enum class ReduceFn : uint8_t { sum, max, min, mean };
 

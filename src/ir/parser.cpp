@@ -31,7 +31,7 @@ const std::map<std::string, UnaryFn>& unary_fns() {
 }
 
 const std::map<std::string, BinaryFn>& binary_fns() {
-  static const auto m = functions_by_name(BinaryFn::shr, binary_name);
+  static const auto m = functions_by_name(BinaryFn::randn, binary_name);
   return m;
 }
 

@@ -207,6 +207,13 @@ std::string binary_dtype(BinaryFn f, DType a, DType b, DType* out) {
     return std::string("bitwise ") + std::string(binary_name(f)) + " needs two integer or two boolean operands (got " +
            std::string(dtype_name(a)) + " and " + std::string(dtype_name(b)) + "); cast the operands first";
   }
+  if (f == BinaryFn::rand || f == BinaryFn::randn) {
+    if (a != DType::i64 || b != DType::i64)
+      return std::string(binary_name(f)) + " needs an integer seed and integer offsets (got " +
+             std::string(dtype_name(a)) + " and " + std::string(dtype_name(b)) + "); cast them to i64 first";
+    *out = DType::f32;
+    return "";
+  }
   if (f == BinaryFn::shl || f == BinaryFn::shr) {
     if (a != DType::i64 || b != DType::i64)
       return std::string("shift ") + std::string(binary_name(f)) + " needs integer operands (got " +

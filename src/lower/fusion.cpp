@@ -27,7 +27,8 @@ bool is_transcendental(const Op& op) {
   }
   if (op.kind != OpKind::Binary) return false;
   auto f = static_cast<ir::BinaryFn>(op.fn);
-  return f == ir::BinaryFn::pow || f == ir::BinaryFn::div || f == ir::BinaryFn::floordiv || f == ir::BinaryFn::mod;
+  return f == ir::BinaryFn::pow || f == ir::BinaryFn::div || f == ir::BinaryFn::floordiv || f == ir::BinaryFn::mod ||
+         f == ir::BinaryFn::rand || f == ir::BinaryFn::randn;  // ten rounds of Philox
 }
 
 class Fusion {

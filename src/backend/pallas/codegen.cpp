@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backend/pallas/plan.h"
+#include "backend/pallas/random.h"
 #include "backend/pallas/views.h"
 #include "ir/printer.h"
 #include "ir/type_rules.h"
@@ -208,6 +209,7 @@ class Emitter {
     line("    return jnp.right_shift(a, jnp.where((n < 0) | (n > 31), 31, n))");
     line("");
     line("");
+    if (uses_random(fn_)) os_ << random_helpers();
     line("def _mask(x, axis, valid, fill):");
     line("    \"\"\"Elements at index >= valid along axis (a ragged block's padding) become fill.\"\"\"");
     line("    idx = jax.lax.broadcasted_iota(jnp.int32, x.shape, axis)");
@@ -627,7 +629,8 @@ class Emitter {
   std::string binary(const Op& op) {
     std::string a = operand(op.operands[0]), b = operand(op.operands[1]);
     DType r = type(op.result).dtype;
-    if (r == DType::f32) {
+    const auto f = static_cast<BinaryFn>(op.fn);
+    if (r == DType::f32 && f != BinaryFn::rand && f != BinaryFn::randn) {  // (random numbers: integer operands)
       if (type(op.operands[0]).dtype != DType::f32) a = "jnp.asarray(" + a + ", jnp.float32)";
       if (type(op.operands[1]).dtype != DType::f32) b = "jnp.asarray(" + b + ", jnp.float32)";
     }
@@ -677,6 +680,10 @@ class Emitter {
         return "_shl(" + a + ", " + b + ")";
       case BinaryFn::shr:
         return "_shr(" + a + ", " + b + ")";
+      case BinaryFn::rand:
+        return "_philox_uniform(" + a + ", " + b + ")";
+      case BinaryFn::randn:
+        return "_philox_normal(" + a + ", " + b + ")";
     }
     return "?";
   }

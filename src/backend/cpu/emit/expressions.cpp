@@ -279,7 +279,8 @@ std::string LaunchEmitter::unary_expr(UnaryFn f, DType dt, const std::string& a)
 }
 
 std::string LaunchEmitter::binary_expr(BinaryFn f, DType result, DType ta, DType tb, std::string a, std::string b) {
-  if (result == DType::f32) {  // mixed f32/i64 arithmetic computes in f32
+  const bool random = f == BinaryFn::rand || f == BinaryFn::randn;  // integer operands, an f32 result
+  if (result == DType::f32 && !random) {  // mixed f32/i64 arithmetic computes in f32
     if (ta != DType::f32) a = "static_cast<float>(" + a + ")";
     if (tb != DType::f32) b = "static_cast<float>(" + b + ")";
   }
@@ -328,6 +329,10 @@ std::string LaunchEmitter::binary_expr(BinaryFn f, DType result, DType ta, DType
       return "ph_shl_i64(" + a + ", " + b + ")";
     case BinaryFn::shr:
       return "ph_shr_i64(" + a + ", " + b + ")";
+    case BinaryFn::rand:
+      return "ph_rt::philox_uniform(" + a + ", " + b + ")";
+    case BinaryFn::randn:
+      return "ph_rt::philox_normal(" + a + ", " + b + ")";
   }
   throw InternalError("bad binary");
 }

@@ -316,4 +316,56 @@ static inline float f8e4m3_to_f32(uint8_t h) {
 // f8e5m2 is the top byte of an f16.
 static inline float f8e5m2_to_f32(uint8_t h) { return f16_to_f32((uint16_t)((uint32_t)h << 8)); }
 
+// ---- counter-based random numbers (ph::rand, ph::randn; parhelion/lang.h defines them) ----
+// Philox-4x32-10: ten rounds of two 32x32->64 products on counter (offset lo, offset hi, 0, 0)
+// under key (seed lo, seed hi). Branch-free 64-bit integer code, which vectorizes (vpmuludq).
+struct philox_words {
+  uint32_t w0, w1;
+};
+static inline philox_words philox(int64_t seed, int64_t offset) {
+  uint32_t c0 = (uint32_t)offset, c1 = (uint32_t)((uint64_t)offset >> 32), c2 = 0u, c3 = 0u;
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)((uint64_t)seed >> 32);
+  for (int r = 0; r < 10; ++r) {
+    const uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (uint32_t)p1;
+    c3 = (uint32_t)p0;
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return {c0, c1};
+}
+// A word as a uniform f32 in [0, 1): signed, negatives folded by ~w, times a scale just below
+// 2^-31 (the top value stays below 1 after rounding).
+static inline float uniform_of(uint32_t w) {
+  int32_t s = (int32_t)w;
+  s = (int32_t)selu(s < 0, (uint32_t)~s, (uint32_t)s);
+  return (float)s * 4.6566127342e-10f;
+}
+// cos(2 pi u): reduced exactly in u (u - round(u), then by symmetry to [0, 1/4]), a cosine
+// Taylor polynomial on [0, pi/4] and a sine one on (pi/4, pi/2] (no cancellation near zero).
+static inline float cos_2pi(float u) {
+  const float magic = 12582912.0f;  // 0x1.8p23: adding and subtracting rounds to an integer
+  const float a = abs(u - ((u + magic) - magic));  // [0, 1/2]
+  const bool flip = a > 0.25f;
+  const float b = self(flip, 0.5f - a, a);  // [0, 1/4], exact
+  const bool use_sin = b > 0.125f;
+  const float x = self(use_sin, 0.25f - b, b) * 6.28318530717958648f;  // [0, pi/4]
+  const float x2 = x * x;
+  const float c = 1.0f + x2 * (-0.5f + x2 * (4.16666667e-2f + x2 * (-1.38888889e-3f + x2 * (2.48015873e-5f + x2 * -2.75573192e-7f))));
+  const float s = x * (1.0f + x2 * (-0.166666667f + x2 * (8.33333333e-3f + x2 * (-1.98412698e-4f + x2 * 2.75573192e-6f))));
+  const float r = self(use_sin, s, c);
+  return self(flip, -r, r);
+}
+static inline float philox_uniform(int64_t seed, int64_t offset) { return uniform_of(philox(seed, offset).w0); }
+// Box-Muller on the first two words; u1 >= 1e-7 keeps the logarithm finite.
+static inline float philox_normal(int64_t seed, int64_t offset) {
+  const philox_words w = philox(seed, offset);
+  float u1 = uniform_of(w.w0);
+  u1 = self(u1 < 1.0e-7f, 1.0e-7f, u1);
+  return sqrt(-2.0f * log(u1)) * cos_2pi(uniform_of(w.w1));
+}
+
 }  // namespace ph_rt
