@@ -5,8 +5,10 @@
 // indices included (a TPU kernel cannot raise: NaN rows for floats, 0 for integer tables).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/pallas/interpret.h"
@@ -214,6 +216,23 @@ ph::Array tpu_scatter(const ph::Array& base, const ph::Array& idx, const ph::Arr
   return out;
 }
 
+// A gather and a scatter in an inner loop over the columns: dma only (a one-hot gather would
+// hold the table in VMEM for every trip); each trip moves its columns of the rows.
+std::tuple<ph::Tensor, ph::Tensor> rows_in_loop(ph::Tensor ids, ph::Tensor w, ph::Tensor to) {
+  // (out is empty: a filled output is updated in place, and check_ragged_blocks does not yet
+  // refuse its ragged blocks, which interpret mode finds out of bounds)
+  auto out = ph::empty({ids.size(0), w.size(1)}, w.dtype());
+  auto moved = ph::zeros({w.size(0), w.size(1)}, w.dtype());
+  for (auto tt : ph::tile(ids.size(0))) {
+    for (auto te : ph::tile(w.size(1))) {
+      auto r = w[ids[tt], te];
+      out[tt, te] = r;
+      moved[to[tt], te] = r * 3.0f;
+    }
+  }
+  return {out, moved};
+}
+
 TEST(PallasGather, GathersAndScattersInInterpretModeWithExport) {
   ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
   ph::Kernel k("rows_of", rows_of);
@@ -291,6 +310,27 @@ TEST(PallasGather, GathersAndScattersInInterpretModeWithExport) {
     want.push_back(tpu_scatter(dst, idx2, v2p, 1.0, 0.0));
     nan_rows.push_back(0);
   }
+  // In an inner loop, pipelined and resident: 200 rows in blocks of 128, 384 columns in trips
+  // of 256 (a ragged last trip), out-of-range gather and scatter indices.
+  std::vector<size_t> two_outputs;
+  {
+    ph::Kernel l("rows_in_loop", rows_in_loop);
+    ph::Array ids = ragged_ids(200, 300, true), w = ph::Array::random({300, 384}, ph::DType::f32, 10),
+              to = ragged_ids(200, 300, true);
+    std::shared_ptr<ph::CompiledKernel::Impl> keep;
+    const ph::ConfigSpec& spec = pallas_spec(l, {ids, w, to}, keep);
+    ASSERT_EQ(spec.gathers.size(), 1u);
+    EXPECT_EQ(spec.gathers[0].choices, std::vector<std::string>{"dma"});
+    for (const char* st : {"pipeline", "resident"}) {
+      ph::Config c = ph::Config::from_json(std::string(R"({"block_sizes":[128,256],"inner_loops":[{"strategy":")") +
+                                           st + R"(","buffers":2}],"loop_orders":[],"num_threads":1,"gathers":["dma"]})");
+      ph::PallasModule m = l.emit_pallas({ids, w, to}, "v7x", &c);
+      two_outputs.push_back(runs.size());
+      runs.push_back({std::string("in a loop, ") + st, m.source, "rows_in_loop", {ids, w, to}, {}, true});
+      want.push_back(tpu_rows(ids, w));
+      nan_rows.push_back(3);
+    }
+  }
   auto results = pallas::run_in_interpret_mode(runs);
   ASSERT_EQ(results.size(), runs.size());
   for (size_t i = 0; i < results.size(); ++i) {
@@ -298,7 +338,19 @@ TEST(PallasGather, GathersAndScattersInInterpretModeWithExport) {
     ASSERT_TRUE(results[i].ok) << results[i].error << "\n" << runs[i].source;
     EXPECT_FALSE(results[i].races);
     EXPECT_EQ(results[i].export_status, "ok");
-    ASSERT_EQ(results[i].outputs.size(), 1u);
+    const bool looped = std::find(two_outputs.begin(), two_outputs.end(), i) != two_outputs.end();
+    ASSERT_EQ(results[i].outputs.size(), looped ? 2u : 1u);
+    if (looped) {  // the scatter of the gathered rows (NaN rows included) times 3, into zeros
+      const ph::Array ids = runs[i].inputs[0], to = runs[i].inputs[2];
+      const ph::Array moved = tpu_scatter(ph::Array::zeros({300, 384}, ph::DType::f32), to, want[i], 3.0, 0.0);
+      const ph::Array& got = results[i].outputs[1];
+      for (int64_t j = 0; j < got.numel(); ++j) {
+        if (std::isnan(moved.get(j)))
+          EXPECT_TRUE(std::isnan(got.get(j))) << "moved element " << j;
+        else
+          ASSERT_EQ(got.get(j), moved.get(j)) << "moved element " << j;
+      }
+    }
     const ph::Array& got = results[i].outputs[0];
     ASSERT_EQ(got.numel(), want[i].numel());
     int nans = 0;

@@ -209,6 +209,8 @@ class LaunchModel {
       double trip_bytes_s = dma_s(trip_bytes);
       const lower::InnerLoop* il = L_.inner_loop(lw.tile);
       flops += lw.trip.flops * trips;
+      compute += trips * lw.trip.gather_dma_s;  // a dma gather's or scatter's rows, every trip
+      dma_inner += trips * lw.trip.gather_dma_s;
       if (il && il->strategy == lower::Strategy::Pipeline && trip_bytes_s > 0) {
         double bubble = hw_.dma_latency_s + trip_bytes_s;
         compute += bubble + trips * (std::max(lw.trip.seconds(), trip_bytes_s) + hw_.pipeline_trip_s) -

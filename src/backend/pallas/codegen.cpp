@@ -244,6 +244,9 @@ class Emitter {
         "                act(copy(r, width))",
         "                return",
         "            last = col + width > hbm.shape[1]",
+        "            if isinstance(last, bool):  # a static column offset (a trace-time loop's trip)",
+        "                act(copy(r, tail if last else width))",
+        "                return",
         "",
         "            @pl.when(jnp.logical_not(last))",
         "            def _whole():",
@@ -601,6 +604,15 @@ class Emitter {
            (g.scatter ? "True" : "False") + ")";
   }
 
+  // A dma gather's or scatter's buffer as the block's value: in a resident loop's trip, whose
+  // values are exactly the trip's width, its first n_<tile> columns.
+  std::string dma_buffer(const DmaRows& g, int k) const {
+    const std::string ref = "gb" + std::to_string(k) + "_ref";
+    const ir::IndexItem* w = g.buffer.size() == 2 ? &g.op->index[1] : nullptr;
+    if (w && w->kind == ir::IndexItem::Tile && resident_tiles_.count(w->tile)) return ref + "[:, :n_" + tname(w->tile) + "]";
+    return ref + "[...]";
+  }
+
   // A scatter (gather.h): the value block stored into the buffer, each valid row copied to the
   // row its index names in the output in HBM; a row whose index is out of range writes nothing.
   void dma_scatter(const Op& op) {
@@ -610,7 +622,7 @@ class Emitter {
     ir::Type region;
     ir::load_type(fn_, op.tensor, op.index, &region);
     line("# scatter into " + t.name + ": one row copy per index");
-    line("gb" + std::to_string(k) + "_ref[...] = " +
+    line(dma_buffer(g, k) + " = " +
          to_storage("jnp.broadcast_to(" + operand(op.operands[0]) + ", " + shape_str(region.shape) + ")", t.dtype));
     line(dma_rows_call(g, slot_ref(g.table_slot, true), k));
   }
@@ -625,7 +637,7 @@ class Emitter {
     line("# gather from " + t.name + " by DMA (config gathers[" + std::to_string(p_.knobs.gather_knob(op)) +
          "]): one row copy per index");
     line(dma_rows_call(g, slot_ref(g.table_slot, false), k));
-    line(v(op.result) + "_raw = gb" + n + "_ref[...]");
+    line(v(op.result) + "_raw = " + dma_buffer(g, k));
     const std::string fill = is_floating(t.dtype) ? "jnp.nan" : t.dtype == DType::boolean ? "False" : "0";
     std::string ok = "(" + idx + " >= 0) & (" + idx + " < " + std::to_string(t.shape[0]) + ")";
     if (g.buffer.size() == 2) ok = "(" + ok + ")[:, None]";

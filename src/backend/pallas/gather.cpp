@@ -72,7 +72,15 @@ namespace {
 std::string dma_rows_refusal(const ir::Function& fn, const Op& load) {
   Place at;
   if (!locate(fn.body, &load, {}, at) || !at.launch) return "it is not in a launch";
-  if (at.loop) return "it is inside an inner loop (its row copies would have to be pipelined with the loop's blocks)";
+  // In an inner loop over a range of its own, each trip moves its rows at the trip's column
+  // offset; a tile over the launch tile's block (ph::tile(outer)) is not emitted so.
+  int loop_tile = -1;
+  if (at.loop) {
+    if (at.loop->loop_tiles.size() != 1 || fn.tiles[at.loop->loop_tiles[0]].parent >= 0 ||
+        fn.tiles[at.loop->loop_tiles[0]].begin != 0)
+      return "it is inside a loop over the launch tile's block or over a range that does not start at 0";
+    loop_tile = at.loop->loop_tiles[0];
+  }
   int gathers = 0;
   for (const IndexItem& ix : load.index) gathers += ix.kind == IndexItem::Gather;
   if (gathers != 1) return "it has more than one index block";
@@ -82,8 +90,9 @@ std::string dma_rows_refusal(const ir::Function& fn, const Op& load) {
   for (size_t d = 1; d < load.index.size(); ++d) {
     const IndexItem& ix = load.index[d];
     if (ix.kind == IndexItem::All) continue;
-    if (ix.kind != IndexItem::Tile || !launch_tile(fn, *at.launch, ix.tile) || unit_tile(fn, ix.tile))
-      return "its row dims are not indexed by the launch's tiles";
+    if (ix.kind != IndexItem::Tile || !(launch_tile(fn, *at.launch, ix.tile) || ix.tile == loop_tile) ||
+        unit_tile(fn, ix.tile))
+      return "its row dims are not indexed by the launch's tiles (or its inner loop's), with blocks above 1";
   }
   const Op* idx = def_in(*at.launch, load.index[0].value);
   const std::string computed =
@@ -92,7 +101,7 @@ std::string dma_rows_refusal(const ir::Function& fn, const Op& load) {
   if (!idx || idx->kind != OpKind::Load || ir::has_gather(*idx) || ir::is_masked(*idx)) return computed;
   Place iat;
   locate(fn.body, idx, {}, iat);
-  if (iat.loop) return computed + " (its index block is loaded inside an inner loop)";
+  if (iat.loop && iat.loop != at.loop) return computed + " (its index block is loaded inside another loop)";
   const ir::TensorInfo& it = fn.tensors[idx->tensor];
   if (it.dtype != DType::i32 && it.dtype != DType::i64) return computed + " (its index tensor is not i32 or i64)";
   bool written = false;
@@ -126,11 +135,14 @@ std::string scatter_refusal(const ir::Function& fn, const Op& store) {
 
 std::vector<std::string> gather_strategies(const ir::Function& fn, const Op& load, int64_t vmem_bytes) {
   const ir::TensorInfo& t = fn.tensors[load.tensor];
-  const bool onehot = is_floating(t.dtype);
+  Place at;
+  locate(fn.body, &load, {}, at);
+  // (a one-hot gather holds the whole table in VMEM at grid level: not in an inner loop)
+  const bool onehot = is_floating(t.dtype) && !at.loop;
   const bool dma = dma_gather_refusal(fn, load).empty();
   // Neither: the one-hot choice stays, and the plan refuses it naming both reasons.
   if (!dma) return {kGatherOneHot};
-  if (!onehot) return {kGatherDma};
+  if (!onehot) return {kGatherDma};  // an integer table, or a gather in an inner loop
   const int d = gather_dim(load);
   int64_t rows = t.shape[d], bytes = dtype_size(t.dtype);
   for (size_t k = 0; k < t.shape.size(); ++k)

@@ -21,9 +21,12 @@ namespace parhelion::backend::pallas {
 inline constexpr const char* kGatherOneHot = "onehot";
 inline constexpr const char* kGatherDma = "dma";
 
-// Why the dma strategy cannot fetch this gather load's rows ("" when it can): its index block
-// must be read directly from an integer tensor the launch does not write, at grid level (its
-// scalars are then a BlockSpec of that tensor in SMEM), and gather the table's leading dim.
+// Why the dma strategy cannot fetch this gather load's rows ("" when it can): it must gather
+// the leading dim of a table of rank 1 or 2 whose other dim is indexed by a launch tile, `all`,
+// or the tile of the inner loop it is in (each trip then moves its columns); its index block
+// must be loaded directly from an i32/i64 tensor the launch does not write, indexed by launch
+// tiles only (its scalars are then a grid-level BlockSpec of that tensor in SMEM). One-hot
+// gathers stay at grid level (the whole table resident in VMEM).
 std::string dma_gather_refusal(const ir::Function& fn, const ir::Op& load);
 
 // Scatters (a store through an index block) are always per-row DMAs: the value block is stored

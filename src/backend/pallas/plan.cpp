@@ -257,7 +257,13 @@ class Planner {
   // block spans it): one index block, a block of rank 1 or 2 around it, at grid level, from a
   // floating tensor (an out-of-range index gives NaN, which an integer cannot hold).
   void check_gather(const Op& op, const Op* loop) {
-    if (loop) unsupported(op, "a gather inside an inner loop");
+    if (loop) {
+      const std::string why = dma_gather_refusal(fn_, op);
+      unsupported(op, "a one-hot gather inside an inner loop (its table would be resident in VMEM for every trip): "
+                      "give this gather the strategy \"dma\" (config gathers[" +
+                          std::to_string(p_.knobs.gather_knob(op)) + "])" +
+                          (why.empty() ? "" : ", which cannot take it either: " + why));
+    }
     int gathers = 0, kept = 0;
     for (const ir::IndexItem& ix : op.index) {
       gathers += ix.kind == ir::IndexItem::Gather;
