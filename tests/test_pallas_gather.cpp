@@ -84,7 +84,8 @@ TEST(PallasGatherKnob, OnePerGatherSiteOnPallasNoneOnCpu) {
 }
 
 TEST(PallasGatherKnob, ConfigJsonRoundTripAndOldConfigs) {
-  ph::Config c = ph::Config::from_json(R"({"block_sizes":[4,128],"loop_orders":[[0,1]],"num_threads":1,"gathers":["dma"]})");
+  ph::Config c =
+      ph::Config::from_json(R"({"block_sizes":[4,128],"loop_orders":[[0,1]],"num_threads":1,"gathers":["dma"]})");
   EXPECT_EQ(c.gathers, (std::vector<std::string>{"dma"}));
   EXPECT_EQ(ph::Config::from_json(c.to_json()), c);
   EXPECT_HAS(c.to_json(), R"("gathers":["dma"])");
@@ -116,12 +117,15 @@ TEST(PallasGatherKnob, DmaIsNotOfferedForAComputedIndexBlockAndRefusedAtItsLine)
   // Block IR would reach it), the pallas plan refuses it naming the line, the construct and why.
   ph::Config c = keep->config;
   c.gathers = {"dma"};
-  EXPECT_HAS(user_error_of([&] { ph::predict_tpu(k, {ids, w}, "v7x", &c); }),
+  EXPECT_HAS(user_error_of([&] {
+               ph::predict_tpu(k, {ids, w}, "v7x", &c);
+             }),
              "gathers[0] = \"dma\" is not one of onehot (the gather from arg1 at ");
   std::string m = user_error_of([&] { pallas::plan_pallas(ph::lower::plan(keep->fn, c, *keep->backend)); });
   EXPECT_HAS(m, here(kLineShifted));
-  EXPECT_HAS(m, "the pallas backend cannot gather from arg1 by DMA (config gathers[0] = \"dma\"): its index block is a "
-                "computed value");
+  EXPECT_HAS(m,
+             "the pallas backend cannot gather from arg1 by DMA (config gathers[0] = \"dma\"): its index block is a "
+             "computed value");
 }
 
 // An integer table: one-hot is not exact for integers, so its only strategy is dma; where dma
@@ -145,8 +149,9 @@ TEST(PallasGatherKnob, IntegerTablesTakeDmaAndOneHotNamesTheKnob) {
   std::string m = user_error_of([&] { s.emit_pallas({ids, w}, "v7x"); });
   EXPECT_HAS(m, here(kLineIntShifted));
   EXPECT_HAS(m, "a one-hot gather from an integer or boolean tensor");
-  EXPECT_HAS(m, "give this gather the strategy \"dma\" (config gathers[0]), which cannot take it either: its index "
-                "block is a computed value");
+  EXPECT_HAS(m,
+             "give this gather the strategy \"dma\" (config gathers[0]), which cannot take it either: its index "
+             "block is a computed value");
 }
 
 // --- the TPU model's choice ----------------------------------------------------------------------
@@ -268,8 +273,8 @@ TEST(PallasGather, GathersAndScattersInInterpretModeWithExport) {
   cases.push_back({"i32 dma", ragged_ids(200, 50, true), ph::Array::random({50, 256}, ph::DType::i32, 5, -100, 100),
                    cfg(128, 128, "dma"), "dma"});
   // The default for a vocabulary above the size rule's 1024 rows: dma.
-  cases.push_back({"f32 default (dma)", ragged_ids(64, 2000, false), ph::Array::random({2000, 128}, ph::DType::f32, 6),
-                   "", "dma"});
+  cases.push_back(
+      {"f32 default (dma)", ragged_ids(64, 2000, false), ph::Array::random({2000, 128}, ph::DType::f32, 6), "", "dma"});
   std::vector<pallas::InterpretCase> runs;
   std::vector<ph::Array> want;
   std::vector<int> nan_rows;
@@ -322,8 +327,9 @@ TEST(PallasGather, GathersAndScattersInInterpretModeWithExport) {
     ASSERT_EQ(spec.gathers.size(), 1u);
     EXPECT_EQ(spec.gathers[0].choices, std::vector<std::string>{"dma"});
     for (const char* st : {"pipeline", "resident"}) {
-      ph::Config c = ph::Config::from_json(std::string(R"({"block_sizes":[128,256],"inner_loops":[{"strategy":")") +
-                                           st + R"(","buffers":2}],"loop_orders":[],"num_threads":1,"gathers":["dma"]})");
+      ph::Config c =
+          ph::Config::from_json(std::string(R"({"block_sizes":[128,256],"inner_loops":[{"strategy":")") + st +
+                                R"(","buffers":2}],"loop_orders":[],"num_threads":1,"gathers":["dma"]})");
       ph::PallasModule m = l.emit_pallas({ids, w, to}, "v7x", &c);
       two_outputs.push_back(runs.size());
       runs.push_back({std::string("in a loop, ") + st, m.source, "rows_in_loop", {ids, w, to}, {}, true});

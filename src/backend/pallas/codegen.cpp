@@ -24,8 +24,8 @@ using ir::Op;
 using ir::OpKind;
 using ir::ReduceFn;
 using ir::UnaryFn;
-using pallas::PallasLaunch;
 using pallas::DmaRows;
+using pallas::PallasLaunch;
 using pallas::PallasSlot;
 
 std::string jnp_dtype(DType d) {
@@ -609,7 +609,8 @@ class Emitter {
   std::string dma_buffer(const DmaRows& g, int k) const {
     const std::string ref = "gb" + std::to_string(k) + "_ref";
     const ir::IndexItem* w = g.buffer.size() == 2 ? &g.op->index[1] : nullptr;
-    if (w && w->kind == ir::IndexItem::Tile && resident_tiles_.count(w->tile)) return ref + "[:, :n_" + tname(w->tile) + "]";
+    if (w && w->kind == ir::IndexItem::Tile && resident_tiles_.count(w->tile))
+      return ref + "[:, :n_" + tname(w->tile) + "]";
     return ref + "[...]";
   }
 

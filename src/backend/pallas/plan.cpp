@@ -259,10 +259,11 @@ class Planner {
   void check_gather(const Op& op, const Op* loop) {
     if (loop) {
       const std::string why = dma_gather_refusal(fn_, op);
-      unsupported(op, "a one-hot gather inside an inner loop (its table would be resident in VMEM for every trip): "
-                      "give this gather the strategy \"dma\" (config gathers[" +
-                          std::to_string(p_.knobs.gather_knob(op)) + "])" +
-                          (why.empty() ? "" : ", which cannot take it either: " + why));
+      unsupported(op,
+                  "a one-hot gather inside an inner loop (its table would be resident in VMEM for every trip): "
+                  "give this gather the strategy \"dma\" (config gathers[" +
+                      std::to_string(p_.knobs.gather_knob(op)) + "])" +
+                      (why.empty() ? "" : ", which cannot take it either: " + why));
     }
     int gathers = 0, kept = 0;
     for (const ir::IndexItem& ix : op.index) {
@@ -291,12 +292,14 @@ class Planner {
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     const std::string why = scatter ? scatter_refusal(fn_, op) : dma_gather_refusal(fn_, op);
     if (!why.empty() && scatter)
-      unsupported(op, "this scatter into " + t.name + " (a store through a block of indices, emitted as one DMA per "
-                      "row): " + why + ";");
+      unsupported(op, "this scatter into " + t.name +
+                          " (a store through a block of indices, emitted as one DMA per "
+                          "row): " +
+                          why + ";");
     if (!why.empty())
-      throw UserError(op.loc.str() + ": the pallas backend cannot gather from " + t.name +
-                      " by DMA (config gathers[" + std::to_string(p_.knobs.gather_knob(op)) + "] = \"dma\"): " + why +
-                      "; use \"onehot\" (kernel " + fn_.name + ")");
+      throw UserError(op.loc.str() + ": the pallas backend cannot gather from " + t.name + " by DMA (config gathers[" +
+                      std::to_string(p_.knobs.gather_knob(op)) + "] = \"dma\"): " + why + "; use \"onehot\" (kernel " +
+                      fn_.name + ")");
     const ir::Dim& rows = fn_.type_of(op.index[0].value).shape[0];
     if (rows.kind == ir::Dim::Tile && pallas_unit_tile(p_, rows.tile))
       unsupported(op, "a gather whose index block runs over a tile of block 1 (index with a scalar instead)");
@@ -306,11 +309,13 @@ class Planner {
     g.op = &op;
     g.scatter = scatter;
     g.index_slot = out_.slot_of.at(idx);
-    g.rows = rows.kind == ir::Dim::Const ? rows.size : std::min(p_.block_of_tile(rows.tile), fn_.tiles[rows.tile].extent());
+    g.rows =
+        rows.kind == ir::Dim::Const ? rows.size : std::min(p_.block_of_tile(rows.tile), fn_.tiles[rows.tile].extent());
     g.buffer.push_back(g.rows);
     if (op.index.size() == 2)
-      g.buffer.push_back(op.index[1].kind == ir::IndexItem::Tile ? std::min(p_.block_of_tile(op.index[1].tile), t.shape[1])
-                                                                : t.shape[1]);
+      g.buffer.push_back(op.index[1].kind == ir::IndexItem::Tile
+                             ? std::min(p_.block_of_tile(op.index[1].tile), t.shape[1])
+                             : t.shape[1]);
     g.buffer_bytes = dtype_size(t.dtype);
     for (int64_t b : g.buffer) g.buffer_bytes *= b;
     PallasSlot s;  // the tensor in HBM: no VMEM block

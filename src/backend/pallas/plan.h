@@ -43,7 +43,7 @@ struct PallasSlot {
 // (aliased to its prior value, so unindexed rows keep it). The index tensor is passed a second
 // time, as a BlockSpec in SMEM with the blocks of its VMEM slot, to read the rows as scalars.
 struct DmaRows {
-  const ir::Op* op = nullptr;   // the gather load, or the scatter store
+  const ir::Op* op = nullptr;  // the gather load, or the scatter store
   bool scatter = false;
   int table_slot = -1;          // the gathered tensor's (or the scatter's output's) slot, in HBM
   int index_slot = -1;          // the index load's VMEM slot (its BlockSpec, repeated in SMEM)
