@@ -19,6 +19,7 @@
 #include "parhelion/parhelion.h"
 #include "parhelion/tpu.h"
 #include "tests/user_error.h"
+#include "tpu_model/hardware.h"
 #include "tune/search.h"
 
 namespace ph = parhelion;
@@ -372,6 +373,30 @@ TEST(PallasGather, GathersAndScattersInInterpretModeWithExport) {
     }
     EXPECT_EQ(nans, nan_rows[i]);
   }
+}
+
+// The model's cost of moved rows: one DMA per index row, each at the DMA size curve's rate for
+// one row (its fixed cost plus the bytes), for scatters as for gathers, and every trip of an
+// inner loop for a gather in one.
+TEST(PallasGatherModel, ScattersAndLoopGathersPayADmaPerRow) {
+  const auto& hw = ph::tpu_model::tpu_hardware("v7x");
+  const double row = 1024 * 4, per_row = (row + hw.dma_half_bytes) / (hw.hbm_bytes_per_s * hw.dma_peak_fraction);
+  ph::Kernel z("scatter_to_zeros", scatter_to_zeros);
+  auto scatter = [&](int64_t n) {
+    ph::Array idx = ph::Array::placeholder({n}, ph::DType::i64), v = ph::Array::placeholder({n, 1024}, ph::DType::f32),
+              like = ph::Array::placeholder({8192, 1}, ph::DType::f32);
+    return ph::predict_tpu(z, {idx, v, like}, "v7x");
+  };
+  const ph::TpuPrediction a = scatter(1024), b = scatter(4096);
+  EXPECT_GE(a.dma_s, 1024 * per_row);
+  EXPECT_GE(b.dma_s, 4096 * per_row);
+  EXPECT_GT(b.seconds, 3.5 * a.seconds);
+  ph::Kernel l("rows_in_loop", rows_in_loop);
+  ph::Array ids = ph::Array::placeholder({1024}, ph::DType::i64),
+            w = ph::Array::placeholder({50000, 1024}, ph::DType::f32),
+            to = ph::Array::placeholder({1024}, ph::DType::i64);
+  // Two row DMAs per index row (the gather's and the scatter's), whatever the loop's trips.
+  EXPECT_GE(ph::predict_tpu(l, {ids, w, to}, "v7x").dma_s, 2 * 1024 * per_row);
 }
 
 }  // namespace
