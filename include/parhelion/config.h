@@ -36,7 +36,9 @@ struct Config {
   int num_threads = 0;                        // grid points run on this many threads
   std::vector<int> micro_kernels;             // per dot: index into its MicroKernelSpec choices
   std::vector<InnerLoopChoice> inner_loops;   // per ConfigSpec::inner_loops entry
-  std::vector<std::string> gathers;           // per ConfigSpec::gathers entry: "onehot" or "dma"
+  // per ConfigSpec::gathers entry: "onehot" or "dma" (initialized, so that aggregate initializers
+  // written before the knob need not name it)
+  std::vector<std::string> gathers = {};
   // Integer indices computed in the kernel (loaded from tensors, tile offsets) are checked
   // against their dimension before use, and an out-of-range one fails the call with a
   // UserError. `"index_checks":false` opts out for speed: an out-of-range index is then
