@@ -7,7 +7,9 @@
 //   {"block_sizes":[8,1024],"loop_orders":[[0,1]],"num_threads":2}
 // ("index_checks":false, written only when set, turns off the bounds checks of computed indices)
 // (kernels with dot products add "micro_kernels":[0], one choice per dot; kernels with inner tile
-// loops that read tensors add "inner_loops":[{"strategy":"pipeline","buffers":2}], one per loop)
+// loops that read tensors add "inner_loops":[{"strategy":"pipeline","buffers":2}], one per loop;
+// kernels with gathers, on a backend with gather strategies, add "gathers":["dma"], one per
+// gather load)
 #pragma once
 
 #include <cstdint>
@@ -34,6 +36,9 @@ struct Config {
   int num_threads = 0;                        // grid points run on this many threads
   std::vector<int> micro_kernels;             // per dot: index into its MicroKernelSpec choices
   std::vector<InnerLoopChoice> inner_loops;   // per ConfigSpec::inner_loops entry
+  // per ConfigSpec::gathers entry: "onehot" or "dma" (initialized, so that aggregate initializers
+  // written before the knob need not name it)
+  std::vector<std::string> gathers = {};
   // Integer indices computed in the kernel (loaded from tensors, tile offsets) are checked
   // against their dimension before use, and an out-of-range one fails the call with a
   // UserError. `"index_checks":false` opts out for speed: an out-of-range index is then
@@ -68,6 +73,15 @@ struct InnerLoopSpec {
   int max_buffers = 3;
 };
 
+// A gather load (a subscript through a block of indices) on a backend with gather strategies
+// (Capabilities::gather_strategies): how its rows are fetched. Pallas: "onehot" (a one-hot
+// matmul against the table held in VMEM) or "dma" (one DMA per index from the table in HBM).
+struct GatherSpec {
+  std::string defined_at;            // the user's source line of the load
+  std::string tensor;                // the gathered tensor's name
+  std::vector<std::string> choices;  // the legal strategies here, the default (for this shape) first
+};
+
 struct LoopOrderSpec {
   int launch = 0;  // index among the kernel's launches
   int dims = 0;    // the launch's grid rank; an order is a permutation of 0..dims-1
@@ -78,6 +92,7 @@ struct ConfigSpec {
   std::vector<LoopOrderSpec> loop_orders;
   std::vector<MicroKernelSpec> micro_kernels;
   std::vector<InnerLoopSpec> inner_loops;
+  std::vector<GatherSpec> gathers;
   int max_threads = 1;
 
   // Throws UserError naming the key and its domain if `c` is not a point of this space.
@@ -85,10 +100,12 @@ struct ConfigSpec {
   // The default choice of an inner loop: the target's first strategy, two buffers.
   InnerLoopChoice default_inner_loop(size_t i) const { return {inner_loops.at(i).strategies.front(), 2}; }
   // `c` with the knobs it leaves out given their defaults (a config written before inner-loop
-  // strategies existed has no "inner_loops").
+  // strategies or gather strategies existed has no "inner_loops" or "gathers").
   Config complete(Config c) const {
     if (c.inner_loops.empty())
       for (size_t i = 0; i < inner_loops.size(); ++i) c.inner_loops.push_back(default_inner_loop(i));
+    if (c.gathers.empty())
+      for (const GatherSpec& g : gathers) c.gathers.push_back(g.choices.front());
     return c;
   }
   // A readable description of the space (one knob per line).

@@ -21,7 +21,8 @@ struct TpuPrediction {
   double flops = 0;  // useful (unpadded) dot FLOPs
   double tflops = 0;
   std::string bound;     // "compute", "HBM", "per-step overhead", or "VMEM" when it does not fit
-  std::string strategy;  // the inner loops' strategies ("pipelinex2", "resident"), or "none"
+  std::string strategy;  // the inner loops' strategies ("pipelinex2", "resident") and the gathers'
+                         // ("gathers:dma"), or "none"
   int64_t vmem_bytes = 0, vmem_capacity = 0;
   double compute_s = 0, dma_s = 0, overhead_s = 0;  // summed over steps, before overlap
   std::string to_json() const;                      // predicted_ms, tflops, strategy, fits, bound, ...

@@ -11,6 +11,8 @@ int64_t Backend::footprint_bytes(const lower::BlockProgram& p) const { return p.
 
 int64_t Backend::dot_workspace_bytes(int64_t, int64_t, int64_t) const { return 0; }
 
+std::vector<std::string> Backend::gather_strategies(const ir::Function&, const ir::Op&) const { return {}; }
+
 std::shared_ptr<Executable> Backend::load(const Artifact&, const lower::BlockProgram&) const {
   throw UserError("the " + name() + " backend generates code for other hardware; it cannot run in this process (" +
                   machine().description + ")");

@@ -45,6 +45,9 @@ struct Capabilities {
   // and the backend emits them; otherwise the backend's own machinery moves the blocks
   // (Pallas: BlockSpecs and emit_pipeline) and plans its buffers itself.
   bool lowering_plans_staged_copies = false;
+  // A gather load has strategies (config knob gathers[i], the legal ones asked of
+  // Backend::gather_strategies); otherwise it has no knob.
+  bool gathers_have_strategies = false;
   // The generated code can be compiled and run in this process (load() works).
   bool runs_on_host = false;
 };
@@ -86,6 +89,9 @@ class Backend {
   virtual bool block_size_legal(const ir::Function& fn, int block_id, int64_t block) const;
   // The register-blocked micro-kernels of a dot, best first.
   virtual std::vector<std::string> micro_kernels(const ir::Function& fn, const ir::Op& dot) const = 0;
+  // The strategies of a gather load that are legal on this hardware, the default for this
+  // shape first (asked only when Capabilities::gathers_have_strategies).
+  virtual std::vector<std::string> gather_strategies(const ir::Function& fn, const ir::Op& load) const;
   // The fast-memory workspace a dot of an m x n result over k packs its operands into (0: none).
   virtual int64_t dot_workspace_bytes(int64_t m, int64_t n, int64_t k) const;
   // The heuristic default point of `spec`.

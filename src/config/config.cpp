@@ -26,6 +26,7 @@ std::string Config::to_json() const {
       j["inner_loops"].push_back(o);
     }
   }
+  if (!gathers.empty()) j["gathers"] = gathers;
   if (!index_checks) j["index_checks"] = false;
   return j.dump();
 }
@@ -72,17 +73,21 @@ Config Config::from_json(const std::string& text) {
         c.micro_kernels = value.get<std::vector<int>>();
       else if (key == "inner_loops")
         c.inner_loops = parse_inner_loops(value);
+      else if (key == "gathers")
+        c.gathers = value.get<std::vector<std::string>>();
       else if (key == "index_checks")
         c.index_checks = value.get<bool>();
       else
         throw UserError("invalid config: unknown key '" + key +
-                        "' (known: block_sizes, loop_orders, num_threads, micro_kernels, inner_loops, index_checks)");
+                        "' (known: block_sizes, loop_orders, num_threads, micro_kernels, inner_loops, gathers, "
+                        "index_checks)");
     } catch (const json::exception&) {
       throw UserError("invalid config: '" + key + "' has the wrong type (" + value.dump() + "); expected " +
                       (key == "block_sizes"     ? "a list of integers"
                        : key == "loop_orders"   ? "a list of integer lists"
                        : key == "micro_kernels" ? "a list of integers"
                        : key == "inner_loops"   ? "a list of objects like {\"strategy\":\"pipeline\",\"buffers\":2}"
+                       : key == "gathers"       ? "a list of strings like [\"onehot\",\"dma\"]"
                        : key == "index_checks"  ? "true or false"
                                                 : "an integer"));
     }
@@ -146,6 +151,17 @@ void ConfigSpec::validate(const Config& c) const {
                       " is out of its domain 1.." + std::to_string(s.max_buffers) + " (the loop at " + s.defined_at +
                       ")");
   }
+  if (c.gathers.size() != gathers.size())
+    throw UserError("invalid config: gathers has " + std::to_string(c.gathers.size()) + " entries; this kernel has " +
+                    std::to_string(gathers.size()) + " gather loads with a strategy on this backend");
+  for (size_t i = 0; i < gathers.size(); ++i) {
+    const GatherSpec& g = gathers[i];
+    if (std::find(g.choices.begin(), g.choices.end(), c.gathers[i]) != g.choices.end()) continue;
+    std::string known;
+    for (const std::string& k : g.choices) known += (known.empty() ? "" : ", ") + k;
+    throw UserError("invalid config: gathers[" + std::to_string(i) + "] = \"" + c.gathers[i] + "\" is not one of " +
+                    known + " (the gather from " + g.tensor + " at " + g.defined_at + ")");
+  }
   if (c.num_threads < 1 || c.num_threads > max_threads)
     throw UserError("invalid config: num_threads = " + std::to_string(c.num_threads) + " is out of its domain 1.." +
                     std::to_string(max_threads));
@@ -171,6 +187,11 @@ std::string ConfigSpec::describe() const {
     os << "; buffers 1.." << inner_loops[i].max_buffers << " (pipeline)  (loop " << inner_loops[i].loop << " at "
        << inner_loops[i].defined_at << ")\n";
   }
+  for (size_t i = 0; i < gathers.size(); ++i) {
+    os << "gathers[" << i << "]: ";
+    for (size_t j = 0; j < gathers[i].choices.size(); ++j) os << (j ? ", " : "") << gathers[i].choices[j];
+    os << "  (gather from " << gathers[i].tensor << " at " << gathers[i].defined_at << ")\n";
+  }
   os << "num_threads: 1.." << max_threads << "\n";
   return os.str();
 }
@@ -180,6 +201,7 @@ int64_t ConfigSpec::size() const {
   for (const auto& b : block_sizes) n *= static_cast<int64_t>(b.choices.size());
   for (const auto& m : micro_kernels) n *= static_cast<int64_t>(m.choices.size());
   for (const auto& l : inner_loops) n *= static_cast<int64_t>(l.strategies.size() - 1 + l.max_buffers);
+  for (const auto& g : gathers) n *= static_cast<int64_t>(g.choices.size());
   for (const auto& l : loop_orders)
     for (int k = 2; k <= l.dims; ++k) n *= k;
   return n > INT64_MAX ? INT64_MAX : static_cast<int64_t>(n);

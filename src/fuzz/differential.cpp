@@ -407,6 +407,13 @@ json prepare_pallas_here(const Program& p, uint64_t seed) {
   tune::ConfigCodec codec(configured->spec);
   std::mt19937_64 gen(seed);
   Config random = codec.decode(codec.random(gen));
+  // Each gather with two strategies (onehot, dma) runs both: the default module takes the
+  // first, the random one the other.
+  for (size_t i = 0; i < configured->spec.gathers.size(); ++i) {
+    const std::vector<std::string>& ch = configured->spec.gathers[i].choices;
+    if (ch.size() > 1 && i < configured->config.gathers.size())
+      random.gathers[i] = ch[ch[0] == configured->config.gathers[i] ? 1 : 0];
+  }
   for (const Config* c : {static_cast<const Config*>(nullptr), static_cast<const Config*>(&random)}) {
     try {
       PallasModule m = kernel->emit_pallas(args, "v7x", c);

@@ -158,6 +158,12 @@ struct BlockProgram {
   int64_t footprint_bytes = 0;  // max over launches
 
   int64_t block_of_tile(int tile) const { return block_size.at(fn->tiles.at(tile).block); }
+  // The gathers knob's choice for a gather load, "" when it has none (a backend without gather
+  // strategies, or a config that leaves the knob out).
+  std::string gather_strategy(const ir::Op& load) const {
+    const int k = knobs.gather_knob(load);
+    return k >= 0 && k < static_cast<int>(config.gathers.size()) ? config.gathers[k] : "";
+  }
 };
 
 // The Block IR as text (the stage `block` of `parhelion emit` and `parhelion opt`).

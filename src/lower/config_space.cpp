@@ -51,6 +51,8 @@ ConfigSpec derive_config_spec(const ir::Function& fn, const KnobTable& knobs, co
     s.max_buffers = caps.max_pipeline_buffers;
     spec.inner_loops.push_back(s);
   }
+  for (const ir::Op* load : knobs.gathers)
+    spec.gathers.push_back({load->loc.str(), fn.tensors[load->tensor].name, backend.gather_strategies(fn, *load)});
   spec.max_threads = backend.machine().threads;
   return spec;
 }

@@ -77,6 +77,7 @@ std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool every_b
 int KnobTable::block_size_knob(int block_id) const { return position(block_sizes, block_id); }
 int KnobTable::loop_order_knob(const Op& launch) const { return position(loop_orders, &launch); }
 int KnobTable::micro_kernel_knob(const Op& dot) const { return position(micro_kernels, &dot); }
+int KnobTable::gather_knob(const Op& load) const { return position(gathers, &load); }
 int KnobTable::inner_loop_knob(const Op& loop) const {
   for (size_t i = 0; i < inner_loops.size(); ++i)
     if (inner_loops[i].loop == &loop) return static_cast<int>(i);
@@ -93,6 +94,10 @@ KnobTable derive_knobs(const ir::Function& fn, const backend::Capabilities& caps
     if (op.kind == OpKind::Dot) t.micro_kernels.push_back(&op);
   });
   t.inner_loops = inner_loop_sites(fn, caps.inner_loops_move_every_block);
+  if (caps.gathers_have_strategies)
+    ir::walk(fn.body, [&](const Op& op) {
+      if (op.kind == OpKind::Load && ir::has_gather(op)) t.gathers.push_back(&op);
+    });
   return t;
 }
 

@@ -2,7 +2,7 @@
 // the op it belongs to.
 //
 // A Config is positional data (one pasteable line of JSON): block_sizes[i], loop_orders[i],
-// micro_kernels[i], inner_loops[i]. This table is the single place that says which block-size
+// micro_kernels[i], inner_loops[i], gathers[i]. This table is the single place that says which block-size
 // symbol, launch, dot or loop each position means; the config space, lowering and every
 // backend read it instead of recounting the IR. A knob's identity is its op's source line
 // (and block-size symbol), so a diagnostic can name the user's code.
@@ -33,6 +33,9 @@ struct KnobTable {
   std::vector<const ir::Op*> loop_orders;    // loop_orders[i]: its launch (grid rank >= 2)
   std::vector<const ir::Op*> micro_kernels;  // micro_kernels[i]: its dot
   std::vector<InnerLoopSite> inner_loops;    // inner_loops[i]: its loop
+  // gathers[i]: a load through a block of indices, on a backend with gather strategies (none
+  // on a backend without: the cpu reads each gathered element in place).
+  std::vector<const ir::Op*> gathers;
 
   // The knob of an op or symbol, or -1 when it has none (a fixed block size, a launch with a
   // one-dimensional grid, a loop that moves no blocks).
@@ -40,6 +43,7 @@ struct KnobTable {
   int loop_order_knob(const ir::Op& launch) const;
   int micro_kernel_knob(const ir::Op& dot) const;
   int inner_loop_knob(const ir::Op& loop) const;
+  int gather_knob(const ir::Op& load) const;
 };
 
 KnobTable derive_knobs(const ir::Function& fn, const backend::Capabilities& caps);

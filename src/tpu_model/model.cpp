@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/pallas/plan.h"
+#include "ir/type_rules.h"
 
 namespace parhelion::tpu_model {
 
@@ -20,6 +21,7 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // Work of a region (a grid step's own ops, or one trip of an inner loop).
 struct Work {
   double mxu_s = 0, vpu_s = 0, eup_s = 0, flops = 0;
+  double gather_dma_s = 0;  // dma gathers' row copies, issued and waited for within the step
   double seconds() const { return mxu_s + std::max(vpu_s, eup_s); }
 };
 
@@ -87,7 +89,48 @@ class LaunchModel {
     return it == defs_.end() ? nullptr : it->second;
   }
 
+  // A gather (gather.h). dma: one DMA per index row, each a transfer of one row at the size
+  // curve's rate (its fixed cost is the curve's: dma_half_bytes at the peak rate), issued one by
+  // one by the scalar unit: their sum, not overlapped. onehot: the one-hot matrix (index rows x
+  // table rows: a compare and a convert on the VPU) times the table on the MXU at precision
+  // HIGHEST (six bf16 passes: half the rate of the model's three-pass f32); the table's copy
+  // into VMEM is its slot's, like any block.
+  // A scatter is a dma row copy per index too, out of VMEM.
+  void account_gather(const Op& op, Work& w) {
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    ir::Type moved;
+    if (op.kind == OpKind::Store)
+      ir::load_type(fn_, op.tensor, op.index, &moved);
+    else
+      moved = fn_.type_of(op.result);
+    const std::vector<int64_t> out = dims(moved);
+    double rows = 1, width = 1;
+    int gd = 0;
+    for (size_t d = 0; d < op.index.size(); ++d)
+      if (op.index[d].kind == ir::IndexItem::Gather) gd = static_cast<int>(d);
+    const Dim& id = fn_.type_of(op.index[gd].value).shape[0];
+    rows = static_cast<double>(id.kind == Dim::Const ? id.size : block(id.tile));
+    for (int64_t x : out) width *= static_cast<double>(x);
+    width /= rows;
+    if (auto g = pl_.dma_rows_of.find(&op); g != pl_.dma_rows_of.end()) {
+      const double row_bytes = width * static_cast<double>(dtype_size(t.dtype));
+      w.gather_dma_s += rows * dma_s(row_bytes);
+      w.vpu_s += vector_elems(moved) / hw_.vpu_ops_per_s;  // the fill select, the buffer's store
+      return;
+    }
+    if (op.kind == OpKind::Store) return;  // (every pallas scatter is a dma one)
+    const double table_rows = static_cast<double>(t.shape[gd]);
+    w.flops += 2.0 * rows * table_rows * width;
+    const double padded = 2.0 * round_up(static_cast<int64_t>(rows), 8) *
+                          round_up(static_cast<int64_t>(table_rows), hw_.mxu) *
+                          round_up(static_cast<int64_t>(width), hw_.mxu);
+    w.mxu_s += padded / (hw_.bf16_flops * hw_.f32_matmul_ratio / 2);
+    const double onehot = round_up(static_cast<int64_t>(rows), 8) * round_up(static_cast<int64_t>(table_rows), 128);
+    w.vpu_s += (2 * onehot + vector_elems(fn_.type_of(op.result))) / hw_.vpu_ops_per_s;
+  }
+
   void account(const Op& op, Work& w) {
+    if ((op.kind == OpKind::Load || op.kind == OpKind::Store) && ir::has_gather(op)) return account_gather(op, w);
     if (op.kind == OpKind::Dot) {
       const ir::Type& r = fn_.type_of(op.result);
       const ir::Type& a = fn_.type_of(op.operands[0]);
@@ -154,7 +197,7 @@ class LaunchModel {
     // One step's compute: its own ops and its inner loops.
     // `compute` is the step's critical path (with the inner pipelines' bubbles and trip costs);
     // `pure` only its arithmetic, for the bound.
-    double compute = step_.seconds(), pure = step_.seconds(), flops = step_.flops;
+    double compute = step_.seconds() + step_.gather_dma_s, pure = step_.seconds(), flops = step_.flops;
     double overhead_inner = 0, dma_inner = 0;
     for (const LoopWork& lw : loops_) {
       const ir::TileInfo& t = fn_.tiles[lw.tile];
@@ -166,6 +209,8 @@ class LaunchModel {
       double trip_bytes_s = dma_s(trip_bytes);
       const lower::InnerLoop* il = L_.inner_loop(lw.tile);
       flops += lw.trip.flops * trips;
+      compute += trips * lw.trip.gather_dma_s;  // a dma gather's or scatter's rows, every trip
+      dma_inner += trips * lw.trip.gather_dma_s;
       if (il && il->strategy == lower::Strategy::Pipeline && trip_bytes_s > 0) {
         double bubble = hw_.dma_latency_s + trip_bytes_s;
         compute += bubble + trips * (std::max(lw.trip.seconds(), trip_bytes_s) + hw_.pipeline_trip_s) -
@@ -212,7 +257,7 @@ class LaunchModel {
     r.seconds = total;
     r.flops = flops * steps;
     r.compute_s = pure * steps;
-    r.dma_s = dma_sum + dma_inner * steps;
+    r.dma_s = dma_sum + (dma_inner + step_.gather_dma_s) * steps;
     r.overhead_s = steps * hw_.grid_step_s + overhead_inner * steps;
   }
 
@@ -240,6 +285,11 @@ Prediction predict(const lower::BlockProgram& p, const TpuHardware& hw) {
                            (il.strategy == lower::Strategy::Pipeline ? "x" + std::to_string(il.buffers) : "");
   std::string strategies;
   for (const std::string& s : by_knob) strategies += (strategies.empty() ? "" : ",") + s;
+  // And the gathers' (knob order): "pipelinex2,gathers:dma".
+  std::string gathers;
+  for (size_t i = 0; i < p.knobs.gathers.size(); ++i)
+    gathers += (gathers.empty() ? "" : "/") + p.gather_strategy(*p.knobs.gathers[i]);
+  if (!gathers.empty()) strategies += (strategies.empty() ? "" : ",") + std::string("gathers:") + gathers;
   r.strategy = strategies.empty() ? "none" : strategies;
   std::vector<backend::pallas::PallasLaunch> launches = backend::pallas::plan_pallas(p);
   for (const backend::pallas::PallasLaunch& pl : launches) r.vmem_bytes = std::max(r.vmem_bytes, pl.vmem_bytes);

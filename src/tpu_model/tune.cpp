@@ -33,6 +33,17 @@ TpuPrediction model(const Context& c, const Config& config) {
   return tpu_model::predict(driver::plan(*c.configured, config), *c.hw);
 }
 
+// A config's strategies without buffer counts: "pipeline", "resident,pipeline",
+// "gathers:dma" (the per-strategy rows of the report).
+std::string strategy_key(const Config& cfg) {
+  std::string key;
+  for (const InnerLoopChoice& l : cfg.inner_loops) key += (key.empty() ? "" : ",") + l.strategy;
+  std::string gathers;
+  for (const std::string& g : cfg.gathers) gathers += (gathers.empty() ? "" : "/") + g;
+  if (!gathers.empty()) key += (key.empty() ? "" : ",") + std::string("gathers:") + gathers;
+  return key;
+}
+
 std::string ms(double s) {
   std::ostringstream os;
   os.precision(4);
@@ -64,8 +75,7 @@ TpuTuneReport tune_tpu(KernelBase& kernel, const std::vector<Arg>& args, const s
     }
     ++r.evaluated;
     if (!p.fits) ++r.rejected;
-    std::string key;  // the strategies without buffer counts: "pipeline", "resident,pipeline"
-    for (const InnerLoopChoice& l : cfg.inner_loops) key += (key.empty() ? "" : ",") + l.strategy;
+    std::string key = strategy_key(cfg);
     if (key.empty()) key = "none";
     auto [it, fresh] = strategy_index.try_emplace(key, r.per_strategy.size());
     if (fresh) r.per_strategy.push_back({key, cfg, p});
@@ -115,8 +125,7 @@ TpuTuneReport tune_tpu(KernelBase& kernel, const std::vector<Arg>& args, const s
       << " TFLOP/s, " << r.best.bound << "-bound, VMEM " << format_bytes(r.best.vmem_bytes) << " of "
       << format_bytes(c.hw->vmem_bytes) << ")";
   for (const auto& s : r.per_strategy) {
-    std::string chosen;
-    for (const InnerLoopChoice& l : r.best_config.inner_loops) chosen += (chosen.empty() ? "" : ",") + l.strategy;
+    const std::string chosen = strategy_key(r.best_config);
     if (s.strategy == chosen || chosen.empty()) continue;
     if (s.best.fits)
       why << "; best " << s.strategy << " " << ms(s.best.seconds) << " (" << static_cast<int>(s.best.tflops)

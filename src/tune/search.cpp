@@ -25,6 +25,7 @@ ConfigCodec::ConfigCodec(const ConfigSpec& spec) : spec_(spec) {
     sizes_.push_back(static_cast<int>(l.strategies.size()));
     sizes_.push_back(l.max_buffers);
   }
+  for (const GatherSpec& g : spec.gathers) sizes_.push_back(static_cast<int>(g.choices.size()));
   sizes_.push_back(spec.max_threads);
 }
 
@@ -42,6 +43,7 @@ Config ConfigCodec::decode(const Point& p) const {
     c.inner_loops.push_back(choice);
     k += 2;
   }
+  for (const GatherSpec& g : spec_.gathers) c.gathers.push_back(g.choices[p[k++]]);
   c.num_threads = p[k] + 1;
   return c;
 }
@@ -70,6 +72,11 @@ ConfigCodec::Point ConfigCodec::encode(const Config& c) const {
     auto it = std::find(l.strategies.begin(), l.strategies.end(), choice.strategy);
     p[k] = it == l.strategies.end() ? 0 : static_cast<int>(it - l.strategies.begin());
     p[k + 1] = std::clamp(choice.buffers - 1, 0, l.max_buffers - 1);
+  }
+  for (size_t i = 0; i < spec_.gathers.size(); ++i, ++k) {
+    const std::vector<std::string>& ch = spec_.gathers[i].choices;
+    auto it = i < c.gathers.size() ? std::find(ch.begin(), ch.end(), c.gathers[i]) : ch.end();
+    p[k] = it == ch.end() ? 0 : static_cast<int>(it - ch.begin());
   }
   p[k] = std::clamp(c.num_threads - 1, 0, sizes_.back() - 1);
   return p;

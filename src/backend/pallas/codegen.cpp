@@ -25,6 +25,7 @@ using ir::Op;
 using ir::OpKind;
 using ir::ReduceFn;
 using ir::UnaryFn;
+using pallas::DmaRows;
 using pallas::PallasLaunch;
 using pallas::PallasSlot;
 
@@ -217,6 +218,61 @@ class Emitter {
     line("");
     line("");
     gather_helper();
+    for (const PallasLaunch& pl : launches_)
+      if (!pl.dma_rows.empty()) return dma_rows_helper();
+  }
+
+  // (printed as part of header() when a launch moves rows by DMA: gather.h)
+  void dma_rows_helper() {
+    const char* text[] = {
+        "def _dma_rows(hbm, idx, buf, sem, n, size, col, width, tail, scatter):",
+        "    \"\"\"One DMA per row r < n between row r of buf (VMEM) and row idx[r] of hbm (HBM), all started,",
+        "    then all waited for: hbm -> buf for a gather, buf -> hbm for a scatter. A TPU DMA cannot fault:",
+        "    out of [0, size), a gather copies a row clamped into range (the caller overwrites it with the",
+        "    fill) and a scatter copies nothing. width: the columns from col that a row moves (None: a",
+        "    rank-1 tensor); tail: the width of a ragged last column block (None: the blocks divide the",
+        "    row), moved instead where col + width passes the row's end.\"\"\"",
+        "    def copy(r, w):",
+        "        row = jnp.clip(idx[r], 0, size - 1)",
+        "        if width is None:",
+        "            a, b = hbm.at[pl.ds(row, 1)], buf.at[pl.ds(r, 1)]",
+        "        else:",
+        "            a, b = hbm.at[pl.ds(row, 1), pl.ds(col, w)], buf.at[pl.ds(r, 1), pl.ds(0, w)]",
+        "        return pltpu.make_async_copy(b, a, sem.at[r]) if scatter else pltpu.make_async_copy(a, b, sem.at[r])",
+        "",
+        "    def each(act):",
+        "        def row_copy(r):",
+        "            if tail is None:",
+        "                act(copy(r, width))",
+        "                return",
+        "            last = col + width > hbm.shape[1]",
+        "            if isinstance(last, bool):  # a static column offset (a trace-time loop's trip)",
+        "                act(copy(r, tail if last else width))",
+        "                return",
+        "",
+        "            @pl.when(jnp.logical_not(last))",
+        "            def _whole():",
+        "                act(copy(r, width))",
+        "",
+        "            @pl.when(last)",
+        "            def _tail():",
+        "                act(copy(r, tail))",
+        "",
+        "        def body(r, carry):",
+        "            if scatter:",
+        "                pl.when((idx[r] >= 0) & (idx[r] < size))(lambda: row_copy(r))",
+        "            else:",
+        "                row_copy(r)",
+        "            return carry",
+        "",
+        "        jax.lax.fori_loop(0, n, body, 0)",
+        "",
+        "    each(lambda c: c.start())",
+        "    each(lambda c: c.wait())",
+        "",
+        "",
+    };
+    for (const char* l : text) line(l);
   }
 
   // (printed as part of header())
@@ -300,9 +356,14 @@ class Emitter {
     std::vector<std::string> params;
     if (!fn_.scalar_params.empty()) params.push_back("scalars_ref");
     for (int s : info.inputs) params.push_back(slot_ref(s, false));
+    for (size_t g = 0; g < pl.dma_rows.size(); ++g) params.push_back("gi" + std::to_string(g) + "_ref");
     for (int t : info.aliased) params.push_back("alias_t" + std::to_string(t));
     for (int s : info.outputs) params.push_back(slot_ref(s, true));
     for (int v : info.vars) params.push_back("var" + std::to_string(v) + "_ref");
+    for (size_t g = 0; g < pl.dma_rows.size(); ++g) {
+      params.push_back("gb" + std::to_string(g) + "_ref");
+      params.push_back("gs" + std::to_string(g) + "_ref");
+    }
     line("");
     line("def _kernel_" + std::to_string(L.index) + "(" + join(params) + "):");
     ++depth_;
@@ -415,6 +476,7 @@ class Emitter {
         return inner_loop(op);
       case OpKind::Load: {
         const ir::TensorInfo& t = fn_.tensors[op.tensor];
+        if (cur_->dma_rows_of.count(&op)) return dma_gather(op);
         line(v(op.result) + "_raw = " + access(op));
         if (!ir::has_gather(op) && !ir::is_masked(op)) {
           raw_[op.result] = t.dtype;  // a dot may read the stored dtype directly
@@ -442,6 +504,7 @@ class Emitter {
         return def(e);
       }
       case OpKind::Store: {
+        if (cur_->dma_rows_of.count(&op)) return dma_scatter(op);
         const ir::TensorInfo& t = fn_.tensors[op.tensor];
         ir::Type region;
         ir::load_type(fn_, op.tensor, op.index, &region);
@@ -522,6 +585,73 @@ class Emitter {
   }
 
   std::string operand(int id) { return v(id); }
+
+  // The _dma_rows call of a dma gather or scatter: rows up to the index block's valid length,
+  // columns from the width block's offset (a ragged last block moves its static tail).
+  std::string dma_rows_call(const DmaRows& g, const std::string& hbm, int k) {
+    const Op& op = *g.op;
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    const std::string n = std::to_string(k);
+    const Dim& rows = type(op.index[0].value).shape[0];
+    const std::string valid = masked(rows) ? "n_" + tname(rows.tile) : std::to_string(g.rows);
+    std::string col = "0", width = "None", tail = "None";
+    if (g.buffer.size() == 2) {
+      width = std::to_string(g.buffer[1]);
+      const ir::IndexItem& ix = op.index[1];
+      if (ix.kind == ir::IndexItem::Tile) col = "off_" + tname(ix.tile);
+      if (t.shape[1] % g.buffer[1] != 0) tail = std::to_string(t.shape[1] % g.buffer[1]);
+    }
+    return "_dma_rows(" + hbm + ", gi" + n + "_ref, gb" + n + "_ref, gs" + n + "_ref, " + valid + ", " +
+           std::to_string(t.shape[0]) + ", " + col + ", " + width + ", " + tail + ", " +
+           (g.scatter ? "True" : "False") + ")";
+  }
+
+  // A dma gather's or scatter's buffer as the block's value: in a resident loop's trip, whose
+  // values are exactly the trip's width, its first n_<tile> columns.
+  std::string dma_buffer(const DmaRows& g, int k) const {
+    const std::string ref = "gb" + std::to_string(k) + "_ref";
+    const ir::IndexItem* w = g.buffer.size() == 2 ? &g.op->index[1] : nullptr;
+    if (w && w->kind == ir::IndexItem::Tile && resident_tiles_.count(w->tile))
+      return ref + "[:, :n_" + tname(w->tile) + "]";
+    return ref + "[...]";
+  }
+
+  // A scatter (gather.h): the value block stored into the buffer, each valid row copied to the
+  // row its index names in the output in HBM; a row whose index is out of range writes nothing.
+  void dma_scatter(const Op& op) {
+    const int k = cur_->dma_rows_of.at(&op);
+    const DmaRows& g = cur_->dma_rows[k];
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    ir::Type region;
+    ir::load_type(fn_, op.tensor, op.index, &region);
+    line("# scatter into " + t.name + ": one row copy per index");
+    line(dma_buffer(g, k) + " = " +
+         to_storage("jnp.broadcast_to(" + operand(op.operands[0]) + ", " + shape_str(region.shape) + ")", t.dtype));
+    line(dma_rows_call(g, slot_ref(g.table_slot, true), k));
+  }
+
+  // A gather by DMA (gather.h): the index block's rows of the table, copied into the buffer;
+  // a row whose index is out of range becomes the fill (NaN, or 0 for integer and bool tables).
+  void dma_gather(const Op& op) {
+    const int k = cur_->dma_rows_of.at(&op);
+    const DmaRows& g = cur_->dma_rows[k];
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    const std::string n = std::to_string(k), idx = operand(op.index[0].value);
+    line("# gather from " + t.name + " by DMA (config gathers[" + std::to_string(p_.knobs.gather_knob(op)) +
+         "]): one row copy per index");
+    line(dma_rows_call(g, slot_ref(g.table_slot, false), k));
+    line(v(op.result) + "_raw = " + dma_buffer(g, k));
+    const std::string fill = is_floating(t.dtype) ? "jnp.nan" : t.dtype == DType::boolean ? "False" : "0";
+    std::string ok = "(" + idx + " >= 0) & (" + idx + " < " + std::to_string(t.shape[0]) + ")";
+    if (g.buffer.size() == 2) ok = "(" + ok + ")[:, None]";
+    std::string e = "jnp.where(" + ok + ", " + compute_cast(t.dtype, v(op.result) + "_raw") + ", " + fill + ")";
+    if (ir::is_masked(op)) {
+      const std::string shape = shape_str(type(op.result).shape);
+      e = "jnp.where(jnp.broadcast_to(" + operand(op.operands[0]) + ", " + shape + "), " + e + ", jnp.broadcast_to(" +
+          operand(op.operands[1]) + ", " + shape + "))";
+    }
+    line(v(op.result) + " = " + e);
+  }
 
   // Block views on values: jnp ops on the kept dims (unit tiles are squeezed out of values;
   // padding of a ragged block sits in tile dims, which keep their places).
@@ -994,7 +1124,9 @@ class Emitter {
     std::string lam = "lambda " + join(gargs) + ": ";
     auto spec = [&](const PallasSlot& s) {
       // A pipelined operand stays in HBM; a resident one spans its loop (block index 0 there).
-      if (s.mode == PallasSlot::Pipeline) return std::string("pl.BlockSpec(memory_space=pl.ANY)");
+      // (A dma gather's table too: its rows are copied by the kernel.)
+      if (s.mode == PallasSlot::Pipeline || s.mode == PallasSlot::Dma)
+        return std::string("pl.BlockSpec(memory_space=pl.ANY)");
       return block_spec(s, lam, "0", false);
     };
     std::vector<std::string> in_specs, operands, out_specs, out_shapes, scratch, aliases;
@@ -1012,6 +1144,14 @@ class Emitter {
       out_specs.push_back(spec(s));
       out_shapes.push_back("jax.ShapeDtypeStruct(" + shape_tuple(t.shape) + ", " + jnp_dtype(t.dtype) + ")");
     }
+    // A dma gather's index tensor again, in SMEM (the blocks of its VMEM slot): its row numbers
+    // are read as scalars.
+    for (const DmaRows& g : pl.dma_rows) {
+      const PallasSlot& ix = pl.slots[g.index_slot];
+      const std::string vmem = block_spec(ix, lam, "0", false);
+      in_specs.push_back(vmem.substr(0, vmem.size() - 1) + ", memory_space=pltpu.SMEM)");
+      operands.push_back("t" + std::to_string(ix.tensor));
+    }
     for (int t : info.aliased) {
       in_specs.push_back("pl.BlockSpec(memory_space=pl.ANY)");
       operands.push_back("t" + std::to_string(t));
@@ -1026,6 +1166,12 @@ class Emitter {
         scratch.push_back("pltpu.SMEM((1,), " + jnp_dtype(vt.dtype) + ")");
       else
         scratch.push_back("pltpu.VMEM(" + shape_str(vt.shape) + ", " + jnp_dtype(vt.dtype) + ")");
+    }
+    for (const DmaRows& g : pl.dma_rows) {  // the rows' buffer and one DMA semaphore per row
+      std::vector<std::string> b;
+      for (int64_t x : g.buffer) b.push_back(std::to_string(x));
+      scratch.push_back("pltpu.VMEM(" + tuple_str(b) + ", " + jnp_dtype(fn_.tensors[g.op->tensor].dtype) + ")");
+      scratch.push_back("pltpu.SemaphoreType.DMA((" + std::to_string(g.rows) + ",))");
     }
     // Headroom over the planned footprint for Mosaic's own scratch, within the core's VMEM.
     int64_t limit = std::min<int64_t>(tpu_.vmem_bytes, std::max<int64_t>(pl.vmem_bytes * 3 / 2, 32 << 20));

@@ -4,6 +4,7 @@
 
 #include "backend/pallas/codegen.h"
 #include "backend/pallas/default_config.h"
+#include "backend/pallas/gather.h"
 #include "backend/pallas/plan.h"
 #include "ir/printer.h"
 #include "lower/block_ir.h"
@@ -63,6 +64,11 @@ PallasBackend::PallasBackend(const TpuGeneration& generation) : generation_(gene
   caps_.inner_loops_move_every_block = true;
   caps_.lowering_plans_staged_copies = false;
   caps_.runs_on_host = false;
+  caps_.gathers_have_strategies = true;  // onehot and dma (gather.h)
+}
+
+std::vector<std::string> PallasBackend::gather_strategies(const ir::Function& fn, const ir::Op& load) const {
+  return pallas::gather_strategies(fn, load, machine_.fast_memory_bytes);
 }
 
 // A block size is legal when every block it shapes is (see tpu_block_legal).

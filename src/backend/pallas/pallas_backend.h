@@ -25,6 +25,7 @@ class PallasBackend final : public Backend {
 
   bool block_size_legal(const ir::Function& fn, int block_id, int64_t block) const override;
   std::vector<std::string> micro_kernels(const ir::Function& fn, const ir::Op& dot) const override;
+  std::vector<std::string> gather_strategies(const ir::Function& fn, const ir::Op& load) const override;
   Config default_config(const ir::Function& fn, const ConfigSpec& spec) const override;
   void check(const lower::BlockProgram& program) const override;
   int64_t footprint_bytes(const lower::BlockProgram& program) const override;

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "backend/pallas/gather.h"
 #include "ir/printer.h"
 #include "parhelion/error.h"
 #include "runtime/format_bytes.h"
@@ -30,6 +31,8 @@ const char* mode_name(PallasSlot::Mode m) {
       return "resident";
     case PallasSlot::Pipeline:
       return "pipeline";
+    case PallasSlot::Dma:
+      return "dma";
   }
   return "?";
 }
@@ -157,11 +160,13 @@ class Planner {
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     int loop_tile = -1;
     // A masked store would need a read-modify-write of its block (an output block is written
-    // back whole), a scatter per-row DMAs into an aliased output: neither is emitted yet.
+    // back whole): not emitted yet. A scatter is per-row DMAs into the output in HBM (gather.h).
     if (op.kind == OpKind::Store && ir::is_masked(op)) unsupported(op, "a masked store (ph::store)");
-    if (op.kind == OpKind::Store && ir::has_gather(op))
-      unsupported(op, "a scatter (a store through a block of indices)");
-    if (op.kind == OpKind::Load && ir::has_gather(op)) check_gather(op, loop);
+    if (op.kind == OpKind::Store && ir::has_gather(op)) return add_dma_rows(op, true);
+    if (op.kind == OpKind::Load && ir::has_gather(op)) {
+      if (p_.gather_strategy(op) == kGatherDma) return add_dma_rows(op, false);
+      check_gather(op, loop);
+    }
     for (size_t d = 0; d < op.index.size(); ++d) {
       const ir::IndexItem& ix = op.index[d];
       // A TPU block's last two dims are multiples of (8, 128) or whole: a scalar there squeezes
@@ -191,7 +196,9 @@ class Planner {
     // Loads and stores of one tensor at the same tile indices, in the same loop, share a slot.
     for (size_t k = 0; k < out_.slots.size(); ++k) {
       PallasSlot& s = out_.slots[k];
-      if (s.tensor != op.tensor || s.loop_tile != loop_tile || !same_tiles(s.first->index, op.index)) continue;
+      if (s.tensor != op.tensor || s.loop_tile != loop_tile || s.mode == PallasSlot::Dma ||
+          !same_tiles(s.first->index, op.index))
+        continue;
       (op.kind == OpKind::Load ? s.read : s.written) = true;
       out_.slot_of[&op] = static_cast<int>(k);
       return;
@@ -250,7 +257,14 @@ class Planner {
   // block spans it): one index block, a block of rank 1 or 2 around it, at grid level, from a
   // floating tensor (an out-of-range index gives NaN, which an integer cannot hold).
   void check_gather(const Op& op, const Op* loop) {
-    if (loop) unsupported(op, "a gather inside an inner loop");
+    if (loop) {
+      const std::string why = dma_gather_refusal(fn_, op);
+      unsupported(op,
+                  "a one-hot gather inside an inner loop (its table would be resident in VMEM for every trip): "
+                  "give this gather the strategy \"dma\" (config gathers[" +
+                      std::to_string(p_.knobs.gather_knob(op)) + "])" +
+                      (why.empty() ? "" : ", which cannot take it either: " + why));
+    }
     int gathers = 0, kept = 0;
     for (const ir::IndexItem& ix : op.index) {
       gathers += ix.kind == ir::IndexItem::Gather;
@@ -263,7 +277,58 @@ class Planner {
     }
     if (gathers > 1) unsupported(op, "a gather with more than one index block");
     if (kept > 2) unsupported(op, "a gather from a block of rank " + std::to_string(kept) + " (at most 2)");
-    if (!is_floating(fn_.tensors[op.tensor].dtype)) unsupported(op, "a gather from an integer or boolean tensor");
+    if (!is_floating(fn_.tensors[op.tensor].dtype)) {
+      const std::string why = dma_gather_refusal(fn_, op);
+      unsupported(op, "a one-hot gather from an integer or boolean tensor (" + fn_.tensors[op.tensor].name +
+                          "; a one-hot matmul is not exact for integers): give this gather the strategy \"dma\" " +
+                          "(config gathers[" + std::to_string(p_.knobs.gather_knob(op)) + "])" +
+                          (why.empty() ? "" : ", which cannot take it either: " + why));
+    }
+  }
+
+  // A gather with the dma strategy, or a scatter: the tensor's slot stays in HBM, its rows move
+  // by DMA through a VMEM buffer of the block (the index block's rows, the row's width block).
+  void add_dma_rows(const Op& op, bool scatter) {
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    const std::string why = scatter ? scatter_refusal(fn_, op) : dma_gather_refusal(fn_, op);
+    if (!why.empty() && scatter)
+      unsupported(op, "this scatter into " + t.name +
+                          " (a store through a block of indices, emitted as one DMA per "
+                          "row): " +
+                          why + ";");
+    if (!why.empty())
+      throw UserError(op.loc.str() + ": the pallas backend cannot gather from " + t.name + " by DMA (config gathers[" +
+                      std::to_string(p_.knobs.gather_knob(op)) + "] = \"dma\"): " + why + "; use \"onehot\" (kernel " +
+                      fn_.name + ")");
+    const ir::Dim& rows = fn_.type_of(op.index[0].value).shape[0];
+    if (rows.kind == ir::Dim::Tile && pallas_unit_tile(p_, rows.tile))
+      unsupported(op, "a gather whose index block runs over a tile of block 1 (index with a scalar instead)");
+    const Op* idx = dma_gather_index_load(fn_, op);
+    PH_CHECK(idx && out_.slot_of.count(idx), "a dma gather's index load has no slot");
+    DmaRows g;
+    g.op = &op;
+    g.scatter = scatter;
+    g.index_slot = out_.slot_of.at(idx);
+    g.rows =
+        rows.kind == ir::Dim::Const ? rows.size : std::min(p_.block_of_tile(rows.tile), fn_.tiles[rows.tile].extent());
+    g.buffer.push_back(g.rows);
+    if (op.index.size() == 2)
+      g.buffer.push_back(op.index[1].kind == ir::IndexItem::Tile
+                             ? std::min(p_.block_of_tile(op.index[1].tile), t.shape[1])
+                             : t.shape[1]);
+    g.buffer_bytes = dtype_size(t.dtype);
+    for (int64_t b : g.buffer) g.buffer_bytes *= b;
+    PallasSlot s;  // the tensor in HBM: no VMEM block
+    s.tensor = op.tensor;
+    s.first = &op;
+    (scatter ? s.written : s.read) = true;
+    s.mode = PallasSlot::Dma;
+    s.block = t.shape;
+    g.table_slot = static_cast<int>(out_.slots.size());
+    out_.slot_of[&op] = g.table_slot;
+    out_.slots.push_back(std::move(s));
+    out_.dma_rows_of[&op] = static_cast<int>(out_.dma_rows.size());
+    out_.dma_rows.push_back(std::move(g));
   }
 
   // VMEM: every slot's buffers, the Vars' scratch, and room for the two largest intermediate
@@ -275,6 +340,7 @@ class Planner {
       detail += (detail.empty() ? "" : ", ") + what + " " + std::to_string(n) + " x " + format_bytes(bytes);
     };
     for (const PallasSlot& s : out_.slots) {
+      if (s.mode == PallasSlot::Dma) continue;  // in HBM
       std::string what =
           fn_.tensors[s.tensor].name + (s.mode == PallasSlot::Grid ? "" : std::string(" ") + mode_name(s.mode));
       // (outputs of a pipeline are double-buffered at most: see the pallas emitter)
@@ -299,7 +365,7 @@ class Planner {
     // A gather's one-hot matrix (index block x the gathered dim, f32) is built in VMEM too.
     int64_t onehot = 0;
     ir::walk(L_.op->body, [&](const Op& op) {
-      if (op.kind != OpKind::Load) return;
+      if (op.kind != OpKind::Load || out_.dma_rows_of.count(&op)) return;
       for (size_t d = 0; d < op.index.size(); ++d)
         if (op.index[d].kind == ir::IndexItem::Gather) {
           ir::Type it = fn_.type_of(op.index[d].value);
@@ -307,6 +373,7 @@ class Planner {
         }
     });
     if (onehot) item("one-hot", 1, onehot);
+    for (const DmaRows& g : out_.dma_rows) item(fn_.tensors[g.op->tensor].name + " dma rows", 1, g.buffer_bytes);
     if (vars) item("scratch", 1, vars);
     if (big1 + big2) item("intermediates", 1, big1 + big2);
     out_.vmem_detail = detail;

@@ -10,6 +10,8 @@
 //     a trace-time loop;
 //   - in an inner loop with strategy `pipeline`: the array stays in HBM (memory space ANY) and
 //     `pltpu.emit_pipeline` streams its blocks through `buffers` VMEM buffers.
+//   - a gather with the dma strategy (gather.h): the table stays in HBM (memory space ANY) and
+//     per-row DMAs copy the indexed rows into a VMEM buffer (a DmaRows).
 // Tiles of block size 1 (grid loops, fixed 1) index squeezed dimensions (None in a BlockSpec).
 #pragma once
 
@@ -27,11 +29,27 @@ struct PallasSlot {
   bool read = false, written = false;
   const ir::Op* first = nullptr;  // the first load/store through it (its index)
   int loop_tile = -1;             // -1: grid level; else the inner loop's tile
-  // How the block reaches VMEM: a grid-level BlockSpec, or an inner loop's strategy.
-  enum Mode { Grid, Resident, Pipeline } mode = Grid;
+  // How the block reaches VMEM: a grid-level BlockSpec, an inner loop's strategy, or by the
+  // row DMAs of a dma gather (the tensor stays in HBM; block_bytes is 0).
+  enum Mode { Grid, Resident, Pipeline, Dma } mode = Grid;
   int buffers = 2;
   std::vector<int64_t> block;  // per tensor dim: block extent, or -1 for a squeezed dim
   int64_t block_bytes = 0;     // one buffer
+};
+
+// Rows moved one DMA each (gather.h): a dma gather copies the indexed rows of a table left in
+// HBM into a VMEM buffer that is the gathered block; a scatter stores the value block into that
+// buffer and copies each of its rows to the row its index names, in the output left in HBM
+// (aliased to its prior value, so unindexed rows keep it). The index tensor is passed a second
+// time, as a BlockSpec in SMEM with the blocks of its VMEM slot, to read the rows as scalars.
+struct DmaRows {
+  const ir::Op* op = nullptr;  // the gather load, or the scatter store
+  bool scatter = false;
+  int table_slot = -1;          // the gathered tensor's (or the scatter's output's) slot, in HBM
+  int index_slot = -1;          // the index load's VMEM slot (its BlockSpec, repeated in SMEM)
+  int64_t rows = 0;             // the index block's length: one DMA per valid row
+  std::vector<int64_t> buffer;  // the block's dims: rows, then the row's width block
+  int64_t buffer_bytes = 0;
 };
 
 struct PallasLaunch {
@@ -39,6 +57,8 @@ struct PallasLaunch {
   const lower::LaunchPlan* plan = nullptr;
   std::vector<PallasSlot> slots;
   std::map<const ir::Op*, int> slot_of;  // load/store -> slot
+  std::vector<DmaRows> dma_rows;
+  std::map<const ir::Op*, int> dma_rows_of;  // dma gather load or scatter store -> its DmaRows
   int64_t vmem_bytes = 0;
   std::string vmem_detail;  // "q blocks 2 x 256.0 KiB, k resident 2 x 8.0 MiB, ..."
 };
@@ -50,6 +70,6 @@ bool pallas_unit_tile(const lower::BlockProgram& p, int tile);
 // Throws UserError (naming the user's line) for what the pallas backend cannot express yet.
 std::vector<PallasLaunch> plan_pallas(const lower::BlockProgram& p);
 
-const char* mode_name(PallasSlot::Mode m);  // "grid", "resident", "pipeline"
+const char* mode_name(PallasSlot::Mode m);  // "grid", "resident", "pipeline", "dma"
 
 }  // namespace parhelion::backend::pallas

@@ -30,6 +30,14 @@ std::string print(const lower::BlockProgram& p, const std::vector<PallasLaunch>&
         os << (d ? ", " : "") << (s.block[d] < 0 ? "None" : std::to_string(s.block[d]));
       os << "] " << format_bytes(s.block_bytes) << "\n";
     }
+    for (size_t i = 0; i < pl.dma_rows.size(); ++i) {
+      const DmaRows& g = pl.dma_rows[i];
+      os << "    dma rows " << i << ": " << (g.scatter ? "scatter into " : "gather from ")
+         << fn.tensors[g.op->tensor].name << " (slot " << g.table_slot << ", in HBM), row numbers from slot "
+         << g.index_slot << " in SMEM, " << g.rows << " DMAs into buffer [";
+      for (size_t d = 0; d < g.buffer.size(); ++d) os << (d ? ", " : "") << g.buffer[d];
+      os << "] " << format_bytes(g.buffer_bytes) << "\n";
+    }
   }
   return os.str();
 }
