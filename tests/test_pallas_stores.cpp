@@ -295,6 +295,60 @@ TEST(PallasStores, SliceStoresAndComputedStarts) {
   b.check();
 }
 
+// --- tiles over sub-ranges ---------------------------------------------------------------------
+
+// [128, n - 40) of a 1-D tensor: block indices offset by 128 / block; the last block runs past
+// n - 40, whose elements keep their zeros.
+ph::Tensor middle_1d(ph::Tensor x) {
+  auto n = x.size(0);
+  auto out = ph::zeros({n}, x.dtype());
+  for (auto t : ph::tile(ph::range(128, n - 40))) out[t] = x[t] * 3.0f + t.index().to(ph::DType::f32);
+  return out;
+}
+
+// Rows [16, m - 3), all columns; the rest keeps the -1 fill.
+ph::Tensor middle_rows(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::full({m, n}, -1.0, x.dtype());
+  for (auto [tm, tn] : ph::tile(ph::range(16, m - 3), n)) out[tm, tn] = x[tm, tn] * 2.0f;
+  return out;
+}
+
+// Columns [128, n - 50) in an inner loop (pipelined or resident).
+ph::Tensor middle_cols_loop(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::full({m, n}, 7.0, x.dtype());
+  for (auto tm : ph::tile(m)) {
+    for (auto tn : ph::tile(ph::range(128, n - 50))) out[tm, tn] = x[tm, tn] * 3.0f;
+  }
+  return out;
+}
+
+TEST(PallasStores, TilesOverSubRanges) {
+  Batch b;
+  ph::Kernel mid("middle_1d", middle_1d);
+  ph::Kernel rows("middle_rows", middle_rows);
+  ph::Kernel cols("middle_cols_loop", middle_cols_loop);
+  // (f32: a 1-D bf16 block must be a multiple of 256, which does not divide 128)
+  ph::Array x = ph::Array::random({1024}, ph::DType::f32, 1);
+  auto want = expected({1024}, [&](int64_t i) { return i >= 128 && i < 984 ? 3 * x.get(i) + i : 0.0; });
+  b.add(mid, "middle_1d", {x}, R"({"block_sizes":[128],"loop_orders":[],"num_threads":1})", want);
+  b.add(mid, "middle_1d", {x}, "", want);  // (the default picks a block that divides 128)
+  for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
+    ph::Array y = ph::Array::random({64, 256}, dt, 2);
+    b.add(rows, "middle_rows" + dn(dt), {y}, R"({"block_sizes":[16,128],"loop_orders":[[0,1]],"num_threads":1})",
+          expected({64, 256}, [&](int64_t i) { return i / 256 >= 16 && i / 256 < 61 ? 2 * y.get(i) : -1.0; }, dt));
+  }
+  ph::Array z = ph::Array::random({32, 512}, ph::DType::f32, 3);
+  auto zwant = expected({32, 512}, [&](int64_t i) { return i % 512 >= 128 && i % 512 < 462 ? 3 * z.get(i) : 7.0; });
+  b.add(cols, "middle_cols_loop pipeline", {z},
+        R"({"block_sizes":[16,128],"loop_orders":[],"inner_loops":[{"strategy":"pipeline","buffers":2}],"num_threads":1})",
+        zwant);
+  b.add(cols, "middle_cols_loop resident", {z},
+        R"({"block_sizes":[16,128],"loop_orders":[],"inner_loops":[{"strategy":"resident"}],"num_threads":1})", zwant);
+  b.check();
+}
+
 // What stays refused names the construct, the backend and the line.
 constexpr int kLoadedStartLine = __LINE__ + 4;
 ph::Tensor loaded_start(ph::Tensor x, ph::Tensor start) {
@@ -326,7 +380,7 @@ TEST(PallasStores, WhatStaysRefusedNamesTheConstructAndTheLine) {
   m = user_error_of([&] { skew.emit_pallas({xl}, "v7x"); });
   EXPECT_HAS(m, here(kLaneLine));
   EXPECT_HAS(m, "the pallas backend does not support a ph::slice of arg0's last dim whose computed start is not "
-                "always a multiple of 128 (it takes the value 64)");
+                "always a multiple of 128 (it takes the value 64;");
 
   // A tensor with prior contents is aliased to its output, which is not padded: its blocks must
   // divide it (interpret mode reads a ragged last block of it out of bounds).
@@ -334,6 +388,15 @@ TEST(PallasStores, WhatStaysRefusedNamesTheConstructAndTheLine) {
   ph::Array r = ph::Array::random({45, 256}, ph::DType::f32, 3);
   ph::Config ragged = ph::Config::from_json(R"({"block_sizes":[16,128],"loop_orders":[[0,1]],"num_threads":1})");
   EXPECT_HAS(user_error_of([&] { copy.emit_pallas({r}, "v7x", &ragged); }), "cannot update buf0 in place");
+
+  // A sub-range whose start is not a multiple of the block, at grid level.
+  ph::Kernel mid("middle_rows", middle_rows);
+  ph::Array y = ph::Array::random({64, 256}, ph::DType::f32, 4);
+  ph::Config c = ph::Config::from_json(R"({"block_sizes":[32,128],"loop_orders":[[0,1]],"num_threads":1})");
+  m = user_error_of([&] { mid.emit_pallas({y}, "v7x", &c); });
+  EXPECT_HAS(m, "the pallas backend does not support a tile over ph::range(16, 61) whose start is not a multiple of its "
+                "block (32) at grid level (a TPU BlockSpec moves whole blocks: use a block size that divides 16) yet");
+  EXPECT_HAS(m, "test_pallas_stores.cpp:");
 
   // g = 2 reads rows [16, 20) of 16: the cpu backend fails at run time, pallas when it compiles.
   ph::Kernel past("past_the_end", past_the_end);

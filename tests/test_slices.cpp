@@ -473,7 +473,8 @@ TEST(SlicesPallas, WhatTheTpuCannotTakeIsRefusedAtTheUsersLine) {
   EXPECT_HAS(msg, "a ph::slice whose start is computed with load");
   EXPECT_HAS(msg, "test_slices.cpp:" + std::to_string(kWindowLine));
   ph::Kernel mid("middle", middle);
-  EXPECT_HAS(user_error_of([&] { mid.emit_pallas({s}, "v7x"); }), "tiles of a range that does not start at 0");
+  EXPECT_HAS(user_error_of([&] { mid.emit_pallas({s}, "v7x"); }),
+             "a tile over ph::range(3, 14) whose start is not a multiple of its block (16) at grid level");
 }
 
 }  // namespace

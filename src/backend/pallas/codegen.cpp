@@ -320,10 +320,12 @@ class Emitter {
       const lower::GridDim& g = L.grid[i];
       std::string t = tname(g.tile);
       line("g_" + t + " = pl.program_id(" + std::to_string(i) + ")");
-      line("off_" + t + " = g_" + t + (unit(g.tile) ? "" : " * " + std::to_string(g.block)));
+      // (a tile over ph::range(b, e) starts at b)
+      const std::string begin = g.begin ? std::to_string(g.begin) + " + " : "";
+      line("off_" + t + " = " + begin + "g_" + t + (unit(g.tile) ? "" : " * " + std::to_string(g.block)));
       if (!unit(g.tile))
-        line("n_" + t + " = jnp.minimum(" + std::to_string(g.block) + ", " + std::to_string(g.extent) + " - off_" + t +
-             ")");
+        line("n_" + t + " = jnp.minimum(" + std::to_string(g.block) + ", " + std::to_string(g.begin + g.extent) +
+             " - off_" + t + ")");
     }
     // The output block starts as the prior contents; every store then updates it in place (an
     // output block is written back whole). A pipelined slot copies its own blocks per trip.
@@ -402,6 +404,11 @@ class Emitter {
         std::string t = tname(ix.tile);
         idx.push_back("lo_" + t + ":lo_" + t + " + " + std::to_string(block(ix.tile)));
         sliced = true;
+      } else if (ix.kind == ir::IndexItem::Tile && fn_.tiles[ix.tile].parent < 0 && block(ix.tile) < slot.block[d]) {
+        // A tile over a range shorter than its block (and than the dim): one block, its first
+        // elements (a store keeps the rest: the slot keeps its prior contents).
+        idx.push_back("0:" + std::to_string(block(ix.tile)));
+        sliced = true;
       } else if (ix.kind == ir::IndexItem::Slice) {
         // Cut from the whole dim: statically at a constant start (or a computed one the plan
         // found constant), else at pl.ds(start) (the plan checked every value in range, and
@@ -479,6 +486,18 @@ class Emitter {
         // or earlier stores: see kernel()), selected in the storage dtype so they stay bit-exact.
         if (ir::is_masked(op))
           e = "jnp.where(jnp.broadcast_to(" + operand(op.operands[1]) + ", " + shape + "), " + e + ", " + ref + ")";
+        // A ragged last block of a tile whose range ends inside the tensor: the elements past
+        // the range's end are the tensor's, kept (the plan reads the prior contents in).
+        const PallasSlot& slot = cur_->slots[cur_->slot_of.at(&op)];
+        for (size_t d = 0, axis = 0; d < op.index.size(); ++d) {
+          if (slot.block[d] < 0) continue;
+          const ir::IndexItem& ix = op.index[d];
+          if (ix.kind == ir::IndexItem::Tile && !resident_tiles_.count(ix.tile) && fn_.tiles[ix.tile].parent < 0 &&
+              fn_.tiles[ix.tile].end < t.shape[d] && masked(Dim::of_tile(ix.tile)))
+            e = "jnp.where(jax.lax.broadcasted_iota(jnp.int32, " + shape + ", " + std::to_string(axis) + ") < n_" +
+                tname(ix.tile) + ", " + e + ", " + ref + ")";
+          axis += !(ix.kind == ir::IndexItem::Tile && unit(ix.tile));  // (a unit tile's dim is not in the value)
+        }
         line(ref + " = " + e);
         return;
       }
@@ -855,14 +874,22 @@ class Emitter {
       else if (ix.kind == ir::IndexItem::Scalar)
         index.push_back(scalar_index_map(ix.value));
       else if (ix.tile == s.loop_tile)
-        index.push_back(loop_index);
-      else if (fn_.tiles[ix.tile].parent >= 0)
-        index.push_back("g_" + tname(fn_.tiles[ix.tile].parent));  // the enclosing block
+        index.push_back(loop_index + (s.mode == PallasSlot::Pipeline ? range_blocks(s, d, ix.tile) : ""));
+      else if (fn_.tiles[ix.tile].parent >= 0)  // the enclosing block
+        index.push_back("g_" + tname(fn_.tiles[ix.tile].parent) + range_blocks(s, d, fn_.tiles[ix.tile].parent));
       else
-        index.push_back("g_" + tname(ix.tile));
+        index.push_back("g_" + tname(ix.tile) + range_blocks(s, d, ix.tile));
     }
     return "pl.BlockSpec(" + tuple_str(shape) + ", " + lambda + tuple_str(index) +
            (buffered ? ", pipeline_mode=pl.Buffered(" + std::to_string(s.buffers) + "))" : ")");
+  }
+
+  // A tile over ph::range(b, e): its blocks start at b, b / block blocks in (the plan refuses
+  // a b that is not a multiple of the slot's block).
+  std::string range_blocks(const PallasSlot& s, size_t d, int tile) const {
+    const int64_t b = fn_.tiles[tile].begin;
+    if (b == 0 || s.block[d] <= 0) return b == 0 ? "" : " + " + std::to_string(b);  // (a squeezed dim: elements)
+    return " + " + std::to_string(b / s.block[d]);
   }
 
   // The index map of a scalar index: a constant or a launch tile's block number (the plan

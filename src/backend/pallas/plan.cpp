@@ -185,9 +185,8 @@ class Planner {
         if (!start || start->kind != OpKind::Constant) check_slice_start(op, d);
       }
       if (ix.kind == ir::IndexItem::Tile) {
-        const ir::TileInfo& ti = fn_.tiles[ix.tile];
-        if (ti.begin != 0) unsupported(op, "tiles of a range that does not start at 0");
         if (loop && ix.tile == loop->loop_tiles[0]) loop_tile = ix.tile;
+        keeps_prior |= check_range_tile(op, d) && op.kind == OpKind::Store;
       }
     }
     // Loads and stores of one tensor at the same tile indices, in the same loop, share a slot.
@@ -248,6 +247,41 @@ class Planner {
     s.block_bytes = elems * dtype_size(t.dtype);
     out_.slot_of[&op] = static_cast<int>(out_.slots.size());
     out_.slots.push_back(std::move(s));
+  }
+
+  // A tile over a sub-range [b, e) of a tensor dim (ph::tile(ph::range(b, e)), or e short of
+  // the dim): a BlockSpec (a pipeline's block) moves whole blocks of R = min(block, dim)
+  // elements, so its index map adds b / R and b must be a multiple of R; a resident trip slices
+  // the whole dim in VMEM exactly, at any b. Returns whether the blocks also cover elements
+  // outside [b, e) that are in the tensor (a ragged last block, a resident whole dim): written
+  // back whole, they must keep those.
+  bool check_range_tile(const Op& op, size_t d) {
+    const ir::TileInfo& ti = fn_.tiles[op.index[d].tile];
+    const int64_t dim = fn_.tensors[op.tensor].shape[d];
+    if (ti.parent >= 0) {
+      // Sliced from its parent's block, whose index map the parent's range offsets; the trips
+      // write whole inner blocks, so a parent block that runs past its range's end inside the
+      // tensor would clobber the rows there.
+      const ir::TileInfo& par = fn_.tiles[ti.parent];
+      const int64_t b = p_.block_of_tile(par.id), r = std::min(b, dim), v = std::max<int64_t>(1, std::min(b, par.extent()));
+      if (par.begin % r != 0 || (op.kind == OpKind::Store && par.end < dim && (par.extent() % v != 0 || r > v)))
+        unsupported(op, "ph::tile(outer) where outer is a tile over ph::range(" + std::to_string(par.begin) + ", " +
+                            std::to_string(par.end) + ") whose start is not a multiple of its block (" +
+                            std::to_string(r) + ") or whose last block runs past its end inside " +
+                            fn_.tensors[op.tensor].name);
+      return false;
+    }
+    const InnerLoop* il = L_.inner_loop(ti.id);
+    // (A resident slot holds the whole dim: the trips write [b, e) of it, the rest is kept.)
+    if (il && il->strategy == Strategy::Resident) return ti.begin != 0 || ti.end < dim;
+    const int64_t b = p_.block_of_tile(ti.id), r = std::min(b, dim), v = std::max<int64_t>(1, std::min(b, ti.extent()));
+    if (ti.begin % r != 0)
+      unsupported(op, "a tile over ph::range(" + std::to_string(ti.begin) + ", " + std::to_string(ti.end) +
+                          ") whose start is not a multiple of its block (" + std::to_string(r) + ") " +
+                          (il ? "in a pipelined loop" : "at grid level") +
+                          " (a TPU BlockSpec moves whole blocks: use a block size that divides " +
+                          std::to_string(ti.begin) + (il ? ", or the resident strategy)" : ")"));
+    return ti.end < dim && (ti.extent() % v != 0 || r > v);
   }
 
   // --- computed ph::slice starts -----------------------------------------------------------
@@ -421,8 +455,8 @@ class Planner {
     if (lane && unaligned >= 0)
       unsupported(op, "a ph::slice of " + t.name + "'s last dim whose computed start is not always a multiple of "
                       "128 (it takes the value " + std::to_string(unaligned) +
-                      "): Mosaic cuts the lane dim at a dynamic offset only when it is a multiple of 128; use such "
-                      "a start, a static start, or slice a dim before the last");
+                      "; Mosaic cuts the lane dim at a dynamic offset only at multiples of 128: use such a start, a "
+                      "static start, or slice a dim before the last)");
   }
 
   // A gather is a one-hot matmul against the gathered dim, resident whole in VMEM (the slot's
