@@ -492,6 +492,9 @@ class Planner {
           fn_.tensors[s.tensor].name + (s.mode == PallasSlot::Grid ? "" : std::string(" ") + mode_name(s.mode));
       // (outputs of a pipeline are double-buffered at most: see the pallas emitter)
       item(what, s.mode == PallasSlot::Pipeline && !s.written ? s.buffers : std::min(s.buffers, 2), s.block_bytes);
+      // The prior contents of a block that stores keep in part come in as an input of their own
+      // (counted whether or not the tensor has contents yet: the emitter decides that).
+      if (s.keeps_prior && s.written && !s.read) item(what + " prior", 2, s.block_bytes);
     }
     int64_t vars = 0, big1 = 0, big2 = 0;
     for (const ir::VarInfo& v : fn_.vars) {
