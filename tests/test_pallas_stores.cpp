@@ -145,7 +145,8 @@ TEST(PallasStores, MaskedStoresKeepThePriorContents) {
     // 45 x 200: ragged in both dims at the default blocks.
     ph::Array x = ph::Array::random({45, 200}, dt, 1);
     b.add(copy, "masked_copy" + dn(dt), {x}, "",
-          expected({45, 200}, [&](int64_t i) { return pos2(x.get(i)); }, dt));
+          expected(
+              {45, 200}, [&](int64_t i) { return pos2(x.get(i)); }, dt));
   }
   ph::Array x = ph::Array::random({48, 256}, ph::DType::f32, 2);
   b.add(copy, "masked_copy blocks", {x}, R"({"block_sizes":[16,128],"loop_orders":[[0,1]],"num_threads":1})",
@@ -155,17 +156,17 @@ TEST(PallasStores, MaskedStoresKeepThePriorContents) {
   for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
     ph::Array out = filled({32, 256}, dt, [](int64_t i) { return static_cast<double>(i % 97) - 40; });
     ph::Array y = ph::Array::random({32, 256}, dt, 3);
-    b.add(into, "masked_into" + dn(dt), {out, y},
-          R"({"block_sizes":[16,128],"loop_orders":[[0,1]],"num_threads":1})",
-          expected({32, 256}, [&](int64_t i) { return y.get(i) > 0 ? 2 * y.get(i) : out.get(i); }, dt));
+    b.add(into, "masked_into" + dn(dt), {out, y}, R"({"block_sizes":[16,128],"loop_orders":[[0,1]],"num_threads":1})",
+          expected(
+              {32, 256}, [&](int64_t i) { return y.get(i) > 0 ? 2 * y.get(i) : out.get(i); }, dt));
   }
 
   ph::Kernel tail("ragged_tail", ragged_tail);
   for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
     ph::Array r = ph::Array::random({45, 300}, dt, 4);
-    b.add(tail, "ragged_tail" + dn(dt), {r}, "", expected({45, 300}, [&](int64_t i) {
-            return i / 300 < 40 && i % 300 < 263 ? 3 * r.get(i) : -1.0;
-          }, dt));
+    b.add(tail, "ragged_tail" + dn(dt), {r}, "",
+          expected(
+              {45, 300}, [&](int64_t i) { return i / 300 < 40 && i % 300 < 263 ? 3 * r.get(i) : -1.0; }, dt));
   }
 
   ph::Kernel cz("concat_stores", concat_stores<true>), ce("concat_stores", concat_stores<false>);
@@ -182,16 +183,18 @@ TEST(PallasStores, MaskedStoresKeepThePriorContents) {
   ph::Kernel loop("masked_rows_loop", masked_rows_loop);
   ph::Array l = ph::Array::random({32, 512}, ph::DType::f32, 7);
   ph::Array lwant = expected({32, 512}, [&](int64_t i) { return l.get(i) < 0 ? 3 * l.get(i) : 5.0; });
-  b.add(loop, "masked_rows_loop pipeline", {l},
-        R"({"block_sizes":[16,128],"loop_orders":[],"inner_loops":[{"strategy":"pipeline","buffers":2}],"num_threads":1})",
-        lwant);
+  b.add(
+      loop, "masked_rows_loop pipeline", {l},
+      R"({"block_sizes":[16,128],"loop_orders":[],"inner_loops":[{"strategy":"pipeline","buffers":2}],"num_threads":1})",
+      lwant);
   b.add(loop, "masked_rows_loop resident", {l},
         R"({"block_sizes":[16,128],"loop_orders":[],"inner_loops":[{"strategy":"resident"}],"num_threads":1})", lwant);
   // (300 columns: the resident loop's last trip is ragged; the rows divide, see below)
   ph::Array lr = ph::Array::random({48, 300}, ph::DType::bf16, 8);
   b.add(loop, "masked_rows_loop resident ragged bf16", {lr},
         R"({"block_sizes":[16,128],"loop_orders":[],"inner_loops":[{"strategy":"resident"}],"num_threads":1})",
-        expected({48, 300}, [&](int64_t i) { return lr.get(i) < 0 ? 3 * lr.get(i) : 5.0; }, ph::DType::bf16));
+        expected(
+            {48, 300}, [&](int64_t i) { return lr.get(i) < 0 ? 3 * lr.get(i) : 5.0; }, ph::DType::bf16));
   // Ragged grid blocks into an empty tensor (no prior contents to read, none aliased).
   ph::Array a = ph::Array::random({24, 100}, ph::DType::f32, 9), c = ph::Array::random({24, 90}, ph::DType::f32, 10);
   b.add(ce, "concat_stores empty ragged", {a, c}, R"({"block_sizes":[16,128],"loop_orders":[[0,1]],"num_threads":1})",
@@ -272,19 +275,26 @@ TEST(PallasStores, SliceStoresAndComputedStarts) {
   for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
     const std::string d = dn(dt);
     ph::Array x = ph::Array::random({45, 124}, dt, 1);
-    b.add(cols, "slice_store_cols" + d, {x}, "", expected({45, 128}, [&](int64_t i) {
-            int64_t r = i / 128, c = i % 128;
-            return c >= 1 && c < 125 ? 2 * x.get(r * 124 + c - 1) : 0.0;
-          }, dt));
+    b.add(cols, "slice_store_cols" + d, {x}, "",
+          expected(
+              {45, 128},
+              [&](int64_t i) {
+                int64_t r = i / 128, c = i % 128;
+                return c >= 1 && c < 125 ? 2 * x.get(r * 124 + c - 1) : 0.0;
+              },
+              dt));
     ph::Array a = ph::Array::random({40, 200}, dt, 2), c = ph::Array::random({24, 200}, dt, 3);
-    b.add(rows, "concat_rows" + d, {a, c}, "", expected({64, 200}, [&](int64_t i) {
-            return i < 40 * 200 ? a.get(i) : c.get(i - 40 * 200);
-          }));
+    b.add(rows, "concat_rows" + d, {a, c}, "",
+          expected({64, 200}, [&](int64_t i) { return i < 40 * 200 ? a.get(i) : c.get(i - 40 * 200); }));
     ph::Array xw = ph::Array::random({58, 256}, dt, 4);  // 6 windows
-    b.add(win, "windows" + d, {xw}, "", expected({6, 16, 256}, [&](int64_t i) {
-            int64_t w = i / (16 * 256), r = i / 256 % 16, col = i % 256;
-            return 2 * xw.get((8 * w + 2 + r) * 256 + col);
-          }, dt));
+    b.add(win, "windows" + d, {xw}, "",
+          expected(
+              {6, 16, 256},
+              [&](int64_t i) {
+                int64_t w = i / (16 * 256), r = i / 256 % 16, col = i % 256;
+                return 2 * xw.get((8 * w + 2 + r) * 256 + col);
+              },
+              dt));
     ph::Array xs = ph::Array::random({48, 200}, dt, 5);
     b.add(shift, "shift_rows" + d, {xs}, "",
           expected({56, 200}, [&](int64_t i) { return i < 8 * 200 ? -1.0 : xs.get(i - 8 * 200); }));
@@ -337,13 +347,15 @@ TEST(PallasStores, TilesOverSubRanges) {
   for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
     ph::Array y = ph::Array::random({64, 256}, dt, 2);
     b.add(rows, "middle_rows" + dn(dt), {y}, R"({"block_sizes":[16,128],"loop_orders":[[0,1]],"num_threads":1})",
-          expected({64, 256}, [&](int64_t i) { return i / 256 >= 16 && i / 256 < 61 ? 2 * y.get(i) : -1.0; }, dt));
+          expected(
+              {64, 256}, [&](int64_t i) { return i / 256 >= 16 && i / 256 < 61 ? 2 * y.get(i) : -1.0; }, dt));
   }
   ph::Array z = ph::Array::random({32, 512}, ph::DType::f32, 3);
   auto zwant = expected({32, 512}, [&](int64_t i) { return i % 512 >= 128 && i % 512 < 462 ? 3 * z.get(i) : 7.0; });
-  b.add(cols, "middle_cols_loop pipeline", {z},
-        R"({"block_sizes":[16,128],"loop_orders":[],"inner_loops":[{"strategy":"pipeline","buffers":2}],"num_threads":1})",
-        zwant);
+  b.add(
+      cols, "middle_cols_loop pipeline", {z},
+      R"({"block_sizes":[16,128],"loop_orders":[],"inner_loops":[{"strategy":"pipeline","buffers":2}],"num_threads":1})",
+      zwant);
   b.add(cols, "middle_cols_loop resident", {z},
         R"({"block_sizes":[16,128],"loop_orders":[],"inner_loops":[{"strategy":"resident"}],"num_threads":1})", zwant);
   b.check();
@@ -379,8 +391,9 @@ TEST(PallasStores, WhatStaysRefusedNamesTheConstructAndTheLine) {
   ph::Array xl = ph::Array::random({16, 384}, ph::DType::f32, 2);
   m = user_error_of([&] { skew.emit_pallas({xl}, "v7x"); });
   EXPECT_HAS(m, here(kLaneLine));
-  EXPECT_HAS(m, "the pallas backend does not support a ph::slice of arg0's last dim whose computed start is not "
-                "always a multiple of 128 (it takes the value 64;");
+  EXPECT_HAS(m,
+             "the pallas backend does not support a ph::slice of arg0's last dim whose computed start is not "
+             "always a multiple of 128 (it takes the value 64;");
 
   // A tensor with prior contents is aliased to its output, which is not padded: its blocks must
   // divide it (interpret mode reads a ragged last block of it out of bounds).
@@ -394,8 +407,9 @@ TEST(PallasStores, WhatStaysRefusedNamesTheConstructAndTheLine) {
   ph::Array y = ph::Array::random({64, 256}, ph::DType::f32, 4);
   ph::Config c = ph::Config::from_json(R"({"block_sizes":[32,128],"loop_orders":[[0,1]],"num_threads":1})");
   m = user_error_of([&] { mid.emit_pallas({y}, "v7x", &c); });
-  EXPECT_HAS(m, "the pallas backend does not support a tile over ph::range(16, 61) whose start is not a multiple of its "
-                "block (32) at grid level (a TPU BlockSpec moves whole blocks: use a block size that divides 16) yet");
+  EXPECT_HAS(m,
+             "the pallas backend does not support a tile over ph::range(16, 61) whose start is not a multiple of its "
+             "block (32) at grid level (a TPU BlockSpec moves whole blocks: use a block size that divides 16) yet");
   EXPECT_HAS(m, "test_pallas_stores.cpp:");
 
   // g = 2 reads rows [16, 20) of 16: the cpu backend fails at run time, pallas when it compiles.

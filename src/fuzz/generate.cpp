@@ -1097,8 +1097,9 @@ class Generator {
       return bin(BinaryFn::mod, bin(BinaryFn::add, bin(BinaryFn::mul, tile_index(g, true), inum(a)), inum(k)),
                  inum(n - len + 1));
     };
-    std::vector<Leaf> leaves = {
-        [=, this] { return load(x, {Subscript{Subscript::Slice, -1, start(), 0, len}, all_ix()}); }};
+    std::vector<Leaf> leaves = {[=, this] {
+      return load(x, {Subscript{Subscript::Slice, -1, start(), 0, len}, all_ix()});
+    }};
     std::vector<Leaf> exact = leaves;
     const int64_t k2 = n - len + 1 - m;  // g.id() + k2 + len <= n for every g < m
     if (k2 >= 0 && chance(0.5))

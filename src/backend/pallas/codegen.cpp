@@ -331,7 +331,8 @@ class Emitter {
     // output block is written back whole). A pipelined slot copies its own blocks per trip.
     for (int s : prior_in_)
       if (pl.slots[s].mode != PallasSlot::Pipeline)
-        line(slot_ref(s, true) + "[...] = " + slot_ref(s, false) + "[...]  # prior contents: masked and slice stores "
+        line(slot_ref(s, true) + "[...] = " + slot_ref(s, false) +
+             "[...]  # prior contents: masked and slice stores "
              "keep the rest");
     body(L.op->body, nullptr);
     --depth_;
@@ -1116,8 +1117,8 @@ class Emitter {
   const TpuGeneration& tpu_;
   std::vector<PallasLaunch> launches_;
   const PallasLaunch* cur_ = nullptr;
-  std::set<int> has_value_;        // tensors with a value before the current launch
-  std::set<int> prior_in_;         // slots of the current launch whose prior contents come in
+  std::set<int> has_value_;  // tensors with a value before the current launch
+  std::set<int> prior_in_;   // slots of the current launch whose prior contents come in
   const std::vector<PallasSlot>* cur_slots_ = nullptr;
   std::set<int> resident_tiles_;   // tiles of the trace-time loops being emitted
   std::map<int, DType> raw_;       // load result -> its storage dtype (`vN_raw` holds it)

@@ -28,8 +28,8 @@ void check_ragged_blocks(const lower::BlockProgram& p, const PallasLaunch& pl, c
     const ir::TensorInfo& t = fn.tensors[s.tensor];
     // (A written host view is passed in aliased whenever its root has a value: count it too;
     // so is a filled allocation or an earlier launch's output: `valued`.)
-    const bool in_place = s.written && (t.origin == ir::TensorInfo::Param || t.origin == ir::TensorInfo::View ||
-                                        valued.count(s.tensor));
+    const bool in_place =
+        s.written && (t.origin == ir::TensorInfo::Param || t.origin == ir::TensorInfo::View || valued.count(s.tensor));
     const bool pipelined = s.mode == PallasSlot::Pipeline;
     if (!pipelined && !in_place) continue;
     const int rank = static_cast<int>(t.shape.size());

@@ -263,7 +263,8 @@ class Planner {
       // write whole inner blocks, so a parent block that runs past its range's end inside the
       // tensor would clobber the rows there.
       const ir::TileInfo& par = fn_.tiles[ti.parent];
-      const int64_t b = p_.block_of_tile(par.id), r = std::min(b, dim), v = std::max<int64_t>(1, std::min(b, par.extent()));
+      const int64_t b = p_.block_of_tile(par.id), r = std::min(b, dim),
+                    v = std::max<int64_t>(1, std::min(b, par.extent()));
       if (par.begin % r != 0 || (op.kind == OpKind::Store && par.end < dim && (par.extent() % v != 0 || r > v)))
         unsupported(op, "ph::tile(outer) where outer is a tile over ph::range(" + std::to_string(par.begin) + ", " +
                             std::to_string(par.end) + ") whose start is not a multiple of its block (" +
@@ -403,7 +404,8 @@ class Planner {
       for (int64_t lo = 0; lo < par.n; lo += b) out.push_back({par.off + lo, std::min(b, par.n - lo), lo / b});
       return out;
     }
-    for (int64_t off = t.begin; off < t.end; off += b) out.push_back({off, std::min(b, t.end - off), (off - t.begin) / b});
+    for (int64_t off = t.begin; off < t.end; off += b)
+      out.push_back({off, std::min(b, t.end - off), (off - t.begin) / b});
     return out;
   }
 
@@ -423,16 +425,19 @@ class Planner {
     std::function<void(size_t)> each = [&](size_t k) {
       if (k == tiles.size()) {
         if (++positions > (int64_t{1} << 20))
-          unsupported(op, "a computed ph::slice start over more than 2^20 grid steps and trips (the pallas backend "
-                          "checks every one when it compiles)");
+          unsupported(op,
+                      "a computed ph::slice start over more than 2^20 grid steps and trips (the pallas backend "
+                      "checks every one when it compiles)");
         const int64_t v = eval_start(ix.value, at);
         if (v < 0 || v + ix.length > t.shape[dim]) {
           std::string where;
           for (int u : tiles)
             where += (where.empty() ? "" : ", ") + ir::tile_name(fn_, u) + " at offset " + std::to_string(at[u].off);
-          throw UserError(op.loc.str() + ": the pallas backend checks a computed ph::slice start when it compiles (a "
-                          "TPU kernel cannot report an error): " + (where.empty() ? "" : "with " + where + ", ") +
-                          "the slice of length " + std::to_string(ix.length) + " starting at " + std::to_string(v) +
+          throw UserError(op.loc.str() +
+                          ": the pallas backend checks a computed ph::slice start when it compiles (a "
+                          "TPU kernel cannot report an error): " +
+                          (where.empty() ? "" : "with " + where + ", ") + "the slice of length " +
+                          std::to_string(ix.length) + " starting at " + std::to_string(v) +
                           " is out of bounds for dimension " + std::to_string(dim) + " of " + t.name +
                           ", which has size " + std::to_string(t.shape[dim]) + " (kernel " + fn_.name + ", config " +
                           p_.config.to_json() + ")");
@@ -453,8 +458,11 @@ class Planner {
       return;
     }
     if (lane && unaligned >= 0)
-      unsupported(op, "a ph::slice of " + t.name + "'s last dim whose computed start is not always a multiple of "
-                      "128 (it takes the value " + std::to_string(unaligned) +
+      unsupported(op,
+                  "a ph::slice of " + t.name +
+                      "'s last dim whose computed start is not always a multiple of "
+                      "128 (it takes the value " +
+                      std::to_string(unaligned) +
                       "; Mosaic cuts the lane dim at a dynamic offset only at multiples of 128: use such a start, a "
                       "static start, or slice a dim before the last)");
   }
