@@ -202,7 +202,9 @@ TEST(Random, DropoutMaskIsRecomputedInTheBackward) {
     const bool fwd_kept = y.get(i) != 0, bwd_kept = dx.get(i) != 0;
     EXPECT_EQ(fwd_kept, bwd_kept) << "element " << i;
     kept += fwd_kept;
-    if (fwd_kept) EXPECT_FLOAT_EQ(static_cast<float>(y.get(i)), static_cast<float>(x.get(i) / (1 - kP)));
+    if (fwd_kept) {
+      EXPECT_FLOAT_EQ(static_cast<float>(y.get(i)), static_cast<float>(x.get(i) / (1 - kP)));
+    }
   }
   const double frac = static_cast<double>(kept) / static_cast<double>(x.numel());
   EXPECT_NEAR(frac, 1 - kP, 5 * std::sqrt(kP * (1 - kP) / static_cast<double>(x.numel())));

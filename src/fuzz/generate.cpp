@@ -401,8 +401,12 @@ class Generator {
         w.args = {condition(exact), sub(), sub()};
         return add(w);
       }
-      case 10:  // wraps into 8 bits
-        return cast(sub(), choose({DType::i8, DType::u8}));
+      case 10: {  // wraps into 8 bits (an i64 block: a bare literal is an f32 constant, out of i8's range)
+        int x = sub();
+        if (p_.exprs[static_cast<size_t>(x)].kind == Expr::Number)
+          x = bin(BinaryFn::add, x, cast(bin(BinaryFn::mul, exact[pick(exact.size())](), num(8.0)), DType::i64));
+        return cast(x, choose({DType::i8, DType::u8}));
+      }
       default: {  // bitwise ops on booleans are logical
         int c =
             bin(choose({BinaryFn::bit_and, BinaryFn::bit_or, BinaryFn::bit_xor}), condition(exact), condition(exact));
@@ -1076,14 +1080,45 @@ class Generator {
   }
 
   void slices() {
-    switch (pick(3)) {
+    switch (pick(4)) {
       case 0:
         return static_slices();
       case 1:
         return dynamic_slices();
+      case 2:
+        return computed_slices();
       default:
         return nested_partials();
     }
+  }
+
+  // Windows of `len` rows at a start computed in the kernel from the grid step,
+  // (g.begin() * a + k) % (n - len + 1): in range at every step (the remainder of a positive
+  // divisor), cut along the second-to-last dim (pallas: pl.ds, checked at every step when it
+  // compiles); sometimes also a window at g.id() + k (in range: n - len + 1 > m - 1 + k).
+  void computed_slices() {
+    int64_t m = extent(), n = extent() + 1, c = extent();
+    int64_t len = 1 + static_cast<int64_t>(pick(static_cast<size_t>(n)));
+    int x = tensor({n, c}, data_dtype());
+    int out = tensor({m, len, c}, data_dtype(), true);
+    int g = new_tile();
+    const int64_t a = 1 + static_cast<int64_t>(pick(5)), k = static_cast<int64_t>(pick(7));
+    auto start = [=, this] {
+      return bin(BinaryFn::mod, bin(BinaryFn::add, bin(BinaryFn::mul, tile_index(g, true), inum(a)), inum(k)),
+                 inum(n - len + 1));
+    };
+    std::vector<Leaf> leaves = {[=, this] {
+      return load(x, {Subscript{Subscript::Slice, -1, start(), 0, len}, all_ix()});
+    }};
+    std::vector<Leaf> exact = leaves;
+    const int64_t k2 = n - len + 1 - m;  // g.id() + k2 + len <= n for every g < m
+    if (k2 >= 0 && chance(0.5))
+      leaves.push_back([=, this] {
+        return load(x, {Subscript{Subscript::Slice, -1, bin(BinaryFn::add, tile_id(g), inum(k2)), 0, len}, all_ix()});
+      });
+    Stmt launch = loop({{m, 0}}, {g}, true);
+    launch.body.push_back(store(out, {tile_ix(g), all_ix(), all_ix()}, fexpr(leaves, exact, 3)));
+    p_.body.push_back(std::move(launch));
   }
 
   // Rows [0, b) and [b, m) in two launches over sub-ranges, each reading a static slice of the

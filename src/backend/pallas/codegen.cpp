@@ -335,12 +335,23 @@ class Emitter {
   std::vector<LaunchInfo> infos_;
 
   std::string slot_ref(int slot, bool out) const { return (out ? "o" : "s") + std::to_string(slot) + "_ref"; }
+  // Whether a slot of the current launch has an input: it is loaded, or its prior contents
+  // come in for stores that keep part of the block.
+  bool reads(int slot) const { return cur_slots_->at(slot).read || prior_in_.count(slot); }
 
   void kernel(const PallasLaunch& pl) {
     const lower::LaunchPlan& L = *pl.plan;
+    cur_slots_ = &pl.slots;
     LaunchInfo info;
+    // A slot whose stores keep the rest of the block (masked, slice stores) reads the block's
+    // prior contents in through the same BlockSpec, when the tensor has any (before its first
+    // write a tensor's elements are undefined, as on every backend).
+    prior_in_.clear();
+    for (size_t i = 0; i < pl.slots.size(); ++i)
+      if (pl.slots[i].keeps_prior && pl.slots[i].written && has_value_.count(pl.slots[i].tensor))
+        prior_in_.insert(static_cast<int>(i));
     for (size_t i = 0; i < pl.slots.size(); ++i) {
-      if (pl.slots[i].read) info.inputs.push_back(static_cast<int>(i));
+      if (reads(static_cast<int>(i))) info.inputs.push_back(static_cast<int>(i));
       if (pl.slots[i].written) info.outputs.push_back(static_cast<int>(i));
     }
     std::set<int> written;
@@ -372,11 +383,20 @@ class Emitter {
       const lower::GridDim& g = L.grid[i];
       std::string t = tname(g.tile);
       line("g_" + t + " = pl.program_id(" + std::to_string(i) + ")");
-      line("off_" + t + " = g_" + t + (unit(g.tile) ? "" : " * " + std::to_string(g.block)));
+      // (a tile over ph::range(b, e) starts at b)
+      const std::string begin = g.begin ? std::to_string(g.begin) + " + " : "";
+      line("off_" + t + " = " + begin + "g_" + t + (unit(g.tile) ? "" : " * " + std::to_string(g.block)));
       if (!unit(g.tile))
-        line("n_" + t + " = jnp.minimum(" + std::to_string(g.block) + ", " + std::to_string(g.extent) + " - off_" + t +
-             ")");
+        line("n_" + t + " = jnp.minimum(" + std::to_string(g.block) + ", " + std::to_string(g.begin + g.extent) +
+             " - off_" + t + ")");
     }
+    // The output block starts as the prior contents; every store then updates it in place (an
+    // output block is written back whole). A pipelined slot copies its own blocks per trip.
+    for (int s : prior_in_)
+      if (pl.slots[s].mode != PallasSlot::Pipeline)
+        line(slot_ref(s, true) + "[...] = " + slot_ref(s, false) +
+             "[...]  # prior contents: masked and slice stores "
+             "keep the rest");
     body(L.op->body, nullptr);
     --depth_;
     infos_.push_back(info);
@@ -448,10 +468,27 @@ class Emitter {
         std::string t = tname(ix.tile);
         idx.push_back("lo_" + t + ":lo_" + t + " + " + std::to_string(block(ix.tile)));
         sliced = true;
+      } else if (ix.kind == ir::IndexItem::Tile && fn_.tiles[ix.tile].parent < 0 && block(ix.tile) < slot.block[d]) {
+        // A tile over a range shorter than its block (and than the dim): one block, its first
+        // elements (a store keeps the rest: the slot keeps its prior contents).
+        idx.push_back("0:" + std::to_string(block(ix.tile)));
+        sliced = true;
       } else if (ix.kind == ir::IndexItem::Slice) {
-        // Cut from the whole dim at its constant start (the plan refuses computed ones).
-        const int64_t a = static_cast<int64_t>(def_op(ix.value)->number);
-        idx.push_back(std::to_string(a) + ":" + std::to_string(a + ix.length));
+        // Cut from the whole dim: statically at a constant start (or a computed one the plan
+        // found constant), else at pl.ds(start) (the plan checked every value in range, and
+        // along the lane dim a multiple of 128, which Mosaic is told).
+        const Op* c = def_op(ix.value);
+        auto st = cur_->static_starts.find(ix.value);
+        if ((c && c->kind == OpKind::Constant) || st != cur_->static_starts.end()) {
+          const int64_t a = st != cur_->static_starts.end() ? st->second : static_cast<int64_t>(c->number);
+          idx.push_back(std::to_string(a) + ":" + std::to_string(a + ix.length));
+        } else {
+          // (A trace-time loop's start is a Python int: static, and multiple_of takes arrays only.)
+          std::string e = operand(ix.value);
+          if (d + 1 == op.index.size())
+            e = "(" + e + " if isinstance(" + e + ", int) else pl.multiple_of(" + e + ", 128))";
+          idx.push_back("pl.ds(" + e + ", " + std::to_string(ix.length) + ")");
+        }
         sliced = true;
       } else {
         idx.push_back(":");
@@ -509,8 +546,25 @@ class Emitter {
         ir::Type region;
         ir::load_type(fn_, op.tensor, op.index, &region);
         std::string val = operand(op.operands[0]);
-        line(access(op) + " = " +
-             to_storage("jnp.broadcast_to(" + val + ", " + shape_str(region.shape) + ")", t.dtype));
+        const std::string ref = access(op), shape = shape_str(region.shape);
+        std::string e = to_storage("jnp.broadcast_to(" + val + ", " + shape + ")", t.dtype);
+        // A masked store: masked-off elements keep what the block holds (its prior contents
+        // or earlier stores: see kernel()), selected in the storage dtype so they stay bit-exact.
+        if (ir::is_masked(op))
+          e = "jnp.where(jnp.broadcast_to(" + operand(op.operands[1]) + ", " + shape + "), " + e + ", " + ref + ")";
+        // A ragged last block of a tile whose range ends inside the tensor: the elements past
+        // the range's end are the tensor's, kept (the plan reads the prior contents in).
+        const PallasSlot& slot = cur_->slots[cur_->slot_of.at(&op)];
+        for (size_t d = 0, axis = 0; d < op.index.size(); ++d) {
+          if (slot.block[d] < 0) continue;
+          const ir::IndexItem& ix = op.index[d];
+          if (ix.kind == ir::IndexItem::Tile && !resident_tiles_.count(ix.tile) && fn_.tiles[ix.tile].parent < 0 &&
+              fn_.tiles[ix.tile].end < t.shape[d] && masked(Dim::of_tile(ix.tile)))
+            e = "jnp.where(jax.lax.broadcasted_iota(jnp.int32, " + shape + ", " + std::to_string(axis) + ") < n_" +
+                tname(ix.tile) + ", " + e + ", " + ref + ")";
+          axis += !(ix.kind == ir::IndexItem::Tile && unit(ix.tile));  // (a unit tile's dim is not in the value)
+        }
+        line(ref + " = " + e);
         return;
       }
       case OpKind::Constant:
@@ -958,14 +1012,22 @@ class Emitter {
       else if (ix.kind == ir::IndexItem::Scalar)
         index.push_back(scalar_index_map(ix.value));
       else if (ix.tile == s.loop_tile)
-        index.push_back(loop_index);
-      else if (fn_.tiles[ix.tile].parent >= 0)
-        index.push_back("g_" + tname(fn_.tiles[ix.tile].parent));  // the enclosing block
+        index.push_back(loop_index + (s.mode == PallasSlot::Pipeline ? range_blocks(s, d, ix.tile) : ""));
+      else if (fn_.tiles[ix.tile].parent >= 0)  // the enclosing block
+        index.push_back("g_" + tname(fn_.tiles[ix.tile].parent) + range_blocks(s, d, fn_.tiles[ix.tile].parent));
       else
-        index.push_back("g_" + tname(ix.tile));
+        index.push_back("g_" + tname(ix.tile) + range_blocks(s, d, ix.tile));
     }
     return "pl.BlockSpec(" + tuple_str(shape) + ", " + lambda + tuple_str(index) +
            (buffered ? ", pipeline_mode=pl.Buffered(" + std::to_string(s.buffers) + "))" : ")");
+  }
+
+  // A tile over ph::range(b, e): its blocks start at b, b / block blocks in (the plan refuses
+  // a b that is not a multiple of the slot's block).
+  std::string range_blocks(const PallasSlot& s, size_t d, int tile) const {
+    const int64_t b = fn_.tiles[tile].begin;
+    if (b == 0 || s.block[d] <= 0) return b == 0 ? "" : " + " + std::to_string(b);  // (a squeezed dim: elements)
+    return " + " + std::to_string(b / s.block[d]);
   }
 
   // The index map of a scalar index: a constant or a launch tile's block number (the plan
@@ -1034,7 +1096,7 @@ class Emitter {
     std::vector<std::string> in_specs, out_specs, in_refs, out_refs, params;
     for (int s : slots) {
       const PallasSlot& slot = cur_->slots[s];
-      if (!slot.read) continue;
+      if (!reads(s)) continue;
       in_specs.push_back(block_spec(slot, "lambda i: ", "i", true));
       in_refs.push_back(slot_ref(s, false));
       params.push_back("b" + std::to_string(s) + "i");
@@ -1056,6 +1118,9 @@ class Emitter {
     line("off_" + n + " = " + std::to_string(t.begin) + " + pl.program_id(0) * " + std::to_string(b) +
          "  # the pipeline's own trip index");
     line("n_" + n + " = jnp.minimum(" + std::to_string(b) + ", " + std::to_string(t.end) + " - off_" + n + ")");
+    for (int s : slots)  // (see kernel(): the trip's output blocks start as their prior contents)
+      if (prior_in_.count(s))
+        line("b" + std::to_string(s) + "o[...] = b" + std::to_string(s) + "i[...]  # prior contents");
     body(op.body, il);
     --depth_;
     line("");
@@ -1205,7 +1270,9 @@ class Emitter {
   const TpuGeneration& tpu_;
   std::vector<PallasLaunch> launches_;
   const PallasLaunch* cur_ = nullptr;
-  std::set<int> has_value_;        // tensors with a value before the current launch
+  std::set<int> has_value_;  // tensors with a value before the current launch
+  std::set<int> prior_in_;   // slots of the current launch whose prior contents come in
+  const std::vector<PallasSlot>* cur_slots_ = nullptr;
   std::set<int> resident_tiles_;   // tiles of the trace-time loops being emitted
   std::map<int, DType> raw_;       // load result -> its storage dtype (`vN_raw` holds it)
   std::map<int, const Op*> defs_;  // value -> its op, as statements are emitted

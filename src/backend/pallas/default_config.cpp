@@ -1,6 +1,7 @@
 #include "backend/pallas/default_config.h"
 
 #include "backend/pallas/plan.h"
+#include "ir/ir.h"
 #include "lower/config_space.h"
 #include "lower/lower.h"
 #include "parhelion/error.h"
@@ -22,9 +23,18 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const back
                       ": the pallas backend has no legal TPU block for this loop: its blocks must be multiples of "
                       "(8, 128) or span whole dims of the tensors it indexes, and its range (extent " +
                       std::to_string(spec.block_sizes[i].extent) + ") allows neither");
+    // A tile over ph::range(b, e) moves whole blocks at grid level and in pipelines: prefer a
+    // block that divides b, when there is one.
+    auto fits_ranges = [&](int64_t block) {
+      for (const ir::TileInfo& t : fn.tiles)
+        if (t.block == spec.block_sizes[i].block_id && t.parent < 0 && t.begin % block != 0) return false;
+      return true;
+    };
+    bool any = false;
+    for (int64_t b : ch) any |= fits_ranges(b);
     pick[i] = 0;
     for (size_t j = 0; j < ch.size(); ++j)
-      if (ch[j] <= 512 || j == 0) pick[i] = j;
+      if ((ch[j] <= 512 || j == 0) && (!any || fits_ranges(ch[j]) || !fits_ranges(ch[pick[i]]))) pick[i] = j;
     c.block_sizes.push_back(ch[pick[i]]);
   }
   // Pipelined inner loops first; if the plan refuses one (an integer index in a pipelined

@@ -1,6 +1,7 @@
 #include "backend/pallas/pallas_backend.h"
 
 #include <algorithm>
+#include <set>
 
 #include "backend/pallas/codegen.h"
 #include "backend/pallas/default_config.h"
@@ -22,12 +23,14 @@ using ir::OpKind;
 // bf16): along every dim the block is ragged in, not only the loop's own, that rounded copy
 // must stay inside the array. An argument updated in place (aliased as an output) is not
 // padded either: its grid blocks follow the same rule.
-void check_ragged_blocks(const lower::BlockProgram& p, const PallasLaunch& pl) {
+void check_ragged_blocks(const lower::BlockProgram& p, const PallasLaunch& pl, const std::set<int>& valued) {
   const ir::Function& fn = *p.fn;
   for (const PallasSlot& s : pl.slots) {
     const ir::TensorInfo& t = fn.tensors[s.tensor];
-    // (A written host view is passed in aliased whenever its root has a value: count it too.)
-    const bool in_place = s.written && (t.origin == ir::TensorInfo::Param || t.origin == ir::TensorInfo::View);
+    // (A written host view is passed in aliased whenever its root has a value: count it too;
+    // so is a filled allocation or an earlier launch's output: `valued`.)
+    const bool in_place =
+        s.written && (t.origin == ir::TensorInfo::Param || t.origin == ir::TensorInfo::View || valued.count(s.tensor));
     const bool pipelined = s.mode == PallasSlot::Pipeline;
     if (!pipelined && !in_place) continue;
     const int rank = static_cast<int>(t.shape.size());
@@ -113,7 +116,16 @@ void PallasBackend::check(const lower::BlockProgram& p) const {
                         ": fp8 tensors need a TPU with fp8 support (pallas:v7x)");
     });
   const std::vector<PallasLaunch> launches = plan_pallas(p);
-  for (const PallasLaunch& pl : launches) check_ragged_blocks(p, pl);
+  // The tensors with a value before each launch (aliased to its outputs by the emitter).
+  std::set<int> valued;
+  size_t launch = 0;
+  for (const Op& op : fn.body) {
+    if (op.kind == OpKind::Alloc && op.has_fill) valued.insert(op.tensor);
+    if (op.kind != OpKind::Launch || launch >= launches.size()) continue;
+    check_ragged_blocks(p, launches[launch], valued);
+    for (const PallasSlot& s : launches[launch++].slots)
+      if (s.written) valued.insert(s.tensor);
+  }
   for (const PallasLaunch& pl : launches)
     if (pl.vmem_bytes > machine_.fast_memory_bytes)
       throw UserError("config " + p.config.to_json() + " does not fit: launch " + std::to_string(pl.index) +

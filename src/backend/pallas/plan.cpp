@@ -1,6 +1,7 @@
 #include "backend/pallas/plan.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -159,14 +160,15 @@ class Planner {
   void add(const Op& op, const Op* loop) {
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     int loop_tile = -1;
-    // A masked store would need a read-modify-write of its block (an output block is written
-    // back whole): not emitted yet. A scatter is per-row DMAs into the output in HBM (gather.h).
-    if (op.kind == OpKind::Store && ir::is_masked(op)) unsupported(op, "a masked store (ph::store)");
+    // A scatter is per-row DMAs into the output in HBM, a dma gather per-row DMAs from the
+    // table in HBM (gather.h).
     if (op.kind == OpKind::Store && ir::has_gather(op)) return add_dma_rows(op, true);
     if (op.kind == OpKind::Load && ir::has_gather(op)) {
       if (p_.gather_strategy(op) == kGatherDma) return add_dma_rows(op, false);
       check_gather(op, loop);
     }
+    // Elements a masked store or a store into a slice leaves keep their prior contents.
+    bool keeps_prior = op.kind == OpKind::Store && ir::is_masked(op);
     for (size_t d = 0; d < op.index.size(); ++d) {
       const ir::IndexItem& ix = op.index[d];
       // A TPU block's last two dims are multiples of (8, 128) or whole: a scalar there squeezes
@@ -181,16 +183,15 @@ class Planner {
       if (ix.kind == ir::IndexItem::Scalar && index_map_of(ix.value).empty())
         unsupported(op, "indexing with a computed integer other than a constant or a launch tile's t.id()");
       if (ix.kind == ir::IndexItem::Slice) {
-        // Cut from a whole-dim block in VMEM at a static offset. A TPU kernel cannot report an
-        // out-of-range start, and a store would write back the rest of the whole-dim block.
-        if (op.kind == OpKind::Store) unsupported(op, "storing into a ph::slice");
+        // Cut from a whole-dim block in VMEM; a store updates the slice's range of it and the
+        // rest of the block keeps its prior contents.
+        keeps_prior |= op.kind == OpKind::Store;
         const Op* start = def(ix.value);
-        if (!start || start->kind != OpKind::Constant) unsupported(op, "a ph::slice with a computed start");
+        if (!start || start->kind != OpKind::Constant) check_slice_start(op, d);
       }
       if (ix.kind == ir::IndexItem::Tile) {
-        const ir::TileInfo& ti = fn_.tiles[ix.tile];
-        if (ti.begin != 0) unsupported(op, "tiles of a range that does not start at 0");
         if (loop && ix.tile == loop->loop_tiles[0]) loop_tile = ix.tile;
+        keeps_prior |= check_range_tile(op, d) && op.kind == OpKind::Store;
       }
     }
     // Loads and stores of one tensor at the same tile indices, in the same loop, share a slot.
@@ -200,6 +201,7 @@ class Planner {
           !same_tiles(s.first->index, op.index))
         continue;
       (op.kind == OpKind::Load ? s.read : s.written) = true;
+      s.keeps_prior |= keeps_prior;
       out_.slot_of[&op] = static_cast<int>(k);
       return;
     }
@@ -207,6 +209,7 @@ class Planner {
     s.tensor = op.tensor;
     s.first = &op;
     (op.kind == OpKind::Load ? s.read : s.written) = true;
+    s.keeps_prior = keeps_prior;
     s.loop_tile = loop_tile;
     if (loop_tile >= 0) {
       const InnerLoop* il = L_.inner_loop(loop_tile);
@@ -251,6 +254,224 @@ class Planner {
     s.block_bytes = elems * dtype_size(t.dtype);
     out_.slot_of[&op] = static_cast<int>(out_.slots.size());
     out_.slots.push_back(std::move(s));
+  }
+
+  // A tile over a sub-range [b, e) of a tensor dim (ph::tile(ph::range(b, e)), or e short of
+  // the dim): a BlockSpec (a pipeline's block) moves whole blocks of R = min(block, dim)
+  // elements, so its index map adds b / R and b must be a multiple of R; a resident trip slices
+  // the whole dim in VMEM exactly, at any b. Returns whether the blocks also cover elements
+  // outside [b, e) that are in the tensor (a ragged last block, a resident whole dim): written
+  // back whole, they must keep those.
+  bool check_range_tile(const Op& op, size_t d) {
+    const ir::TileInfo& ti = fn_.tiles[op.index[d].tile];
+    const int64_t dim = fn_.tensors[op.tensor].shape[d];
+    if (ti.parent >= 0) {
+      // Sliced from its parent's block, whose index map the parent's range offsets; the trips
+      // write whole inner blocks, so a parent block that runs past its range's end inside the
+      // tensor would clobber the rows there.
+      const ir::TileInfo& par = fn_.tiles[ti.parent];
+      const int64_t b = p_.block_of_tile(par.id), r = std::min(b, dim),
+                    v = std::max<int64_t>(1, std::min(b, par.extent()));
+      if (par.begin % r != 0 || (op.kind == OpKind::Store && par.end < dim && (par.extent() % v != 0 || r > v)))
+        unsupported(op, "ph::tile(outer) where outer is a tile over ph::range(" + std::to_string(par.begin) + ", " +
+                            std::to_string(par.end) + ") whose start is not a multiple of its block (" +
+                            std::to_string(r) + ") or whose last block runs past its end inside " +
+                            fn_.tensors[op.tensor].name);
+      return false;
+    }
+    const InnerLoop* il = L_.inner_loop(ti.id);
+    // (A resident slot holds the whole dim: the trips write [b, e) of it, the rest is kept.)
+    if (il && il->strategy == Strategy::Resident) return ti.begin != 0 || ti.end < dim;
+    const int64_t b = p_.block_of_tile(ti.id), r = std::min(b, dim), v = std::max<int64_t>(1, std::min(b, ti.extent()));
+    if (ti.begin % r != 0)
+      unsupported(op, "a tile over ph::range(" + std::to_string(ti.begin) + ", " + std::to_string(ti.end) +
+                          ") whose start is not a multiple of its block (" + std::to_string(r) + ") " +
+                          (il ? "in a pipelined loop" : "at grid level") +
+                          " (a TPU BlockSpec moves whole blocks: use a block size that divides " +
+                          std::to_string(ti.begin) + (il ? ", or the resident strategy)" : ")"));
+    return ti.end < dim && (ti.extent() % v != 0 || r > v);
+  }
+
+  // --- computed ph::slice starts -----------------------------------------------------------
+  // A TPU kernel cannot report an error, so a start computed in the kernel is checked here, at
+  // every grid step and loop trip of the config: it may read tile offsets and ends, t.id(),
+  // constants and integer arithmetic, all fixed once the config is (not data loaded from a
+  // tensor). Every value must be in range; along the last (lane) dim Mosaic needs a dynamic
+  // offset aligned to 128, so a start that moves there must always be a multiple of 128.
+  struct TilePos {
+    int64_t off = 0, n = 0, id = 0;
+  };
+
+  // The tiles the start reads (a nested tile's parent first); the first op it cannot evaluate.
+  const Op* start_tiles(int v, std::vector<int>* tiles) {
+    const Op* d = def(v);
+    if (!d) return nullptr;
+    auto add_tile = [&](int t) {
+      std::vector<int> chain;
+      for (int u = t; u >= 0; u = fn_.tiles[u].parent) chain.insert(chain.begin(), u);
+      for (int u : chain)
+        if (std::find(tiles->begin(), tiles->end(), u) == tiles->end()) tiles->push_back(u);
+    };
+    switch (d->kind) {
+      case OpKind::Constant:
+        return nullptr;
+      case OpKind::TileBegin:
+      case OpKind::TileEnd:
+      case OpKind::TileId:
+        add_tile(d->tile);
+        return nullptr;
+      case OpKind::Cast:
+        if (is_floating(fn_.type_of(d->operands[0]).dtype)) return d;
+        return start_tiles(d->operands[0], tiles);
+      case OpKind::Binary: {
+        switch (static_cast<ir::BinaryFn>(d->fn)) {
+          case ir::BinaryFn::add:
+          case ir::BinaryFn::sub:
+          case ir::BinaryFn::mul:
+          case ir::BinaryFn::floordiv:
+          case ir::BinaryFn::mod:
+          case ir::BinaryFn::maximum:
+          case ir::BinaryFn::minimum:
+            break;
+          default:
+            return d;
+        }
+        for (int o : d->operands)
+          if (const Op* bad = start_tiles(o, tiles)) return bad;
+        return nullptr;
+      }
+      default:
+        return d;
+    }
+  }
+
+  // The value of a start at one position (the emitted kernel computes the same in int32; the
+  // range check keeps the values small). Integer // and % by zero give 0, as the language says.
+  int64_t eval_start(int v, const std::map<int, TilePos>& at) {
+    const Op* d = def(v);
+    switch (d->kind) {
+      case OpKind::Constant:
+        return static_cast<int64_t>(d->number);
+      case OpKind::TileBegin:
+        return at.at(d->tile).off;
+      case OpKind::TileEnd:
+        return at.at(d->tile).off + at.at(d->tile).n;
+      case OpKind::TileId:
+        return at.at(d->tile).id;
+      case OpKind::Cast:
+        return eval_start(d->operands[0], at);
+      default:
+        break;
+    }
+    const int64_t a = eval_start(d->operands[0], at), b = eval_start(d->operands[1], at);
+    switch (static_cast<ir::BinaryFn>(d->fn)) {
+      case ir::BinaryFn::add:
+        return a + b;
+      case ir::BinaryFn::sub:
+        return a - b;
+      case ir::BinaryFn::mul:
+        return a * b;
+      case ir::BinaryFn::floordiv: {
+        if (b == 0) return 0;
+        int64_t q = a / b;
+        return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+      }
+      case ir::BinaryFn::mod: {
+        if (b == 0) return 0;
+        int64_t r = a % b;
+        return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+      }
+      case ir::BinaryFn::maximum:
+        return std::max(a, b);
+      case ir::BinaryFn::minimum:
+        return std::min(a, b);
+      default:
+        break;
+    }
+    PH_CHECK(false, "start_tiles admitted an op eval_start cannot evaluate");
+    return 0;
+  }
+
+  // A tile's offset, valid length and block number at each of its positions, as the emitter
+  // forms them (grid steps, loop trips, the trips of a tile over its parent's block).
+  std::vector<TilePos> tile_positions(int tile, const std::map<int, TilePos>& at) {
+    std::vector<TilePos> out;
+    const ir::TileInfo& t = fn_.tiles[tile];
+    for (const lower::GridDim& g : L_.grid)
+      if (g.tile == tile) {
+        for (int64_t k = 0; k < g.steps; ++k) {
+          const int64_t off = g.begin + k * g.block;
+          out.push_back({off, std::min(g.block, g.begin + g.extent - off), k});
+        }
+        return out;
+      }
+    const int64_t b = std::max<int64_t>(1, std::min(p_.block_of_tile(tile), t.extent()));
+    if (t.parent >= 0) {
+      const TilePos& par = at.at(t.parent);
+      for (int64_t lo = 0; lo < par.n; lo += b) out.push_back({par.off + lo, std::min(b, par.n - lo), lo / b});
+      return out;
+    }
+    for (int64_t off = t.begin; off < t.end; off += b)
+      out.push_back({off, std::min(b, t.end - off), (off - t.begin) / b});
+    return out;
+  }
+
+  void check_slice_start(const Op& op, size_t dim) {
+    const ir::IndexItem& ix = op.index[dim];
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    std::vector<int> tiles;
+    if (const Op* bad = start_tiles(ix.value, &tiles))
+      unsupported(op, "a ph::slice whose start is computed with " + std::string(ir::op_name(*bad)) +
+                          " (pallas computes slice starts from tile offsets and ends, t.id(), constants and "
+                          "integer + - * // % min max; a start loaded from a tensor is not supported yet)");
+    if (!def(ix.value)) unsupported(op, "a ph::slice whose start is defined outside the launch");
+    std::set<int64_t> values;
+    int64_t positions = 0, unaligned = -1;
+    std::map<int, TilePos> at;
+    const bool lane = dim + 1 == op.index.size();
+    std::function<void(size_t)> each = [&](size_t k) {
+      if (k == tiles.size()) {
+        if (++positions > (int64_t{1} << 20))
+          unsupported(op,
+                      "a computed ph::slice start over more than 2^20 grid steps and trips (the pallas backend "
+                      "checks every one when it compiles)");
+        const int64_t v = eval_start(ix.value, at);
+        if (v < 0 || v + ix.length > t.shape[dim]) {
+          std::string where;
+          for (int u : tiles)
+            where += (where.empty() ? "" : ", ") + ir::tile_name(fn_, u) + " at offset " + std::to_string(at[u].off);
+          throw UserError(op.loc.str() +
+                          ": the pallas backend checks a computed ph::slice start when it compiles (a "
+                          "TPU kernel cannot report an error): " +
+                          (where.empty() ? "" : "with " + where + ", ") + "the slice of length " +
+                          std::to_string(ix.length) + " starting at " + std::to_string(v) +
+                          " is out of bounds for dimension " + std::to_string(dim) + " of " + t.name +
+                          ", which has size " + std::to_string(t.shape[dim]) + " (kernel " + fn_.name + ", config " +
+                          p_.config.to_json() + ")");
+        }
+        if (v % 128 != 0 && unaligned < 0) unaligned = v;
+        values.insert(v);
+        return;
+      }
+      for (const TilePos& pos : tile_positions(tiles[k], at)) {
+        at[tiles[k]] = pos;
+        each(k + 1);
+      }
+      at.erase(tiles[k]);
+    };
+    each(0);
+    if (values.size() == 1) {
+      out_.static_starts[ix.value] = *values.begin();
+      return;
+    }
+    if (lane && unaligned >= 0)
+      unsupported(op,
+                  "a ph::slice of " + t.name +
+                      "'s last dim whose computed start is not always a multiple of "
+                      "128 (it takes the value " +
+                      std::to_string(unaligned) +
+                      "; Mosaic cuts the lane dim at a dynamic offset only at multiples of 128: use such a start, a "
+                      "static start, or slice a dim before the last)");
   }
 
   // A gather is a one-hot matmul against the gathered dim, resident whole in VMEM (the slot's
@@ -345,6 +566,9 @@ class Planner {
           fn_.tensors[s.tensor].name + (s.mode == PallasSlot::Grid ? "" : std::string(" ") + mode_name(s.mode));
       // (outputs of a pipeline are double-buffered at most: see the pallas emitter)
       item(what, s.mode == PallasSlot::Pipeline && !s.written ? s.buffers : std::min(s.buffers, 2), s.block_bytes);
+      // The prior contents of a block that stores keep in part come in as an input of their own
+      // (counted whether or not the tensor has contents yet: the emitter decides that).
+      if (s.keeps_prior && s.written && !s.read) item(what + " prior", 2, s.block_bytes);
     }
     int64_t vars = 0, big1 = 0, big2 = 0;
     for (const ir::VarInfo& v : fn_.vars) {

@@ -35,6 +35,10 @@ struct PallasSlot {
   int buffers = 2;
   std::vector<int64_t> block;  // per tensor dim: block extent, or -1 for a squeezed dim
   int64_t block_bytes = 0;     // one buffer
+  // Written by a store that leaves some of the block's elements as they were (a masked store,
+  // a store into a ph::slice): an output block is written back whole, so the block's prior
+  // contents are read in too and the stores update that copy (a read-modify-write).
+  bool keeps_prior = false;
 };
 
 // Rows moved one DMA each (gather.h): a dma gather copies the indexed rows of a table left in
@@ -60,7 +64,10 @@ struct PallasLaunch {
   std::vector<DmaRows> dma_rows;
   std::map<const ir::Op*, int> dma_rows_of;  // dma gather load or scatter store -> its DmaRows
   int64_t vmem_bytes = 0;
-  std::string vmem_detail;  // "q blocks 2 x 256.0 KiB, k resident 2 x 8.0 MiB, ..."
+  std::string vmem_detail;
+  // Computed ph::slice starts (value ids) that take one value at every grid step and trip: the
+  // emitter cuts them statically. The others are cut with pl.ds (checked in range when planned).
+  std::map<int, int64_t> static_starts;  // "q blocks 2 x 256.0 KiB, k resident 2 x 8.0 MiB, ..."
 };
 
 // True for a tile whose blocks are single elements (grid loops, fixed block 1): its dims are

@@ -316,7 +316,7 @@ static inline float f8e4m3_to_f32(uint8_t h) {
 // f8e5m2 is the top byte of an f16.
 static inline float f8e5m2_to_f32(uint8_t h) { return f16_to_f32((uint16_t)((uint32_t)h << 8)); }
 
-// ---- counter-based random numbers (ph::rand, ph::randn; parhelion/lang.h defines them) ----
+// ---- counter-based random numbers (ph::rand, ph::randn; docs/language.md defines them) ----
 // Philox-4x32-10: ten rounds of two 32x32->64 products on counter (offset lo, offset hi, 0, 0)
 // under key (seed lo, seed hi). Branch-free 64-bit integer code, which vectorizes (vpmuludq).
 struct philox_words {
