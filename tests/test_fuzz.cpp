@@ -62,9 +62,27 @@ namespace {
 TEST(Fuzz, GeneratorDrawsTheNumericConstructs) {
   std::string all;
   for (uint64_t seed = 1; seed <= 600; ++seed) all += fz::to_cpp(fz::generate(seed));
-  for (const char* s : {"ph::floordiv(", " % ", " & ", " | ", " ^ ", "(~", " << ", " >> ", "ph::round(", "ph::floor(",
-                        "ph::ceil(", "ph::trunc(", "ph::erf(", "ph::Gelu::exact", "ph::DType::f8e4m3",
-                        "ph::DType::f8e5m2", "ph::DType::i8", "ph::DType::u8", "int64_t(", "ph::rand(", "ph::randn("})
+  for (const char* s : {"ph::floordiv(",
+                        " % ",
+                        " & ",
+                        " | ",
+                        " ^ ",
+                        "(~",
+                        " << ",
+                        " >> ",
+                        "ph::round(",
+                        "ph::floor(",
+                        "ph::ceil(",
+                        "ph::trunc(",
+                        "ph::erf(",
+                        "ph::Gelu::exact",
+                        "ph::DType::f8e4m3",
+                        "ph::DType::f8e5m2",
+                        "ph::DType::i8",
+                        "ph::DType::u8",
+                        "int64_t(",
+                        "ph::rand(",
+                        "ph::randn("})
     EXPECT_NE(all.find(s), std::string::npos) << "no generated program has " << s;
 }
 

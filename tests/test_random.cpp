@@ -34,10 +34,9 @@ std::vector<ph::Tensor> draw(const std::vector<ph::Tensor>& in) {
 
 template <int64_t Seed>
 std::unique_ptr<ph::KernelBase> draw_kernel() {
-  return std::make_unique<ph::KernelBase>("draw", std::vector<bool>{true},
-                                          [](const std::vector<ph::KernelBase::TraceArg>& a) {
-                                            return draw<Seed>({a[0].tensor});
-                                          });
+  return std::make_unique<ph::KernelBase>(
+      "draw", std::vector<bool>{true},
+      [](const std::vector<ph::KernelBase::TraceArg>& a) { return draw<Seed>({a[0].tensor}); });
 }
 
 const std::vector<int64_t> kOffsets = {0, 1, 2, 3, 1000003, 2147483647, 77, 123456789};
@@ -235,7 +234,8 @@ TEST(Random, PallasMatchesInInterpretMode) {
   ph::Array offs = offsets_array(kOffsets, ph::DType::i32);
   std::vector<pallas::InterpretCase> runs;
   for (size_t s = 0; s < kernels.size(); ++s)
-    runs.push_back({"draw" + std::to_string(s), kernels[s]->emit_pallas({offs}, "v6e").source, "draw", {offs}, {}, true});
+    runs.push_back(
+        {"draw" + std::to_string(s), kernels[s]->emit_pallas({offs}, "v6e").source, "draw", {offs}, {}, true});
   ph::KernelBase k2("draw_2d", {true, true}, [](const std::vector<ph::KernelBase::TraceArg>& a) {
     return draw_2d({a[0].tensor, a[1].tensor});
   });

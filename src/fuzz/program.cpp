@@ -574,9 +574,9 @@ class Printer {
       }
       case Expr::Binary: {
         auto f = static_cast<BinaryFn>(e.fn);
-        static const char* ops[] = {"+",  "-",  "*",  "/",  nullptr, nullptr, nullptr, "<", "<=", ">",  ">=",
-                                    "==", "!=", "&&", "||", nullptr, "%",     "&",     "|", "^",  "<<", ">>",
-                                    nullptr, nullptr};  // rand, randn
+        static const char* ops[] = {"+",  "-", "*",  "/",  nullptr, nullptr, nullptr, "<",
+                                    "<=", ">", ">=", "==", "!=",    "&&",    "||",    nullptr,
+                                    "%",  "&", "|",  "^",  "<<",    ">>",    nullptr, nullptr};  // rand, randn
         static_assert(sizeof(ops) / sizeof(ops[0]) == static_cast<size_t>(BinaryFn::randn) + 1);
         const char* op = ops[static_cast<int>(f)];
         if (op) return "(" + arg(0) + " " + op + " " + arg(1) + ")";
@@ -621,8 +621,7 @@ class Printer {
         return "ph::dot(" + arg(0) + ", " + arg(1) + ")";
       case Expr::VarRead:
         return "v" + std::to_string(e.var);
-      case Expr::Full:
-      {
+      case Expr::Full: {
         std::string dims;
         for (const Subscript& s : e.index)
           dims += (dims.empty() ? "" : ", ") +

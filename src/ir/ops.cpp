@@ -85,9 +85,8 @@ std::string_view unary_name(UnaryFn f) {
 
 std::string_view binary_name(BinaryFn f) {
   static constexpr std::string_view names[] = {
-      "add", "sub", "mul", "div", "maximum",  "minimum", "pow",     "lt",     "le",      "gt",  "ge",
-      "eq",  "ne",  "and", "or",  "floordiv", "mod",     "bit_and", "bit_or", "bit_xor", "shl", "shr",
-      "rand", "randn"};
+      "add", "sub", "mul", "div",      "maximum", "minimum", "pow",    "lt",      "le",  "gt",  "ge",   "eq",
+      "ne",  "and", "or",  "floordiv", "mod",     "bit_and", "bit_or", "bit_xor", "shl", "shr", "rand", "randn"};
   return names[static_cast<int>(f)];
 }
 

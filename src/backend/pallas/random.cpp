@@ -6,8 +6,8 @@ bool uses_random(const ir::Function& fn) {
   bool any = false;
   for (const ir::Op& launch : fn.body)
     ir::walk(launch.body, [&](const ir::Op& op) {
-      any |= op.kind == ir::OpKind::Binary &&
-             (static_cast<ir::BinaryFn>(op.fn) == ir::BinaryFn::rand || static_cast<ir::BinaryFn>(op.fn) == ir::BinaryFn::randn);
+      any |= op.kind == ir::OpKind::Binary && (static_cast<ir::BinaryFn>(op.fn) == ir::BinaryFn::rand ||
+                                               static_cast<ir::BinaryFn>(op.fn) == ir::BinaryFn::randn);
     });
   return any;
 }

@@ -347,15 +347,18 @@ static inline float uniform_of(uint32_t w) {
 // cos(2 pi u): reduced exactly in u (u - round(u), then by symmetry to [0, 1/4]), a cosine
 // Taylor polynomial on [0, pi/4] and a sine one on (pi/4, pi/2] (no cancellation near zero).
 static inline float cos_2pi(float u) {
-  const float magic = 12582912.0f;  // 0x1.8p23: adding and subtracting rounds to an integer
+  const float magic = 12582912.0f;                 // 0x1.8p23: adding and subtracting rounds to an integer
   const float a = abs(u - ((u + magic) - magic));  // [0, 1/2]
   const bool flip = a > 0.25f;
   const float b = self(flip, 0.5f - a, a);  // [0, 1/4], exact
   const bool use_sin = b > 0.125f;
   const float x = self(use_sin, 0.25f - b, b) * 6.28318530717958648f;  // [0, pi/4]
   const float x2 = x * x;
-  const float c = 1.0f + x2 * (-0.5f + x2 * (4.16666667e-2f + x2 * (-1.38888889e-3f + x2 * (2.48015873e-5f + x2 * -2.75573192e-7f))));
-  const float s = x * (1.0f + x2 * (-0.166666667f + x2 * (8.33333333e-3f + x2 * (-1.98412698e-4f + x2 * 2.75573192e-6f))));
+  const float c =
+      1.0f +
+      x2 * (-0.5f + x2 * (4.16666667e-2f + x2 * (-1.38888889e-3f + x2 * (2.48015873e-5f + x2 * -2.75573192e-7f))));
+  const float s =
+      x * (1.0f + x2 * (-0.166666667f + x2 * (8.33333333e-3f + x2 * (-1.98412698e-4f + x2 * 2.75573192e-6f))));
   const float r = self(use_sin, s, c);
   return self(flip, -r, r);
 }
