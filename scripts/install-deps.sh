@@ -34,6 +34,8 @@ fi
 if [ "$lint" = 1 ]; then
   command -v clang-format-14 >/dev/null 2>&1 || need+=(clang-format-14)
   command -v clang-tidy-16 >/dev/null 2>&1 || need+=(clang-tidy-16)
+  # clang's omp.h (g++'s does not parse with clang): the oneDNN baseline includes it.
+  dpkg -s libomp-16-dev >/dev/null 2>&1 || need+=(libomp-16-dev)
 fi
 if [ "${#need[@]}" -gt 0 ]; then
   echo "install-deps: installing ${need[*]}"
