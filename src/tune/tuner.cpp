@@ -92,10 +92,14 @@ std::string signature_of(const CompiledKernel::Impl& k) {
   return s;
 }
 
-tune::CacheKey cache_key(const CompiledKernel::Impl& k) {
+// The fingerprint covers the kernel's Tile IR and the program the backend generates for its
+// default config: a winner measured on code an older compiler generated is not reused (a
+// change to lowering or an emitter changes the default's program, and would otherwise leave
+// a stale "best" in the cache, timed on code that no longer exists).
+tune::CacheKey cache_key(const CompiledKernel::Impl& k, const std::string& default_program) {
   tune::CacheKey key;
   key.kernel = k.name;
-  key.fingerprint = tune::hash_hex(ir::print(k.fn));
+  key.fingerprint = tune::hash_hex(ir::print(k.fn) + "\n" + default_program);
   key.signature = signature_of(k);
   for (const auto& a : k.signature) key.dtypes += a.is_tensor ? std::string(dtype_name(a.dtype)) + "," : "s,";
   const backend::Machine& m = k.backend->machine();
@@ -200,7 +204,8 @@ TuneReport tune::tune(KernelBase& kernel, const std::vector<Arg>& args, const Tu
   R.signature = signature_of(*traced);
   R.target = traced->backend->name();
   R.default_config = traced->config;
-  tune::CacheKey key = cache_key(*traced);
+  auto default_kernel = driver::specialize(*traced, traced->config);  // generated, not yet compiled
+  tune::CacheKey key = cache_key(*traced, default_kernel->artifact.source);
   R.cache_key = key.describe();
 
   const char* force = std::getenv("PARHELION_FORCE_TUNE");
@@ -227,7 +232,6 @@ TuneReport tune::tune(KernelBase& kernel, const std::vector<Arg>& args, const Tu
   const double tol_scale = tolerance_scale(*traced);
   tune::TimingPlan plan;
 
-  auto default_kernel = driver::specialize(*traced, traced->config);
   driver::load(*default_kernel);
   std::vector<Array> expected = expected_outputs(*traced, default_kernel, args, opt);
 
