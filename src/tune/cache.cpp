@@ -30,7 +30,8 @@ std::string CacheKey::family_id() const {
 std::string CacheKey::entry_id() const { return hash_hex(family_id() + "\n" + fingerprint + "\n" + signature); }
 
 std::string CacheKey::describe() const {
-  return kernel + " " + signature + " on " + target + " (" + hardware + "; " + compiler + "; ir and code " + fingerprint + ")";
+  return kernel + " " + signature + " on " + target + " (" + hardware + "; " + compiler + "; ir and code " +
+         fingerprint + ")";
 }
 
 std::string tune_cache_dir() { return runtime::cache_dir() + "/tune"; }
