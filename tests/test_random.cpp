@@ -223,7 +223,7 @@ TEST(Random, FloatOffsetsAreAnErrorAtTheLine) {
   ph::Array x = ph::Array::random({16}, ph::DType::f32, 1);
   std::string m = user_error_of([&] { k.run({x}); });
   EXPECT_HAS(m, "test_random.cpp:" + std::to_string(kLineBadSeed));
-  EXPECT_HAS(m, "rand needs an integer seed and integer offsets (got f32 and f32); cast them to i64 first");
+  EXPECT_HAS(m, "rand needs an integer seed and integer offsets (got i64 and f32); cast them to i64 first");
 }
 
 // The same streams from the emitted Pallas modules in TPU interpret mode (and lowered for a

@@ -2,6 +2,8 @@
 // violation at the user's line, and appends one op to the trace.
 #include "parhelion/lang.h"
 
+#include <optional>
+
 #include "frontend/tracer.h"
 #include "ir/printer.h"
 #include "ir/type_rules.h"
@@ -93,11 +95,12 @@ Tensor unary(UnaryFn f, const Operand& x) {
   return Tensor::block(emit_value(T, op, t, x.loc));
 }
 
-Tensor binary(BinaryFn f, const Operand& a, const Operand& b) {
+// `literal_dtype`: the dtype a literal operand takes (by default, that of the other operand).
+Tensor binary(BinaryFn f, const Operand& a, const Operand& b, std::optional<DType> literal_dtype = std::nullopt) {
   Tracer& T = tracer(a.loc);
   T.require_device(std::string(ir::binary_name(f)).c_str(), a.loc);
-  int va = value_of(T, a, dtype_of(T, b));
-  int vb = value_of(T, b, dtype_of(T, a));
+  int va = value_of(T, a, literal_dtype.value_or(dtype_of(T, b)));
+  int vb = value_of(T, b, literal_dtype.value_or(dtype_of(T, a)));
   const Type &ta = T.fn().type_of(va), &tb = T.fn().type_of(vb);
   Type t;
   std::string err = ir::broadcast_shapes(T.fn(), ta.shape, tb.shape, &t.shape);
@@ -683,8 +686,12 @@ Tensor operator~(const Operand& a) { return unary(UnaryFn::bit_not, a); }
 Tensor operator<<(const Operand& a, const Operand& b) { return binary(BinaryFn::shl, a, b); }
 Tensor operator>>(const Operand& a, const Operand& b) { return binary(BinaryFn::shr, a, b); }
 Tensor floordiv(const Operand& a, const Operand& b) { return binary(BinaryFn::floordiv, a, b); }
-Tensor rand(const Operand& seed, const Operand& offsets) { return binary(BinaryFn::rand, seed, offsets); }
-Tensor randn(const Operand& seed, const Operand& offsets) { return binary(BinaryFn::randn, seed, offsets); }
+// A literal seed (or offset) is an integer whatever the other operand is, so that a float
+// operand is reported as the float it is.
+Tensor rand(const Operand& seed, const Operand& offsets) { return binary(BinaryFn::rand, seed, offsets, DType::i64); }
+Tensor randn(const Operand& seed, const Operand& offsets) {
+  return binary(BinaryFn::randn, seed, offsets, DType::i64);
+}
 Tensor remainder(const Operand& a, const Operand& b) { return binary(BinaryFn::mod, a, b); }
 
 Tensor exp(const Operand& x) { return unary(UnaryFn::exp, x); }
