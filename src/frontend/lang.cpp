@@ -689,9 +689,7 @@ Tensor floordiv(const Operand& a, const Operand& b) { return binary(BinaryFn::fl
 // A literal seed (or offset) is an integer whatever the other operand is, so that a float
 // operand is reported as the float it is.
 Tensor rand(const Operand& seed, const Operand& offsets) { return binary(BinaryFn::rand, seed, offsets, DType::i64); }
-Tensor randn(const Operand& seed, const Operand& offsets) {
-  return binary(BinaryFn::randn, seed, offsets, DType::i64);
-}
+Tensor randn(const Operand& seed, const Operand& offsets) { return binary(BinaryFn::randn, seed, offsets, DType::i64); }
 Tensor remainder(const Operand& a, const Operand& b) { return binary(BinaryFn::mod, a, b); }
 
 Tensor exp(const Operand& x) { return unary(UnaryFn::exp, x); }
