@@ -193,6 +193,10 @@ std::string unary_dtype(UnaryFn f, DType a, DType* out) {
   }
 }
 
+bool binary_operands_in_f32(BinaryFn f, DType result) {
+  return result == DType::f32 && f != BinaryFn::rand && f != BinaryFn::randn;
+}
+
 std::string binary_dtype(BinaryFn f, DType a, DType b, DType* out) {
   if (f == BinaryFn::logical_and || f == BinaryFn::logical_or) {
     if (a != DType::boolean || b != DType::boolean) return "logical ops need boolean operands";

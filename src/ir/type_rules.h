@@ -34,6 +34,10 @@ std::string unary_dtype(UnaryFn f, DType a, DType* out);
 
 // The result dtype of a binary op on two compute dtypes.
 std::string binary_dtype(BinaryFn f, DType a, DType b, DType* out);
+// Whether a binary op with this result computes its operands in f32 (converting an i64 one):
+// mixed f32/i64 arithmetic does; random numbers map integer operands to an f32 result. Every
+// backend converts by this one rule.
+bool binary_operands_in_f32(BinaryFn f, DType result);
 
 std::string dims_to_string(const Function& fn, const std::vector<Dim>& dims);
 

@@ -813,8 +813,7 @@ class Emitter {
   std::string binary(const Op& op) {
     std::string a = operand(op.operands[0]), b = operand(op.operands[1]);
     DType r = type(op.result).dtype;
-    const auto f = static_cast<BinaryFn>(op.fn);
-    if (r == DType::f32 && f != BinaryFn::rand && f != BinaryFn::randn) {  // (random numbers: integer operands)
+    if (ir::binary_operands_in_f32(static_cast<BinaryFn>(op.fn), r)) {
       if (type(op.operands[0]).dtype != DType::f32) a = "jnp.asarray(" + a + ", jnp.float32)";
       if (type(op.operands[1]).dtype != DType::f32) b = "jnp.asarray(" + b + ", jnp.float32)";
     }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/cpu/emit/launch_emitter.h"
+#include "ir/type_rules.h"
 #include "parhelion/error.h"
 
 namespace parhelion::backend::cpu::emit {
@@ -279,8 +280,7 @@ std::string LaunchEmitter::unary_expr(UnaryFn f, DType dt, const std::string& a)
 }
 
 std::string LaunchEmitter::binary_expr(BinaryFn f, DType result, DType ta, DType tb, std::string a, std::string b) {
-  const bool random = f == BinaryFn::rand || f == BinaryFn::randn;  // integer operands, an f32 result
-  if (result == DType::f32 && !random) {                            // mixed f32/i64 arithmetic computes in f32
+  if (ir::binary_operands_in_f32(f, result)) {
     if (ta != DType::f32) a = "static_cast<float>(" + a + ")";
     if (tb != DType::f32) b = "static_cast<float>(" + b + ")";
   }
