@@ -77,6 +77,7 @@ class Planner {
         if (op.loop_tiles.size() != 1) unsupported(op, "inner loops over several tiles at once");
         if (loop) unsupported(op, "nested inner loops");
         const ir::TileInfo& t = fn_.tiles[op.loop_tiles[0]];
+        if (t.is_jagged()) unsupported(op, "jagged loops (ph::range of computed bounds)");
         if (t.parent >= 0) {
           // A trace-time loop over the launch tile's block in VMEM: its blocks are slices of
           // the grid-level blocks, which must hold whole inner blocks.

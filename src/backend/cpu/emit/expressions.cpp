@@ -45,7 +45,9 @@ std::string LaunchEmitter::op_expr(const Op& op, const Idx& idx) {
       const ir::TileInfo& t = fn_.tiles[op.tile];
       for (const lower::GridDim& g : L_.grid)
         if (g.tile == op.tile) return "g_" + tname(op.tile);
-      const std::string base = t.parent >= 0 ? "off_" + tname(t.parent) : std::to_string(t.begin);
+      const std::string base = t.parent >= 0   ? "off_" + tname(t.parent)
+                               : t.is_jagged() ? "lo_" + tname(op.tile)
+                                               : std::to_string(t.begin);
       return "((off_" + tname(op.tile) + " - " + base + ") / " + std::to_string(block_of(op.tile)) + ")";
     }
     case OpKind::Arange:
