@@ -201,6 +201,48 @@ TEST(Jagged, ARangeOutsideTheDimsItIndexesNamesTheLine) {
   EXPECT_HAS(user_error_of([&] { k(x, offsets); }), "index -2 is out of bounds");
 }
 
+// --- integer kernel arguments ----------------------------------------------------------------
+
+// The column sums of rows [skip, n): a runtime integer argument (ph::Int) as a jagged loop's end,
+// and a compile-time one (int64_t) that host code reads (the rows to skip, a static range).
+ph::Tensor leading_rows_sum(ph::Tensor x, ph::Int n, int64_t skip) {
+  auto m = x.size(1);
+  auto out = ph::empty({m});
+  for (auto tm : ph::tile(m)) {
+    ph::Var acc = ph::zeros({tm});
+    for (auto tr : ph::tile(ph::range(skip, n))) acc = acc + ph::sum(x[tr, tm], 0);
+    out[tm] = acc;
+  }
+  return out;
+}
+
+ph::Array column_sums(const ph::Array& x, int64_t from, int64_t to) {
+  const int64_t m = x.shape()[1];
+  ph::Array want = ph::Array::zeros({m}, ph::DType::f32);
+  for (int64_t r = from; r < to; ++r)
+    for (int64_t j = 0; j < m; ++j) want.set(j, want.get(j) + x.get(r * m + j));
+  return want;
+}
+
+TEST(IntegerArguments, ARuntimeIntBoundsALoopAndAConstantSpecializesTheKernel) {
+  ph::Kernel k("leading_rows_sum", leading_rows_sum);
+  ph::Array x = ph::Array::random({23, 6}, ph::DType::f32, 9);
+  for (int64_t n : {23, 7, 0, 1})
+    for (int64_t skip : {0, 2}) {
+      SCOPED_TRACE("n " + std::to_string(n) + ", skip " + std::to_string(skip));
+      check_configs(k, {x, n, skip}, column_sums(x, skip, n));
+    }
+  // n is a runtime value: one trace for every n; skip is traced once per value.
+  EXPECT_EQ(k.trace({x, int64_t{3}, int64_t{0}}), k.trace({x, int64_t{9}, int64_t{0}}));
+  EXPECT_NE(k.trace({x, int64_t{3}, int64_t{0}}), k.trace({x, int64_t{3}, int64_t{2}}));
+  EXPECT_HAS(ph::ir::print(k.trace({x, int64_t{3}, int64_t{0}})->fn), "scalar_param arg1 : i64");
+  // Bad values: a fractional integer argument, a range past the rows, a fractional constant.
+  EXPECT_HAS(user_error_of([&] { k.run({x, 2.5, int64_t{0}}); }), "integer argument arg1 is 2.5");
+  EXPECT_HAS(user_error_of([&] { k.interpret({x, 2.5, int64_t{0}}); }), "integer argument arg1 is 2.5");
+  EXPECT_HAS(user_error_of([&] { k(x, 24, 0); }), "index 24 is out of bounds for the range of jagged tile");
+  EXPECT_HAS(user_error_of([&] { k.run({x, int64_t{3}, 0.5}); }), "argument 2 is a compile-time integer");
+}
+
 // --- user errors ------------------------------------------------------------------------------
 
 ph::Tensor float_bound(ph::Tensor x, ph::Tensor offsets) {

@@ -34,6 +34,7 @@ using Loc = std::source_location;
 class Tensor;
 class Var;
 class Scalar;
+class Int;
 class Tile;
 
 // A block-size symbol: `register_block_size(n)` makes one that several tile loops can share.
@@ -209,6 +210,7 @@ struct Operand {
   Operand(const Tensor& t, Loc l = Loc::current());
   Operand(const Var& v, Loc l = Loc::current());
   Operand(const Scalar& s, Loc l = Loc::current());
+  Operand(const Int& s, Loc l = Loc::current());
   Operand(double x, Loc l = Loc::current()) : kind(NumberK), number(x), loc(l) {}
   Operand(float x, Loc l = Loc::current()) : kind(NumberK), number(x), loc(l) {}
   Operand(int x, Loc l = Loc::current()) : kind(NumberK), number(x), is_int(true), loc(l) {}
@@ -401,6 +403,17 @@ class Scalar {
 
  private:
   int param_ = -1;
+};
+
+// An integer kernel argument, a runtime value (not specialized on): in device code an i64 scalar
+// (a loop bound in ph::range, a row count, an index). The call passes an integer (exact up to
+// 2^53; on a TPU, up to 2^24 in magnitude, checked by the generated module). A plain `int64_t`
+// (or `int`) parameter is instead a compile-time constant: the kernel is traced and compiled
+// once per value, which host code may use for shapes and loop ranges.
+class Int : public Scalar {
+ public:
+  Int() = default;
+  explicit Int(int param) : Scalar(param) {}
 };
 
 // Loop-carried state. Declare it in a tile loop, assign it in a nested loop.

@@ -347,6 +347,15 @@ Operand::Operand(const Scalar& s, Loc l) : kind(TensorK), loc(l) {
   value = emit_value(T, op, Type{DType::f32, {}}, l);
 }
 
+Operand::Operand(const Int& s, Loc l) : kind(TensorK), loc(l) {
+  Tracer& T = tracer(l);
+  T.require_device("using an integer argument", l);
+  if (s.param() < 0) T.fail("use of an uninitialized ph::Int", l);
+  Op op{OpKind::ScalarParam};
+  op.param = s.param();
+  value = emit_value(T, op, Type{DType::i64, {}}, l);
+}
+
 // --- Tensor -----------------------------------------------------------------------------------
 
 int Tensor::rank() const {

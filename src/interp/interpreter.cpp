@@ -462,8 +462,15 @@ class Interpreter {
         const double number = t.dtype == DType::f32 ? static_cast<double>(static_cast<float>(op.number)) : op.number;
         return Value::filled(t.dtype, shape, cast_to(number, DType::f32, t.dtype, op.loc));
       }
-      case OpKind::ScalarParam:
-        return Value::filled(DType::f32, {}, static_cast<double>(static_cast<float>(scalars_.at(op.param))));
+      case OpKind::ScalarParam: {
+        const double v = scalars_.at(op.param);
+        if (fn_.type_of(op.result).dtype != DType::i64)
+          return Value::filled(DType::f32, {}, static_cast<double>(static_cast<float>(v)));
+        if (std::nearbyint(v) != v || std::abs(v) >= 9007199254740992.0)  // a ph::Int
+          fail(op.loc,
+               "integer argument " + fn_.scalar_params.at(op.param) + " is " + std::to_string(v) + ", not an integer");
+        return Value::filled(DType::i64, {}, v);
+      }
       case OpKind::TileBegin:
         return Value::filled(DType::i64, {}, static_cast<double>(tile_off_.at(op.tile)));
       case OpKind::TileEnd:

@@ -824,11 +824,14 @@ class Parser {
         break;
       case OpKind::Full:
         break;
-      case OpKind::ScalarParam:
+      case OpKind::ScalarParam:  // f32 (ph::Scalar) or i64 (ph::Int)
+        if (!(written.rank() == 0 && (written.dtype == DType::f32 || written.dtype == DType::i64)))
+          fail(type_at, "expected type f32 or i64 for scalar_param, got " + type_to_string(fn_, written));
+        break;
       case OpKind::TileBegin:
       case OpKind::TileEnd:
       case OpKind::TileId:
-        want = Type{op.kind == OpKind::ScalarParam ? DType::f32 : DType::i64, {}};
+        want = Type{DType::i64, {}};
         break;
       case OpKind::TileIndex:
         want = Type{DType::i64, {Dim::of_tile(op.tile)}};

@@ -572,7 +572,8 @@ class Emitter {
       case OpKind::Full:
         return def("jnp.full(" + shape_str(rt->shape) + ", " + py_number(op.number, rt->dtype) + ", " +
                    jnp_dtype(rt->dtype) + ")");
-      case OpKind::ScalarParam:
+      case OpKind::ScalarParam:  // an integer argument (ph::Int): exact in f32 (the host checks it)
+        if (rt->dtype == DType::i64) return def("scalars_ref[" + std::to_string(op.param) + "].astype(jnp.int32)");
         return def("scalars_ref[" + std::to_string(op.param) + "]");
       case OpKind::TileBegin:
         return def("off_" + tname(op.tile));
@@ -1150,6 +1151,17 @@ class Emitter {
     if (!fn_.scalar_params.empty()) {
       std::vector<std::string> s;
       for (const std::string& n : fn_.scalar_params) s.push_back(n);
+      // Integer arguments (ph::Int) travel in the f32 scalar array: exact below 2^24.
+      std::set<int> integral;
+      ir::walk(fn_.body, [&](const Op& op) {
+        if (op.kind == OpKind::ScalarParam && type(op.result).dtype == DType::i64) integral.insert(op.param);
+      });
+      for (int i : integral) {
+        const std::string& n = fn_.scalar_params[i];
+        line("if isinstance(" + n + ", (int, float)) and (int(" + n + ") != " + n + " or abs(" + n + ") >= 2**24):");
+        line("    raise ValueError(f\"" + fn_.name + ": integer argument " + n + " must be an integer below 2**24 in " +
+             "magnitude on a TPU, got {" + n + "}\")");
+      }
       line("scalars = jnp.asarray([" + join(s) + "], jnp.float32)");
     }
     size_t launch = 0;

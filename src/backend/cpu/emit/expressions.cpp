@@ -31,7 +31,8 @@ std::string LaunchEmitter::op_expr(const Op& op, const Idx& idx) {
     case OpKind::Constant:
     case OpKind::Full:
       return literal(op.number, rt);
-    case OpKind::ScalarParam:
+    case OpKind::ScalarParam:  // an integer argument (ph::Int) is exact in the double it is passed as
+      if (rt == DType::i64) return "static_cast<int64_t>(ph_scalars[" + std::to_string(op.param) + "])";
       return "sp" + std::to_string(op.param);
     case OpKind::TileBegin:
       return "off_" + tname(op.tile);
