@@ -65,6 +65,15 @@ def grouped_gemm(x, w, offsets):
     return out
 
 
+def jagged_mean(values, offsets):
+    # torch's segment reduction by offsets (its "mean" gives NaN for an empty group: a "sum"
+    # divided by the row count gives 0), over the rows the offsets cover, in f32.
+    lengths = offsets[1:] - offsets[:-1]
+    covered = values[: int(offsets[-1])].float()
+    sums = torch.segment_reduce(covered, "sum", offsets=offsets, axis=0)
+    return (sums / lengths.clamp(min=1)[:, None]).to(values.dtype)
+
+
 def layer_norm_backward(g, x, mean, rstd, w):
     # The analytic gradients of F.layer_norm given the forward's statistics (as autograd computes them).
     xf, gf = x.float(), g.float()
@@ -121,6 +130,7 @@ KERNELS = {
     "embedding": lambda t, s: F.embedding(t[0], t[1]),
     "concat": lambda t, s: torch.cat((t[0], t[1]), -1),
     "grouped_gemm": lambda t, s: grouped_gemm(t[0], t[1], t[2]),
+    "jagged_mean": lambda t, s: jagged_mean(t[0], t[1]),
 }
 SDPA = {
     "attention": lambda t, s: F.scaled_dot_product_attention(t[0], t[1], t[2], scale=s[0]),

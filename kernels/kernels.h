@@ -67,4 +67,9 @@ extern Kernel<Tensor(Tensor, Tensor)> concat;     // (x [M,N1], y [M,N2]) -> [M,
 // use w[g]; R = bound's length >= the largest group's rows (its contents are not read).
 extern Kernel<Tensor(Tensor, Tensor, Tensor, Tensor)> grouped_gemm;
 
+// Jagged tensors (jagged.cpp).
+// (values [T,M], offsets [B+1] i32/i64, non-decreasing in [0, T]) -> out [B,M]: the mean of the
+// rows offsets[g]..offsets[g+1] of values (0 for a group without rows).
+extern Kernel<Tensor(Tensor, Tensor)> jagged_mean;
+
 }  // namespace parhelion::kernels

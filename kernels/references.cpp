@@ -485,4 +485,24 @@ Array grouped_gemm(const Array& x, const Array& w, const Array& offsets) {
   return out;
 }
 
+Array jagged_mean(const Array& values, const Array& offsets) {
+  const char* fn = "jagged_mean";
+  check_float(fn, "values", values);
+  check_rank(fn, "values", values, 2);
+  if (!offsets.defined() || !is_integer(offsets.dtype()) || offsets.rank() != 1 || offsets.numel() < 1)
+    fail(fn, "offsets must be B + 1 integers");
+  const int64_t t = values.dim(0), m = values.dim(1), b = offsets.numel() - 1;
+  Array out = Array::zeros({b, m}, DType::f32);
+  for (int64_t g = 0; g < b; ++g) {
+    const auto lo = static_cast<int64_t>(offsets.get(g)), hi = static_cast<int64_t>(offsets.get(g + 1));
+    if (lo < 0 || hi < lo || hi > t) fail(fn, "offsets must be non-decreasing within [0, T]");
+    for (int64_t j = 0; j < m; ++j) {
+      double s = 0;
+      for (int64_t r = lo; r < hi; ++r) s += values.get(r * m + j);
+      out.set(g * m + j, hi > lo ? s / static_cast<double>(hi - lo) : 0.0);
+    }
+  }
+  return out;
+}
+
 }  // namespace parhelion::ref

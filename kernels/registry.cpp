@@ -56,6 +56,23 @@ std::pair<Array, int64_t> group_offsets(int64_t m, int64_t g, uint64_t seed) {
   return {off, largest};
 }
 
+// Row offsets of `groups` jagged groups of `mean_rows` rows on average: lengths drawn uniformly
+// from 0..2 x mean_rows, and the middle group empty (from three groups on), so that every shape
+// has groups without rows.
+Array jagged_offsets(int64_t groups, int64_t mean_rows, uint64_t seed) {
+  Array u = Array::random({std::max<int64_t>(1, groups)}, DType::f32, seed, 0.0, 1.0);
+  Array off = Array::empty({groups + 1}, DType::i64);
+  int64_t at = 0;
+  off.set(0, 0);
+  for (int64_t g = 0; g < groups; ++g) {
+    int64_t len = static_cast<int64_t>(u.get(g) * static_cast<double>(2 * mean_rows + 1));
+    if (groups >= 3 && g == groups / 2) len = 0;
+    at += len;
+    off.set(g + 1, static_cast<double>(at));
+  }
+  return off;
+}
+
 // The gather/scatter/masked-access kernels (indexing.cpp).
 void indexing_entries(std::vector<KernelEntry>& r) {
   {
@@ -119,6 +136,27 @@ void indexing_entries(std::vector<KernelEntry>& r) {
     };
     e.flops = [](const Shape& s) { return 2.0 * s[0] * s[1] * s[2]; };
     e.tolerance_scale = [](const Shape& s) { return std::max(1.0, std::sqrt(static_cast<double>(s[1])) / 8); };
+    r.push_back(e);
+  }
+  {
+    KernelEntry e;
+    e.name = "jagged_mean";
+    e.summary = "out [B,M]: the mean of the rows offsets[g]..offsets[g+1] of values [T,M], L rows a group on average";
+    e.shape_help = "B,M,L";
+    e.min_rank = e.max_rank = 3;
+    e.dtypes = kFloat;
+    e.default_shape = {512, 512, 64};
+    e.kernel = &jagged_mean;
+    e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+      need_rank("jagged_mean", s, 3, 3, "B,M,L");
+      Array off = jagged_offsets(s[0], s[2], seed + 1);
+      const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(off.get(s[0])));
+      return Inputs{{input_array({rows, s[1]}, dt, seed), off}, {}};
+    };
+    e.reference = [](const Inputs& in) { return std::vector<Array>{ref::jagged_mean(in.tensors[0], in.tensors[1])}; };
+    // (the rows: B x L on average)
+    e.bytes = [](const Shape& s, DType dt) { return (1.0 * s[0] * s[2] * s[1] + 1.0 * s[0] * s[1]) * dtype_size(dt); };
+    e.flops = [](const Shape& s) { return 1.0 * s[0] * s[2] * s[1]; };
     r.push_back(e);
   }
 }
