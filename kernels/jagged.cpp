@@ -15,15 +15,17 @@ ph::Tensor jagged_mean_body(ph::Tensor values, ph::Tensor offsets) {
   ph::expect(offsets.rank() == 1 && offsets.size(0) >= 1, "jagged_mean: offsets must be [B + 1]");
   ph::expect_dtype(offsets, {DType::i32, DType::i64});
   const int64_t groups = offsets.size(0) - 1, m = values.size(1);
-  auto out = ph::empty({groups, m}, values.dtype());
+  // One row per group, written at a leading index: [B, 1, M], returned as [B, M] (a TPU block's
+  // last two dims cannot squeeze a group's row out of B).
+  auto out = ph::empty({groups, 1, m}, values.dtype());
   for (auto [g, tm] : ph::tile(ph::range(groups).block(1), m)) {
     auto start = offsets[g.begin()], end = offsets[g.begin() + 1];
     ph::Var sum = ph::zeros({tm});
     for (auto tr : ph::tile(ph::range(start, end))) sum = sum + ph::sum(values[tr, tm], 0);
     auto rows = ph::maximum(end - start, 1).to(DType::f32);
-    out[g, tm] = (sum / rows).unsqueeze(0);
+    out[g, 0, tm] = sum / rows;
   }
-  return out;
+  return out.view({groups, m});
 }
 
 }  // namespace

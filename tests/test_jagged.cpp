@@ -8,14 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "backend/pallas/interpret.h"
 #include "driver/compiled_kernel_impl.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "kernels/registry.h"
 #include "parhelion/parhelion.h"
 
 #include "tests/user_error.h"
 
 namespace ph = parhelion;
+namespace pallas = ph::backend::pallas;
 
 namespace {
 
@@ -64,13 +67,13 @@ ph::Tensor jagged_row_sum(ph::Tensor x, ph::Tensor offsets) {
   auto [total, m] = x.sizes<2>();
   (void)total;
   const int64_t groups = offsets.size(0) - 1;
-  auto out = ph::empty({groups, m});
+  auto out = ph::empty({groups, 1, m});  // (the group's row at a leading index, for TPU blocks)
   for (auto [g, tm] : ph::tile(ph::Extent(groups).block(1), m)) {
     ph::Var acc = ph::zeros({tm});
     for (auto tr : ph::tile(ph::jagged(offsets, g.begin()))) acc = acc + ph::sum(x[tr, tm], 0);
-    out[g, tm] = acc.unsqueeze(0);
+    out[g, 0, tm] = acc;
   }
-  return out;
+  return out.view({groups, m});
 }
 
 ph::Array row_sums(const ph::Array& x, const std::vector<int64_t>& lengths) {
@@ -105,7 +108,7 @@ ph::Tensor jagged_positions(ph::Tensor x, ph::Tensor offsets) {
   auto out = ph::zeros_like(x);
   for (auto g : ph::grid(groups)) {
     auto start = offsets[g];
-    for (auto tr : ph::tile(ph::range(start, offsets[g.begin() + 1]).block(4))) {
+    for (auto tr : ph::tile(ph::range(start, offsets[g.begin() + 1]).block(8))) {
       auto pos = (tr.index() - start).to(ph::DType::f32);
       auto within = (tr.begin() - start).to(ph::DType::f32) + tr.id().to(ph::DType::f32) * 100.0f;
       out[tr, ph::all] = x[tr, ph::all] * pos.unsqueeze(1) + within;
@@ -116,16 +119,16 @@ ph::Tensor jagged_positions(ph::Tensor x, ph::Tensor offsets) {
 
 TEST(Jagged, TileIndexBeginAndIdCountFromTheGroupsStart) {
   ph::Kernel k("jagged_positions", jagged_positions);
-  const std::vector<int64_t> lengths = {5, 0, 9, 1, 4};
+  const std::vector<int64_t> lengths = {5, 0, 19, 1, 9};
   ph::Array x = ph::Array::random({total_of(lengths), 3}, ph::DType::f32, 3);
   ph::Array want = ph::Array::zeros(x.shape(), ph::DType::f32);
   int64_t row = 0;
   for (int64_t len : lengths)
     for (int64_t r = 0; r < len; ++r, ++row) {
-      const int64_t block_start = r / 4 * 4;
+      const int64_t block_start = r / 8 * 8;
       for (int64_t j = 0; j < 3; ++j)
         want.set(row * 3 + j, x.get(row * 3 + j) * static_cast<double>(r) + static_cast<double>(block_start) +
-                                  100.0 * static_cast<double>(r / 4));
+                                  100.0 * static_cast<double>(r / 8));
     }
   check_configs(k, {x, offsets_of(lengths)}, want);
 }
@@ -199,6 +202,72 @@ TEST(Jagged, ARangeOutsideTheDimsItIndexesNamesTheLine) {
   EXPECT_HAS(cpu, "index 9 is out of bounds for the range of jagged tile");
   offsets.set(0, -2);
   EXPECT_HAS(user_error_of([&] { k(x, offsets); }), "index -2 is out of bounds");
+}
+
+// --- pallas ------------------------------------------------------------------------------------
+
+// The jagged kernels above, emitted for TPUs and run in JAX's TPU interpret mode at the default
+// config and at other jagged blocks: row offsets read from SMEM, a fori_loop over each entry's
+// trips, reads at clamped starts masked to the trip's rows, stores into a whole dim in VMEM;
+// each also lowered for a TPU (jax.export).
+TEST(Jagged, PallasRunsJaggedLoopsInInterpretMode) {
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  struct Case {
+    std::string name;
+    ph::KernelBase* kernel;
+    std::vector<ph::Arg> args;
+    ph::Array want;
+  };
+  const std::vector<int64_t> lengths = {3, 0, 1, 17, 0, 6, 9};
+  const int64_t rows = total_of(lengths);
+  ph::Array x = ph::Array::random({rows, 256}, ph::DType::f32, 11), off = offsets_of(lengths);
+  ph::Array x3 = ph::Array::random({rows, 3}, ph::DType::f32, 12);
+  ph::Kernel sum_k("jagged_row_sum", jagged_row_sum);
+  ph::Kernel pos_k("jagged_positions", jagged_positions);
+  const auto& mean = ph::kernels::find_kernel("jagged_mean");
+  ph::kernels::Inputs mean_in = mean.make_inputs({6, 128, 13}, ph::DType::bf16, 3);
+  std::vector<Case> cases = {{"row_sum", &sum_k, {x, off}, row_sums(x, lengths)},
+                             {"positions", &pos_k, {x3, off}, pos_k.interpret({x3, off}).at(0)},
+                             {"jagged_mean", mean.kernel, mean_in.args(), mean.reference(mean_in).at(0)}};
+  std::vector<pallas::InterpretCase> runs;
+  std::vector<const Case*> of_run;
+  for (const Case& c : cases) {
+    ph::PallasModule def = c.kernel->emit_pallas(c.args, "v7x");
+    EXPECT_HAS(def.source, "jax.lax.fori_loop(");
+    EXPECT_HAS(def.source, "memory_space=pltpu.SMEM");
+    std::vector<ph::Config> configs = {def.config};
+    // Another legal block for each symbol (the jagged tile's included), where there is one.
+    const ph::ConfigSpec& spec = c.kernel->trace(c.args, "pallas:v7x")->spec;
+    ph::Config other = def.config;
+    for (size_t i = 0; i < spec.block_sizes.size(); ++i)
+      for (int64_t b : spec.block_sizes[i].choices)
+        if (b != def.config.block_sizes[i] && b >= 8) {
+          other.block_sizes[i] = b;
+          break;
+        }
+    if (!(other == def.config)) configs.push_back(other);
+    for (const ph::Config& cfg : configs) {
+      std::vector<ph::Array> inputs;
+      std::vector<double> scalars;
+      for (const ph::Arg& a : c.args)
+        if (a.is_tensor())
+          inputs.push_back(*a.array);
+        else
+          scalars.push_back(a.scalar);
+      runs.push_back({c.name + " " + cfg.to_json(), c.kernel->emit_pallas(c.args, "v7x", &cfg).source, c.kernel->name(),
+                      inputs, scalars, true});
+      of_run.push_back(&c);
+    }
+  }
+  std::vector<pallas::InterpretResult> results = pallas::run_in_interpret_mode(runs);
+  ASSERT_EQ(results.size(), runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    SCOPED_TRACE(runs[i].name);
+    ASSERT_TRUE(results[i].ok) << results[i].error << "\n" << runs[i].source;
+    EXPECT_FALSE(results[i].races);
+    EXPECT_EQ(results[i].export_status, "ok");
+    EXPECT_LT(ph::max_abs_diff(results[i].outputs.at(0), of_run[i]->want), 2e-2) << runs[i].source;
+  }
 }
 
 // --- integer kernel arguments ----------------------------------------------------------------

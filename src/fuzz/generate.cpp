@@ -1280,25 +1280,30 @@ class Generator {
     int x = tensor({rows, n}, in_dtype());
     int off = tensor({groups + 1}, chance(0.5) ? DType::i32 : DType::i64);
     p_.tensors[off].values = offsets;
-    int g = new_tile(), tn = new_tile(), tr = new_tile();
+    // (Whole rows sometimes: the columns `all`, as a TPU store through a jagged tile needs.)
+    const bool whole_rows = !reduce_rows && chance(0.5);
+    int g = new_tile(), tn = whole_rows ? -1 : new_tile(), tr = new_tile();
     LoopDim dg{groups, 1};
-    Stmt launch = loop({dg, dim(n)}, {g, tn});
+    Stmt launch = whole_rows ? loop({dg}, {g}) : loop({dg, dim(n)}, {g, tn});
     LoopDim dr;
     dr.jagged_offsets = off;
     dr.jagged_group = g;
-    if (chance(0.4)) dr.fixed_block = choose<int64_t>({1, 2, 4, 16});
+    if (chance(0.4)) dr.fixed_block = choose<int64_t>({1, 2, 8, 16});
     Stmt inner = loop({dr}, {tr});
-    std::vector<Leaf> leaves = {[=, this] { return load(x, {tile_ix(tr), tile_ix(tn)}); }};
+    const Subscript cols = whole_rows ? all_ix() : tile_ix(tn);
+    std::vector<Leaf> leaves = {[=, this] { return load(x, {tile_ix(tr), cols}); }};
     std::vector<Leaf> exact = leaves;
     if (reduce_rows) {
-      int out = tensor({groups, n}, data_dtype(), true);
+      // One row per group at a leading index ([groups, 1, n]: the TPU layout of per-group rows).
+      int out = tensor({groups, 1, n}, data_dtype(), true);
       const bool max = chance(0.3);
       int v = new_var();
       launch.body.push_back(var_decl(v, add_full({tn}, max ? -2.0 : 0.0)));
       int r = reduce(max ? ReduceFn::max : ReduceFn::sum, anchored(fexpr(leaves, exact, 3), leaves[0]), 0, false);
       inner.body.push_back(var_set(v, bin(max ? BinaryFn::maximum : BinaryFn::add, var_read(v), r)));
       launch.body.push_back(std::move(inner));
-      launch.body.push_back(store(out, {tile_ix(g), tile_ix(tn)}, var_read(v)));
+      launch.body.push_back(
+          store(out, {tile_ix(g), Subscript{Subscript::Scalar, -1, -1, 0, 0}, tile_ix(tn)}, var_read(v)));
     } else {
       int out = tensor({rows, n}, data_dtype(), true);
       // the row's position in its group, and the block's number (exact: small integers)
@@ -1309,7 +1314,7 @@ class Generator {
       });
       // (a block number depends on the block size: only a fixed one gives every config's result)
       if (dr.fixed_block > 0) leaves.push_back([=, this] { return cast(tile_id(tr), DType::f32); });
-      inner.body.push_back(store(out, {tile_ix(tr), tile_ix(tn)}, fexpr(leaves, exact, 3)));
+      inner.body.push_back(store(out, {tile_ix(tr), cols}, fexpr(leaves, exact, 3)));
       launch.body.push_back(std::move(inner));
     }
     p_.body.push_back(std::move(launch));
