@@ -74,6 +74,18 @@ def jagged_mean(values, offsets):
     return (sums / lengths.clamp(min=1)[:, None]).to(values.dtype)
 
 
+_DROPOUT_MASKS = {}
+
+
+def dropout_backward(g, p):
+    # Eager autograd multiplies by the mask the forward stored (made once here, outside the
+    # timed calls after the first: a bool tensor of g's shape) and by 1 / (1 - p).
+    key = (tuple(g.shape), p)
+    if key not in _DROPOUT_MASKS:
+        _DROPOUT_MASKS[key] = torch.rand(g.shape) >= p
+    return torch.ops.aten.native_dropout_backward(g, _DROPOUT_MASKS[key], 1.0 / (1.0 - p))
+
+
 def layer_norm_backward(g, x, mean, rstd, w):
     # The analytic gradients of F.layer_norm given the forward's statistics (as autograd computes them).
     xf, gf = x.float(), g.float()
@@ -131,6 +143,11 @@ KERNELS = {
     "concat": lambda t, s: torch.cat((t[0], t[1]), -1),
     "grouped_gemm": lambda t, s: grouped_gemm(t[0], t[1], t[2]),
     "jagged_mean": lambda t, s: jagged_mean(t[0], t[1]),
+    "cross_entropy_ignore_index": lambda t, s: F.cross_entropy(t[0].float(), t[1], reduction="none",
+                                                               ignore_index=int(s[0])),
+    # torch draws its own stream (Philox too, other offsets): the same work, not the same mask
+    "dropout": lambda t, s: F.dropout(t[0], s[0], training=True),
+    "dropout_backward": lambda t, s: dropout_backward(t[0], s[0]),
 }
 SDPA = {
     "attention": lambda t, s: F.scaled_dot_product_attention(t[0], t[1], t[2], scale=s[0]),

@@ -301,6 +301,47 @@ std::vector<KernelEntry> build() {
     r.push_back(e);
   }
   {
+    KernelEntry e = rowwise("cross_entropy_ignore_index",
+                            "per-row loss of logits [N,V], 0 for rows labelled ignore_index (-100; a quarter of them)",
+                            cross_entropy_ignore_index, 2, "N,V", {4096, 32000});
+    e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+      need_rank("cross_entropy_ignore_index", s, 2, 2, "N,V");
+      Array labels = input_array({s[0]}, DType::i64, seed + 1, 0, static_cast<double>(s[1]));
+      Array pick = input_array({s[0]}, DType::f32, seed + 2, 0, 1);
+      for (int64_t i = 0; i < s[0]; ++i)
+        if (pick.get(i) < 0.25 || (s[0] >= 2 && i == 1)) labels.set(i, -100);  // (row 1 always)
+      return Inputs{{input_array(s, dt, seed, -4, 4), labels}, {-100}};
+    };
+    e.reference = [](const Inputs& in) {
+      return std::vector<Array>{
+          ref::cross_entropy_ignore_index(in.tensors[0], in.tensors[1], static_cast<int64_t>(in.scalars[0]))};
+    };
+    e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) + s[0] * 12.0; };
+    r.push_back(e);
+  }
+  for (bool backward : {false, true}) {
+    KernelEntry e;
+    e.name = backward ? "dropout_backward" : "dropout";
+    e.summary = backward ? "grad [M,N] through dropout's mask, recomputed from the seed (p = 0.25)"
+                         : "x [M,N] / (1 - p) where rand(seed, i) >= p, else 0 (p = 0.25, Philox)";
+    e.shape_help = "M,N";
+    e.min_rank = e.max_rank = 2;
+    e.dtypes = kFloat;
+    e.default_shape = {8192, 4096};
+    e.kernel = backward ? &dropout_backward : &dropout;
+    const std::string name = e.name;
+    e.make_inputs = [name](const Shape& s, DType dt, uint64_t seed) {
+      need_rank(name, s, 2, 2, "M,N");
+      return Inputs{{input_array(s, dt, seed)}, {0.25, static_cast<double>(1234 + seed)}};
+    };
+    e.reference = [](const Inputs& in) {
+      return std::vector<Array>{ref::dropout(in.tensors[0], in.scalars[0], static_cast<int64_t>(in.scalars[1]))};
+    };
+    e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) * 2; };
+    e.flops = [](const Shape& s) { return numel(s) * 40.0; };  // ten Philox rounds
+    r.push_back(e);
+  }
+  {
     KernelEntry e = rowwise("layer_norm_looped", "layer_norm over long rows: column blocks streamed twice (Welford)",
                             layer_norm_looped, 2, "M,N", {1024, 16384});
     e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
