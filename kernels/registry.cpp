@@ -339,6 +339,7 @@ std::vector<KernelEntry> build() {
     };
     e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) * 2; };
     e.flops = [](const Shape& s) { return numel(s) * 40.0; };  // ten Philox rounds
+    e.baseline_has_own_stream = true;
     r.push_back(e);
   }
   {

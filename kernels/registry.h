@@ -38,6 +38,9 @@ struct KernelEntry {
   // Widens the comparison tolerance for a shape (dots: sqrt(K) / 8); null means 1.
   std::function<double(const Shape&)> tolerance_scale;
   double tolerance(const Shape& s) const { return tolerance_scale ? tolerance_scale(s) : 1.0; }
+  // The torch baselines draw their own random stream (dropout): the benchmark checks the kernel
+  // against `reference` and times them without comparing outputs.
+  bool baseline_has_own_stream = false;
 
   // Runs the kernel (through `compiled` if given, else the kernel's own config).
   std::vector<Array> run(const Inputs& in) const { return kernel->run(in.args()); }
