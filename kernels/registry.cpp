@@ -306,8 +306,9 @@ std::vector<KernelEntry> build() {
                             cross_entropy_ignore_index, 2, "N,V", {4096, 32000});
     e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
       need_rank("cross_entropy_ignore_index", s, 2, 2, "N,V");
-      Array labels = input_array({s[0]}, DType::i64, seed + 1, 0, static_cast<double>(s[1]));
-      Array pick = input_array({s[0]}, DType::f32, seed + 2, 0, 1);
+      // (real labels even for shapes-only inputs: which rows are ignored is set per element)
+      Array labels = Array::random({s[0]}, DType::i64, seed + 1, 0, static_cast<double>(s[1]));
+      Array pick = Array::random({s[0]}, DType::f32, seed + 2, 0, 1);
       for (int64_t i = 0; i < s[0]; ++i)
         if (pick.get(i) < 0.25 || (s[0] >= 2 && i == 1)) labels.set(i, -100);  // (row 1 always)
       return Inputs{{input_array(s, dt, seed, -4, 4), labels}, {-100}};

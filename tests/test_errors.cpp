@@ -149,7 +149,7 @@ TEST(Errors, ValueUsedOutsideItsLoop) {
   ph::Kernel k("value_escapes_loop", value_escapes_loop);
   std::string msg = user_error_of([&] { k(ph::Array::zeros({4, 6}, ph::DType::f32)); });
   EXPECT_HAS(msg, here(kLineEscape));
-  EXPECT_HAS(msg, "outside the tile loop that computes it");
+  EXPECT_HAS(msg, "outside the tile loop or ph::when that computes it");
 }
 
 TEST(Errors, DslOutsideAKernel) {

@@ -122,8 +122,9 @@ TEST(Fuzz, GeneratorDrawsTheSliceConstructs) {
 }
 
 // The jagged family draws jagged loops over generated row offsets (empty groups included), with
-// config-chosen and fixed blocks, segment reductions and per-row results; a seeded sample agrees
-// with the interpreter at several configs.
+// config-chosen and fixed blocks, segment reductions and per-row results, and ph::when regions
+// (with an else branch) on the groups' lengths; a seeded sample agrees with the interpreter at
+// several configs, and in TPU interpret mode.
 TEST(Fuzz, GeneratorDrawsJaggedLoopsThatAgreeWithTheInterpreter) {
   std::string all;
   int empty_groups = 0;
@@ -133,7 +134,7 @@ TEST(Fuzz, GeneratorDrawsJaggedLoopsThatAgreeWithTheInterpreter) {
     for (const fz::TensorDecl& t : p.tensors)
       for (size_t i = 1; i < t.values.size(); ++i) empty_groups += t.values[i] == t.values[i - 1];
   }
-  for (const char* s : {"ph::jagged(", ").block(", "ph::sum(", "ph::amax(", ".index()", ".id()"})
+  for (const char* s : {"ph::jagged(", ").block(", "ph::sum(", "ph::amax(", ".index()", ".id()", "ph::when("})
     EXPECT_NE(all.find(s), std::string::npos) << "no generated program has " << s;
   EXPECT_GE(empty_groups, 10) << "groups without rows are drawn";
   fz::FuzzOptions o;

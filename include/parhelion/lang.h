@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <source_location>
 #include <string>
@@ -507,6 +508,18 @@ detail::LoopRange<Tiles> tile(const Shape& sizes, Loc loc = Loc::current());
 // integer index or `.begin()`).
 detail::LoopRange<Tile> grid(const Extent& a, Loc loc = Loc::current());
 detail::LoopRange<std::array<Tile, 2>> grid(const Extent& a, const Extent& b, Loc loc = Loc::current());
+
+// --- device control ------------------------------------------------------------------------
+// Runs `then` only where the bool scalar `cond` is true (C++ cannot trace an `if` on a device
+// value): `ph::when(t.begin() + 8 <= n, [&] { out[t] = x[t]; })`. The function is traced once,
+// as a region of the kernel; values it computes do not escape it (assign a ph::Var, or store),
+// and loops, Vars and stores inside it are as anywhere in device code. With `otherwise`, that
+// runs where cond is false. A condition on a block is reduced to a scalar first
+// (ph::amax(mask.to(DType::i64), 0) > 0: any). Skipping the rest of an iteration is a `when`
+// around it.
+void when(const Operand& cond, const std::function<void()>& then, Loc loc = Loc::current());
+void when(const Operand& cond, const std::function<void()>& then, const std::function<void()>& otherwise,
+          Loc loc = Loc::current());
 
 // --- device code: pointwise, reductions, shapes -----------------------------------------------
 Tensor operator+(const Operand& a, const Operand& b);

@@ -215,6 +215,29 @@ Tensor Tile::id(Loc loc) const { return tile_op(OpKind::TileId, id_, loc); }
 
 Extent::Extent(const Tile& outer) : parent(outer.ir_id()) {}
 
+void when(const Operand& cond, const std::function<void()>& then, Loc loc) {
+  Tracer& T = tracer(loc);
+  T.require_device("ph::when", loc);
+  const int c = value_of(T, cond);
+  const Type& t = T.fn().type_of(c);
+  if (t.rank() != 0 || t.dtype != DType::boolean)
+    T.fail(
+        "ph::when takes a bool scalar (a comparison of scalars; reduce a block's condition first, e.g. "
+        "ph::amax(mask.to(DType::i64), 0) > 0); got " +
+            describe(T, c),
+        loc);
+  T.open_if(c, loc);
+  then();
+  T.close_if();
+}
+
+void when(const Operand& cond, const std::function<void()>& then, const std::function<void()>& otherwise, Loc loc) {
+  when(cond, then, loc);
+  // The other branch: a region under the negated condition (cond is a value: the first branch
+  // cannot change it).
+  when(!Operand(cond), otherwise, loc);
+}
+
 Extent range(const Operand& begin, const Operand& end, Loc loc) {
   Tracer& T = tracer(loc);
   T.require_device("ph::range of computed bounds (a jagged loop)", loc);
@@ -319,7 +342,8 @@ static std::string block_misuse(Tracer& T, const Tensor& t) {
     return "a whole tensor (" + T.fn().tensors[t.id()].name +
            ") used as a value; index it with tiles to load a block (x[tile])";
   if (!T.value_in_scope(t.id()))
-    return "a block is used outside the tile loop that computes it (values do not escape their loop; carry state "
+    return "a block is used outside the tile loop or ph::when that computes it (values do not escape their loop; carry "
+           "state "
            "with a ph::Var, or store it to a tensor)";
   return "";
 }

@@ -242,8 +242,27 @@ std::vector<Tile> Tracer::open_loop(const std::vector<Extent>& dims, bool grid, 
   return tiles;
 }
 
+void Tracer::open_if(int cond, const std::source_location& loc) {
+  require_device("ph::when", loc);
+  ir::Op op{ir::OpKind::If};
+  op.loc = to_loc(loc);
+  op.operands = {cond};
+  last_loc_ = op.loc;
+  std::vector<ir::Op>& parent = regions_.back()->body;
+  parent.push_back(std::move(op));
+  regions_.push_back(&parent.back());
+  open_region_ids_.push_back(next_region_id_++);
+}
+
+void Tracer::close_if() {
+  PH_CHECK(!regions_.empty() && regions_.back()->kind == ir::OpKind::If, "close_if without an open ph::when");
+  regions_.pop_back();
+  open_region_ids_.pop_back();
+}
+
 void Tracer::close_loop() {
   PH_CHECK(!regions_.empty(), "close_loop without an open loop");
+  PH_CHECK(regions_.back()->kind != ir::OpKind::If, "a tile loop closed inside an open ph::when");
   for (size_t i = 0; i < regions_.back()->loop_tiles.size(); ++i) open_tiles_.pop_back();
   regions_.pop_back();
   open_region_ids_.pop_back();

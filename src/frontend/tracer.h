@@ -56,6 +56,9 @@ class Tracer {
 
   std::vector<Tile> open_loop(const std::vector<Extent>& dims, bool grid, const std::source_location& loc);
   void close_loop();
+  // A conditional region (ph::when): ops traced until close_if run where `cond` is true.
+  void open_if(int cond, const std::source_location& loc);
+  void close_if();
   int new_block_size(int64_t extent, int64_t fixed, const std::source_location& loc);
 
   // Ends the trace: records the outputs and returns the finished Function.
@@ -70,7 +73,7 @@ class Tracer {
 
  private:
   ir::Function fn_;
-  std::vector<ir::Op*> regions_;  // open Launch/Loop ops, innermost last
+  std::vector<ir::Op*> regions_;  // open Launch/Loop/If ops, innermost last
   std::vector<int> open_tiles_;
   std::vector<int> open_region_ids_;      // ids of the open loops, innermost last
   std::vector<int> value_region_;         // the loop id that defines each value

@@ -1293,6 +1293,23 @@ class Generator {
     const Subscript cols = whole_rows ? all_ix() : tile_ix(tn);
     std::vector<Leaf> leaves = {[=, this] { return load(x, {tile_ix(tr), cols}); }};
     std::vector<Leaf> exact = leaves;
+    // Sometimes the trip's work runs under a condition (ph::when) on the group's length (its
+    // offsets: scalars, the same at every config), with an else branch for a per-row result.
+    int cond = -1;
+    if (chance(0.4)) {
+      int start = load(off, {Subscript{Subscript::Scalar, -1, tile_index(g, true)}});
+      int next = load(off, {Subscript{Subscript::Scalar, -1, bin(BinaryFn::add, tile_index(g, true), inum(1))}});
+      cond =
+          bin(choose({BinaryFn::gt, BinaryFn::le}), bin(BinaryFn::sub, next, start), inum(choose<int64_t>({0, 1, 3})));
+    }
+    auto guarded = [&](Stmt s) {
+      if (cond < 0) return s;
+      Stmt w;
+      w.kind = Stmt::When;
+      w.expr = cond;
+      w.body.push_back(std::move(s));
+      return w;
+    };
     if (reduce_rows) {
       // One row per group at a leading index ([groups, 1, n]: the TPU layout of per-group rows).
       int out = tensor({groups, 1, n}, data_dtype(), true);
@@ -1300,7 +1317,7 @@ class Generator {
       int v = new_var();
       launch.body.push_back(var_decl(v, add_full({tn}, max ? -2.0 : 0.0)));
       int r = reduce(max ? ReduceFn::max : ReduceFn::sum, anchored(fexpr(leaves, exact, 3), leaves[0]), 0, false);
-      inner.body.push_back(var_set(v, bin(max ? BinaryFn::maximum : BinaryFn::add, var_read(v), r)));
+      inner.body.push_back(guarded(var_set(v, bin(max ? BinaryFn::maximum : BinaryFn::add, var_read(v), r))));
       launch.body.push_back(std::move(inner));
       launch.body.push_back(
           store(out, {tile_ix(g), Subscript{Subscript::Scalar, -1, -1, 0, 0}, tile_ix(tn)}, var_read(v)));
@@ -1314,7 +1331,14 @@ class Generator {
       });
       // (a block number depends on the block size: only a fixed one gives every config's result)
       if (dr.fixed_block > 0) leaves.push_back([=, this] { return cast(tile_id(tr), DType::f32); });
-      inner.body.push_back(store(out, {tile_ix(tr), cols}, fexpr(leaves, exact, 3)));
+      inner.body.push_back(guarded(store(out, {tile_ix(tr), cols}, fexpr(leaves, exact, 3))));
+      if (cond >= 0) {  // the else branch: every row is written once
+        Stmt other;
+        other.kind = Stmt::When;
+        other.expr = un(UnaryFn::logical_not, cond);
+        other.body.push_back(store(out, {tile_ix(tr), cols}, fexpr(leaves, exact, 2)));
+        inner.body.push_back(std::move(other));
+      }
       launch.body.push_back(std::move(inner));
     }
     p_.body.push_back(std::move(launch));

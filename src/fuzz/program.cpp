@@ -413,6 +413,11 @@ class Player {
         }
         subscripted(tensors_.at(s.tensor), subscript(s.index)) = expr(s.expr);
         return;
+      case Stmt::When:
+        when(expr(s.expr), [&] {
+          for (const Stmt& b : s.body) stmt(b);
+        });
+        return;
     }
   }
 
@@ -687,6 +692,11 @@ class Printer {
           return;
         }
         os << pad << tensor(s.tensor) << "[" << subscript(s.index) << "] = " << expr(s.expr) << ";\n";
+        return;
+      case Stmt::When:
+        os << pad << "ph::when(" << expr(s.expr) << ", [&] {\n";
+        for (const Stmt& b : s.body) stmt(os, b, depth + 1);
+        os << pad << "});\n";
         return;
     }
   }

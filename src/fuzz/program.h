@@ -117,7 +117,9 @@ struct Expr {
 };
 
 struct Stmt {
-  enum Kind { Loop, VarDecl, VarSet, Store } kind = Store;
+  // When: ph::when(expr, [&] { body }) under the bool scalar `expr` (an else branch is a second
+  // When under its negation).
+  enum Kind { Loop, VarDecl, VarSet, Store, When } kind = Store;
   // Loop: its dims (tile numbers `tiles`, one per dim); at the top level a launch.
   std::vector<LoopDim> dims;
   std::vector<int> tiles;

@@ -431,6 +431,10 @@ class Interpreter {
     switch (op.kind) {
       case OpKind::Loop:
         return loop(op, 0);
+      case OpKind::If:
+        if (operand(op, 0).scalar() != 0)
+          for (const Op& o : op.body) exec(o);
+        return;
       case OpKind::Store:
         return store(op);
       case OpKind::VarDecl:

@@ -10,6 +10,7 @@ bool has_side_effects(const Op& op) {
     case OpKind::Alloc:
     case OpKind::Launch:
     case OpKind::Loop:
+    case OpKind::If:
     case OpKind::Store:
     case OpKind::VarDecl:
     case OpKind::VarSet:

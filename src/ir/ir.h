@@ -176,6 +176,8 @@ enum class OpKind : uint8_t {
   TileId,   // tile -> i64 scalar: the current block's number within its loop (0, 1, ...)
   // host
   View,  // tensor: defines a View TensorInfo of its base (view_kind, dims, axis)
+  // device control
+  If,  // operands: cond (a bool scalar); body: runs where cond is true (values do not escape it)
 };
 
 // Appended (keep the order: the text form names them, config-free but stable):

@@ -547,6 +547,28 @@ class Parser {
       Op op{OpKind::Loop};
       loop(op);
       body.push_back(std::move(op));
+    } else if (first.is(Token::Ident, "if")) {  // if %COND { ... }
+      next();
+      Op op{OpKind::If};
+      const Token& cond_at = peek();
+      op.operands = {value_ref("as the condition of the if")};
+      if (fn_.type_of(op.operands[0]).rank() != 0 || fn_.type_of(op.operands[0]).dtype != DType::boolean)
+        fail(cond_at, "the condition of an if must be a bool scalar");
+      op.loc = location(first);
+      expect_punct("{", "after the condition of the if");
+      end_of_line("after '{'");
+      const size_t values_before = scope_values_.size(), vars_before = scope_vars_.size();
+      while (!peek().is_punct("}")) {
+        if (peek().kind == Token::EndOfFile) expected("'}'", "closing the if at line " + std::to_string(first.line));
+        device_statement(op.body);
+      }
+      next();
+      end_of_line("after '}'");
+      for (size_t i = values_before; i < scope_values_.size(); ++i) visible_[scope_values_[i]] = false;
+      scope_values_.resize(values_before);
+      for (size_t i = vars_before; i < scope_vars_.size(); ++i) var_visible_[scope_vars_[i]] = false;
+      scope_vars_.resize(vars_before);
+      body.push_back(std::move(op));
     } else if (first.is(Token::Ident, "launch")) {
       fail(first, "a launch is host code: it cannot be nested in a loop (use 'loop')");
     } else if (first.is(Token::Ident, "store")) {
@@ -594,7 +616,7 @@ class Parser {
     } else if (first.kind == Token::Ident && peek_at(1).is_punct("=")) {
       fail(first, "an allocation is host code: allocate before the launch");
     } else {
-      expected("a device statement (%N = ..., store, var, var_set, loop or '}')", "");
+      expected("a device statement (%N = ..., store, var, var_set, loop, if or '}')", "");
     }
   }
 

@@ -109,6 +109,11 @@ class Printer {
         os_ << ind << "}\n";
         return;
       }
+      case OpKind::If:
+        os_ << "if " << val(op.operands[0]) << loc(op.loc) << " {\n";
+        ops(op.body, depth + 1);
+        os_ << ind << "}\n";
+        return;
       case OpKind::Load:
         os_ << "load " << index_str(op);
         if (op.operands.size() == 2) os_ << " mask " << val(op.operands[0]) << " else " << val(op.operands[1]);

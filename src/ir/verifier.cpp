@@ -89,7 +89,7 @@ class Verifier {
       }
       bounds.insert(bounds.end(), {ti.begin_value, ti.end_value});
     }
-    if (bounds != loop.operands)
+    if (loop.kind != OpKind::If && bounds != loop.operands)
       fail(loop, "a loop's operands are the {begin, end} bounds of its jagged tiles, in tile order");
     const size_t open_before = open_.size();
     open_.insert(open_.end(), loop.loop_tiles.begin(), loop.loop_tiles.end());
@@ -114,6 +114,13 @@ class Verifier {
               fail(op, "tile " + tile_name(fn_, t) + " is within tile " + tile_name(fn_, ti.parent) +
                            ", which no enclosing loop opens");
           }
+          device(op, scope, vars);
+          continue;
+        case OpKind::If:
+          check(op.operands.size() == 1 && op.result < 0, op, "an if has one operand, its condition, and no result");
+          if (fn_.type_of(op.operands[0]).rank() != 0 || fn_.type_of(op.operands[0]).dtype != DType::boolean)
+            fail(op, "the condition of an if must be a bool scalar, got " +
+                         type_to_string(fn_, fn_.type_of(op.operands[0])));
           device(op, scope, vars);
           continue;
         case OpKind::Load: {

@@ -130,6 +130,7 @@ class Fusion {
         collect(op.body, loops);
         loops.pop_back();
       }
+      if (op.kind == OpKind::If) collect(op.body, loops);  // (a region of the enclosing loop)
     }
   }
 

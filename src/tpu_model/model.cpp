@@ -130,6 +130,10 @@ class LaunchModel {
   }
 
   void account(const Op& op, Work& w) {
+    if (op.kind == OpKind::If) {  // costed as taken: the condition is data
+      for (const Op& inner : op.body) account(inner, w);
+      return;
+    }
     if ((op.kind == OpKind::Load || op.kind == OpKind::Store) && ir::has_gather(op)) return account_gather(op, w);
     if (op.kind == OpKind::Dot) {
       const ir::Type& r = fn_.type_of(op.result);

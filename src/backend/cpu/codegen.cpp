@@ -84,6 +84,13 @@ void LaunchEmitter::statement(const Op& op) {
   switch (op.kind) {
     case OpKind::Loop:
       return loop(op);
+    case OpKind::If:
+      line("if (" + expr(op.operands[0], {}) + ") {  // when at " + op.loc.str());
+      ++depth_;
+      block(op.body);
+      --depth_;
+      line("}");
+      return;
     case OpKind::Store:
       return store(op);
     case OpKind::VarDecl:

@@ -540,6 +540,18 @@ class Emitter {
     switch (op.kind) {
       case OpKind::Loop:
         return inner_loop(op);
+      case OpKind::If: {  // pl.when: the region as a function traced under the condition
+        const std::string name = "_when_" + std::to_string(when_counter_++);
+        line("");
+        line("@pl.when(" + operand(op.operands[0]) + ")  # when at " + op.loc.str());
+        line("def " + name + "():");
+        ++depth_;
+        line("pass");
+        body(op.body, loop);
+        --depth_;
+        line("");
+        return;
+      }
       case OpKind::Load: {
         const ir::TensorInfo& t = fn_.tensors[op.tensor];
         if (cur_->dma_rows_of.count(&op)) return dma_gather(op);
@@ -1387,6 +1399,7 @@ class Emitter {
   const std::vector<PallasSlot>* cur_slots_ = nullptr;
   std::set<int> resident_tiles_;   // tiles of the trace-time loops being emitted
   std::set<int> jagged_tiles_;     // tiles of the jagged loops being emitted
+  int when_counter_ = 0;           // names the pl.when regions apart
   std::map<int, DType> raw_;       // load result -> its storage dtype (`vN_raw` holds it)
   std::map<int, const Op*> defs_;  // value -> its op, as statements are emitted
   std::ostringstream os_;

@@ -69,6 +69,7 @@ class Planner {
   }
 
  private:
+  int in_when_ = 0;  // the depth of ph::when regions being visited
   void unsupported(const Op& op, const std::string& what) {
     throw UserError(op.loc.str() + ": the pallas backend does not support " + what + " yet (kernel " + fn_.name + ")");
   }
@@ -91,6 +92,12 @@ class Planner {
           continue;
         }
         visit(op.body, &op);
+        continue;
+      }
+      if (op.kind == OpKind::If) {  // a pl.when region: its accesses belong to the enclosing loop
+        ++in_when_;
+        visit(op.body, loop);
+        --in_when_;
         continue;
       }
       if (op.kind == OpKind::Load || op.kind == OpKind::Store) add(op, loop);
@@ -147,6 +154,20 @@ class Planner {
   }
 
   // The index map expression of a scalar index ("" when the grid cannot compute it).
+  // Whether two subscripts select the same blocks at every grid step: the same tiles, and
+  // scalars with the same index map (two constants 0 written apart are one block index).
+  bool same_blocks(const std::vector<ir::IndexItem>& a, const std::vector<ir::IndexItem>& b) {
+    if (same_tiles(a, b)) return true;
+    if (a.size() != b.size()) return false;
+    for (size_t d = 0; d < a.size(); ++d) {
+      if (a[d].kind != b[d].kind || a[d].tile != b[d].tile) return false;
+      if (a[d].kind == ir::IndexItem::Scalar && a[d].value != b[d].value &&
+          (index_map_of(a[d].value).empty() || index_map_of(a[d].value) != index_map_of(b[d].value)))
+        return false;
+    }
+    return true;
+  }
+
   // A scalar read at indices computed in the kernel (offsets[g + 1], a jagged loop's bounds): the
   // tensor goes whole into SMEM, which the scalar core reads at any index (a load only; SMEM
   // holds 32-bit words, and little of them).
@@ -233,8 +254,9 @@ class Planner {
       check_gather(op, loop);
     }
     if (smem_scalar(op)) return add_smem(op);
-    // Elements a masked store or a store into a slice leaves keep their prior contents.
-    bool keeps_prior = op.kind == OpKind::Store && ir::is_masked(op);
+    // Elements a masked store or a store into a slice leaves keep their prior contents; so do
+    // those of a store under a condition (a block written back whole, whether or not it ran).
+    bool keeps_prior = op.kind == OpKind::Store && (ir::is_masked(op) || in_when_ > 0);
     for (size_t d = 0; d < op.index.size(); ++d) {
       const ir::IndexItem& ix = op.index[d];
       // A TPU block's last two dims are multiples of (8, 128) or whole: a scalar there squeezes
@@ -264,7 +286,7 @@ class Planner {
     for (size_t k = 0; k < out_.slots.size(); ++k) {
       PallasSlot& s = out_.slots[k];
       if (s.tensor != op.tensor || s.loop_tile != loop_tile || s.mode == PallasSlot::Dma ||
-          s.mode == PallasSlot::Smem || !same_tiles(s.first->index, op.index))
+          s.mode == PallasSlot::Smem || !same_blocks(s.first->index, op.index))
         continue;
       (op.kind == OpKind::Load ? s.read : s.written) = true;
       s.keeps_prior |= keeps_prior;
