@@ -125,10 +125,10 @@ TEST(Jagged, TileIndexBeginAndIdCountFromTheGroupsStart) {
   int64_t row = 0;
   for (int64_t len : lengths)
     for (int64_t r = 0; r < len; ++r, ++row) {
-      const int64_t block_start = r / 8 * 8;
+      const int64_t block = r / 8;  // (the block number: an integer by design)
       for (int64_t j = 0; j < 3; ++j)
-        want.set(row * 3 + j, x.get(row * 3 + j) * static_cast<double>(r) + static_cast<double>(block_start) +
-                                  100.0 * static_cast<double>(r / 8));
+        want.set(row * 3 + j, x.get(row * 3 + j) * static_cast<double>(r) + static_cast<double>(block * 8) +
+                                  100.0 * static_cast<double>(block));
     }
   check_configs(k, {x, offsets_of(lengths)}, want);
 }
