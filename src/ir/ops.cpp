@@ -72,6 +72,8 @@ std::string_view op_name(const Op& op) {
       return "view";
     case OpKind::TileId:
       return "tile_id";
+    case OpKind::Scan:
+      return "scan";
   }
   throw InternalError("unknown op kind");
 }

@@ -10,6 +10,7 @@
 
 #include "backend/pallas/plan.h"
 #include "backend/pallas/random.h"
+#include "backend/pallas/scan.h"
 #include "backend/pallas/views.h"
 #include "ir/printer.h"
 #include "ir/type_rules.h"
@@ -211,6 +212,7 @@ class Emitter {
     line("");
     line("");
     if (uses_random(fn_)) os_ << random_helpers();
+    if (uses_scan(fn_)) os_ << scan_helpers();
     line("def _mask(x, axis, valid, fill):");
     line("    \"\"\"Elements at index >= valid along axis (a ragged block's padding) become fill.\"\"\"");
     line("    idx = jax.lax.broadcasted_iota(jnp.int32, x.shape, axis)");
@@ -605,6 +607,8 @@ class Emitter {
         return def(cast(op));
       case OpKind::Reduce:
         return def(reduce(op));
+      case OpKind::Scan:
+        return scan(op, loop);
       case OpKind::Unsqueeze:
         return def("jnp.expand_dims(" + operand(op.operands[0]) + ", " + std::to_string(kept_axis(rt->shape, op.axis)) +
                    ")");
@@ -895,6 +899,33 @@ class Emitter {
 
   // The valid length of a masked dim.
   std::string valid(const Dim& d) const { return "n_" + tname(d.tile); }
+
+  // A scan (scan.h): its combine as a local function of whole blocks (its ops are elementwise),
+  // then the log-step scan of the operands; the op's value is its component of the tuple.
+  void scan(const Op& op, const lower::InnerLoop* loop) {
+    const ir::ScanCombine& c = op.combine.at(0);
+    const ir::Type& in = type(op.operands[0]);
+    const Dim& d = in.shape[op.axis];
+    line("# scan (component " + std::to_string(op.fn) + ") over axis " + std::to_string(op.axis) +
+         (op.reverse ? ", reversed," : "") + " at " + op.loc.str());
+    if (d.kind == Dim::Tile && unit(d.tile)) {  // one element (squeezed out of the value): itself
+      line(v(op.result) + " = " + operand(op.operands[op.fn]));
+      return;
+    }
+    const std::string fn = "_combine" + std::to_string(op.result);
+    std::vector<std::string> params, xs, results;
+    for (int p : c.params) params.push_back(v(p));
+    for (int x : op.operands) xs.push_back(operand(x));
+    for (int r : c.results) results.push_back(v(r));
+    line("def " + fn + "(" + join(params) + "):");
+    ++depth_;
+    for (const Op& f : c.ops) statement(f, loop);
+    line("return (" + join(results) + ",)");
+    --depth_;
+    const std::string n_valid = masked(d) ? valid(d) : dim_size(d);
+    line(v(op.result) + " = _scan((" + join(xs) + ",), " + std::to_string(kept_axis(in.shape, op.axis)) + ", " +
+         n_valid + ", " + (op.reverse ? "True" : "False") + ", " + fn + ")[" + std::to_string(op.fn) + "]");
+  }
 
   std::string reduce(const Op& op) {
     const ir::Type& in = type(op.operands[0]);

@@ -1,0 +1,354 @@
+// Scans over a tile dimension (ph::cumsum, ph::cumprod, ph::associative_scan; src/ir/scan.h):
+// known answers of torch.cumsum / torch.cumprod semantics along either axis, forward and
+// reversed, on whole rows and on ragged blocks at several configs (a block's missing elements
+// never enter its scan), carried across the blocks of an inner loop, exact i64 sums, bf16 data
+// computed in f32, user combine functions of one block and of pairs (a segmented sum), the
+// same results as Pallas in TPU interpret mode, and the text form.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/pallas/interpret.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "parhelion/parhelion.h"
+
+#include "tests/user_error.h"
+
+namespace ph = parhelion;
+namespace pallas = ph::backend::pallas;
+
+namespace {
+
+// --- references: plain loops over a row-major [m, n] array ------------------------------------
+
+enum class Op { sum, prod, max };
+
+// The inclusive scan of each line of `x` [m, n] along `axis`, in lines cut into pieces of
+// `piece` elements (a block size; 0: whole lines), reversed or not, in double.
+std::vector<double> reference_scan(const ph::Array& x, int axis, Op op, bool reverse, int64_t piece = 0) {
+  const int64_t m = x.shape()[0], n = x.shape()[1];
+  const int64_t len = axis == 0 ? m : n, lines = axis == 0 ? n : m;
+  std::vector<double> out(static_cast<size_t>(m * n));
+  auto at = [&](int64_t line, int64_t k) { return axis == 0 ? k * n + line : line * n + k; };
+  const int64_t p = piece > 0 ? piece : len;
+  for (int64_t l = 0; l < lines; ++l)
+    for (int64_t start = 0; start < len; start += p) {
+      const int64_t end = std::min(len, start + p);
+      double acc = 0;
+      for (int64_t s = 0; s < end - start; ++s) {
+        const int64_t k = reverse ? end - 1 - s : start + s;
+        const double v = x.get(at(l, k));
+        acc = s == 0 ? v : op == Op::sum ? acc + v : op == Op::prod ? acc * v : std::max(acc, v);
+        out[static_cast<size_t>(at(l, k))] = acc;
+      }
+    }
+  return out;
+}
+
+std::vector<double> reference_of(const ph::Array& a) {
+  std::vector<double> v(static_cast<size_t>(a.numel()));
+  for (int64_t i = 0; i < a.numel(); ++i) v[static_cast<size_t>(i)] = a.get(i);
+  return v;
+}
+
+double max_diff(const ph::Array& got, const std::vector<double>& want) {
+  double d = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) d = std::max(d, std::abs(got.get(i) - want[static_cast<size_t>(i)]));
+  return d;
+}
+
+// --- kernels --------------------------------------------------------------------------------
+
+// Whole lines per block: the result does not depend on the config.
+ph::Tensor cumsum_rows(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n});
+  for (auto tm : ph::tile(m)) out[tm, ph::all] = ph::cumsum(x[tm, ph::all], 1);
+  return out;
+}
+ph::Tensor cumsum_cols_reversed(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n});
+  for (auto tn : ph::tile(n)) out[ph::all, tn] = ph::cumsum(x[ph::all, tn], 0, /*reverse=*/true);
+  return out;
+}
+ph::Tensor cumprod_rows_reversed(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n});
+  for (auto tm : ph::tile(m)) out[tm, ph::all] = ph::cumprod(x[tm, ph::all], -1, true);
+  return out;
+}
+ph::Tensor cumprod_cols(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n});
+  for (auto tn : ph::tile(n)) out[ph::all, tn] = ph::cumprod(x[ph::all, tn], 0);
+  return out;
+}
+// Scans of each block along a tiled dim: the lines are the blocks' (ragged last one included).
+ph::Tensor cumsum_blocks(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n});
+  for (auto [tm, tn] : ph::tile(m, n)) out[tm, tn] = ph::cumsum(x[tm, tn] * 2.0f, 1);
+  return out;
+}
+ph::Tensor cummax_blocks_reversed(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n});
+  for (auto [tm, tn] : ph::tile(m, n))
+    out[tm, tn] = ph::associative_scan(
+        x[tm, tn], 0, [](const ph::Tensor& a, const ph::Tensor& b) { return ph::maximum(a, b); }, true);
+  return out;
+}
+// A row's cumsum across the blocks of an inner loop: each block's scan plus the carried sum of
+// the blocks before it.
+ph::Tensor cumsum_carried(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n});
+  for (auto tm : ph::tile(m)) {
+    ph::Var carry = ph::zeros({tm});
+    for (auto tn : ph::tile(n)) {
+      auto v = x[tm, tn];
+      out[tm, tn] = ph::cumsum(v, 1) + carry.unsqueeze(1);
+      carry = carry + ph::sum(v, 1);
+    }
+  }
+  return out;
+}
+// i64 data sums exactly; a bool block counts (as torch.cumsum of a bool tensor).
+std::tuple<ph::Tensor, ph::Tensor> cumsum_integers(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n}, ph::DType::i64), count = ph::empty({m, n}, ph::DType::i64);
+  for (auto tm : ph::tile(m)) {
+    auto v = x[tm, ph::all];
+    out[tm, ph::all] = ph::cumsum(v, 1);
+    count[tm, ph::all] = ph::cumsum(v > 0, 1);
+  }
+  return {out, count};
+}
+
+// A segmented sum by sorted segment ids: values and ids scanned as pairs.
+ph::Tensor segmented_cumsum(ph::Tensor x, ph::Tensor ids) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n});
+  for (auto tn : ph::tile(n)) {
+    auto [sums, last_ids] = ph::associative_scan(
+        std::pair{x[ph::all, tn], ids[ph::all].unsqueeze(1)}, 0,
+        [](const ph::Tensor& av, const ph::Tensor& ai, const ph::Tensor& bv, const ph::Tensor& bi) {
+          return std::pair{ph::where(ai == bi, av + bv, bv), bi};
+        });
+    out[ph::all, tn] = sums;
+  }
+  return out;
+}
+
+ph::Array ragged_input(int64_t m, int64_t n, uint64_t seed, double lo = -1, double hi = 1) {
+  return ph::Array::random({m, n}, ph::DType::f32, seed, lo, hi);
+}
+
+// Configs whose block sizes cut the dims raggedly (and one whole-extent default).
+std::vector<ph::Config> configs_of(ph::KernelBase& k, const std::vector<ph::Arg>& args) {
+  ph::CompiledKernel c = k.compile(args);
+  std::vector<ph::Config> out = {c.config()};
+  const ph::ConfigSpec& spec = c.config_spec();
+  for (int v = 0; v < 3; ++v) {
+    ph::Config cfg = c.config();
+    for (size_t i = 0; i < spec.block_sizes.size(); ++i) {
+      const auto& ch = spec.block_sizes[i].choices;
+      cfg.block_sizes[i] = ch[static_cast<size_t>(v + 1 + static_cast<int>(i)) % ch.size()];
+    }
+    cfg.num_threads = 1 + v % 2;
+    out.push_back(cfg);
+  }
+  return out;
+}
+
+TEST(Scan, CumsumAndCumprodKnownAnswersOnWholeLines) {
+  struct Case {
+    const char* name;
+    ph::Tensor (*fn)(ph::Tensor);
+    int axis;
+    Op op;
+    bool reverse;
+  };
+  const std::vector<Case> cases = {{"cumsum_rows", cumsum_rows, 1, Op::sum, false},
+                                   {"cumsum_cols_reversed", cumsum_cols_reversed, 0, Op::sum, true},
+                                   {"cumprod_rows_reversed", cumprod_rows_reversed, 1, Op::prod, true},
+                                   {"cumprod_cols", cumprod_cols, 0, Op::prod, false}};
+  // Factors near 1 keep the products of 37 elements in range.
+  const ph::Array x = ragged_input(37, 29, 5, 0.8, 1.2);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ph::Kernel k(c.name, c.fn);
+    const std::vector<double> want = reference_scan(x, c.axis, c.op, c.reverse);
+    EXPECT_LE(max_diff(k.interpret({x})[0], want), 4e-6);  // (stores round to f32)
+    for (const ph::Config& cfg : configs_of(k, {x})) {
+      SCOPED_TRACE(cfg.to_json());
+      EXPECT_LE(max_diff(k.compile({x}, &cfg).run({x})[0], want), 2e-5);
+    }
+  }
+}
+
+// Each block's scan covers its valid elements only: NaN-free results equal to the per-block
+// reference at block sizes that leave a ragged last block along the scanned dim.
+TEST(Scan, RaggedBlocksScanOnlyTheirValidElements) {
+  const ph::Array x = ragged_input(19, 45, 7);
+  ph::Kernel sums("cumsum_blocks", cumsum_blocks), maxes("cummax_blocks_reversed", cummax_blocks_reversed);
+  ph::Array doubled = ph::Array::zeros({19, 45}, ph::DType::f32);
+  for (int64_t i = 0; i < x.numel(); ++i) doubled.set(i, 2 * x.get(i));
+  for (const ph::Config& cfg : configs_of(sums, {x})) {
+    SCOPED_TRACE(cfg.to_json());
+    const int64_t bn = cfg.block_sizes.at(1);
+    EXPECT_LE(max_diff(sums.compile({x}, &cfg).run({x})[0], reference_scan(doubled, 1, Op::sum, false, bn)), 1e-5);
+  }
+  for (const ph::Config& cfg : configs_of(maxes, {x})) {
+    SCOPED_TRACE(cfg.to_json());
+    const int64_t bm = cfg.block_sizes.at(0);
+    EXPECT_EQ(max_diff(maxes.compile({x}, &cfg).run({x})[0], reference_scan(x, 0, Op::max, true, bm)), 0.0);
+  }
+  // The interpreter takes each tunable block whole.
+  EXPECT_LE(max_diff(sums.interpret({x})[0], reference_scan(doubled, 1, Op::sum, false)), 4e-6);
+  EXPECT_EQ(max_diff(maxes.interpret({x})[0], reference_scan(x, 0, Op::max, true)), 0.0);
+}
+
+TEST(Scan, CarriedAcrossTheBlocksOfALoopGivesTheRowsCumsum) {
+  ph::Kernel k("cumsum_carried", cumsum_carried);
+  for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
+    SCOPED_TRACE(std::string(ph::dtype_name(dt)));
+    ph::Array x = ph::Array::random({13, 300}, dt, 11);
+    const std::vector<double> want = reference_scan(x, 1, Op::sum, false);  // bf16 values, summed exactly
+    EXPECT_LE(max_diff(k.interpret({x})[0], want), 4e-6);
+    for (const ph::Config& cfg : configs_of(k, {x})) {
+      SCOPED_TRACE(cfg.to_json());
+      EXPECT_LE(max_diff(k.compile({x}, &cfg).run({x})[0], want), 1e-4);
+    }
+  }
+}
+
+// i64 sums beyond 2^53 stay exact (computed here with int64_t, as torch.cumsum does).
+TEST(Scan, IntegerCumsumIsExact) {
+  const int64_t m = 3, n = 40;
+  ph::Array x = ph::Array::zeros({m, n}, ph::DType::i64);
+  std::vector<int64_t> want(m * n), count(m * n);
+  for (int64_t r = 0; r < m; ++r) {
+    int64_t acc = 0, c = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t v = (j % 3 == 0 ? -1 : 1) * ((int64_t{1} << 55) + 12345 * j + r);
+      x.data_as<int64_t>()[r * n + j] = v;  // (Array::set goes through a double)
+      acc += v;
+      c += v > 0;
+      want[r * n + j] = acc;
+      count[r * n + j] = c;
+    }
+  }
+  ph::Kernel k("cumsum_integers", cumsum_integers);
+  auto [got, counted] = k(x);
+  ASSERT_EQ(got.dtype(), ph::DType::i64);
+  for (int64_t i = 0; i < m * n; ++i) {
+    EXPECT_EQ(got.data_as<int64_t>()[i], want[i]) << "element " << i;
+    EXPECT_EQ(counted.data_as<int64_t>()[i], count[i]) << "element " << i;
+  }
+}
+
+// Segments of equal sorted ids restart the sum; a combine over pairs expresses it.
+TEST(Scan, PairScanComputesASegmentedSum) {
+  const int64_t m = 23, n = 70;
+  const ph::Array x = ragged_input(m, n, 13);
+  ph::Array ids = ph::Array::zeros({m}, ph::DType::i64);
+  const std::vector<int64_t> id_of = {0, 0, 0, 2, 2, 3, 5, 5, 5, 5, 6, 7, 7, 7, 7, 7, 7, 9, 9, 10, 11, 11, 11};
+  for (int64_t i = 0; i < m; ++i) ids.set(i, static_cast<double>(id_of[i]));
+  std::vector<double> want(m * n);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) {
+      const bool restart = i == 0 || id_of[i] != id_of[i - 1];
+      want[i * n + j] = x.get(i * n + j) + (restart ? 0.0 : want[(i - 1) * n + j]);
+    }
+  ph::Kernel k("segmented_cumsum", segmented_cumsum);
+  EXPECT_LE(max_diff(k.interpret({x, ids})[0], want), 4e-6);
+  for (const ph::Config& cfg : configs_of(k, {x, ids})) {
+    SCOPED_TRACE(cfg.to_json());
+    EXPECT_LE(max_diff(k.compile({x, ids}, &cfg).run({x, ids})[0], want), 2e-5);
+  }
+}
+
+// The text form of a scan (its combine region, reverse, the component) reads back.
+TEST(Scan, TextFormRoundTrips) {
+  ph::Array x = ragged_input(23, 70, 1), ids = ph::Array::zeros({23}, ph::DType::i64);
+  using Fn = ph::Tensor (*)(ph::Tensor);
+  for (auto [name, fn] : {std::pair<const char*, Fn>{"cumprod_rows_reversed", cumprod_rows_reversed},
+                          std::pair<const char*, Fn>{"cummax_blocks_reversed", cummax_blocks_reversed}}) {
+    ph::Kernel k(name, fn);
+    const std::string text = k.compile({x}).ir();
+    EXPECT_HAS(text, "reverse");
+    EXPECT_EQ(ph::ir::print(ph::ir::parse(text, "scan.tir")), text);
+  }
+  ph::Kernel seg("segmented_cumsum", segmented_cumsum);
+  const std::string text = seg.compile({x, ids}).ir();
+  EXPECT_HAS(text, "yield");
+  EXPECT_EQ(ph::ir::print(ph::ir::parse(text, "scan.tir")), text);
+}
+
+}  // namespace
+
+namespace {
+
+// The same kernels emitted for a TPU and run in JAX's TPU interpret mode (and lowered for a TPU
+// by jax.export, which checks that Mosaic takes the rolls and selects of the log-step scan).
+// Extents that leave ragged (padded) blocks along the scanned dim, reversed scans among them.
+TEST(Scan, PallasMatchesInInterpretMode) {
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  const ph::Array x = ragged_input(20, 200, 3, 0.8, 1.2);
+  ph::Array ids = ph::Array::zeros({20}, ph::DType::i64);
+  for (int64_t i = 0; i < 20; ++i) ids.set(i, static_cast<double>(i / 3));
+  using Fn1 = ph::Tensor (*)(ph::Tensor);
+  struct Case {
+    const char* name;
+    Fn1 fn;
+  };
+  const std::vector<Case> cases = {{"cumsum_rows", cumsum_rows},
+                                   {"cumsum_cols_reversed", cumsum_cols_reversed},
+                                   {"cumprod_rows_reversed", cumprod_rows_reversed},
+                                   {"cummax_blocks_reversed", cummax_blocks_reversed},
+                                   {"cumsum_carried", cumsum_carried}};
+  std::vector<std::unique_ptr<ph::Kernel<ph::Tensor(ph::Tensor)>>> kernels;
+  std::vector<pallas::InterpretCase> runs;
+  std::vector<ph::Config> configs;
+  for (const Case& c : cases) {
+    kernels.push_back(std::make_unique<ph::Kernel<ph::Tensor(ph::Tensor)>>(c.name, c.fn));
+    ph::PallasModule mod = kernels.back()->emit_pallas({x}, "v6e");
+    if (std::string(c.name) == "cummax_blocks_reversed") {  // row blocks of 8: the last one ragged
+      ph::Config rows8 = mod.config;
+      rows8.block_sizes.at(0) = 8;
+      mod = kernels.back()->emit_pallas({x}, "v6e", &rows8);
+    }
+    configs.push_back(mod.config);
+    runs.push_back({c.name, mod.source, c.name, {x}, {}, true});
+  }
+  ph::Kernel seg("segmented_cumsum", segmented_cumsum);
+  runs.push_back({"segmented_cumsum", seg.emit_pallas({x, ids}, "v6e").source, "segmented_cumsum", {x, ids}, {}, true});
+  std::vector<pallas::InterpretResult> results = pallas::run_in_interpret_mode(runs);
+  ASSERT_EQ(results.size(), runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    SCOPED_TRACE(runs[i].name);
+    const pallas::InterpretResult& r = results[i];
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_FALSE(r.races);
+    EXPECT_EQ(r.export_status, "ok");
+    std::vector<double> want;
+    if (i == cases.size()) {
+      want = reference_of(seg.interpret({x, ids})[0]);
+    } else if (runs[i].name == "cummax_blocks_reversed") {
+      // Its lines are the emitted config's row blocks (the interpreter takes blocks whole).
+      want = reference_scan(x, 0, Op::max, true, configs[i].block_sizes.at(0));
+    } else {
+      want = reference_of(kernels[i]->interpret({x})[0]);
+    }
+    EXPECT_LE(max_diff(r.outputs[0], want), 1e-4);  // (sums up to 240: f32 ulps there are 1.5e-5)
+  }
+}
+
+}  // namespace
