@@ -352,3 +352,123 @@ TEST(Scan, PallasMatchesInInterpretMode) {
 }
 
 }  // namespace
+
+// --- user errors: each names the user's line and what was expected ----------------------------
+
+namespace {
+
+std::string here(int line) { return "test_scan.cpp:" + std::to_string(line); }
+
+constexpr int kLineAxis = __LINE__ + 3;
+ph::Tensor scan_missing_axis(ph::Tensor x) {
+  auto out = ph::empty_like(x);
+  for (auto t : ph::tile(x.size(0))) out[t] = ph::cumsum(x[t], 1);
+  return out;
+}
+
+constexpr int kLineDtype = __LINE__ + 4;
+ph::Tensor combine_wrong_dtype(ph::Tensor x) {
+  auto out = ph::empty_like(x);
+  for (auto t : ph::tile(x.size(0)))
+    out[t] = ph::associative_scan(x[t], 0, [](const ph::Tensor& a, const ph::Tensor& b) { return a > b; });
+  return out;
+}
+
+constexpr int kLineScan = __LINE__ + 4, kLineBlock = __LINE__ + 5;
+ph::Tensor combine_makes_a_block(ph::Tensor x) {
+  auto out = ph::empty_like(x);
+  for (auto t : ph::tile(x.size(0)))
+    out[t] = ph::associative_scan(
+        x[t], 0, [](const ph::Tensor& a, const ph::Tensor& b) { return ph::sum(a + b + ph::zeros({4}), 0); });
+  return out;
+}
+
+constexpr int kLineCapture = __LINE__ + 5;
+ph::Tensor combine_reads_a_block(ph::Tensor x) {
+  auto out = ph::empty_like(x);
+  for (auto t : ph::tile(x.size(0))) {
+    auto w = x[t];
+    out[t] = ph::associative_scan(w, 0, [&](const ph::Tensor& a, const ph::Tensor& b) { return a + b * w; });
+  }
+  return out;
+}
+
+constexpr int kLineLoad = __LINE__ + 4;
+ph::Tensor combine_loads(ph::Tensor x) {
+  auto out = ph::empty_like(x);
+  for (auto t : ph::tile(x.size(0))) {
+    out[t] = ph::associative_scan(x[t], 0, [&](const ph::Tensor& a, const ph::Tensor& b) { return a + x[0]; });
+  }
+  return out;
+}
+
+constexpr int kLinePair = __LINE__ + 4;
+ph::Tensor pair_does_not_broadcast(ph::Tensor x, ph::Tensor ids) {
+  auto out = ph::empty_like(x);
+  for (auto [tm, tn] : ph::tile(x.size(0), x.size(1))) {
+    auto [s, i] = ph::associative_scan(
+        std::pair{x[tm, tn], ids[tm]}, 0,
+        [](const ph::Tensor& av, const ph::Tensor& ai, const ph::Tensor& bv, const ph::Tensor& bi) {
+          return std::pair{av + bv, bi};
+        });
+    out[tm, tn] = s;
+  }
+  return out;
+}
+
+constexpr int kLineHost = __LINE__ + 2;
+ph::Tensor scan_in_host_code(ph::Tensor x) {
+  auto c = ph::cumsum(x, 0);
+  (void)c;
+  return ph::empty_like(x);
+}
+
+TEST(ScanErrors, EachNamesTheLineAndWhatWasExpected) {
+  ph::Array x = ph::Array::zeros({16}, ph::DType::f32), x2 = ph::Array::zeros({8, 16}, ph::DType::f32);
+  ph::Array ids = ph::Array::zeros({8}, ph::DType::i64);
+  std::string m = user_error_of([&] { ph::Kernel("scan_missing_axis", scan_missing_axis)(x); });
+  EXPECT_HAS(m, here(kLineAxis));
+  EXPECT_HAS(m, "cumsum: scan over axis 1 of a block with shape [t0] (rank 1)");
+
+  m = user_error_of([&] { ph::Kernel("combine_wrong_dtype", combine_wrong_dtype)(x); });
+  EXPECT_HAS(m, here(kLineDtype));
+  EXPECT_HAS(m, "must return the dtype of what it scans: result 0 is bool, the scanned block is f32 (cast it)");
+
+  m = user_error_of([&] { ph::Kernel("combine_makes_a_block", combine_makes_a_block)(x); });
+  EXPECT_HAS(m, here(kLineScan));
+  EXPECT_HAS(m, here(kLineBlock));
+  EXPECT_HAS(m, "the combine function of a scan computes on single elements");
+
+  m = user_error_of([&] { ph::Kernel("combine_reads_a_block", combine_reads_a_block)(x); });
+  EXPECT_HAS(m, here(kLineCapture));
+  EXPECT_HAS(m, "may only use its arguments and values it computes from them");
+
+  m = user_error_of([&] { ph::Kernel("combine_loads", combine_loads)(x); });
+  EXPECT_HAS(m, here(kLineLoad));
+  EXPECT_HAS(m, "(load is not allowed in it)");
+
+  m = user_error_of([&] { ph::Kernel("pair_does_not_broadcast", pair_does_not_broadcast)(x2, ids); });
+  EXPECT_HAS(m, here(kLinePair));
+  EXPECT_HAS(m, "associative_scan: the blocks scanned together must broadcast");
+
+  m = user_error_of([&] { ph::Kernel("scan_in_host_code", scan_in_host_code)(x); });
+  EXPECT_HAS(m, here(kLineHost));
+  EXPECT_HAS(m, "a whole tensor (arg0) used as a value");
+}
+
+// The parser refuses a combine that does not type (the verifier's rule, at the text's line).
+TEST(ScanErrors, ParserChecksTheCombine) {
+  ph::Kernel k("cumsum_rows", cumsum_rows);
+  const std::string text = k.compile({ragged_input(4, 8, 1)}).ir();
+
+  EXPECT_HAS(text, "combine(");
+  std::string bad = text;
+  const size_t y = bad.find("yield %");
+  ASSERT_NE(y, std::string::npos);
+  bad.replace(bad.find('%', y), bad.find('\n', y) - bad.find('%', y), "%0");  // a value from outside
+  const std::string m = user_error_of([&] { ph::ir::parse(bad, "bad.tir"); });
+  EXPECT_HAS(m, "bad.tir:");
+  EXPECT_HAS(m, "scan: the combine returns %0, which it does not define");
+}
+
+}  // namespace
