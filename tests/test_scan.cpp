@@ -397,7 +397,7 @@ constexpr int kLineLoad = __LINE__ + 4;
 ph::Tensor combine_loads(ph::Tensor x) {
   auto out = ph::empty_like(x);
   for (auto t : ph::tile(x.size(0))) {
-    out[t] = ph::associative_scan(x[t], 0, [&](const ph::Tensor& a, const ph::Tensor& b) { return a + x[0]; });
+    out[t] = ph::associative_scan(x[t], 0, [&](const ph::Tensor& a, const ph::Tensor& b) { return a + b * x[0]; });
   }
   return out;
 }
@@ -408,7 +408,7 @@ ph::Tensor pair_does_not_broadcast(ph::Tensor x, ph::Tensor ids) {
   for (auto [tm, tn] : ph::tile(x.size(0), x.size(1))) {
     auto [s, i] = ph::associative_scan(
         std::pair{x[tm, tn], ids[tm]}, 0,
-        [](const ph::Tensor& av, const ph::Tensor& ai, const ph::Tensor& bv, const ph::Tensor& bi) {
+        [](const ph::Tensor& av, const ph::Tensor& /*ai*/, const ph::Tensor& bv, const ph::Tensor& bi) {
           return std::pair{av + bv, bi};
         });
     out[tm, tn] = s;
@@ -469,6 +469,30 @@ TEST(ScanErrors, ParserChecksTheCombine) {
   const std::string m = user_error_of([&] { ph::ir::parse(bad, "bad.tir"); });
   EXPECT_HAS(m, "bad.tir:");
   EXPECT_HAS(m, "scan: the combine returns %0, which it does not define");
+}
+
+}  // namespace
+
+namespace {
+
+// A block with more lines than the stack should carry (10000 lines of 4): the carried values
+// move to the heap, and the sums are the same.
+ph::Tensor cumsum_wide_block(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n});
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    out[ph::all, ph::all] = ph::cumsum(x[ph::all, ph::all], 0);
+  }
+  return out;
+}
+
+TEST(Scan, ABlockOfManyLinesCarriesThemOnTheHeap) {
+  const ph::Array x = ragged_input(4, 10000, 17);
+  ph::Kernel k("cumsum_wide_block", cumsum_wide_block);
+  ph::CompiledKernel c = k.compile({x});
+  EXPECT_HAS(c.source(), "= new float[10000];");
+  EXPECT_LE(max_diff(c.run({x})[0], reference_scan(x, 0, Op::sum, false)), 1e-5);
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 
 namespace parhelion::backend::cpu::emit {
 
+constexpr int64_t kMaxStackCarryBytes = 64 * 1024;
+
 void LaunchEmitter::scan(const Op& op) {
   const ir::ScanCombine& c = op.combine.at(0);
   const size_t n = op.operands.size();
@@ -38,8 +40,16 @@ void LaunchEmitter::scan(const Op& op) {
   line("{  // scan (component " + std::to_string(op.fn) + " of " + std::to_string(n) + ") over axis " +
        std::to_string(axis) + (op.reverse ? ", reversed," : "") + " at " + op.loc.str());
   ++depth_;
-  for (size_t j = 0; j < n; ++j)
-    line(c_type(type(op.operands[j]).dtype) + " " + carry(j) + "[" + std::to_string(slots) + "];");
+  // The carried tuples live on the stack, unless the block has so many lines that they would
+  // crowd a worker thread's stack (a [64, 4096] block scanned along its rows needs 4096 slots
+  // per component; a rank-3 block far more): then on the heap, once per grid step.
+  int64_t bytes = 0;
+  for (size_t j = 0; j < n; ++j) bytes += slots * 8;
+  const bool on_heap = bytes > kMaxStackCarryBytes;
+  for (size_t j = 0; j < n; ++j) {
+    const std::string ty = c_type(type(op.operands[j]).dtype), size = std::to_string(slots);
+    line(on_heap ? ty + "* " + carry(j) + " = new " + ty + "[" + size + "];" : ty + " " + carry(j) + "[" + size + "];");
+  }
   // One trip along the scanned dim: `first` copies the elements into the carried tuples, the
   // others combine them with it; both store the result component.
   auto trip = [&](bool first) {
@@ -83,6 +93,8 @@ void LaunchEmitter::scan(const Op& op) {
   trip(false);
   --depth_;
   line("}");
+  if (on_heap)
+    for (size_t j = 0; j < n; ++j) line("delete[] " + carry(j) + ";");
   --depth_;
   line("}");
 }
