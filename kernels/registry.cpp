@@ -79,7 +79,7 @@ void segment_entries(std::vector<KernelEntry>& r) {
   e.shape_help = "N,D,S";
   e.min_rank = e.max_rank = 3;
   e.dtypes = kFloat;
-  e.default_shape = {262144, 256, 4096};
+  e.default_shape = {131072, 256, 2048};
   e.kernel = &segment_sum;
   e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
     need_rank("segment_sum", s, 3, 3, "N,D,S");
