@@ -475,6 +475,35 @@ TEST(ScanErrors, ParserChecksTheCombine) {
 
 namespace {
 
+// A rank-1 block on pallas (a vector: Mosaic rolls it as one row), forward and reversed, its
+// last block ragged.
+std::tuple<ph::Tensor, ph::Tensor> cumsum_vector(ph::Tensor x) {
+  auto out = ph::empty_like(x), back = ph::empty_like(x);
+  for (auto t : ph::tile(x.size(0))) {
+    out[t] = ph::cumsum(x[t], 0);
+    back[t] = ph::cumsum(x[t], 0, true);
+  }
+  return {out, back};
+}
+
+TEST(Scan, PallasScansAVectorInInterpretMode) {
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  const int64_t n = 300;
+  const ph::Array x = ph::Array::random({n}, ph::DType::f32, 23);
+  ph::Kernel k("cumsum_vector", cumsum_vector);
+  ph::Config cfg = k.emit_pallas({x}, "v7x").config;
+  cfg.block_sizes.at(0) = 128;  // 300 = 2 x 128 + 44: the last block padded
+  ph::PallasModule m = k.emit_pallas({x}, "v7x", &cfg);
+  std::vector<pallas::InterpretResult> r =
+      pallas::run_in_interpret_mode({{"cumsum_vector", m.source, "cumsum_vector", {x}, {}, true}});
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_TRUE(r[0].ok) << r[0].error;
+  EXPECT_EQ(r[0].export_status, "ok");
+  const ph::Array row = ph::Array::wrap(x.data(), {1, n}, {n, 1}, ph::DType::f32);  // (the reference takes [m, n])
+  EXPECT_LE(max_diff(r[0].outputs[0], reference_scan(row, 1, Op::sum, false, 128)), 1e-5);
+  EXPECT_LE(max_diff(r[0].outputs[1], reference_scan(row, 1, Op::sum, true, 128)), 1e-5);
+}
+
 // A block with more lines than the stack should carry (10000 lines of 4): the carried values
 // move to the heap, and the sums are the same.
 ph::Tensor cumsum_wide_block(ph::Tensor x) {
