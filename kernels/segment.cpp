@@ -9,12 +9,13 @@ namespace ph = parhelion;
 // Restructured for scans: each row's sum is a segmented inclusive scan down the rows (values
 // and ids scanned as pairs: equal ids add, a new id restarts), and the row that ends a segment
 // holds the segment's sum. A launch over column blocks walks the row blocks in order and carries
-// the sum of the segment still open at a block's end (and its id) into the next block in Vars.
-// (In x's dtype: each scanned sum is rounded once, as the output holds it.) Every row is then
-// scattered to a row of its own: a segment's last row to out[id], the others
-// to spare rows S + i past the S returned (nobody reads them). So one plain scatter, with no
-// mask and no two rows on one element, writes every sum; segments with no rows stay 0 (the
-// zeros of the allocation). `segments` only gives S (its length; its contents are not read).
+// the sum of the segment still open at a block's end (and its id) into the next block in Vars
+// (in x's dtype: each scanned sum is rounded once, as the output holds it). out[s] then gathers
+// the scanned row that ends segment s. Which row that is comes from a scatter of row numbers
+// through `dest`, which sends each row to an entry of its own: a segment's last row to entry
+// id, the others to spare entries s + i past the s read. So the scatter needs no mask and never
+// writes one entry twice (a TPU kernel has neither masked scatters nor atomics), and costs 8
+// bytes a row, not a row of x. `segments` only gives S (its length; its contents are not read).
 // The ids must be sorted (not checked): unsorted ids give unspecified sums.
 ph::Tensor segment_sum_body(ph::Tensor x, ph::Tensor ids, ph::Tensor segments) {
   ph::expect(x.rank() == 2, "segment_sum: x must be [N, D]");
@@ -24,8 +25,8 @@ ph::Tensor segment_sum_body(ph::Tensor x, ph::Tensor ids, ph::Tensor segments) {
   auto [n, d] = x.sizes<2>();
   const int64_t s = segments.size(0);
 
-  // Where each row's scanned sum goes: out[id] for the last row of a segment (the next row has
-  // another id, or there is none), else its spare row.
+  // Where each row's number goes: entry id for the last row of a segment (the next row has
+  // another id, or there is none), else its spare entry s + i.
   auto dest = ph::empty({n}, DType::i64);
   if (n > 1) {
     auto here = ids.narrow(0, 0, n - 1), next = ids.narrow(0, 1, n - 1);
@@ -39,6 +40,11 @@ ph::Tensor segment_sum_body(ph::Tensor x, ph::Tensor ids, ph::Tensor segments) {
     (void)g;
     dest[ph::slice(n - 1, n)] = ids[ph::slice(n - 1, n)];
   }
+
+  // The last row of each segment, by one scatter of every row's number to its destination: -1
+  // where a segment has no rows (entries past s are the spare ones, not read).
+  auto last_row = ph::full({s + n}, -1.0, DType::i64);
+  for (auto t : ph::tile(n)) last_row[dest[t]] = t.index();
 
   auto scanned = ph::empty({n, d}, x.dtype());
   for (auto td : ph::tile(d)) {
@@ -62,11 +68,15 @@ ph::Tensor segment_sum_body(ph::Tensor x, ph::Tensor ids, ph::Tensor segments) {
       carry_id = last;
     }
   }
-  // The scatter, in a launch of its own: its row numbers are a block of `dest` at a grid tile
-  // (what a TPU's row DMAs read from SMEM), and every grid step writes distinct rows.
-  auto rows = ph::zeros({s + n, d}, x.dtype());
-  for (auto [tn, td] : ph::tile(n, d)) rows[dest[tn], td] = scanned[tn, td];
-  return rows.narrow(0, 0, s);
+  // Each segment's sum is the scanned value at its last row: out gathers those rows (a segment
+  // with no rows has none, -1, and a masked-off gather gives it 0).
+  auto out = ph::empty({s, d}, x.dtype());
+  auto last_of_segment = last_row.narrow(0, 0, s);  // (a TPU block spans this dim whole: any s)
+  for (auto [ts, td] : ph::tile(s, d)) {
+    auto row = last_of_segment[ts];
+    out[ts, td] = ph::load(scanned, {row, td}, (row >= 0).unsqueeze(1), 0.0f);
+  }
+  return out;
 }
 
 }  // namespace
