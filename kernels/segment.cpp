@@ -10,14 +10,14 @@ namespace ph = parhelion;
 // and ids scanned as pairs: equal ids add, a new id restarts), and the row that ends a segment
 // holds the segment's sum. A launch over column blocks walks the row blocks in order and carries
 // the sum of the segment still open at a block's end (and its id) into the next block in Vars
-// (in x's dtype: each scanned sum is rounded once, as the output holds it); of the scanned rows
+// (in x's dtype: each scanned sum is rounded once, as the output holds it). Of the scanned rows
 // only those that end a segment are stored (a masked store), and out[s] gathers the one that
-// ends segment s. Which row that is comes from a scatter of row numbers
-// through `dest`, which sends each row to an entry of its own: a segment's last row to entry
-// id, the others to spare entries s + i past the s read. So the scatter needs no mask and never
-// writes one entry twice (a TPU kernel has neither masked scatters nor atomics), and costs 8
-// bytes a row, not a row of x. `segments` only gives S (its length; its contents are not read).
-// The ids must be sorted (not checked): unsorted ids give unspecified sums.
+// ends segment s. Which row that is comes from a scatter of row numbers through `dest`, which
+// sends each row to an entry of its own: a segment's last row to entry id, the others to spare
+// entries s + i past the s read. So the scatter needs no mask and never writes one entry twice
+// (a TPU kernel has neither masked scatters nor atomics), and costs 8 bytes a row, not a row of
+// x. `segments` only gives S (its length; its contents are not read). The ids must be sorted
+// (not checked): unsorted ids give unspecified sums.
 ph::Tensor segment_sum_body(ph::Tensor x, ph::Tensor ids, ph::Tensor segments) {
   ph::expect(x.rank() == 2, "segment_sum: x must be [N, D]");
   ph::expect(ids.rank() == 1 && ids.size(0) == x.size(0), "segment_sum: ids must be [N], one id per row of x");
