@@ -65,6 +65,27 @@ def grouped_gemm(x, w, offsets):
     return out
 
 
+def jagged_mean(values, offsets):
+    # torch's segment reduction by offsets (its "mean" gives NaN for an empty group: a "sum"
+    # divided by the row count gives 0), over the rows the offsets cover, in f32.
+    lengths = offsets[1:] - offsets[:-1]
+    covered = values[: int(offsets[-1])].float()
+    sums = torch.segment_reduce(covered, "sum", offsets=offsets, axis=0)
+    return (sums / lengths.clamp(min=1)[:, None]).to(values.dtype)
+
+
+_DROPOUT_MASKS = {}
+
+
+def dropout_backward(g, p):
+    # Eager autograd multiplies by the mask the forward stored (made once here, outside the
+    # timed calls after the first: a bool tensor of g's shape) and by 1 / (1 - p).
+    key = (tuple(g.shape), p)
+    if key not in _DROPOUT_MASKS:
+        _DROPOUT_MASKS[key] = torch.rand(g.shape) >= p
+    return torch.ops.aten.native_dropout_backward(g, _DROPOUT_MASKS[key], 1.0 / (1.0 - p))
+
+
 def layer_norm_backward(g, x, mean, rstd, w):
     # The analytic gradients of F.layer_norm given the forward's statistics (as autograd computes them).
     xf, gf = x.float(), g.float()
@@ -123,6 +144,12 @@ KERNELS = {
     "grouped_gemm": lambda t, s: grouped_gemm(t[0], t[1], t[2]),
     # sums of rows by segment id: index_add_ into zeros (what torch_scatter's segment_sum does)
     "segment_sum": lambda t, s: torch.zeros(t[2].shape[0], t[0].shape[1], dtype=t[0].dtype).index_add_(0, t[1], t[0]),
+    "jagged_mean": lambda t, s: jagged_mean(t[0], t[1]),
+    "cross_entropy_ignore_index": lambda t, s: F.cross_entropy(t[0].float(), t[1], reduction="none",
+                                                               ignore_index=int(s[0])),
+    # torch draws its own stream (Philox too, other offsets): the same work, not the same mask
+    "dropout": lambda t, s: F.dropout(t[0], s[0], training=True),
+    "dropout_backward": lambda t, s: dropout_backward(t[0], s[0]),
 }
 SDPA = {
     "attention": lambda t, s: F.scaled_dot_product_attention(t[0], t[1], t[2], scale=s[0]),

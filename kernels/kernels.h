@@ -59,6 +59,9 @@ extern Kernel<Tensor(Tensor, Tensor, Tensor)> int4_matmul;
 
 // Losses (losses.cpp).
 extern Kernel<Tensor(Tensor, Tensor)> cross_entropy;  // (logits [N,V], labels [N]) -> loss [N]
+// (logits [N,V], labels [N], ignore_index) -> loss [N], 0 where labels[n] == ignore_index (torch's
+// F.cross_entropy(reduction="none", ignore_index=...)); every other label in [0, V).
+extern Kernel<Tensor(Tensor, Tensor, Int)> cross_entropy_ignore_index;
 
 // Gathers, scatters and masked access (indexing.cpp).
 extern Kernel<Tensor(Tensor, Tensor)> embedding;  // (ids [N] (or rank 2, 3) i32/i64, weight [V,E]) -> [N,E]
@@ -70,5 +73,15 @@ extern Kernel<Tensor(Tensor, Tensor, Tensor, Tensor)> grouped_gemm;
 // Segment reduction by a scan (segment.cpp): (x [N,D], ids [N] i32/i64 sorted in [0, S),
 // segments [S] (only its length is read)) -> out [S,D], out[s] = the sum of the rows with id s.
 extern Kernel<Tensor(Tensor, Tensor, Tensor)> segment_sum;
+
+// Dropout (dropout.cpp): (x [M,N], p, seed) -> x / (1 - p) where rand(seed, i) >= p for element i
+// (row-major), else 0; the backward applies the same mask, recomputed from the seed, to grad_out.
+extern Kernel<Tensor(Tensor, Scalar, Int)> dropout;
+extern Kernel<Tensor(Tensor, Scalar, Int)> dropout_backward;
+
+// Jagged tensors (jagged.cpp).
+// (values [T,M], offsets [B+1] i32/i64, non-decreasing in [0, T]) -> out [B,M]: the mean of the
+// rows offsets[g]..offsets[g+1] of values (0 for a group without rows).
+extern Kernel<Tensor(Tensor, Tensor)> jagged_mean;
 
 }  // namespace parhelion::kernels

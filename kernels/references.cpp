@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numbers>
 #include <stdexcept>
@@ -500,6 +501,84 @@ Array segment_sum(const Array& x, const Array& ids, int64_t num_segments) {
   }
   Array out = Array::zeros({num_segments, d}, DType::f32);
   for (int64_t k = 0; k < num_segments * d; ++k) out.set(k, acc[static_cast<size_t>(k)]);
+  return out;
+}
+
+Array cross_entropy_ignore_index(const Array& logits, const Array& labels, int64_t ignore_index) {
+  const char* fn = "cross_entropy_ignore_index";
+  check_float(fn, "logits", logits);
+  check_rank(fn, "logits", logits, 2);
+  if (!labels.defined() || !is_integer(labels.dtype())) fail(fn, "labels must be i32/i64");
+  const int64_t rows = logits.dim(0), v = logits.dim(1);
+  if (labels.rank() != 1 || labels.dim(0) != rows) fail(fn, "labels must have shape [" + std::to_string(rows) + "]");
+  Array out = Array::empty({rows}, DType::f32);
+  for (int64_t i = 0; i < rows; ++i) {
+    const auto lab = static_cast<int64_t>(labels.get(i));
+    if (lab == ignore_index) {
+      out.set(i, 0.0);
+      continue;
+    }
+    if (lab < 0 || lab >= v)
+      fail(fn, "label " + std::to_string(lab) + " at row " + std::to_string(i) + " is out of range [0, " +
+                   std::to_string(v) + ") and is not the ignored " + std::to_string(ignore_index));
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < v; ++j) mx = std::max(mx, logits.get(i * v + j));
+    double sum = 0;
+    for (int64_t j = 0; j < v; ++j) sum += std::exp(logits.get(i * v + j) - mx);
+    out.set(i, mx + std::log(sum) - logits.get(i * v + lab));
+  }
+  return out;
+}
+
+namespace {
+// Philox-4x32-10 (Salmon et al., Random123): counter (offset lo, offset hi, 0, 0), key (seed lo,
+// seed hi); its first output word as Triton's uniform: a signed word, negatives folded to -w - 1,
+// times 4.6566127342e-10 in f32.
+float philox_uniform(int64_t seed, int64_t offset) {
+  uint32_t ctr[4] = {static_cast<uint32_t>(offset), static_cast<uint32_t>(static_cast<uint64_t>(offset) >> 32), 0, 0};
+  uint32_t key[2] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(static_cast<uint64_t>(seed) >> 32)};
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t a = uint64_t{0xD2511F53} * ctr[0], b = uint64_t{0xCD9E8D57} * ctr[2];
+    const uint32_t next[4] = {static_cast<uint32_t>(b >> 32) ^ ctr[1] ^ key[0], static_cast<uint32_t>(b),
+                              static_cast<uint32_t>(a >> 32) ^ ctr[3] ^ key[1], static_cast<uint32_t>(a)};
+    std::copy(next, next + 4, ctr);
+    key[0] += 0x9E3779B9u;
+    key[1] += 0xBB67AE85u;
+  }
+  int64_t w = static_cast<int32_t>(ctr[0]);
+  if (w < 0) w = -w - 1;
+  return static_cast<float>(w) * 4.6566127342e-10f;
+}
+}  // namespace
+
+Array dropout(const Array& x, double p, int64_t seed) {
+  const char* fn = "dropout";
+  check_float(fn, "x", x);
+  check_rank(fn, "x", x, 2);
+  Array out = Array::empty(x.shape(), DType::f32);
+  const float pf = static_cast<float>(p);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    out.set(i, philox_uniform(seed, i) >= pf ? x.get(i) / (1.0 - static_cast<double>(pf)) : 0.0);
+  return out;
+}
+
+Array jagged_mean(const Array& values, const Array& offsets) {
+  const char* fn = "jagged_mean";
+  check_float(fn, "values", values);
+  check_rank(fn, "values", values, 2);
+  if (!offsets.defined() || !is_integer(offsets.dtype()) || offsets.rank() != 1 || offsets.numel() < 1)
+    fail(fn, "offsets must be B + 1 integers");
+  const int64_t t = values.dim(0), m = values.dim(1), b = offsets.numel() - 1;
+  Array out = Array::zeros({b, m}, DType::f32);
+  for (int64_t g = 0; g < b; ++g) {
+    const auto lo = static_cast<int64_t>(offsets.get(g)), hi = static_cast<int64_t>(offsets.get(g + 1));
+    if (lo < 0 || hi < lo || hi > t) fail(fn, "offsets must be non-decreasing within [0, T]");
+    for (int64_t j = 0; j < m; ++j) {
+      double s = 0;
+      for (int64_t r = lo; r < hi; ++r) s += values.get(r * m + j);
+      out.set(g * m + j, hi > lo ? s / static_cast<double>(hi - lo) : 0.0);
+    }
+  }
   return out;
 }
 

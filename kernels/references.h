@@ -55,6 +55,13 @@ Array attention(const Array& q, const Array& k, const Array& v, double scale, bo
 // Per-row (mean [M], population variance [M]) of x [M,N], two-pass in double.
 std::pair<Array, Array> welford(const Array& x);
 // out[n, :] = weight[ids[n], :] with ids (any rank, integer) flattened row-major; weight [V, E].
+// Cross entropy per row, 0 where labels[n] == ignore_index.
+Array cross_entropy_ignore_index(const Array& logits, const Array& labels, int64_t ignore_index);
+// Dropout of x [M, N]: x / (1 - p) where the Philox-4x32-10 uniform of (seed, element index) is
+// >= p, else 0 (its own Philox, written from the Random123 definition).
+Array dropout(const Array& x, double p, int64_t seed);
+// The mean of the rows offsets[g]..offsets[g+1] of values [T, M], per group (0 for no rows).
+Array jagged_mean(const Array& values, const Array& offsets);
 Array embedding(const Array& ids, const Array& weight);
 // out = [x | y] along the last dim: x [M, N1], y [M, N2] -> [M, N1 + N2].
 Array concat(const Array& x, const Array& y);

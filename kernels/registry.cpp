@@ -99,6 +99,23 @@ void segment_entries(std::vector<KernelEntry>& r) {
   r.push_back(e);
 }
 
+// Row offsets of `groups` jagged groups of `mean_rows` rows on average: lengths drawn uniformly
+// from 0..2 x mean_rows, and the middle group empty (from three groups on), so that every shape
+// has groups without rows.
+Array jagged_offsets(int64_t groups, int64_t mean_rows, uint64_t seed) {
+  Array u = Array::random({std::max<int64_t>(1, groups)}, DType::f32, seed, 0.0, 1.0);
+  Array off = Array::empty({groups + 1}, DType::i64);
+  int64_t at = 0;
+  off.set(0, 0);
+  for (int64_t g = 0; g < groups; ++g) {
+    int64_t len = static_cast<int64_t>(u.get(g) * static_cast<double>(2 * mean_rows + 1));
+    if (groups >= 3 && g == groups / 2) len = 0;
+    at += len;
+    off.set(g + 1, static_cast<double>(at));
+  }
+  return off;
+}
+
 // The gather/scatter/masked-access kernels (indexing.cpp).
 void indexing_entries(std::vector<KernelEntry>& r) {
   {
@@ -162,6 +179,27 @@ void indexing_entries(std::vector<KernelEntry>& r) {
     };
     e.flops = [](const Shape& s) { return 2.0 * s[0] * s[1] * s[2]; };
     e.tolerance_scale = [](const Shape& s) { return std::max(1.0, std::sqrt(static_cast<double>(s[1])) / 8); };
+    r.push_back(e);
+  }
+  {
+    KernelEntry e;
+    e.name = "jagged_mean";
+    e.summary = "out [B,M]: the mean of the rows offsets[g]..offsets[g+1] of values [T,M], L rows a group on average";
+    e.shape_help = "B,M,L";
+    e.min_rank = e.max_rank = 3;
+    e.dtypes = kFloat;
+    e.default_shape = {512, 512, 64};
+    e.kernel = &jagged_mean;
+    e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+      need_rank("jagged_mean", s, 3, 3, "B,M,L");
+      Array off = jagged_offsets(s[0], s[2], seed + 1);
+      const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(off.get(s[0])));
+      return Inputs{{input_array({rows, s[1]}, dt, seed), off}, {}};
+    };
+    e.reference = [](const Inputs& in) { return std::vector<Array>{ref::jagged_mean(in.tensors[0], in.tensors[1])}; };
+    // (the rows: B x L on average)
+    e.bytes = [](const Shape& s, DType dt) { return (1.0 * s[0] * s[2] * s[1] + 1.0 * s[0] * s[1]) * dtype_size(dt); };
+    e.flops = [](const Shape& s) { return 1.0 * s[0] * s[2] * s[1]; };
     r.push_back(e);
   }
 }
@@ -303,6 +341,47 @@ std::vector<KernelEntry> build() {
     };
     e.reference = [](const Inputs& in) { return std::vector<Array>{ref::cross_entropy(in.tensors[0], in.tensors[1])}; };
     e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) + s[0] * 12.0; };
+    r.push_back(e);
+  }
+  {
+    KernelEntry e = rowwise("cross_entropy_ignore_index",
+                            "per-row loss of logits [N,V], 0 for rows labelled ignore_index (-100; a quarter of them)",
+                            cross_entropy_ignore_index, 2, "N,V", {4096, 32000});
+    e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+      need_rank("cross_entropy_ignore_index", s, 2, 2, "N,V");
+      Array labels = input_array({s[0]}, DType::i64, seed + 1, 0, static_cast<double>(s[1]));
+      Array pick = input_array({s[0]}, DType::f32, seed + 2, 0, 1);
+      for (int64_t i = 0; i < s[0]; ++i)
+        if (pick.get(i) < 0.25 || (s[0] >= 2 && i == 1)) labels.set(i, -100);  // (row 1 always)
+      return Inputs{{input_array(s, dt, seed, -4, 4), labels}, {-100}};
+    };
+    e.reference = [](const Inputs& in) {
+      return std::vector<Array>{
+          ref::cross_entropy_ignore_index(in.tensors[0], in.tensors[1], static_cast<int64_t>(in.scalars[0]))};
+    };
+    e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) + s[0] * 12.0; };
+    r.push_back(e);
+  }
+  for (bool backward : {false, true}) {
+    KernelEntry e;
+    e.name = backward ? "dropout_backward" : "dropout";
+    e.summary = backward ? "grad [M,N] through dropout's mask, recomputed from the seed (p = 0.25)"
+                         : "x [M,N] / (1 - p) where rand(seed, i) >= p, else 0 (p = 0.25, Philox)";
+    e.shape_help = "M,N";
+    e.min_rank = e.max_rank = 2;
+    e.dtypes = kFloat;
+    e.default_shape = {8192, 4096};
+    e.kernel = backward ? &dropout_backward : &dropout;
+    const std::string name = e.name;
+    e.make_inputs = [name](const Shape& s, DType dt, uint64_t seed) {
+      need_rank(name, s, 2, 2, "M,N");
+      return Inputs{{input_array(s, dt, seed)}, {0.25, static_cast<double>(1234 + seed)}};
+    };
+    e.reference = [](const Inputs& in) {
+      return std::vector<Array>{ref::dropout(in.tensors[0], in.scalars[0], static_cast<int64_t>(in.scalars[1]))};
+    };
+    e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) * 2; };
+    e.flops = [](const Shape& s) { return numel(s) * 40.0; };  // ten Philox rounds
     r.push_back(e);
   }
   {

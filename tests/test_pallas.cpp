@@ -101,6 +101,11 @@ std::vector<Case> cases() {
       {"epilogue_subtiling", {64, 256, 128}, ph::DType::f32, {"", "resident"}},
       {"matmul_layernorm", {64, 256, 128}, ph::DType::f32, {"", "resident"}},
       {"cross_entropy", {16, 384}, ph::DType::f32, {"", "resident"}},
+      // Part 2: an ignored label, dropout's mask from Philox, a jagged loop over row offsets.
+      {"cross_entropy_ignore_index", {16, 384}, ph::DType::f32, {"", "resident"}},
+      {"dropout", {40, 256}, ph::DType::f32, {""}},
+      {"dropout_backward", {16, 384}, ph::DType::bf16, {""}},
+      {"jagged_mean", {7, 256, 20}, ph::DType::f32, {""}},
       // Gathers (one-hot matmuls against the resident table) and masked loads (concat).
       {"embedding", {40, 300, 256}, ph::DType::f32, {""}},
       {"embedding",

@@ -30,6 +30,9 @@ struct Arg {
   double scalar = 0;
   Arg(const Array& a) : array(&a) {}  // NOLINT
   Arg(double s) : scalar(s) {}        // NOLINT
+  // An integer (a ph::Int, or a compile-time int64_t parameter): exact up to 2^53.
+  Arg(int64_t i) : scalar(static_cast<double>(i)) {}  // NOLINT
+  Arg(int i) : scalar(i) {}                           // NOLINT
   bool is_tensor() const { return array != nullptr; }
 };
 
@@ -84,15 +87,20 @@ class KernelBase {
   struct TraceArg {
     Tensor tensor;
     Scalar scalar;
+    int64_t constant = 0;  // a compile-time integer argument's value
   };
   using TraceFn = std::function<std::vector<Tensor>(const std::vector<TraceArg>&)>;
 
-  KernelBase(std::string name, std::vector<bool> arg_is_tensor, TraceFn trace);
+  // `arg_is_constant` (empty: none): the scalar arguments that are compile-time integers, whose
+  // values are part of the signature the kernel is traced and compiled for.
+  KernelBase(std::string name, std::vector<bool> arg_is_tensor, TraceFn trace, std::vector<bool> arg_is_constant = {});
   virtual ~KernelBase();
 
   const std::string& name() const { return name_; }
   int num_args() const { return static_cast<int>(arg_is_tensor_.size()); }
   bool arg_is_tensor(int i) const { return arg_is_tensor_.at(i); }
+  bool arg_is_constant(int i) const { return !arg_is_constant_.empty() && arg_is_constant_.at(i); }
+  const std::vector<bool>& constant_args() const { return arg_is_constant_; }
 
   // Traces and compiles for the signature of `args` (cached), with `config` if given, else
   // the pinned config, else the heuristic default.
@@ -136,6 +144,7 @@ class KernelBase {
  private:
   std::string name_;
   std::vector<bool> arg_is_tensor_;
+  std::vector<bool> arg_is_constant_;
   TraceFn trace_;
   std::mutex mu_;
   std::unique_ptr<Config> pinned_;
@@ -149,14 +158,32 @@ struct ArgTraits;
 template <>
 struct ArgTraits<Tensor> {
   using Host = const Array&;
-  static constexpr bool is_tensor = true;
+  static constexpr bool is_tensor = true, is_constant = false;
   static Tensor from(const KernelBase::TraceArg& a) { return a.tensor; }
 };
 template <>
 struct ArgTraits<Scalar> {
   using Host = double;
-  static constexpr bool is_tensor = false;
+  static constexpr bool is_tensor = false, is_constant = false;
   static Scalar from(const KernelBase::TraceArg& a) { return a.scalar; }
+};
+template <>
+struct ArgTraits<Int> {
+  using Host = int64_t;
+  static constexpr bool is_tensor = false, is_constant = false;
+  static Int from(const KernelBase::TraceArg& a) { return Int(a.scalar.param()); }
+};
+template <>
+struct ArgTraits<int64_t> {  // a compile-time constant
+  using Host = int64_t;
+  static constexpr bool is_tensor = false, is_constant = true;
+  static int64_t from(const KernelBase::TraceArg& a) { return a.constant; }
+};
+template <>
+struct ArgTraits<int> {
+  using Host = int64_t;
+  static constexpr bool is_tensor = false, is_constant = true;
+  static int from(const KernelBase::TraceArg& a) { return static_cast<int>(a.constant); }
 };
 template <class T>
 struct ArgTraits<const T&> : ArgTraits<T> {};
@@ -197,8 +224,8 @@ class Kernel<R(Args...)> : public KernelBase {
 
   Kernel(std::string name, R (*fn)(Args...))
       : KernelBase(std::move(name), {detail::ArgTraits<Args>::is_tensor...},
-                   [fn](const std::vector<TraceArg>& a) { return invoke(fn, a, std::index_sequence_for<Args...>{}); }) {
-  }
+                   [fn](const std::vector<TraceArg>& a) { return invoke(fn, a, std::index_sequence_for<Args...>{}); },
+                   {detail::ArgTraits<Args>::is_constant...}) {}
 
   HostResult operator()(typename detail::ArgTraits<Args>::Host... args) {
     std::vector<Array> out = run({Arg(args)...});

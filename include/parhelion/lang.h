@@ -35,6 +35,7 @@ using Loc = std::source_location;
 class Tensor;
 class Var;
 class Scalar;
+class Int;
 class Tile;
 
 // A block-size symbol: `register_block_size(n)` makes one that several tile loops can share.
@@ -59,10 +60,12 @@ NumBlocks num_blocks(BlockSizeRef b, Loc loc = Loc::current());
 // One dimension of a tile loop: a range [begin, end) and how its block size is chosen.
 struct Extent {
   int64_t begin = 0, end = 0;
-  int block_id = -1;             // a registered block size, shared with other loops
-  int64_t fixed_block = 0;       // a block size fixed by the kernel (not tuned)
-  int parent = -1;               // a tile over this tile's current block (see Extent(const Tile&))
-  int count_block = -1;          // a range 0..num_blocks (see NumBlocks)
+  int block_id = -1;        // a registered block size, shared with other loops
+  int64_t fixed_block = 0;  // a block size fixed by the kernel (not tuned)
+  int parent = -1;          // a tile over this tile's current block (see Extent(const Tile&))
+  int count_block = -1;     // a range 0..num_blocks (see NumBlocks)
+  int begin_value = -1;     // a jagged range: the i64 scalars of range(start, end) (see there)
+  int end_value = -1;
   Extent(int64_t n) : end(n) {}  // NOLINT: `tile(n)` reads best
   Extent(int n) : end(n) {}      // NOLINT
   Extent(int64_t b, int64_t e) : begin(b), end(e) {}
@@ -208,11 +211,28 @@ struct Operand {
   Operand(const Tensor& t, Loc l = Loc::current());
   Operand(const Var& v, Loc l = Loc::current());
   Operand(const Scalar& s, Loc l = Loc::current());
+  Operand(const Int& s, Loc l = Loc::current());
   Operand(double x, Loc l = Loc::current()) : kind(NumberK), number(x), loc(l) {}
   Operand(float x, Loc l = Loc::current()) : kind(NumberK), number(x), loc(l) {}
   Operand(int x, Loc l = Loc::current()) : kind(NumberK), number(x), is_int(true), loc(l) {}
   Operand(int64_t x, Loc l = Loc::current()) : kind(NumberK), number(static_cast<double>(x)), is_int(true), loc(l) {}
 };
+
+// A range computed in the kernel: `ph::tile(ph::range(start, end))` with i64 scalars (offsets
+// loaded from a tensor, t.begin(), integer arguments, arithmetic on them) tiles [start, end) in
+// blocks of a tunable (or `.block(n)` fixed) size: a jagged loop, whose every entry has its own
+// range. It is a nested loop (a launch's grid is fixed when the kernel is specialized). An empty
+// or reversed range runs no trip; a non-empty one must lie within every tensor dimension its
+// tile indexes: 0 <= start and end <= the dimension's size, checked at run time (a UserError
+// naming this line on cpu and in the interpreter; a TPU kernel cannot raise, and clamps the
+// range to the dimensions instead).
+Extent range(const Operand& begin, const Operand& end, Loc loc = Loc::current());
+// The rows of group `group` of a jagged tensor with row offsets `offsets` (rank 1, integer,
+// offsets[g] <= offsets[g + 1]): range(offsets[group], offsets[group + 1]). `group` is a grid
+// index or an i64 scalar. `for (auto g : ph::grid(n)) for (auto r : ph::tile(ph::jagged(off, g)))`
+// visits the rows of every group, as Helion's jagged tiles do.
+Extent jagged(const Tensor& offsets, const Tile& group, Loc loc = Loc::current());
+Extent jagged(const Tensor& offsets, const Tensor& group, Loc loc = Loc::current());
 
 // One dimension of a block shape for zeros/full/empty inside device code: a tile or a size.
 // A registered block size as a block dim (`ph::zeros({tile, bs})`) is the dim of the innermost
@@ -384,6 +404,17 @@ class Scalar {
 
  private:
   int param_ = -1;
+};
+
+// An integer kernel argument, a runtime value (not specialized on): in device code an i64 scalar
+// (a loop bound in ph::range, a row count, an index). The call passes an integer (exact up to
+// 2^53; on a TPU, up to 2^24 in magnitude, checked by the generated module). A plain `int64_t`
+// (or `int`) parameter is instead a compile-time constant: the kernel is traced and compiled
+// once per value, which host code may use for shapes and loop ranges.
+class Int : public Scalar {
+ public:
+  Int() = default;
+  explicit Int(int param) : Scalar(param) {}
 };
 
 // Loop-carried state. Declare it in a tile loop, assign it in a nested loop.

@@ -21,6 +21,7 @@ struct CompiledKernel::Impl {
   std::vector<bool> arg_is_tensor;
   ir::Function fn;
   std::vector<int> written_params;  // tensor parameters the kernel stores to
+  std::vector<int> integer_params;  // scalar parameters read as integers (ph::Int)
   // Configured: for one backend, its config space and the chosen point (the default until
   // specialized).
   const backend::Backend* backend = nullptr;

@@ -1,6 +1,8 @@
 #include "driver/driver.h"
 
+#include <cmath>
 #include <cstring>
+#include <set>
 
 #include "frontend/tracer.h"
 #include "ir/verifier.h"
@@ -27,20 +29,23 @@ std::shared_ptr<Impl> traced_part(const Impl& k) {
   K->signature = k.signature;
   K->fn = k.fn;
   K->written_params = k.written_params;
+  K->integer_params = k.integer_params;
   return K;
 }
 
 }  // namespace
 
 std::shared_ptr<Impl> trace(const std::string& name, const std::vector<bool>& arg_is_tensor,
-                            const KernelBase::TraceFn& trace_fn, const std::vector<Arg>& args) {
+                            const std::vector<bool>& arg_is_constant, const KernelBase::TraceFn& trace_fn,
+                            const std::vector<Arg>& args) {
   auto K = std::make_shared<Impl>();
   K->name = name;
   K->arg_is_tensor = arg_is_tensor;
   {
     frontend::Tracer tracer(name);
     std::vector<KernelBase::TraceArg> targs;
-    for (const Arg& a : args) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      const Arg& a = args[i];
       KernelBase::TraceArg t;
       if (a.is_tensor()) {
         frontend::ArgSpec s{true, a.array->shape(), a.array->strides(), a.array->dtype()};
@@ -49,6 +54,9 @@ std::shared_ptr<Impl> trace(const std::string& name, const std::vector<bool>& ar
       } else {
         K->signature.push_back(frontend::ArgSpec{false, {}, {}, DType::f32});
         t.scalar = tracer.add_scalar_param();
+        // A compile-time integer is a host value while tracing (it also stays a scalar
+        // parameter, so that every call passes its scalars the same way).
+        if (i < arg_is_constant.size() && arg_is_constant[i]) t.constant = static_cast<int64_t>(a.scalar);
       }
       targs.push_back(t);
     }
@@ -62,6 +70,11 @@ std::shared_ptr<Impl> trace(const std::string& name, const std::vector<bool>& ar
   });
   for (int i = 0; i < K->fn.num_tensor_params; ++i)
     if (written[i]) K->written_params.push_back(i);
+  std::set<int> integral;
+  ir::walk(K->fn.body, [&](const ir::Op& op) {
+    if (op.kind == ir::OpKind::ScalarParam && K->fn.type_of(op.result).dtype == DType::i64) integral.insert(op.param);
+  });
+  K->integer_params.assign(integral.begin(), integral.end());
   return K;
 }
 
@@ -104,6 +117,13 @@ std::vector<Array> run(const Impl& K, const std::vector<Arg>& args) {
       tensors[ti++] = *a.array;
     else
       scalars.push_back(a.scalar);
+  }
+  // An integer argument (ph::Int) reaches the generated code as a double: it must be one.
+  for (int i : K.integer_params) {
+    const double v = scalars.at(i);
+    if (std::nearbyint(v) != v || std::abs(v) >= 9007199254740992.0)
+      throw UserError("kernel " + K.name + ": integer argument " + fn.scalar_params.at(i) + " is " + std::to_string(v) +
+                      ", not an integer");
   }
   // Written arguments must not overlap any other argument: generated code assumes no aliasing.
   for (int i : K.written_params) {

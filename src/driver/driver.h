@@ -23,9 +23,11 @@ namespace parhelion::driver {
 
 using Impl = CompiledKernel::Impl;
 
-// trace + verify: the kernel's Tile IR for the signature of `args` (not yet configured).
+// trace + verify: the kernel's Tile IR for the signature of `args` (not yet configured); the
+// arguments `arg_is_constant` marks are traced with their values (compile-time integers).
 std::shared_ptr<Impl> trace(const std::string& name, const std::vector<bool>& arg_is_tensor,
-                            const KernelBase::TraceFn& trace_fn, const std::vector<Arg>& args);
+                            const std::vector<bool>& arg_is_constant, const KernelBase::TraceFn& trace_fn,
+                            const std::vector<Arg>& args);
 
 // configure: a copy of `traced` for `backend`, with its config space and default config.
 std::shared_ptr<Impl> configure(const Impl& traced, const backend::Backend& backend);

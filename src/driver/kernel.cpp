@@ -3,6 +3,7 @@
 #include "parhelion/kernel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -23,11 +24,15 @@ struct KernelBase::Cache {
 
 namespace {
 
-std::string signature_key(const std::vector<Arg>& args) {
+// The signature a kernel is traced and compiled for: each tensor's dtype, shape and strides, and
+// the value of each compile-time integer argument (other scalars are runtime values).
+std::string signature_key(const KernelBase& kernel, const std::vector<Arg>& args) {
   std::string k;
-  for (const Arg& a : args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Arg& a = args[i];
     if (!a.is_tensor()) {
-      k += "s;";
+      k += kernel.arg_is_constant(static_cast<int>(i)) ? "c" + std::to_string(static_cast<int64_t>(a.scalar)) + ";"
+                                                       : "s;";
       continue;
     }
     k += std::string(dtype_name(a.array->dtype())) + shape_to_string(a.array->shape()) +
@@ -45,7 +50,13 @@ void check_args(const KernelBase& k, const std::vector<Arg>& args) {
     if (want != args[i].is_tensor())
       throw UserError("kernel " + k.name() + ": argument " + std::to_string(i) + " must be " +
                       (want ? "a tensor" : "a scalar"));
-    if (!want) continue;
+    if (!want) {
+      const double v = args[i].scalar;
+      if (k.arg_is_constant(static_cast<int>(i)) && !(std::nearbyint(v) == v && std::abs(v) < 9007199254740992.0))
+        throw UserError("kernel " + k.name() + ": argument " + std::to_string(i) + " is a compile-time integer, got " +
+                        std::to_string(v));
+      continue;
+    }
     const Array& a = *args[i].array;
     if (!a.defined())
       throw UserError("kernel " + k.name() + ": argument " + std::to_string(i) + " is an empty (undefined) Array");
@@ -75,9 +86,11 @@ std::vector<Array> CompiledKernel::run(const std::vector<Arg>& args) const { ret
 
 // --- KernelBase ---------------------------------------------------------------------------------
 
-KernelBase::KernelBase(std::string name, std::vector<bool> arg_is_tensor, TraceFn trace)
+KernelBase::KernelBase(std::string name, std::vector<bool> arg_is_tensor, TraceFn trace,
+                       std::vector<bool> arg_is_constant)
     : name_(std::move(name)),
       arg_is_tensor_(std::move(arg_is_tensor)),
+      arg_is_constant_(std::move(arg_is_constant)),
       trace_(std::move(trace)),
       cache_(std::make_unique<Cache>()) {}
 
@@ -98,7 +111,7 @@ std::shared_ptr<CompiledKernel::Impl> KernelBase::trace(const std::vector<Arg>& 
 std::shared_ptr<CompiledKernel::Impl> KernelBase::trace(const std::vector<Arg>& args, const std::string& target) {
   check_args(*this, args);
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string key = signature_key(args);
+  const std::string key = signature_key(*this, args);
   const std::string configured_key = key + "|" + target;
   // Every call passes here: a hit costs the two keys and one lookup; the backend is resolved
   // (and the kernel traced) on a miss only.
@@ -107,7 +120,7 @@ std::shared_ptr<CompiledKernel::Impl> KernelBase::trace(const std::vector<Arg>& 
   const backend::Backend& backend = backend::for_target(target);
   auto traced = cache_->traced.find(key);
   if (traced == cache_->traced.end())
-    traced = cache_->traced.emplace(key, driver::trace(name_, arg_is_tensor_, trace_, args)).first;
+    traced = cache_->traced.emplace(key, driver::trace(name_, arg_is_tensor_, arg_is_constant_, trace_, args)).first;
   return cache_->configured[configured_key] = driver::configure(*traced->second, backend);
 }
 
@@ -115,7 +128,7 @@ CompiledKernel KernelBase::compile(const std::vector<Arg>& args, const Config* c
   std::shared_ptr<CompiledKernel::Impl> traced = trace(args);
   std::lock_guard<std::mutex> lock(mu_);
   if (!config && pinned_) config = pinned_.get();
-  std::string key = signature_key(args) + "|" + (config ? config->to_json() : "default");
+  std::string key = signature_key(*this, args) + "|" + (config ? config->to_json() : "default");
   auto it = cache_->by_key.find(key);
   if (it != cache_->by_key.end()) return CompiledKernel(it->second);
   auto K = driver::specialize(*traced, config ? *config : traced->config);

@@ -215,6 +215,43 @@ Tensor Tile::id(Loc loc) const { return tile_op(OpKind::TileId, id_, loc); }
 
 Extent::Extent(const Tile& outer) : parent(outer.ir_id()) {}
 
+Extent range(const Operand& begin, const Operand& end, Loc loc) {
+  Tracer& T = tracer(loc);
+  T.require_device("ph::range of computed bounds (a jagged loop)", loc);
+  Extent e(int64_t{0}, int64_t{0});
+  int* ends[2] = {&e.begin_value, &e.end_value};
+  const Operand* given[2] = {&begin, &end};
+  for (int k = 0; k < 2; ++k) {
+    const int v = value_of(T, *given[k], DType::i64);
+    const Type& t = T.fn().type_of(v);
+    if (t.rank() != 0 || t.dtype != DType::i64)
+      T.fail(std::string("the ") + (k == 0 ? "start" : "end") +
+                 " of ph::range(start, end) must be an i64 scalar (a loaded offset, t.begin(), an integer "
+                 "argument, ...); got " +
+                 describe(T, v),
+             loc);
+    *ends[k] = v;
+  }
+  return e;
+}
+
+Extent jagged(const Tensor& offsets, const Tensor& group, Loc loc) {
+  Tracer& T = tracer(loc);
+  T.require_device("ph::jagged", loc);
+  if (offsets.is_block() || offsets.rank() != 1 || !is_integer(offsets.dtype()))
+    T.fail("ph::jagged(offsets, g) takes a host tensor of row offsets of rank 1 and an integer dtype", loc);
+  const Tensor start = offsets[Index(group, loc)];
+  const Tensor next = offsets[Index(group + Operand(1, loc), loc)];
+  return range(Operand(start, loc), Operand(next, loc), loc);
+}
+
+Extent jagged(const Tensor& offsets, const Tile& group, Loc loc) {
+  Tracer& T = tracer(loc);
+  if (group.ir_id() < 0 || !T.fn().tiles[group.ir_id()].is_grid)
+    T.fail("ph::jagged(offsets, g): g must be a grid index (ph::grid) or an i64 scalar, the group's number", loc);
+  return jagged(offsets, group.begin(loc), loc);
+}
+
 NumBlocks num_blocks(BlockSizeRef b, Loc loc) {
   Tracer& T = tracer(loc);
   if (b.id < 0 || b.id >= static_cast<int>(T.fn().block_sizes.size()))
@@ -308,6 +345,15 @@ Operand::Operand(const Scalar& s, Loc l) : kind(TensorK), loc(l) {
   Op op{OpKind::ScalarParam};
   op.param = s.param();
   value = emit_value(T, op, Type{DType::f32, {}}, l);
+}
+
+Operand::Operand(const Int& s, Loc l) : kind(TensorK), loc(l) {
+  Tracer& T = tracer(l);
+  T.require_device("using an integer argument", l);
+  if (s.param() < 0) T.fail("use of an uninitialized ph::Int", l);
+  Op op{OpKind::ScalarParam};
+  op.param = s.param();
+  value = emit_value(T, op, Type{DType::i64, {}}, l);
 }
 
 // --- Tensor -----------------------------------------------------------------------------------

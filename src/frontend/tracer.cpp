@@ -179,6 +179,18 @@ std::vector<Tile> Tracer::open_loop(const std::vector<Extent>& dims, bool grid, 
       if (e.block_id >= 0)
         fail("ph::tile(outer) takes its own block size (tunable, or fixed with .block(n)), not a registered one", loc);
     }
+    const bool jagged = e.end_value >= 0;
+    if (jagged) {
+      if (!in_device())
+        fail(
+            "a tile over a range computed in the kernel (ph::range of scalars, ph::jagged) must be nested in a "
+            "tile loop: a launch's grid is fixed when the kernel is specialized",
+            loc);
+      for (int v : {e.begin_value, e.end_value})
+        if (!value_in_scope(v)) fail("ph::range(start, end): a bound is a value of a loop that is not open here", loc);
+      e.begin = 0;
+      e.end = ir::kUnboundedRange;  // bounded by the dims it indexes when the trace ends
+    }
     if (e.count_block >= 0 && e.begin != 0) fail("a tile over ph::num_blocks starts at 0", loc);
     if (e.end < e.begin || e.begin < 0)
       fail("tile loop over an empty or negative range " + std::to_string(e.begin) + ".." + std::to_string(e.end), loc);
@@ -193,7 +205,14 @@ std::vector<Tile> Tracer::open_loop(const std::vector<Extent>& dims, bool grid, 
       t.count_block = e.count_block;
       t.count_extent = e.end;
     }
-    int64_t extent = std::max<int64_t>(1, e.end - e.begin);
+    if (jagged) {
+      t.begin_value = e.begin_value;
+      t.end_value = e.end_value;
+      op.operands.insert(op.operands.end(), {e.begin_value, e.end_value});
+    }
+    // A jagged range's length is known only at run time: its block-size choices span
+    // ir::kJaggedBlockExtent (or its bound, when the trace ends, if smaller).
+    int64_t extent = jagged ? ir::kJaggedBlockExtent : std::max<int64_t>(1, e.end - e.begin);
     // Over an enclosing tile's block: at most that block's length (the parent's symbol's extent).
     if (parent >= 0) {
       const ir::BlockSize& pb = fn_.block_sizes[fn_.tiles[parent].block];
@@ -307,6 +326,7 @@ ir::Function Tracer::finish(const std::vector<Tensor>& outputs) {
     fn_.outputs.push_back(t.id());
   }
   ir::eliminate_dead_code(fn_);
+  ir::bound_jagged_tiles(fn_);
   return std::move(fn_);
 }
 

@@ -15,7 +15,7 @@ using ir::UnaryFn;
 
 const std::vector<std::string>& families() {
   static const std::vector<std::string> f = {"pointwise", "row_reduce", "loop_reduce", "matmul", "gather",
-                                             "indexed",   "views",      "slices",      "scans"};
+                                             "indexed",   "views",      "slices",      "jagged", "scans"};
   return f;
 }
 
@@ -46,6 +46,8 @@ class Generator {
       views();
     else if (family == "slices")
       slices();
+    else if (family == "jagged")
+      jagged();
     else if (family == "scans")
       scans();
     else
@@ -1304,6 +1306,63 @@ class Generator {
     dst.push_back(tile_ix(tn2));
     reduce_launch.body.push_back(store(sums, dst, var_read(acc2)));
     p_.body.push_back(std::move(reduce_launch));
+  }
+
+  // --- jagged loops ---
+  // A jagged tensor x [rows, n] with row offsets drawn with empty groups, one-row groups and long
+  // ones (and, for a reduction, rows no group covers). A launch over (group, column block) runs
+  // a jagged loop over each group's rows, its block fixed or the config's: a segment
+  // reduction into a Var (sum, or max) stored per group, or an elementwise result per row that
+  // mixes the row's position in its group and its block number.
+  void jagged() {
+    const int64_t groups = choose<int64_t>({1, 2, 3, 5, 8}), n = choose<int64_t>({1, 2, 3, 5, 16, 17});
+    const bool reduce_rows = chance(0.5);
+    std::vector<int64_t> offsets = {0};
+    for (int64_t g = 0; g < groups; ++g)
+      offsets.push_back(offsets.back() + choose<int64_t>({0, 0, 1, 2, 3, 5, 8, 17, 33}));
+    if (offsets.back() == 0) offsets.back() = 1;  // at least one row
+    const int64_t rows = offsets.back() + (reduce_rows ? static_cast<int64_t>(pick(3)) : 0);
+    int x = tensor({rows, n}, in_dtype());
+    int off = tensor({groups + 1}, chance(0.5) ? DType::i32 : DType::i64);
+    p_.tensors[off].values = offsets;
+    // (Whole rows sometimes: the columns `all`, as a TPU store through a jagged tile needs.)
+    const bool whole_rows = !reduce_rows && chance(0.5);
+    int g = new_tile(), tn = whole_rows ? -1 : new_tile(), tr = new_tile();
+    LoopDim dg{groups, 1};
+    Stmt launch = whole_rows ? loop({dg}, {g}) : loop({dg, dim(n)}, {g, tn});
+    LoopDim dr;
+    dr.jagged_offsets = off;
+    dr.jagged_group = g;
+    if (chance(0.4)) dr.fixed_block = choose<int64_t>({1, 2, 8, 16});
+    Stmt inner = loop({dr}, {tr});
+    const Subscript cols = whole_rows ? all_ix() : tile_ix(tn);
+    std::vector<Leaf> leaves = {[=, this] { return load(x, {tile_ix(tr), cols}); }};
+    std::vector<Leaf> exact = leaves;
+    if (reduce_rows) {
+      // One row per group at a leading index ([groups, 1, n]: the TPU layout of per-group rows).
+      int out = tensor({groups, 1, n}, data_dtype(), true);
+      const bool max = chance(0.3);
+      int v = new_var();
+      launch.body.push_back(var_decl(v, add_full({tn}, max ? -2.0 : 0.0)));
+      int r = reduce(max ? ReduceFn::max : ReduceFn::sum, anchored(fexpr(leaves, exact, 3), leaves[0]), 0, false);
+      inner.body.push_back(var_set(v, bin(max ? BinaryFn::maximum : BinaryFn::add, var_read(v), r)));
+      launch.body.push_back(std::move(inner));
+      launch.body.push_back(
+          store(out, {tile_ix(g), Subscript{Subscript::Scalar, -1, -1, 0, 0}, tile_ix(tn)}, var_read(v)));
+    } else {
+      int out = tensor({rows, n}, data_dtype(), true);
+      // the row's position in its group, and the block's number (exact: small integers)
+      leaves.push_back([=, this] {
+        int start = load(off, {Subscript{Subscript::Scalar, -1, tile_index(g, true)}});
+        int pos = bin(BinaryFn::sub, tile_index(tr, false), start);
+        return unsqueeze(bin(BinaryFn::mul, cast(pos, DType::f32), num(0.125)), 1);
+      });
+      // (a block number depends on the block size: only a fixed one gives every config's result)
+      if (dr.fixed_block > 0) leaves.push_back([=, this] { return cast(tile_id(tr), DType::f32); });
+      inner.body.push_back(store(out, {tile_ix(tr), cols}, fexpr(leaves, exact, 3)));
+      launch.body.push_back(std::move(inner));
+    }
+    p_.body.push_back(std::move(launch));
   }
 
   std::mt19937_64 rng_;

@@ -47,7 +47,11 @@ std::vector<Array> make_inputs(const Program& p, uint64_t seed) {
   for (size_t i = 0; i < p.tensors.size(); ++i) {
     const TensorDecl& t = p.tensors[i];
     if (t.is_output || t.is_view()) continue;
-    if (t.index_bound > 0) {
+    if (!t.values.empty()) {
+      Array a = Array::empty(t.shape, t.dtype);
+      for (int64_t k = 0; k < a.numel(); ++k) a.set(k, static_cast<double>(t.values.at(static_cast<size_t>(k))));
+      in.push_back(a);
+    } else if (t.index_bound > 0) {
       Array a = Array::empty(t.shape, t.dtype);
       for (int64_t k = 0; k < a.numel(); ++k)
         a.set(k, static_cast<double>(index_value(k, data_seed(seed, i), t.index_bound)));
@@ -403,6 +407,7 @@ class Player {
           Extent x(d.begin, d.extent);
           if (d.parent >= 0) x = Extent(tiles_.at(d.parent));
           if (d.count_ref >= 0) x = Extent(num_blocks(refs_.at(d.count_ref)));
+          if (d.jagged_offsets >= 0) x = jagged(tensors_.at(d.jagged_offsets), tiles_.at(d.jagged_group).begin());
           if (d.block_ref >= 0) x = x.block(refs_.at(d.block_ref));
           dims.push_back(d.fixed_block > 0 ? x.block(d.fixed_block) : x);
         }
@@ -694,6 +699,8 @@ class Printer {
           if (d.begin != 0) x = "ph::range(" + std::to_string(d.begin) + ", " + x + ")";
           if (d.parent >= 0) x = "ph::Extent(t" + std::to_string(d.parent) + ")";
           if (d.count_ref >= 0) x = "ph::Extent(ph::num_blocks(bs" + std::to_string(d.count_ref) + "))";
+          if (d.jagged_offsets >= 0)
+            x = "ph::jagged(" + tensor(d.jagged_offsets) + ", t" + std::to_string(d.jagged_group) + ".begin())";
           if (d.block_ref >= 0)
             x = (x.rfind("ph::", 0) == 0 ? x : "ph::Extent(" + x + ")") + ".block(bs" + std::to_string(d.block_ref) +
                 ")";
@@ -746,7 +753,16 @@ std::string to_cpp(const Program& p, const std::string& config_json, uint64_t se
     const TensorDecl& t = p.tensors[i];
     if (t.is_output || t.is_view()) continue;
     std::string name = pr.tensor(i);
-    if (t.index_bound > 0) {
+    if (!t.values.empty()) {
+      std::string values;
+      for (int64_t v : t.values) values += (values.empty() ? "" : ", ") + std::to_string(v);
+      os << "  ph::Array " << name << " = ph::Array::empty(" << Printer::shape(t.shape) << ", " << dtype_expr(t.dtype)
+         << ");\n"
+         << "  {\n    const int64_t v[] = {" << values << "};\n"
+         << "    for (int64_t i = 0; i < " << name << ".numel(); ++i) " << name
+         << ".set(i, static_cast<double>(v[i]));\n"
+         << "  }\n";
+    } else if (t.index_bound > 0) {
       os << "  ph::Array " << name << " = ph::Array::empty(" << Printer::shape(t.shape) << ", " << dtype_expr(t.dtype)
          << ");\n"
          << "  for (int64_t i = 0; i < " << name << ".numel(); ++i) " << name << ".set(i, static_cast<double>((i * 7 + "

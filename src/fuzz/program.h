@@ -42,6 +42,9 @@ struct TensorDecl {
   // >= 0: an output whose dim 0 is ph::num_blocks(block_refs[count_ref]) (shape[0] holds that
   // block size's extent; the count is the config's).
   int count_ref = -1;
+  // Not empty: an integer input holding exactly these values (the row offsets of a jagged
+  // tensor: sorted, empty groups included).
+  std::vector<int64_t> values;
 };
 
 // One dimension of a tile loop: [0, extent) in blocks that the config chooses, or a fixed
@@ -53,6 +56,9 @@ struct LoopDim {
   int parent = -1;     // >= 0: ph::tile(t<parent>), over that tile's current block
   int block_ref = -1;  // >= 0: blocks of the registered block size block_refs[block_ref]
   int count_ref = -1;  // >= 0: ph::tile(ph::num_blocks(block_refs[count_ref]))
+  // >= 0: a jagged tile, ph::tile(ph::jagged(tensor jagged_offsets, t<jagged_group>.begin())): the
+  // rows of the group the enclosing tile's block starts at
+  int jagged_offsets = -1, jagged_group = -1;
 };
 
 // A subscript item: a loop tile (`tile` is the program's tile number), `ph::all`, or an

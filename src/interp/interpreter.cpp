@@ -237,6 +237,7 @@ class Interpreter {
     tile_off_.assign(fn.tiles.size(), 0);
     tile_len_.assign(fn.tiles.size(), -1);
     tile_num_.assign(fn.tiles.size(), 0);
+    tile_block_.assign(fn.tiles.size(), 1);
     values_.resize(fn.values.size());
     vars_.resize(fn.vars.size());
   }
@@ -380,7 +381,18 @@ class Interpreter {
     if (t.parent >= 0) {  // the enclosing tile's current block
       begin = tile_off_.at(t.parent);
       end = begin + tile_len_.at(t.parent);
+      block = std::min(block, tile_block_.at(t.parent));
     }
+    if (t.is_jagged()) {  // this entry's range; a tunable block is all of it
+      begin = static_cast<int64_t>(val(t.begin_value).data.at(0));
+      end = static_cast<int64_t>(val(t.end_value).data.at(0));
+      if (begin < end && (begin < 0 || end > t.end))
+        fail(op.loc, "the range " + std::to_string(begin) + ".." + std::to_string(end) + " of jagged tile " +
+                         ir::tile_name(fn_, tile) + " is outside 0.." + std::to_string(t.end) +
+                         ", the dimensions it indexes");
+      if (fn_.block_sizes.at(t.block).fixed == 0) block = std::max<int64_t>(1, end - begin);
+    }
+    tile_block_[tile] = block;
     for (int64_t off = begin; off < end; off += block) {
       tile_off_[tile] = off;
       tile_len_[tile] = std::min(block, end - off);
@@ -450,8 +462,15 @@ class Interpreter {
         const double number = t.dtype == DType::f32 ? static_cast<double>(static_cast<float>(op.number)) : op.number;
         return Value::filled(t.dtype, shape, cast_to(number, DType::f32, t.dtype, op.loc));
       }
-      case OpKind::ScalarParam:
-        return Value::filled(DType::f32, {}, static_cast<double>(static_cast<float>(scalars_.at(op.param))));
+      case OpKind::ScalarParam: {
+        const double v = scalars_.at(op.param);
+        if (fn_.type_of(op.result).dtype != DType::i64)
+          return Value::filled(DType::f32, {}, static_cast<double>(static_cast<float>(v)));
+        if (std::nearbyint(v) != v || std::abs(v) >= 9007199254740992.0)  // a ph::Int
+          fail(op.loc,
+               "integer argument " + fn_.scalar_params.at(op.param) + " is " + std::to_string(v) + ", not an integer");
+        return Value::filled(DType::i64, {}, v);
+      }
       case OpKind::TileBegin:
         return Value::filled(DType::i64, {}, static_cast<double>(tile_off_.at(op.tile)));
       case OpKind::TileEnd:
@@ -638,7 +657,8 @@ class Interpreter {
     std::vector<bool> active;
     if (masked) active = mask_of(op, 1, shape);
     std::vector<int64_t> pos = region(op, shape, "store to", masked ? &active : nullptr);
-    if (ir::has_gather(op)) check_scatter_race(op, pos);
+    // (A jagged tile's rows are data too: ranges of different grid steps must not overlap.)
+    if (ir::has_gather(op) || ir::indexes_jagged_tile(fn_, op)) check_scatter_race(op, pos);
     Value v = broadcast_to(operand(op, 0), shape);
     TensorState& T = tensors_.at(ir::root_of(fn_, op.tensor));
     const std::string what = "store to " + fn_.tensors[op.tensor].name;
@@ -790,6 +810,7 @@ class Interpreter {
   std::vector<double> scalars_;
   std::vector<int64_t> tile_off_, tile_len_;                 // the current block of each tile (len -1: not in a loop)
   std::vector<int64_t> tile_num_;                            // its number within its loop (TileId)
+  std::vector<int64_t> tile_block_;                          // the block it is cut into (a jagged one's varies)
   std::vector<Value> values_;                                // by value id: the latest definition
   std::vector<Value> vars_;                                  // by var id
   mutable std::map<int, std::vector<int64_t>> mem_to_flat_;  // strided roots of views: memory -> logical

@@ -68,6 +68,11 @@ struct BlockSize {
   SourceLoc loc;
 };
 
+// A jagged tile's range bound before the trace knows the dims it indexes (ir::bound_jagged_tiles),
+// and the extent its block-size symbol plans for (its choices span powers of two up to it).
+inline constexpr int64_t kUnboundedRange = int64_t{1} << 62;
+inline constexpr int64_t kJaggedBlockExtent = 1024;
+
 struct TileInfo {
   int id = 0;
   int block = 0;  // BlockSize id
@@ -85,6 +90,15 @@ struct TileInfo {
   // count_extent (the count at block 1, an upper bound).
   int count_block = -1;
   int64_t count_extent = 0;
+  // A jagged tile: a tile over a range computed in the kernel (ph::range(start, end) of i64
+  // scalars, e.g. row offsets loaded from a tensor). Each entry of its loop tiles
+  // [value begin_value, value end_value); an empty or reversed range runs no trip. The two
+  // values are defined before the loop and are its operands (Op::operands of the Loop, in tile
+  // order). begin/end above are then 0 and its bound: the smallest size of the tensor dims it
+  // indexes (or a bound the kernel gave), within which every range must lie (checked when the
+  // loop is entered: 0 <= start and end <= bound, for a non-empty range).
+  int begin_value = -1, end_value = -1;
+  bool is_jagged() const { return end_value >= 0; }
   int64_t extent() const { return end - begin; }
 };
 
@@ -128,7 +142,7 @@ enum class OpKind : uint8_t {
   Alloc,   // tensor; fill = none (empty) or number
   Launch,  // loop_tiles; body
   // device control
-  Loop,  // loop_tiles; body
+  Loop,  // loop_tiles; body; operands: the {begin, end} values of its jagged tiles, in tile order
   // device values
   Load,         // tensor[index] -> block; with operands {mask, other}: masked (see above)
   Store,        // tensor[index] = operands[0]; with operands[1]: a mask
@@ -292,6 +306,10 @@ struct Function {
 // {mask, other}, a store with a mask operand).
 bool has_gather(const Op& op);
 bool is_masked(const Op& op);
+// The jagged tile a tile's range comes from (itself, or the one it is within), or -1; whether a
+// load or store indexes a dim with such a tile (its positions depend on the data).
+int jagged_root(const Function& fn, int tile);
+bool indexes_jagged_tile(const Function& fn, const Op& op);
 
 std::string_view op_name(const Op& op);
 // Binds the block counts (TensorInfo::counts, TileInfo::count_block) to `block_size` (by
@@ -299,6 +317,10 @@ std::string_view op_name(const Op& op);
 // binding and re-bindable: the counts keep their extents.
 void resolve_block_counts(Function& fn, const std::vector<int64_t>& block_size);
 bool has_block_counts(const Function& fn);
+// Bounds each jagged tile (TileInfo::is_jagged) by the smallest tensor dim it indexes, itself or
+// through a tile within it (which takes its range), and its own block-size symbol's extent by
+// that bound. The tracer runs it once the trace is complete.
+void bound_jagged_tiles(Function& fn);
 std::string_view unary_name(UnaryFn f);
 std::string_view binary_name(BinaryFn f);
 std::string_view reduce_name(ReduceFn f);

@@ -124,6 +124,18 @@ bool has_gather(const Op& op) {
   return false;
 }
 
+int jagged_root(const Function& fn, int tile) {
+  for (int t = tile; t >= 0; t = fn.tiles.at(t).parent)
+    if (fn.tiles[t].is_jagged()) return t;
+  return -1;
+}
+
+bool indexes_jagged_tile(const Function& fn, const Op& op) {
+  for (const IndexItem& ix : op.index)
+    if (ix.kind == IndexItem::Tile && jagged_root(fn, ix.tile) >= 0) return true;
+  return false;
+}
+
 bool is_masked(const Op& op) {
   return (op.kind == OpKind::Load && op.operands.size() == 2) || (op.kind == OpKind::Store && op.operands.size() == 2);
 }

@@ -497,6 +497,17 @@ class Parser {
         if (t.begin != fn_.tiles[t.parent].begin || t.end != fn_.tiles[t.parent].end)
           fail(parent_at, "a tile within " + parent_at.text + " has its range");
       }
+      if (accept_word("over")) {  // a jagged tile: over %START..%END, within its bound 0..END
+        const Token& over_at = peek();
+        t.begin_value = value_ref("as the start of a jagged range");
+        expect_punct("..", "between the bounds of a jagged range");
+        t.end_value = value_ref("as the end of a jagged range");
+        for (int v : {t.begin_value, t.end_value})
+          if (fn_.values[v].rank() != 0 || fn_.values[v].dtype != DType::i64)
+            fail(over_at, "the bounds of a jagged range are i64 scalars");
+        if (kind != "loop") fail(over_at, "a jagged range is a nested loop's, not a launch's");
+        op.operands.insert(op.operands.end(), {t.begin_value, t.end_value});
+      }
       if (accept_word("num_blocks")) {  // num_blocks($bK, EXTENT): 0..the number of blocks
         expect_punct("(", "after 'num_blocks'");
         t.count_block = block_size_ref("in num_blocks(...)");
@@ -872,11 +883,14 @@ class Parser {
         break;
       case OpKind::Full:
         break;
-      case OpKind::ScalarParam:
+      case OpKind::ScalarParam:  // f32 (ph::Scalar) or i64 (ph::Int)
+        if (!(written.rank() == 0 && (written.dtype == DType::f32 || written.dtype == DType::i64)))
+          fail(type_at, "expected type f32 or i64 for scalar_param, got " + type_to_string(fn_, written));
+        break;
       case OpKind::TileBegin:
       case OpKind::TileEnd:
       case OpKind::TileId:
-        want = Type{op.kind == OpKind::ScalarParam ? DType::f32 : DType::i64, {}};
+        want = Type{DType::i64, {}};
         break;
       case OpKind::TileIndex:
         want = Type{DType::i64, {Dim::of_tile(op.tile)}};
@@ -982,6 +996,7 @@ class Parser {
     for (const TileInfo& t : fn_.tiles) {
       const BlockSize& b = fn_.block_sizes[t.block];
       if (t.parent >= 0) continue;  // its blocks cut the parent's block: the tracer bounds it by that
+      if (t.is_jagged()) continue;  // its ranges' lengths are known at run time only
       if (t.extent() > b.extent)
         fail(*tile_tokens_[t.id], "tile " + tile_name(fn_, t.id) + " ranges over " + std::to_string(t.extent()) +
                                       " indices but its block size $b" + std::to_string(b.id) +

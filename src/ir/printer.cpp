@@ -101,6 +101,7 @@ class Printer {
           const TileInfo& t = fn_.tiles[op.loop_tiles[i]];
           os_ << (i ? ", " : "") << tile_name(fn_, t.id) << " in " << t.begin << ".." << t.end << " by $b" << t.block;
           if (t.parent >= 0) os_ << " within " << tile_name(fn_, t.parent);
+          if (t.is_jagged()) os_ << " over " << val(t.begin_value) << ".." << val(t.end_value);
           if (t.count_block >= 0) os_ << " num_blocks($b" << t.count_block << ", " << t.count_extent << ")";
         }
         os_ << loc(op.loc) << " {\n";

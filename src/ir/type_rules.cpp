@@ -77,7 +77,9 @@ std::string load_type(const Function& fn, int tensor, const std::vector<IndexIte
       r.shape.push_back(Dim::constant(it.length));
     } else if (it.kind == IndexItem::Tile) {
       const TileInfo& ti = fn.tiles.at(it.tile);
-      if (ti.end > t.shape[d] || ti.begin < 0)
+      // (A jagged tile's bound is the smallest dim it indexes, known once the trace is complete.)
+      const bool unbounded = ti.end == kUnboundedRange;
+      if (!unbounded && (ti.end > t.shape[d] || ti.begin < 0))
         return "tile " + tile_name(fn, it.tile) + " ranges over " + std::to_string(ti.begin) + ".." +
                std::to_string(ti.end) + " but indexes dimension " + std::to_string(d) + " of " + t.name +
                ", which has size " + std::to_string(t.shape[d]) + " (was the tile made for another dimension?)";

@@ -76,6 +76,22 @@ class Verifier {
     for (int t : loop.loop_tiles)
       if (fn_.tiles[t].parent >= 0 && loop.kind == OpKind::Launch)
         fail(loop, "a launch's tile cannot be within another tile");
+    std::vector<int> bounds;  // a loop's operands: the ranges of its jagged tiles
+    for (int t : loop.loop_tiles) {
+      const TileInfo& ti = fn_.tiles[t];
+      if (!ti.is_jagged()) continue;
+      if (loop.kind == OpKind::Launch) fail(loop, "a launch's tile cannot have a computed (jagged) range");
+      if (ti.parent >= 0 || ti.count_block >= 0 || ti.begin != 0)
+        fail(loop, "jagged tile " + tile_name(fn_, t) + " has a range 0..bound of its own");
+      for (int v : {ti.begin_value, ti.end_value}) {
+        check(v >= 0 && v < static_cast<int>(fn_.values.size()), loop, "bad jagged bound");
+        if (fn_.type_of(v).rank() != 0 || fn_.type_of(v).dtype != DType::i64)
+          fail(loop, "the bounds of jagged tile " + tile_name(fn_, t) + " must be i64 scalars");
+      }
+      bounds.insert(bounds.end(), {ti.begin_value, ti.end_value});
+    }
+    if (bounds != loop.operands)
+      fail(loop, "a loop's operands are the {begin, end} bounds of its jagged tiles, in tile order");
     const size_t open_before = open_.size();
     open_.insert(open_.end(), loop.loop_tiles.begin(), loop.loop_tiles.end());
     struct Close {
@@ -311,9 +327,16 @@ class Verifier {
       const int64_t fixed = fn_.block_sizes[t.block].fixed;
       if (t.extent() <= 1 || (fixed > 0 && fixed >= t.extent())) continue;  // one step only
       bool covered = false;
-      for (const IndexItem& it : store.index)
+      for (const IndexItem& it : store.index) {
         covered |= (it.kind == IndexItem::Tile && within(it.tile, tile)) ||
                    (it.has_value() && depends_on_tile(it.value, tile));
+        // A jagged tile whose range the grid step computes: each step its own rows (that the
+        // ranges do not overlap is data; the interpreter checks it, as it does for scatters).
+        const int jagged = it.kind == IndexItem::Tile ? jagged_root(fn_, it.tile) : -1;
+        if (jagged >= 0)
+          covered |= depends_on_tile(fn_.tiles[jagged].begin_value, tile) ||
+                     depends_on_tile(fn_.tiles[jagged].end_value, tile);
+      }
       if (!covered)
         fail(store, "this store to " + fn_.tensors[store.tensor].name + " does not index the launch's tile " +
                         tile_name(fn_, tile) + " (the loop at " + launch_->loc.str() +

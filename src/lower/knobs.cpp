@@ -57,7 +57,8 @@ std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool every_b
       if (op.kind != OpKind::Loop || op.loop_tiles.size() != 1) return;
       // A loop over an enclosing tile's block streams: its range moves with that block, and
       // the staging plans (a slot per trip, a resident copy of a static extent) assume a fixed one.
-      if (fn.tiles[op.loop_tiles[0]].parent >= 0) return;
+      // So does a jagged loop: its range is known only when it is entered.
+      if (fn.tiles[op.loop_tiles[0]].parent >= 0 || fn.tiles[op.loop_tiles[0]].is_jagged()) return;
       InnerLoopSite s{&op, &launch, {}};
       std::set<int> defined_in_loop;
       ir::walk(op.body, [&](const Op& inner) {

@@ -140,6 +140,7 @@ class Emitter {
   // that Pallas pads: grid tiles and pipelined trips; resident trips are sliced exactly).
   bool masked(const Dim& d) const {
     if (d.kind != Dim::Tile || unit(d.tile) || resident_tiles_.count(d.tile)) return false;
+    if (jagged_tiles_.count(d.tile)) return true;  // a trip's rows are a window of its block
     const ir::TileInfo& t = fn_.tiles[d.tile];
     return t.extent() % block(d.tile) != 0;
   }
@@ -213,6 +214,15 @@ class Emitter {
     line("");
     if (uses_random(fn_)) os_ << random_helpers();
     if (uses_scan(fn_)) os_ << scan_helpers();
+    if (has_jagged_loop()) {
+      line("def _mask_window(x, axis, start, valid, fill):");
+      line("    \"\"\"Elements outside [start, start + valid) along axis become fill (a jagged trip's rows");
+      line("    are a window of the block it reads).\"\"\"");
+      line("    idx = jax.lax.broadcasted_iota(jnp.int32, x.shape, axis)");
+      line("    return jnp.where((idx >= start) & (idx < start + valid), x, jnp.asarray(fill, x.dtype))");
+      line("");
+      line("");
+    }
     line("def _mask(x, axis, valid, fill):");
     line("    \"\"\"Elements at index >= valid along axis (a ragged block's padding) become fill.\"\"\"");
     line("    idx = jax.lax.broadcasted_iota(jnp.int32, x.shape, axis)");
@@ -394,11 +404,21 @@ class Emitter {
     }
     // The output block starts as the prior contents; every store then updates it in place (an
     // output block is written back whole). A pipelined slot copies its own blocks per trip.
-    for (int s : prior_in_)
-      if (pl.slots[s].mode != PallasSlot::Pipeline)
-        line(slot_ref(s, true) + "[...] = " + slot_ref(s, false) +
-             "[...]  # prior contents: masked and slice stores "
-             "keep the rest");
+    for (int s : prior_in_) {
+      if (pl.slots[s].mode == PallasSlot::Pipeline) continue;
+      const std::string copy = slot_ref(s, true) + "[...] = " + slot_ref(s, false) + "[...]";
+      const int lt = pl.slots[s].loop_tile;
+      if (lt >= 0 && fn_.tiles[lt].is_jagged()) {
+        // (the whole tensor, resident across the launch's steps: its prior contents come in once)
+        std::vector<std::string> first;
+        for (const lower::GridDim& g : L.grid) first.push_back("(g_" + tname(g.tile) + " == 0)");
+        line("@pl.when(" + (first.empty() ? std::string("True") : join(first, " & ")) + ")");
+        line("def _prior_" + std::to_string(s) + "():");
+        line("    " + copy + "  # prior contents: the rows no jagged store writes keep them");
+        continue;
+      }
+      line(copy + "  # prior contents: masked and slice stores keep the rest");
+    }
     body(L.op->body, nullptr);
     --depth_;
     infos_.push_back(info);
@@ -456,11 +476,20 @@ class Emitter {
     std::string ref =
         slot.mode == PallasSlot::Pipeline ? "b" + std::to_string(s) + (out ? "o" : "i") : slot_ref(s, out);
     std::vector<std::string> idx;
+    if (slot.mode == PallasSlot::Smem) {        // the whole tensor in SMEM: a scalar at the indices
+      for (const ir::IndexItem& ix : op.index)  // (a launch's unit tile: its grid offset)
+        idx.push_back(ix.kind == ir::IndexItem::Tile ? "off_" + tname(ix.tile) : operand(ix.value));
+      return ref + "[" + join(idx) + "]";
+    }
     bool sliced = false;
     for (size_t d = 0; d < op.index.size(); ++d) {
       if (slot.block[d] < 0) continue;
       const ir::IndexItem& ix = op.index[d];
-      if (slot.mode == PallasSlot::Resident && ix.kind == ir::IndexItem::Tile && ix.tile == slot.loop_tile) {
+      if (ix.kind == ir::IndexItem::Tile && jagged_tiles_.count(ix.tile) && ix.tile == slot.loop_tile) {
+        // A jagged trip: the block of the loop's size at the clamped start s_t (see jagged_loop).
+        idx.push_back("pl.ds(s_" + tname(ix.tile) + ", " + std::to_string(block(ix.tile)) + ")");
+        sliced = true;
+      } else if (slot.mode == PallasSlot::Resident && ix.kind == ir::IndexItem::Tile && ix.tile == slot.loop_tile) {
         std::string t = tname(ix.tile);
         // (a unit tile indexes one element: its dim is squeezed out of the value)
         idx.push_back(unit(ix.tile) ? "off_" + t : "off_" + t + ":off_" + t + " + n_" + t);
@@ -560,8 +589,14 @@ class Emitter {
         for (size_t d = 0, axis = 0; d < op.index.size(); ++d) {
           if (slot.block[d] < 0) continue;
           const ir::IndexItem& ix = op.index[d];
-          if (ix.kind == ir::IndexItem::Tile && !resident_tiles_.count(ix.tile) && fn_.tiles[ix.tile].parent < 0 &&
-              fn_.tiles[ix.tile].end < t.shape[d] && masked(Dim::of_tile(ix.tile)))
+          if (ix.kind == ir::IndexItem::Tile && jagged_tiles_.count(ix.tile)) {  // the trip's window of rows
+            const std::string iota = "jax.lax.broadcasted_iota(jnp.int32, " + shape + ", " + std::to_string(axis) + ")",
+                              w = "w_" + tname(ix.tile), n = "n_" + tname(ix.tile);
+            e = "jnp.where((" + iota + " >= " + w + ") & (" + iota + " < " + w + " + " + n + "), " + e + ", " + ref +
+                ")";
+          } else if (ix.kind == ir::IndexItem::Tile && !resident_tiles_.count(ix.tile) &&
+                     fn_.tiles[ix.tile].parent < 0 && fn_.tiles[ix.tile].end < t.shape[d] &&
+                     masked(Dim::of_tile(ix.tile)))
             e = "jnp.where(jax.lax.broadcasted_iota(jnp.int32, " + shape + ", " + std::to_string(axis) + ") < n_" +
                 tname(ix.tile) + ", " + e + ", " + ref + ")";
           axis += !(ix.kind == ir::IndexItem::Tile && unit(ix.tile));  // (a unit tile's dim is not in the value)
@@ -574,7 +609,8 @@ class Emitter {
       case OpKind::Full:
         return def("jnp.full(" + shape_str(rt->shape) + ", " + py_number(op.number, rt->dtype) + ", " +
                    jnp_dtype(rt->dtype) + ")");
-      case OpKind::ScalarParam:
+      case OpKind::ScalarParam:  // an integer argument (ph::Int): exact in f32 (the host checks it)
+        if (rt->dtype == DType::i64) return def("scalars_ref[" + std::to_string(op.param) + "].astype(jnp.int32)");
         return def("scalars_ref[" + std::to_string(op.param) + "]");
       case OpKind::TileBegin:
         return def("off_" + tname(op.tile));
@@ -587,11 +623,14 @@ class Emitter {
         const ir::TileInfo& t = fn_.tiles[op.tile];
         for (const lower::GridDim& g : cur_->plan->grid)
           if (g.tile == op.tile) return def("g_" + tname(op.tile));
+        if (jagged_tiles_.count(op.tile)) return def("j_" + tname(op.tile));
         const std::string base = t.parent >= 0 ? "off_" + tname(t.parent) : std::to_string(t.begin);
         return def("(off_" + tname(op.tile) + " - " + base + ") // " + std::to_string(block(op.tile)));
       }
       case OpKind::TileIndex: {
         std::string n = unit(op.tile) ? "1" : dim_size(Dim::of_tile(op.tile));
+        if (jagged_tiles_.count(op.tile))  // the rows of the block the trip reads, from s_t
+          return def("s_" + tname(op.tile) + " + jax.lax.broadcasted_iota(jnp.int32, (" + n + ",), 0)");
         return def("off_" + tname(op.tile) + " + jax.lax.broadcasted_iota(jnp.int32, (" + n + ",), 0)");
       }
       case OpKind::Arange:
@@ -899,6 +938,15 @@ class Emitter {
 
   // The valid length of a masked dim.
   std::string valid(const Dim& d) const { return "n_" + tname(d.tile); }
+  // `x` with the elements outside the valid ones of dim `d` (at `axis`) replaced by `fill`: a
+  // ragged block's padding past n_t, or, in a jagged loop's trip, the rows outside the window
+  // [w_t, w_t + n_t) of the block that the trip reads.
+  std::string mask_invalid(const std::string& x, int axis, const Dim& d, const std::string& fill) const {
+    if (jagged_tiles_.count(d.tile))
+      return "_mask_window(" + x + ", " + std::to_string(axis) + ", w_" + tname(d.tile) + ", " + valid(d) + ", " +
+             fill + ")";
+    return "_mask(" + x + ", " + std::to_string(axis) + ", " + valid(d) + ", " + fill + ")";
+  }
 
   // A scan (scan.h): its combine as a local function of whole blocks (its ops are elementwise),
   // then the log-step scan of the operands; the op's value is its component of the tuple.
@@ -943,7 +991,7 @@ class Emitter {
       std::string fill = f == ReduceFn::max ? "-jnp.inf" : f == ReduceFn::min ? "jnp.inf" : "0";
       if (in.dtype != DType::f32 && f != ReduceFn::sum && f != ReduceFn::mean)
         fill = f == ReduceFn::max ? "jnp.iinfo(jnp.int32).min" : "jnp.iinfo(jnp.int32).max";
-      x = "_mask(" + x + ", " + std::to_string(ax) + ", " + valid(d) + ", " + fill + ")";
+      x = mask_invalid(x, ax, d, fill);
     }
     std::string args = x + ", axis=" + std::to_string(ax) + kd;
     switch (f) {
@@ -1013,8 +1061,8 @@ class Emitter {
     if (low(b.raw) && !low(a.raw)) ea += ".astype(" + jnp_dtype(b.raw) + ")";
     if (low(a.raw) && low(b.raw) && a.raw != b.raw) eb += ".astype(" + jnp_dtype(a.raw) + ")";
     if (masked(kdim)) {
-      ea = "_mask(" + ea + ", " + std::to_string(ka) + ", " + valid(kdim) + ", 0)";
-      eb = "_mask(" + eb + ", " + std::to_string(kb) + ", " + valid(kdim) + ", 0)";
+      ea = mask_invalid(ea, ka, kdim, "0");
+      eb = mask_invalid(eb, kb, kdim, "0");
     }
     std::vector<std::string> batch;
     if (!shared_b)
@@ -1097,9 +1145,57 @@ class Emitter {
     depth_ -= 2;
   }
 
+  bool has_jagged_loop() const {
+    bool any = false;
+    ir::walk(fn_.body, [&](const Op& op) {
+      for (int t : op.loop_tiles) any |= op.kind == OpKind::Loop && fn_.tiles[t].is_jagged();
+    });
+    return any;
+  }
+
+  // A jagged loop: this entry's range [lo, hi), clamped into the bound (a TPU kernel cannot
+  // raise: the cpu and the interpreter fail where this clamps), cut into trips of the block size
+  // b by a fori_loop of a trip count known at run time. Each trip reads the block of b rows at
+  // s = min(off, bound - b), inside every dim the tile indexes, whose rows w = off - s .. w + n
+  // are the trip's (all of them but at the bound's end): values keep the static shape b, and
+  // reductions, dots and stores mask the rows outside that window.
+  void jagged_loop(const Op& op) {
+    const int tile = op.loop_tiles[0];
+    const ir::TileInfo& t = fn_.tiles[tile];
+    const std::string n = tname(tile);
+    const int64_t b = block(tile);
+    const bool bounded = t.end < ir::kUnboundedRange;
+    const std::string bound = std::to_string(t.end);
+    line("# loop at " + op.loc.str() + ": jagged over " + v(t.begin_value) + ".." + v(t.end_value) +
+         (bounded ? " within 0.." + bound : "") + ", trips of " + std::to_string(b));
+    if (bounded) {
+      line("lo_" + n + " = jnp.clip(" + v(t.begin_value) + ", 0, " + bound + ")");
+      line("hi_" + n + " = jnp.clip(" + v(t.end_value) + ", lo_" + n + ", " + bound + ")");
+    } else {
+      line("lo_" + n + " = " + v(t.begin_value));
+      line("hi_" + n + " = jnp.maximum(" + v(t.end_value) + ", lo_" + n + ")");
+    }
+    line("");
+    line("def _trip_" + n + "(j_" + n + ", carry_" + n + "):");
+    ++depth_;
+    line("off_" + n + " = lo_" + n + " + j_" + n + " * " + std::to_string(b));
+    line("s_" + n + " = " + (bounded ? "jnp.minimum(off_" + n + ", " + std::to_string(t.end - b) + ")" : "off_" + n));
+    line("w_" + n + " = off_" + n + " - s_" + n);
+    line("n_" + n + " = jnp.minimum(" + std::to_string(b) + ", hi_" + n + " - off_" + n + ")");
+    jagged_tiles_.insert(tile);
+    body(op.body, nullptr);
+    jagged_tiles_.erase(tile);
+    line("return carry_" + n);
+    --depth_;
+    line("");
+    line("jax.lax.fori_loop(0, (hi_" + n + " - lo_" + n + " + " + std::to_string(b - 1) + ") // " + std::to_string(b) +
+         ", _trip_" + n + ", 0)");
+  }
+
   void inner_loop(const Op& op) {
     int tile = op.loop_tiles[0];
     const ir::TileInfo& t = fn_.tiles[tile];
+    if (t.is_jagged()) return jagged_loop(op);
     if (t.parent >= 0) return nested_loop(op);
     const lower::InnerLoop* il = cur_->plan->inner_loop(tile);
     std::string n = tname(tile);
@@ -1181,6 +1277,17 @@ class Emitter {
     if (!fn_.scalar_params.empty()) {
       std::vector<std::string> s;
       for (const std::string& n : fn_.scalar_params) s.push_back(n);
+      // Integer arguments (ph::Int) travel in the f32 scalar array: exact below 2^24.
+      std::set<int> integral;
+      ir::walk(fn_.body, [&](const Op& op) {
+        if (op.kind == OpKind::ScalarParam && type(op.result).dtype == DType::i64) integral.insert(op.param);
+      });
+      for (int i : integral) {
+        const std::string& n = fn_.scalar_params[i];
+        line("if isinstance(" + n + ", (int, float)) and (int(" + n + ") != " + n + " or abs(" + n + ") >= 2**24):");
+        line("    raise ValueError(f\"" + fn_.name + ": integer argument " + n + " must be an integer below 2**24 in " +
+             "magnitude on a TPU, got {" + n + "}\")");
+      }
       line("scalars = jnp.asarray([" + join(s) + "], jnp.float32)");
     }
     size_t launch = 0;
@@ -1222,6 +1329,7 @@ class Emitter {
       // (A dma gather's table too: its rows are copied by the kernel.)
       if (s.mode == PallasSlot::Pipeline || s.mode == PallasSlot::Dma)
         return std::string("pl.BlockSpec(memory_space=pl.ANY)");
+      if (s.mode == PallasSlot::Smem) return std::string("pl.BlockSpec(memory_space=pltpu.SMEM)");
       return block_spec(s, lam, "0", false);
     };
     std::vector<std::string> in_specs, operands, out_specs, out_shapes, scratch, aliases;
@@ -1270,7 +1378,12 @@ class Emitter {
     }
     // Headroom over the planned footprint for Mosaic's own scratch, within the core's VMEM.
     int64_t limit = std::min<int64_t>(tpu_.vmem_bytes, std::max<int64_t>(pl.vmem_bytes * 3 / 2, 32 << 20));
-    std::vector<std::string> sem(L.grid.size(), "\"parallel\"");
+    // A store through a jagged tile writes rows of a whole dim in VMEM that every step shares:
+    // the steps run in order on one core ("arbitrary"), so no core writes back a stale copy.
+    bool jagged_store = false;
+    ir::walk(L.op->body,
+             [&](const Op& op) { jagged_store |= op.kind == OpKind::Store && ir::indexes_jagged_tile(fn_, op); });
+    std::vector<std::string> sem(L.grid.size(), jagged_store ? "\"arbitrary\"" : "\"parallel\"");
     std::string n = std::to_string(L.index);
     line("# launch " + n + ": VMEM " + format_bytes(pl.vmem_bytes) + " (" + pl.vmem_detail + ")");
     line("with _tpu_context(interpret):");
@@ -1304,6 +1417,7 @@ class Emitter {
   std::set<int> prior_in_;   // slots of the current launch whose prior contents come in
   const std::vector<PallasSlot>* cur_slots_ = nullptr;
   std::set<int> resident_tiles_;   // tiles of the trace-time loops being emitted
+  std::set<int> jagged_tiles_;     // tiles of the jagged loops being emitted
   std::map<int, DType> raw_;       // load result -> its storage dtype (`vN_raw` holds it)
   std::map<int, const Op*> defs_;  // value -> its op, as statements are emitted
   std::ostringstream os_;

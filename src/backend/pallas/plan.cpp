@@ -34,6 +34,8 @@ const char* mode_name(PallasSlot::Mode m) {
       return "pipeline";
     case PallasSlot::Dma:
       return "dma";
+    case PallasSlot::Smem:
+      return "smem";
   }
   return "?";
 }
@@ -77,6 +79,7 @@ class Planner {
         if (op.loop_tiles.size() != 1) unsupported(op, "inner loops over several tiles at once");
         if (loop) unsupported(op, "nested inner loops");
         const ir::TileInfo& t = fn_.tiles[op.loop_tiles[0]];
+        if (t.is_jagged()) check_jagged_loop(op);
         if (t.parent >= 0) {
           // A trace-time loop over the launch tile's block in VMEM: its blocks are slices of
           // the grid-level blocks, which must hold whole inner blocks.
@@ -93,6 +96,22 @@ class Planner {
       if (op.kind == OpKind::Load || op.kind == OpKind::Store) add(op, loop);
       if (op.kind == OpKind::Dot) check_dot(op);
     }
+  }
+
+  // A jagged loop: a fori_loop over its entry's trips, each reading a block of the loop's block
+  // size at a start clamped inside the dims it indexes (codegen.cpp, jagged_loop).
+  void check_jagged_loop(const Op& op) {
+    const ir::TileInfo& t = fn_.tiles[op.loop_tiles[0]];
+    if (pallas_unit_tile(p_, t.id))
+      unsupported(op, "a jagged loop of block 1 (give it a block of 8 or more, or the config's)");
+    ir::walk(op.body, [&](const Op& o) {
+      if (o.kind != OpKind::Load && o.kind != OpKind::Store) return;
+      for (size_t d = 0; d < o.index.size(); ++d)
+        if (o.index[d].kind == ir::IndexItem::Tile && ir::jagged_root(fn_, o.index[d].tile) == t.id &&
+            d + 1 == o.index.size() && fn_.tensors[o.tensor].shape[d] > 1)
+          unsupported(o, "a jagged tile on a tensor's last (lane) dim (" + fn_.tensors[o.tensor].name +
+                             "): its rows start anywhere, and Mosaic aligns a lane offset to 128");
+    });
   }
 
   // The dots the MXU can take: matrices on both sides (a unit tile squeezes its dim out of TPU
@@ -128,6 +147,52 @@ class Planner {
   }
 
   // The index map expression of a scalar index ("" when the grid cannot compute it).
+  // A scalar read at indices computed in the kernel (offsets[g + 1], a jagged loop's bounds): the
+  // tensor goes whole into SMEM, which the scalar core reads at any index (a load only; SMEM
+  // holds 32-bit words, and little of them).
+  static constexpr int64_t kSmemElements = 16384;
+  // (So is a scalar read at a grid index on one of a tensor's last two dims, which a TPU block
+  // cannot squeeze: offsets[g] of a rank-1 tensor.)
+  bool smem_scalar(const Op& op) {
+    if (op.kind != OpKind::Load || ir::is_masked(op)) return false;
+    bool computed = false;
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    for (size_t d = 0; d < op.index.size(); ++d) {
+      const ir::IndexItem& ix = op.index[d];
+      const bool unit_tile =
+          ix.kind == ir::IndexItem::Tile && pallas_unit_tile(p_, ix.tile) &&
+          std::find(L_.op->loop_tiles.begin(), L_.op->loop_tiles.end(), ix.tile) != L_.op->loop_tiles.end();
+      if (ix.kind != ir::IndexItem::Scalar && !unit_tile) return false;
+      computed |= ix.kind == ir::IndexItem::Scalar ? index_map_of(ix.value).empty()
+                                                   : d + 2 >= op.index.size() && t.shape[d] != 1;
+    }
+    // (i64 tensors are int32 arrays in JAX without x64)
+    const DType dt = fn_.tensors[op.tensor].dtype;
+    return computed && (dtype_size(dt) <= 4 || dt == DType::i64);
+  }
+
+  void add_smem(const Op& op) {
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    const int64_t n = shape_numel(t.shape);
+    if (n > kSmemElements)
+      unsupported(op, "a scalar read at a computed index from " + t.name + ", whose " + std::to_string(n) +
+                          " elements do not fit SMEM (" + std::to_string(kSmemElements) + " at most)");
+    for (size_t k = 0; k < out_.slots.size(); ++k)
+      if (out_.slots[k].tensor == op.tensor && out_.slots[k].mode == PallasSlot::Smem) {
+        out_.slot_of[&op] = static_cast<int>(k);
+        return;
+      }
+    PallasSlot s;
+    s.tensor = op.tensor;
+    s.first = &op;
+    s.read = true;
+    s.mode = PallasSlot::Smem;
+    s.block.assign(t.shape.size(), -1);
+    s.block_bytes = n * 4;
+    out_.slot_of[&op] = static_cast<int>(out_.slots.size());
+    out_.slots.push_back(std::move(s));
+  }
+
   std::string index_map_of(int v) {
     const Op* d = def(v);
     if (!d) return "";
@@ -167,6 +232,7 @@ class Planner {
       if (p_.gather_strategy(op) == kGatherDma) return add_dma_rows(op, false);
       check_gather(op, loop);
     }
+    if (smem_scalar(op)) return add_smem(op);
     // Elements a masked store or a store into a slice leaves keep their prior contents.
     bool keeps_prior = op.kind == OpKind::Store && ir::is_masked(op);
     for (size_t d = 0; d < op.index.size(); ++d) {
@@ -198,7 +264,7 @@ class Planner {
     for (size_t k = 0; k < out_.slots.size(); ++k) {
       PallasSlot& s = out_.slots[k];
       if (s.tensor != op.tensor || s.loop_tile != loop_tile || s.mode == PallasSlot::Dma ||
-          !same_tiles(s.first->index, op.index))
+          s.mode == PallasSlot::Smem || !same_tiles(s.first->index, op.index))
         continue;
       (op.kind == OpKind::Load ? s.read : s.written) = true;
       s.keeps_prior |= keeps_prior;
@@ -211,11 +277,23 @@ class Planner {
     (op.kind == OpKind::Load ? s.read : s.written) = true;
     s.keeps_prior = keeps_prior;
     s.loop_tile = loop_tile;
+    const bool jagged = loop_tile >= 0 && fn_.tiles[loop_tile].is_jagged();
     if (loop_tile >= 0) {
       const InnerLoop* il = L_.inner_loop(loop_tile);
-      s.mode = il->strategy == Strategy::Pipeline   ? PallasSlot::Pipeline
-               : il->strategy == Strategy::Resident ? PallasSlot::Resident
-                                                    : PallasSlot::Grid;
+      s.mode = il->strategy == Strategy::Pipeline             ? PallasSlot::Pipeline
+               : il->strategy == Strategy::Resident || jagged ? PallasSlot::Resident
+                                                              : PallasSlot::Grid;
+      // A jagged store writes rows of the whole dim in VMEM, which is written back whole. The
+      // rows depend on the data, not on the grid step: the block is the whole tensor, its index
+      // the same at every step, so it stays in VMEM across the launch (its steps run in order,
+      // see the emitter's dimension semantics) and is written back once, at the end.
+      if (jagged && op.kind == OpKind::Store) {
+        s.keeps_prior = true;
+        for (const ir::IndexItem& ix : op.index)
+          if (!(ix.kind == ir::IndexItem::All || (ix.kind == ir::IndexItem::Tile && ix.tile == loop_tile)))
+            unsupported(op,
+                        "a store through a jagged tile with other than whole dims beside it (write x[rows, ph::all])");
+      }
       s.buffers = il->strategy == Strategy::Pipeline ? il->buffers : 2;
       for (const ir::IndexItem& ix : op.index)
         if (ix.kind == ir::IndexItem::Scalar && s.mode == PallasSlot::Pipeline)
@@ -264,6 +342,7 @@ class Planner {
   // back whole, they must keep those.
   bool check_range_tile(const Op& op, size_t d) {
     const ir::TileInfo& ti = fn_.tiles[op.index[d].tile];
+    if (ti.is_jagged()) return true;  // (a whole dim in VMEM: the trips write their rows of it)
     const int64_t dim = fn_.tensors[op.tensor].shape[d];
     if (ti.parent >= 0) {
       // Sliced from its parent's block, whose index map the parent's range offsets; the trips
@@ -561,7 +640,7 @@ class Planner {
       detail += (detail.empty() ? "" : ", ") + what + " " + std::to_string(n) + " x " + format_bytes(bytes);
     };
     for (const PallasSlot& s : out_.slots) {
-      if (s.mode == PallasSlot::Dma) continue;  // in HBM
+      if (s.mode == PallasSlot::Dma || s.mode == PallasSlot::Smem) continue;  // in HBM, in SMEM
       std::string what =
           fn_.tensors[s.tensor].name + (s.mode == PallasSlot::Grid ? "" : std::string(" ") + mode_name(s.mode));
       // (outputs of a pipeline are double-buffered at most: see the pallas emitter)

@@ -12,6 +12,11 @@
 //     `pltpu.emit_pipeline` streams its blocks through `buffers` VMEM buffers.
 //   - a gather with the dma strategy (gather.h): the table stays in HBM (memory space ANY) and
 //     per-row DMAs copy the indexed rows into a VMEM buffer (a DmaRows).
+//   - a scalar read at indices computed in the kernel (offsets[g + 1], a jagged loop's bounds):
+//     the whole tensor in SMEM, read by the scalar core at those indices.
+//   - in a jagged loop (a range computed in the kernel): like `resident`, the whole dim the
+//     jagged tile indexes is in VMEM; each trip reads a block of the loop's block size at a
+//     start clamped inside it, whose rows from the trip's offset on are the trip's.
 // Tiles of block size 1 (grid loops, fixed 1) index squeezed dimensions (None in a BlockSpec).
 #pragma once
 
@@ -31,7 +36,7 @@ struct PallasSlot {
   int loop_tile = -1;             // -1: grid level; else the inner loop's tile
   // How the block reaches VMEM: a grid-level BlockSpec, an inner loop's strategy, or by the
   // row DMAs of a dma gather (the tensor stays in HBM; block_bytes is 0).
-  enum Mode { Grid, Resident, Pipeline, Dma } mode = Grid;
+  enum Mode { Grid, Resident, Pipeline, Dma, Smem } mode = Grid;
   int buffers = 2;
   std::vector<int64_t> block;  // per tensor dim: block extent, or -1 for a squeezed dim
   int64_t block_bytes = 0;     // one buffer
@@ -77,6 +82,6 @@ bool pallas_unit_tile(const lower::BlockProgram& p, int tile);
 // Throws UserError (naming the user's line) for what the pallas backend cannot express yet.
 std::vector<PallasLaunch> plan_pallas(const lower::BlockProgram& p);
 
-const char* mode_name(PallasSlot::Mode m);  // "grid", "resident", "pipeline", "dma"
+const char* mode_name(PallasSlot::Mode m);  // "grid", "resident", "pipeline", "dma", "smem"
 
 }  // namespace parhelion::backend::pallas

@@ -31,7 +31,8 @@ std::string LaunchEmitter::op_expr(const Op& op, const Idx& idx) {
     case OpKind::Constant:
     case OpKind::Full:
       return literal(op.number, rt);
-    case OpKind::ScalarParam:
+    case OpKind::ScalarParam:  // an integer argument (ph::Int) is exact in the double it is passed as
+      if (rt == DType::i64) return "static_cast<int64_t>(ph_scalars[" + std::to_string(op.param) + "])";
       return "sp" + std::to_string(op.param);
     case OpKind::TileBegin:
       return "off_" + tname(op.tile);
@@ -45,7 +46,9 @@ std::string LaunchEmitter::op_expr(const Op& op, const Idx& idx) {
       const ir::TileInfo& t = fn_.tiles[op.tile];
       for (const lower::GridDim& g : L_.grid)
         if (g.tile == op.tile) return "g_" + tname(op.tile);
-      const std::string base = t.parent >= 0 ? "off_" + tname(t.parent) : std::to_string(t.begin);
+      const std::string base = t.parent >= 0   ? "off_" + tname(t.parent)
+                               : t.is_jagged() ? "lo_" + tname(op.tile)
+                                               : std::to_string(t.begin);
       return "((off_" + tname(op.tile) + " - " + base + ") / " + std::to_string(block_of(op.tile)) + ")";
     }
     case OpKind::Arange:

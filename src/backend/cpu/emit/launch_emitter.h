@@ -69,6 +69,7 @@ class LaunchEmitter : private EmitContext {
 
   // --- inner loops and their staged blocks (staging.cpp) ---
   void loop(const Op& op);
+  void jagged_range(int tile, std::string* begin, std::string* end);
   const lower::InnerLoop& inner_loop(int tile) const;
   void declare_resident_keys();
   std::string stg_name(int k) const;

@@ -27,6 +27,7 @@ void LaunchEmitter::loop(const Op& op) {
       begin = "off_" + pn;
       end = "(off_" + pn + " + n_" + pn + ")";
     }
+    if (t.is_jagged()) jagged_range(tile, &begin, &end);
     line("for (int64_t off_" + n + " = " + begin + "; off_" + n + " < " + end + "; off_" + n +
          " += " + std::to_string(b) + ") {");
     ++depth_;
@@ -39,6 +40,23 @@ void LaunchEmitter::loop(const Op& op) {
     --depth_;
     line("}");
   }
+}
+
+// A jagged tile's range for this entry of its loop, lo_tN..hi_tN: a non-empty one is checked
+// against the bound (the dims it indexes) before any trip reads or writes.
+void LaunchEmitter::jagged_range(int tile, std::string* begin, std::string* end) {
+  const ir::TileInfo& t = fn_.tiles[tile];
+  const std::string n = tname(tile), lo = "lo_" + n, hi = "hi_" + n;
+  line("const int64_t " + lo + " = " + expr(t.begin_value, {}) + ", " + hi + " = " + expr(t.end_value, {}) + ";");
+  if (p_.config.index_checks && t.end < ir::kUnboundedRange) {
+    const std::string where = c_string(fn_.tiles[tile].loc.str());
+    const std::string what = c_string("the range of jagged tile " + n + ", which must lie within 0.." +
+                                      std::to_string(t.end) + " (the dimensions it indexes)");
+    line("if (" + lo + " < " + hi + " && (" + lo + " < 0 || " + hi + " > " + std::to_string(t.end) + ")) { " +
+         "ph_index_error(ph_st, " + where + ", " + what + ", " + lo + " < 0 ? " + lo + " : " + hi + "); return; }");
+  }
+  *begin = lo;
+  *end = hi;
 }
 
 const lower::InnerLoop& LaunchEmitter::inner_loop(int tile) const {
