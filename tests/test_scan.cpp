@@ -525,3 +525,56 @@ TEST(Scan, ABlockOfManyLinesCarriesThemOnTheHeap) {
 }
 
 }  // namespace
+
+namespace {
+
+// A cumsum over each group's rows of a jagged tensor: a scan along a jagged loop's tile,
+// carried across its trips. On pallas a trip's rows are a window of the block it reads, so the
+// scan starts at the window (the rows before it are another group's).
+ph::Tensor jagged_cumsum(ph::Tensor values, ph::Tensor offsets) {
+  auto [t, m] = values.sizes<2>();
+  const int64_t groups = offsets.size(0) - 1;
+  auto out = ph::zeros({t, m});
+  for (auto g : ph::tile(ph::range(groups).block(1))) {
+    auto start = offsets[g.begin()], end = offsets[g.begin() + 1];
+    ph::Var carry = ph::zeros({m});
+    for (auto tr : ph::tile(ph::range(start, end))) {
+      auto v = values[tr, ph::all];
+      out[tr, ph::all] = ph::cumsum(v, 0) + carry.unsqueeze(0);
+      carry = carry + ph::sum(v, 0);
+    }
+  }
+  return out;
+}
+
+TEST(Scan, AlongAJaggedLoopOnEveryBackend) {
+  const int64_t t = 70, m = 128;
+  const ph::Array x = ragged_input(t, m, 29);
+  const std::vector<int64_t> off = {0, 9, 9, 40, 41, 70};  // an empty group, a group of one
+  ph::Array offsets = ph::Array::zeros({static_cast<int64_t>(off.size())}, ph::DType::i64);
+  for (size_t i = 0; i < off.size(); ++i) offsets.set(static_cast<int64_t>(i), static_cast<double>(off[i]));
+  std::vector<double> want(t * m);
+  for (size_t g = 0; g + 1 < off.size(); ++g)
+    for (int64_t j = 0; j < m; ++j) {
+      double acc = 0;
+      for (int64_t r = off[g]; r < off[g + 1]; ++r) want[r * m + j] = acc += x.get(r * m + j);
+    }
+  ph::Kernel k("jagged_cumsum", jagged_cumsum);
+  EXPECT_LE(max_diff(k.interpret({x, offsets})[0], want), 4e-6);
+  for (const ph::Config& cfg : configs_of(k, {x, offsets})) {
+    SCOPED_TRACE(cfg.to_json());
+    EXPECT_LE(max_diff(k.compile({x, offsets}, &cfg).run({x, offsets})[0], want), 2e-5);
+  }
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  ph::Config cfg = k.emit_pallas({x, offsets}, "v7x").config;
+  cfg.block_sizes.back() = 16;  // trips of 16 rows: windows that start inside the block read
+  ph::PallasModule mod = k.emit_pallas({x, offsets}, "v7x", &cfg);
+  std::vector<pallas::InterpretResult> r =
+      pallas::run_in_interpret_mode({{"jagged_cumsum", mod.source, "jagged_cumsum", {x, offsets}, {}, true}});
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_TRUE(r[0].ok) << r[0].error;
+  EXPECT_EQ(r[0].export_status, "ok");
+  EXPECT_LE(max_diff(r[0].outputs[0], want), 2e-5);
+}
+
+}  // namespace

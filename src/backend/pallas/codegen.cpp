@@ -970,9 +970,12 @@ class Emitter {
     for (const Op& f : c.ops) statement(f, loop);
     line("return (" + join(results) + ",)");
     --depth_;
+    // The valid elements: a jagged trip's window [w_t, w_t + n_t) of its block, else the first n.
+    const bool window = d.kind == Dim::Tile && jagged_tiles_.count(d.tile);
+    const std::string start = window ? "w_" + tname(d.tile) : "0";
     const std::string n_valid = masked(d) ? valid(d) : dim_size(d);
-    line(v(op.result) + " = _scan((" + join(xs) + ",), " + std::to_string(kept_axis(in.shape, op.axis)) + ", " +
-         n_valid + ", " + (op.reverse ? "True" : "False") + ", " + fn + ")[" + std::to_string(op.fn) + "]");
+    line(v(op.result) + " = _scan((" + join(xs) + ",), " + std::to_string(kept_axis(in.shape, op.axis)) + ", " + start +
+         ", " + n_valid + ", " + (op.reverse ? "True" : "False") + ", " + fn + ")[" + std::to_string(op.fn) + "]");
   }
 
   std::string reduce(const Op& op) {

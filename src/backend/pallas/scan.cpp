@@ -10,8 +10,10 @@ bool uses_scan(const ir::Function& fn) {
 }
 
 // Step s combines each element with the one 2^s before it in scan order (a roll brings it
-// under it), where that one exists: for a forward scan at index >= 2^s, for a reverse one at
-// index + 2^s < n_valid. So a ragged block's padding (past n_valid) never reaches a valid
+// under it), where that one is valid: the valid elements are [start, start + n_valid) (start
+// is 0 but in a jagged loop's trip, whose rows are a window of the block it reads): for a
+// forward scan at index >= start + 2^s, for a reverse one at index + 2^s < start + n_valid.
+// So a ragged block's padding, or the rows around a jagged trip's window, never reach a valid
 // element either way, and no identity element of the combine is needed. Booleans are rolled
 // as int32 (Mosaic rotates 32-bit vectors).
 std::string scan_helpers() {
@@ -22,10 +24,10 @@ std::string scan_helpers() {
     return pltpu.roll(x, shift, axis)
 
 
-def _scan(xs, axis, n_valid, reverse, combine):
+def _scan(xs, axis, start, n_valid, reverse, combine):
     """The inclusive scan of the tuple of blocks xs along axis under combine(*a, *b) (a the
-    running tuple, b the next element's), from the first element or, reversed, from element
-    n_valid - 1 down. Hillis-Steele: log2(size) steps of rolls and selects."""
+    running tuple, b the next element's) over the valid elements [start, start + n_valid), from
+    the first or, reversed, from the last. Hillis-Steele: log2(size) steps of rolls and selects."""
     size = xs[0].shape[axis]
     idx = jax.lax.broadcasted_iota(jnp.int32, xs[0].shape, axis)
     shift = 1
@@ -33,11 +35,11 @@ def _scan(xs, axis, n_valid, reverse, combine):
         if reverse:
             later = tuple(_roll(x, size - shift, axis) for x in xs)  # element i + shift at i
             new = combine(*later, *xs)
-            ok = idx + shift < n_valid
+            ok = idx + shift < start + n_valid
         else:
             earlier = tuple(_roll(x, shift, axis) for x in xs)  # element i - shift at i
             new = combine(*earlier, *xs)
-            ok = idx >= shift
+            ok = idx >= start + shift
         xs = tuple(jnp.where(ok, r, x).astype(x.dtype) for r, x in zip(new, xs))
         shift *= 2
     return xs

@@ -14,7 +14,7 @@ namespace parhelion::backend::pallas {
 // Whether `fn` has a scan (and its module needs scan_helpers()).
 bool uses_scan(const ir::Function& fn);
 
-// The helper `_scan(xs, axis, n_valid, reverse, combine)`.
+// The helper `_scan(xs, axis, start, n_valid, reverse, combine)`.
 std::string scan_helpers();
 
 }  // namespace parhelion::backend::pallas
