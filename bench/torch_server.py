@@ -142,6 +142,8 @@ KERNELS = {
     "embedding": lambda t, s: F.embedding(t[0], t[1]),
     "concat": lambda t, s: torch.cat((t[0], t[1]), -1),
     "grouped_gemm": lambda t, s: grouped_gemm(t[0], t[1], t[2]),
+    # sums of rows by segment id: index_add_ into zeros (what torch_scatter's segment_sum does)
+    "segment_sum": lambda t, s: torch.zeros(t[2].shape[0], t[0].shape[1], dtype=t[0].dtype).index_add_(0, t[1], t[0]),
     "jagged_mean": lambda t, s: jagged_mean(t[0], t[1]),
     "cross_entropy_ignore_index": lambda t, s: F.cross_entropy(t[0].float(), t[1], reduction="none",
                                                                ignore_index=int(s[0])),

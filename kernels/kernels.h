@@ -70,6 +70,10 @@ extern Kernel<Tensor(Tensor, Tensor)> concat;     // (x [M,N1], y [M,N2]) -> [M,
 // use w[g]; R = bound's length >= the largest group's rows (its contents are not read).
 extern Kernel<Tensor(Tensor, Tensor, Tensor, Tensor)> grouped_gemm;
 
+// Segment reduction by a scan (segment.cpp): (x [N,D], ids [N] i32/i64 sorted in [0, S),
+// segments [S] (only its length is read)) -> out [S,D], out[s] = the sum of the rows with id s.
+extern Kernel<Tensor(Tensor, Tensor, Tensor)> segment_sum;
+
 // Dropout (dropout.cpp): (x [M,N], p, seed) -> x / (1 - p) where rand(seed, i) >= p for element i
 // (row-major), else 0; the backward applies the same mask, recomputed from the seed, to grad_out.
 extern Kernel<Tensor(Tensor, Scalar, Int)> dropout;

@@ -486,6 +486,24 @@ Array grouped_gemm(const Array& x, const Array& w, const Array& offsets) {
   return out;
 }
 
+Array segment_sum(const Array& x, const Array& ids, int64_t num_segments) {
+  const char* fn = "segment_sum";
+  check_float(fn, "x", x);
+  check_rank(fn, "x", x, 2);
+  const int64_t n = x.dim(0), d = x.dim(1);
+  if (!ids.defined() || !is_integer(ids.dtype()) || ids.numel() != n) fail(fn, "ids must be N integers");
+  // Accumulated in double, by id (a histogram), not by any scan.
+  std::vector<double> acc(static_cast<size_t>(num_segments * d), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto s = static_cast<int64_t>(ids.get(i));
+    if (s < 0 || s >= num_segments) fail(fn, "an id is outside [0, num_segments)");
+    for (int64_t j = 0; j < d; ++j) acc[static_cast<size_t>(s * d + j)] += x.get(i * d + j);
+  }
+  Array out = Array::zeros({num_segments, d}, DType::f32);
+  for (int64_t k = 0; k < num_segments * d; ++k) out.set(k, acc[static_cast<size_t>(k)]);
+  return out;
+}
+
 Array cross_entropy_ignore_index(const Array& logits, const Array& labels, int64_t ignore_index) {
   const char* fn = "cross_entropy_ignore_index";
   check_float(fn, "logits", logits);

@@ -68,5 +68,8 @@ Array concat(const Array& x, const Array& y);
 // out[r, :] = x[r, :] . w[g] for offsets[g] <= r < offsets[g+1]; rows in no group are 0.
 // x [M, K], w [G, K, N], offsets [G + 1] integer, non-decreasing, within [0, M].
 Array grouped_gemm(const Array& x, const Array& w, const Array& offsets);
+// out[s, :] = sum of x[i, :] over the rows i with ids[i] == s, for s in [0, num_segments): x [N, D],
+// ids [N] integer in [0, num_segments) (any order here); out f32 [num_segments, D].
+Array segment_sum(const Array& x, const Array& ids, int64_t num_segments);
 
 }  // namespace parhelion::ref

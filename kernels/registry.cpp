@@ -56,6 +56,49 @@ std::pair<Array, int64_t> group_offsets(int64_t m, int64_t g, uint64_t seed) {
   return {off, largest};
 }
 
+// Sorted segment ids for segment_sum: N rows over S segments in runs of random lengths (mean
+// about 2 N / S rows, so some segments are empty and some long), seeded.
+Array sorted_segment_ids(int64_t n, int64_t s, uint64_t seed) {
+  Array steps = Array::random({n}, DType::f32, seed, 0.0, 1.0);
+  Array ids = Array::empty({n}, DType::i64);
+  const double p = std::min(1.0, static_cast<double>(s) / static_cast<double>(2 * n));
+  int64_t id = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    // A new segment starts with probability p; it may skip an id (an empty segment).
+    if (i > 0 && steps.get(i) < p) id += steps.get(i) < p / 4 ? 2 : 1;
+    ids.set(i, static_cast<double>(std::min(id, s - 1)));
+  }
+  return ids;
+}
+
+// Segment reduction by a scan (segment.cpp).
+void segment_entries(std::vector<KernelEntry>& r) {
+  KernelEntry e;
+  e.name = "segment_sum";
+  e.summary = "out [S,D]: sums of the rows of x [N,D] by sorted segment ids [N], by a segmented scan";
+  e.shape_help = "N,D,S";
+  e.min_rank = e.max_rank = 3;
+  e.dtypes = kFloat;
+  e.default_shape = {131072, 256, 2048};
+  e.kernel = &segment_sum;
+  e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+    need_rank("segment_sum", s, 3, 3, "N,D,S");
+    Array ids = g_shapes_only ? Array::placeholder({s[0]}, DType::i64) : sorted_segment_ids(s[0], s[2], seed + 1);
+    Array segments = Array::zeros({s[2]}, DType::i32);  // only its length is used
+    return Inputs{{input_array({s[0], s[1]}, dt, seed), ids, segments}, {}};
+  };
+  e.reference = [](const Inputs& in) {
+    return std::vector<Array>{ref::segment_sum(in.tensors[0], in.tensors[1], in.tensors[2].dim(0))};
+  };
+  e.bytes = [](const Shape& s, DType dt) {
+    return (1.0 * s[0] * s[1] + 1.0 * s[2] * s[1]) * dtype_size(dt) + 8.0 * s[0];
+  };
+  e.flops = [](const Shape& s) { return 1.0 * s[0] * s[1]; };
+  // A segment's sum adds up to N rows (the longest run): the error grows with its length.
+  e.tolerance_scale = [](const Shape& s) { return std::max(1.0, std::sqrt(static_cast<double>(s[0])) / 8); };
+  r.push_back(e);
+}
+
 // Row offsets of `groups` jagged groups of `mean_rows` rows on average: lengths drawn uniformly
 // from 0..2 x mean_rows, and the middle group empty (from three groups on), so that every shape
 // has groups without rows.
@@ -555,6 +598,7 @@ std::vector<KernelEntry> build() {
     r.push_back(e);
   }
   indexing_entries(r);
+  segment_entries(r);
   return r;
 }
 

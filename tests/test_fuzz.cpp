@@ -193,4 +193,28 @@ TEST(Fuzz, PallasTakesSliceStoresComputedStartsAndMaskedStores) {
   }
 }
 
+// The scans family draws every scan: each builtin, the user combine, the pair scan, reversed;
+// and a seeded sample of it agrees with the interpreter on the cpu at random configs and, every
+// program, on pallas in TPU interpret mode.
+TEST(Fuzz, GeneratorDrawsTheScansAndTheyAgree) {
+  std::string all;
+  for (uint64_t seed = 1; seed <= 200; ++seed) all += fz::to_cpp(fz::generate(seed, "scans"));
+  for (const char* s : {"ph::cumsum(", "ph::cumprod(", "return ph::maximum(a, b);", "ph::associative_scan(std::pair{",
+                        ", true)", ", 0, [", ", -1"})
+    EXPECT_NE(all.find(s), std::string::npos) << "no generated program has " << s;
+  ASSERT_FALSE(parhelion::backend::pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  fz::FuzzOptions o;
+  o.seed = 20261203;
+  o.max_programs = 16;
+  o.seconds = 1e9;
+  o.configs_per_program = 2;
+  o.pallas_every = 1;
+  o.family = "scans";
+  o.minimize = false;
+  fz::FuzzReport r = fz::fuzz(o);
+  EXPECT_GE(r.cpu_runs, 24);
+  EXPECT_GE(r.pallas_runs, 8);
+  EXPECT_TRUE(r.findings.empty()) << describe(r.findings);
+}
+
 }  // namespace

@@ -209,5 +209,13 @@ TEST(RefWelford, MeanAndPopulationVariance) {
   EXPECT_THROW(ref::welford(F({4}, {1, 2, 3, 4})), std::invalid_argument);
 }
 
+TEST(RefSegmentSum, SumsRowsById) {
+  // Rows 0,1 -> segment 0; segment 1 has no rows; rows 2,3,4 -> segment 2; segment 3 empty.
+  Array x = F({5, 2}, {1, 10, 2, 20, 3, 30, 4, 40, 5, 50});
+  expect_array(ref::segment_sum(x, ints({0, 0, 2, 2, 2}, DType::i64), 4), {4, 2}, {3, 30, 0, 0, 12, 120, 0, 0});
+  EXPECT_THROW(ref::segment_sum(x, ints({0, 0, 2, 2, 4}, DType::i32), 4), std::invalid_argument);
+  EXPECT_THROW(ref::segment_sum(x, ints({0, 0}, DType::i64), 4), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace parhelion

@@ -614,6 +614,45 @@ Tensor amax(const Operand& x, int axis, bool keepdim = false);
 Tensor amin(const Operand& x, int axis, bool keepdim = false);
 Tensor mean(const Operand& x, int axis, bool keepdim = false);
 
+// Scans along `axis` (negative counts from the end), inclusive: element i of the result
+// combines elements 0..i of its line (with `reverse`, elements i..n-1). The result has x's
+// shape. Over a tile dimension a line is the block's valid elements only: the missing
+// elements of a ragged last block never enter a scan. A scan runs within one block: to carry
+// it across the blocks of a loop, add the previous block's last element (a ph::Var).
+//   auto c = ph::cumsum(x[tm, tn], 1);                 // torch.cumsum(x, 1) on each block
+//   auto s = ph::cumsum(x[tm, tn], 1, /*reverse=*/true);  // suffix sums
+// cumsum: an i64 block sums exactly in i64, a bool block as i64 (as torch); floats in f32.
+Tensor cumsum(const Operand& x, int axis, bool reverse = false);
+Tensor cumprod(const Operand& x, int axis, bool reverse = false);
+// associative_scan: the scan under a user combine function of two elements, `combine(a, b)`
+// with a the running result and b the next element (rank-0 blocks of x's compute dtype); it
+// must return one element of that dtype, computed from a, b and numbers only (no loads, Vars
+// or blocks from outside). It must be associative: backends may combine in another order than
+// left to right (pallas: a log-step scan).
+//   auto m = ph::associative_scan(x[t], 0, [](const ph::Tensor& a, const ph::Tensor& b) {
+//     return ph::maximum(a, b);                        // a running maximum (torch.cummax values)
+//   });
+using ScanCombine1 = std::function<Tensor(const Tensor& a, const Tensor& b)>;
+Tensor associative_scan(const Operand& x, int axis, const ScanCombine1& combine, bool reverse = false);
+// Several blocks scanned together, as tuples: xs broadcast to one shape; combine(a, b) takes
+// and returns one element per block (a[k], b[k] of xs[k]'s compute dtype); component k of the
+// result is returned as element k. The pair form below reads better for two blocks.
+using ScanCombineN = std::function<std::vector<Tensor>(const std::vector<Tensor>& a, const std::vector<Tensor>& b)>;
+std::vector<Tensor> associative_scan(const std::vector<Tensor>& xs, int axis, const ScanCombineN& combine,
+                                     bool reverse = false, Loc loc = Loc::current());
+// Two blocks scanned together, with the combine over pairs written as Triton's and Helion's
+// tuple scans are: combine(a0, a1, b0, b1) -> {r0, r1}. A segmented sum by segment ids (sorted,
+// so that each segment is contiguous):
+//   auto [sums, ids] = ph::associative_scan(
+//       std::pair{v /*f32 [tn, td]*/, id.unsqueeze(1) /*i64 [tn, 1]*/}, 0,
+//       [](const ph::Tensor& av, const ph::Tensor& ai, const ph::Tensor& bv, const ph::Tensor& bi) {
+//         return std::pair{ph::where(ai == bi, av + bv, bv), bi};
+//       });
+using ScanCombine2 =
+    std::function<std::pair<Tensor, Tensor>(const Tensor& a0, const Tensor& a1, const Tensor& b0, const Tensor& b1)>;
+std::pair<Tensor, Tensor> associative_scan(const std::pair<Tensor, Tensor>& xs, int axis, const ScanCombine2& combine,
+                                           bool reverse = false, Loc loc = Loc::current());
+
 // Masked access. load(x, {indices...}, mask, other): the block x[indices...], except that
 // elements where the boolean `mask` (broadcast to the block's shape) is false are not read and
 // take `other` (a number or a block broadcast to it, converted to the block's dtype). Indices

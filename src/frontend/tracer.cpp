@@ -1,6 +1,7 @@
 #include "frontend/tracer.h"
 
 #include <algorithm>
+#include <map>
 
 #include "ir/dce.h"
 #include "ir/printer.h"
@@ -266,6 +267,57 @@ void Tracer::close_loop() {
   for (size_t i = 0; i < regions_.back()->loop_tiles.size(); ++i) open_tiles_.pop_back();
   regions_.pop_back();
   open_region_ids_.pop_back();
+}
+
+std::vector<int> Tracer::open_combine(const std::vector<DType>& dtypes, const std::source_location& loc) {
+  if (in_combine_) fail("a scan inside the combine function of another scan", loc);
+  in_combine_ = true;
+  combine_region_.body.clear();
+  regions_.push_back(&combine_region_);
+  open_region_ids_.push_back(next_region_id_++);
+  std::vector<int> params;
+  for (int half = 0; half < 2; ++half)
+    for (DType d : dtypes) {
+      params.push_back(new_value(ir::Type{d, {}}));
+      if (static_cast<int>(value_loc_.size()) <= params.back()) value_loc_.resize(params.back() + 1);
+      value_loc_[params.back()] = to_loc(loc);
+    }
+  return params;
+}
+
+ir::ScanCombine Tracer::close_combine(const std::vector<int>& params, const std::vector<int>& results) {
+  PH_CHECK(in_combine_ && regions_.back() == &combine_region_, "close_combine without an open combine");
+  regions_.pop_back();
+  open_region_ids_.pop_back();
+  in_combine_ = false;
+  ir::ScanCombine c;
+  c.params = params;
+  c.ops = std::move(combine_region_.body);
+  combine_region_.body.clear();
+  c.results = results;
+  return c;
+}
+
+ir::ScanCombine Tracer::clone_combine(const ir::ScanCombine& c) {
+  std::map<int, int> fresh;
+  auto copy = [&](int v) {
+    const int r = new_value(fn_.type_of(v));
+    if (static_cast<int>(value_loc_.size()) <= r) value_loc_.resize(r + 1);
+    value_loc_[r] = value_loc(v);
+    fresh[v] = r;
+    return r;
+  };
+  auto map = [&](int v) { return fresh.at(v); };
+  ir::ScanCombine out;
+  for (int p : c.params) out.params.push_back(copy(p));
+  for (const ir::Op& op : c.ops) {
+    ir::Op o = op;
+    for (int& v : o.operands) v = map(v);
+    if (o.result >= 0) o.result = copy(op.result);
+    out.ops.push_back(std::move(o));
+  }
+  for (int r : c.results) out.results.push_back(map(r));
+  return out;
 }
 
 bool Tracer::value_in_scope(int value) const {

@@ -61,6 +61,15 @@ class Tracer {
   void close_if();
   int new_block_size(int64_t extent, int64_t fixed, const std::source_location& loc);
 
+  // The combine function of a scan (ir::ScanCombine) is traced into a region of its own:
+  // open_combine makes its parameters (rank-0 values of these dtypes, twice: a's then b's) and
+  // directs the ops traced next into it; close_combine ends it with the combine's results (the
+  // caller checks it with ir::combine_rule, to report at the user's line).
+  std::vector<int> open_combine(const std::vector<DType>& dtypes, const std::source_location& loc);
+  ir::ScanCombine close_combine(const std::vector<int>& params, const std::vector<int>& results);
+  // A copy of `c` with fresh value ids (each Scan op defines its combine's values).
+  ir::ScanCombine clone_combine(const ir::ScanCombine& c);
+
   // Ends the trace: records the outputs and returns the finished Function.
   ir::Function finish(const std::vector<Tensor>& outputs);
 
@@ -80,6 +89,8 @@ class Tracer {
   std::vector<ir::SourceLoc> value_loc_;  // the user's line that defines each value
   ir::SourceLoc last_loc_;
   int next_region_id_ = 0;
+  ir::Op combine_region_{ir::OpKind::Scan};  // holds the ops of the combine being traced
+  bool in_combine_ = false;
   Tracer* previous_;
 };
 

@@ -15,7 +15,7 @@ using ir::UnaryFn;
 
 const std::vector<std::string>& families() {
   static const std::vector<std::string> f = {"pointwise", "row_reduce", "loop_reduce", "matmul", "gather",
-                                             "indexed",   "views",      "slices",      "jagged"};
+                                             "indexed",   "views",      "slices",      "jagged", "scans"};
   return f;
 }
 
@@ -48,6 +48,8 @@ class Generator {
       slices();
     else if (family == "jagged")
       jagged();
+    else if (family == "scans")
+      scans();
     else
       throw UserError("unknown fuzz family '" + family + "'");
     return std::move(p_);
@@ -549,6 +551,49 @@ class Generator {
       int out = tensor({m, n}, data_dtype(), true);
       launch.body.push_back(store(out, block, final));
     }
+    p_.body.push_back(std::move(launch));
+  }
+
+  // Scans along whole rows (or columns) of a block: cumsum, cumprod, a running maximum by an
+  // associative_scan, or a segmented sum restarting at flags (a pair scan), forward or
+  // reversed; then the scan stored, or an expression of it and the rows. (A scan along a tiled
+  // dim would cut its lines at the config's blocks, a result that depends on the config.)
+  void scans() {
+    int64_t m = extent(), n = extent();
+    const bool columns = chance(0.3);  // scan along axis 0 of [M, tn] blocks
+    int x = tensor({m, n}, in_dtype());
+    int t = new_tile();
+    Subscript ix_t = tile_ix(t);
+    std::vector<Subscript> block =
+        columns ? std::vector<Subscript>{all_ix(), ix_t} : std::vector<Subscript>{ix_t, all_ix()};
+    std::vector<Leaf> leaves = {[=, this] { return load(x, block); }};
+    std::vector<Leaf> exact = leaves;
+    if (chance(0.5)) {  // along the scanned dim, broadcast over the blocked one
+      int b = tensor({columns ? m : n}, in_dtype());
+      leaves.push_back([=, this] {
+        int v = load(b, {all_ix()});
+        return columns ? unsqueeze(v, -1) : v;
+      });
+    }
+    int e = anchored(fexpr(leaves, exact, 2), leaves[0]);
+    Expr sc;
+    sc.kind = Expr::Scan;
+    sc.fn = static_cast<int>(pick(4));
+    sc.axis = columns ? 0 : (chance(0.5) ? 1 : -1);
+    sc.reverse = chance(0.4);
+    if (sc.fn == 1) e = un(UnaryFn::tanh, e);  // |factors| < 1: the products never overflow
+    sc.args = {e};
+    if (sc.fn == 3) {  // flags from an index tensor along the scanned dim: a segment starts at 0
+      int ids = tensor({columns ? m : n}, DType::i32, false, 3);
+      int f = bin(BinaryFn::eq, load(ids, {all_ix()}), inum(0));
+      sc.args.push_back(columns ? unsqueeze(f, -1) : f);
+    }
+    int r = add(sc);
+    int final = r;
+    if (chance(0.5)) final = fexpr(std::vector<Leaf>{[=] { return r; }, leaves[0]}, exact, 2);
+    int out = tensor({m, n}, data_dtype(), true);
+    Stmt launch = loop({dim(columns ? n : m)}, {t});
+    launch.body.push_back(store(out, block, final));
     p_.body.push_back(std::move(launch));
   }
 

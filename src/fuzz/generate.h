@@ -12,6 +12,8 @@
 //   gather        rows selected by an index tensor (a grid over indices, a scalar subscript)
 //   indexed       index blocks: gathers (repeated indices), scatters (distinct indices),
 //                 masked loads with fills (shifted index blocks), masked stores
+//   scans         cumsum, cumprod, a running maximum (associative_scan) and a segmented sum
+//                 (a pair scan of values and flags) along whole rows or columns, reversed or not
 // Expressions mix every pointwise op kept in a well-conditioned domain (so that a double
 // interpreter and f32 code agree to a tolerance), comparisons of exactly-representable
 // values under where, and casts through bf16, f16, bool and i64. Shapes are often ragged or 1.

@@ -265,6 +265,30 @@ class Player {
     throw InternalError("fuzz: binary");
   }
 
+  // A scan (Expr::Scan); its operands are blocks (the generator anchors them to a load).
+  static Operand scan(const Expr& e, const Operand& a, const Operand& b) {
+    switch (e.fn) {
+      case 0:
+        return cumsum(a, e.axis, e.reverse);
+      case 1:
+        return cumprod(a, e.axis, e.reverse);
+      case 2:
+        return associative_scan(
+            a, e.axis, [](const Tensor& x, const Tensor& y) { return maximum(x, y); }, e.reverse);
+      default: {
+        PH_CHECK(a.kind == Operand::TensorK && b.kind == Operand::TensorK, "fuzz: a segmented scan of a number");
+        auto [sums, flags] = associative_scan(
+            std::pair{Tensor::block(a.value), Tensor::block(b.value)}, e.axis,
+            [](const Tensor& av, const Tensor& af, const Tensor& bv, const Tensor& bf) {
+              return std::pair{where(bf, bv, av + bv), af || bf};
+            },
+            e.reverse);
+        (void)flags;
+        return sums;
+      }
+    }
+  }
+
   Operand expr(int id) {
     const Expr& e = p_.exprs.at(id);
     auto arg = [&](int k) { return expr(e.args.at(k)); };
@@ -300,6 +324,8 @@ class Player {
             return mean(arg(0), e.axis, e.keepdim);
         }
         break;
+      case Expr::Scan:
+        return scan(e, arg(0), e.args.size() > 1 ? arg(1) : arg(0));
       case Expr::Unsqueeze:
         return unsqueeze(arg(0), e.axis);
       case Expr::Transpose:
@@ -600,6 +626,23 @@ class Printer {
         static const char* names[] = {"sum", "amax", "amin", "mean"};
         return "ph::" + std::string(names[e.fn]) + "(" + arg(0) + ", " + std::to_string(e.axis) +
                (e.keepdim ? ", true" : "") + ")";
+      }
+      case Expr::Scan: {
+        const std::string ax = std::to_string(e.axis), rev = e.reverse ? ", true" : "";
+        switch (e.fn) {
+          case 0:
+            return "ph::cumsum(" + arg(0) + ", " + ax + rev + ")";
+          case 1:
+            return "ph::cumprod(" + arg(0) + ", " + ax + rev + ")";
+          case 2:
+            return "ph::associative_scan(" + arg(0) + ", " + ax +
+                   ", [](const ph::Tensor& a, const ph::Tensor& b) { return ph::maximum(a, b); }" + rev + ")";
+          default:
+            return "ph::associative_scan(std::pair{ph::Tensor(" + arg(0) + "), ph::Tensor(" + arg(1) + ")}, " + ax +
+                   ", [](const ph::Tensor& av, const ph::Tensor& af, const ph::Tensor& bv, const ph::Tensor& bf) "
+                   "{ return std::pair{ph::where(bf, bv, av + bv), af || bf}; }" +
+                   rev + ").first";
+        }
       }
       case Expr::Unsqueeze:
         return "ph::unsqueeze(" + arg(0) + ", " + std::to_string(e.axis) + ")";

@@ -101,6 +101,10 @@ struct Expr {
     Squeeze,     // ph::squeeze(arg, axis)
     MaskedLoad,  // ph::load(tensor, {index}, args[0] (mask), args[1] (fill))
     TileId,      // tile.id(): the block's number (i64), as an index of per-block partials
+    // A scan along `axis` (reversed if `reverse`), by `fn`: 0 ph::cumsum, 1 ph::cumprod,
+    // 2 ph::associative_scan with maximum, 3 a segmented sum of args[0] that restarts where the
+    // bool block args[1] is true (a pair scan of values and flags).
+    Scan,
   } kind = Number;
   std::vector<int64_t> dims;  // Reshape: trailing constant dims; Permute: the permutation
   std::vector<int> args;      // child expressions
@@ -114,6 +118,7 @@ struct Expr {
   std::vector<Subscript> index;
   int tile = -1;
   int var = -1;
+  bool reverse = false;  // Scan
 };
 
 struct Stmt {

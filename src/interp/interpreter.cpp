@@ -520,6 +520,8 @@ class Interpreter {
       }
       case OpKind::Reduce:
         return reduce(op, shape);
+      case OpKind::Scan:
+        return scan(op, shape);
       case OpKind::Unsqueeze: {
         Value r = operand(op, 0);
         r.shape = shape;  // inserting a size-1 dim does not move any element
@@ -725,6 +727,49 @@ class Interpreter {
         if (i64 && (f == ReduceFn::sum)) acc = exact_i64(acc, op.loc);
         r.data[static_cast<size_t>(o * inner + i)] = acc;
       }
+    return r;
+  }
+
+  // A scan (src/ir/scan.h): each line along the axis in scan order, through the combine
+  // function evaluated by this interpreter's own rules on rank-0 values. Lines hold the
+  // block's valid elements only (a ragged block's shape is its valid count).
+  Value scan(const Op& op, const Shape& shape) {
+    const ir::ScanCombine& c = op.combine.at(0);
+    const size_t n = op.operands.size();
+    std::vector<const Value*> in;
+    for (size_t k = 0; k < n; ++k) in.push_back(&operand(op, static_cast<int>(k)));
+    const int axis = op.axis;
+    int64_t outer = 1, inner = 1;
+    const int64_t len = shape.at(axis);
+    for (int k = 0; k < axis; ++k) outer *= shape[k];
+    for (size_t k = axis + 1; k < shape.size(); ++k) inner *= shape[k];
+    Value r = Value::filled(fn_.type_of(op.result).dtype, shape, 0);
+    std::vector<double> acc(n), next(n);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i)
+        for (int64_t s = 0; s < len; ++s) {
+          const int64_t k = op.reverse ? len - 1 - s : s;
+          const auto at = static_cast<size_t>((o * len + k) * inner + i);
+          for (size_t j = 0; j < n; ++j) next[j] = in[j]->data[at];
+          if (s == 0)
+            acc = next;
+          else
+            acc = combine(c, acc, next);
+          r.data[at] = acc[static_cast<size_t>(op.fn)];
+        }
+    return r;
+  }
+
+  // The combine function applied to the running tuple `a` and the next element `b`.
+  std::vector<double> combine(const ir::ScanCombine& c, const std::vector<double>& a, const std::vector<double>& b) {
+    const size_t n = a.size();
+    for (size_t j = 0; j < 2 * n; ++j) {
+      const int p = c.params[j];
+      values_[p] = Value::filled(fn_.type_of(p).dtype, {}, j < n ? a[j] : b[j - n]);
+    }
+    for (const Op& op : c.ops) define(op, evaluate(op));
+    std::vector<double> r;
+    for (int v : c.results) r.push_back(values_.at(v).scalar());
     return r;
   }
 

@@ -32,6 +32,9 @@
 //   minimum, amax and amin propagate NaN, gelu is the tanh approximation. Reductions cover the
 //   block's valid elements only; mean divides by their count.
 // - Dot: a [..., M, K] . b [..., K, N] (+ acc), batch dims broadcast, accumulated in double.
+// - Scan (src/ir/scan.h): each line along the axis, over the block's valid elements, in scan
+//   order (reversed: from the last), left to right through the combine function, whose ops are
+//   evaluated by these same rules on rank-0 values.
 // - A scalar index (an i64 rank-0 value, e.g. loaded from a tensor) is checked against its
 //   dimension: out of range (or never written) is a UserError naming the tensor, the dimension,
 //   the value, the size and the op's source line.

@@ -178,6 +178,10 @@ enum class OpKind : uint8_t {
   View,  // tensor: defines a View TensorInfo of its base (view_kind, dims, axis)
   // device control
   If,  // operands: cond (a bool scalar); body: runs where cond is true (values do not escape it)
+  // Scans (src/ir/scan.h states their rules): operands x_0..x_{N-1} (one shape), the inclusive
+  // scan along `axis` (backwards if `reverse`) of the N-tuples of their elements under the
+  // combine function `combine`; the result is component `fn` of the scanned tuples.
+  Scan,
 };
 
 // Appended (keep the order: the text form names them, config-free but stable):
@@ -247,6 +251,19 @@ struct IndexItem {
   bool has_value() const { return kind == Scalar || kind == Gather || kind == Slice; }
 };
 
+struct Op;
+
+// The combine function of a Scan over N operands: a pure function of 2N rank-0 values (the
+// running tuple a_0..a_{N-1}, then the next element's b_0..b_{N-1}; each of its operand's
+// compute dtype) to N rank-0 values of the same dtypes, given as pointwise ops over value ids
+// of its own (in Function::values, defined nowhere else). It is apart from Op::body so that
+// passes which walk device code never mistake it for statements of the launch.
+struct ScanCombine {
+  std::vector<int> params;   // 2N value ids
+  std::vector<Op> ops;       // pointwise, rank-0, reading only params and each other
+  std::vector<int> results;  // N value ids
+};
+
 struct Op {
   explicit Op(OpKind k) : kind(k) {}
   OpKind kind;
@@ -268,6 +285,8 @@ struct Op {
   ViewKind view_kind = ViewKind::reshape;  // View (narrow: axis = dim, dims = {start, length})
   std::vector<Op> body;                    // Launch / Loop
   SourceLoc loc;
+  bool reverse = false;              // Scan: from the last element to the first
+  std::vector<ScanCombine> combine;  // Scan: exactly one
 };
 
 struct Function {

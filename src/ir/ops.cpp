@@ -74,6 +74,8 @@ std::string_view op_name(const Op& op) {
       return "tile_id";
     case OpKind::If:
       return "if";
+    case OpKind::Scan:
+      return "scan";
   }
   throw InternalError("unknown op kind");
 }

@@ -8,6 +8,7 @@
 
 #include "ir/lexer.h"
 #include "ir/printer.h"
+#include "ir/scan.h"
 #include "ir/type_rules.h"
 #include "ir/verifier.h"
 #include "ir/views.h"
@@ -790,6 +791,18 @@ class Parser {
       expect_word(key, "after the operands of " + n);
       expect_punct("=", "after '" + std::string(key) + "'");
       op.axis = static_cast<int>(integer(std::string("the ") + key, "of " + n, 0, 64));
+    } else if (n == "scan") {
+      op.kind = OpKind::Scan;
+      op.operands = {value_ref("after 'scan'")};
+      while (accept_punct(",")) op.operands.push_back(value_ref("as an operand of scan"));
+      expect_word("axis", "after the operands of scan");
+      expect_punct("=", "after 'axis'");
+      op.axis = static_cast<int>(integer("the axis", "of scan", 0, 64));
+      op.reverse = accept_word("reverse");
+      expect_word("result", "after the axis of scan");
+      expect_punct("=", "after 'result'");
+      op.fn = static_cast<int>(integer("the result component", "of scan", 0, 64));
+      combine(op);
     } else if (unary_fns().count(n)) {
       op.kind = OpKind::Unary;
       op.fn = static_cast<int>(unary_fns().at(n));
@@ -817,6 +830,52 @@ class Parser {
     visible_[result] = true;
     scope_values_.push_back(result);
     finish(op, first, body, "after the result type");
+  }
+
+  // `combine(%a0, ..., %b0, ...) {` the combine's value statements, `yield %r, ...`, `}`: the
+  // params take their operands' dtypes (a's then b's); the combine's values are visible only
+  // inside it.
+  void combine(Op& op) {
+    expect_word("combine", "after the result component of scan");
+    expect_punct("(", "after 'combine'");
+    ScanCombine c;
+    const size_t values_before = scope_values_.size();
+    const size_t n = op.operands.size();
+    for (size_t k = 0; k < 2 * n; ++k) {
+      if (k) expect_punct(",", "between the parameters of the combine");
+      const Token& p = peek();
+      if (p.kind != Token::Value) expected("a parameter %N of the combine", "");
+      next();
+      const int id = numbered("%" + p.text, "%");
+      if (id < 0) fail(p, "expected a value number after '%', got '" + p.text + "'");
+      if (id < static_cast<int>(ever_defined_.size()) && ever_defined_[id])
+        fail(p, "value %" + p.text + " is defined twice");
+      if (static_cast<int>(fn_.values.size()) <= id) {
+        fn_.values.resize(id + 1);
+        ever_defined_.resize(id + 1, false);
+        visible_.resize(id + 1, false);
+      }
+      fn_.values[id] = Type{fn_.type_of(op.operands[k % n]).dtype, {}};
+      ever_defined_[id] = true;
+      visible_[id] = true;
+      scope_values_.push_back(id);
+      c.params.push_back(id);
+    }
+    expect_punct(")", "after the parameters of the combine");
+    expect_punct("{", "after the parameters of the combine");
+    end_of_line("after '{'");
+    while (!peek().is(Token::Ident, "yield")) {
+      if (peek().kind != Token::Value) expected("a value statement of the combine, or 'yield'", "");
+      value_statement(c.ops);
+    }
+    next();
+    c.results = {value_ref("after 'yield'")};
+    while (accept_punct(",")) c.results.push_back(value_ref("as a result of the combine"));
+    end_of_line("after the results of the combine");
+    expect_punct("}", "closing the combine");
+    for (size_t i = values_before; i < scope_values_.size(); ++i) visible_[scope_values_[i]] = false;
+    scope_values_.resize(values_before);
+    op.combine.push_back(std::move(c));
   }
 
   // The type the op's rule gives (the tracer's rules, lang.cpp and type_rules.h), where it
@@ -888,6 +947,21 @@ class Parser {
         Type t;
         int axis = op.axis;
         rule(reduce_type(fn_, operand(0), &axis, op.keepdim, &t));
+        want = t;
+        break;
+      }
+      case OpKind::Scan: {
+        Type t;
+        std::vector<Type> in;
+        std::vector<DType> dtypes;
+        for (size_t k = 0; k < op.operands.size(); ++k) {
+          in.push_back(operand(static_cast<int>(k)));
+          dtypes.push_back(in.back().dtype);
+        }
+        int axis = op.axis;
+        rule(scan_type(fn_, in, &axis, op.fn, &t));
+        if (axis != op.axis) fail(op_at, "scan axis=" + std::to_string(op.axis) + " is not a dim of its operands");
+        rule(combine_rule(fn_, op.combine.at(0), dtypes));
         want = t;
         break;
       }

@@ -171,6 +171,23 @@ class Printer {
       case OpKind::VarGet:
         os_ << "var_get v" << op.var;
         break;
+      case OpKind::Scan: {
+        // scan %x, %y axis=A [reverse] result=K combine(%a0, %a1, %b0, %b1) {
+        //   ...ops of the combine...
+        //   yield %r0, %r1
+        // } : TYPE
+        const ScanCombine& c = op.combine.at(0);
+        os_ << "scan";
+        for (size_t i = 0; i < op.operands.size(); ++i) os_ << (i ? ", " : " ") << val(op.operands[i]);
+        os_ << " axis=" << op.axis << (op.reverse ? " reverse" : "") << " result=" << op.fn << " combine(";
+        for (size_t i = 0; i < c.params.size(); ++i) os_ << (i ? ", " : "") << val(c.params[i]);
+        os_ << ") {\n";
+        ops(c.ops, depth + 1);
+        os_ << std::string((depth + 1) * 2, ' ') << "yield";
+        for (size_t i = 0; i < c.results.size(); ++i) os_ << (i ? ", " : " ") << val(c.results[i]);
+        os_ << "\n" << ind << "}";
+        break;
+      }
       case OpKind::VarSet:
         os_ << "var_set v" << op.var << ", " << val(op.operands[0]) << loc(op.loc) << "\n";
         return;

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "ir/printer.h"
+#include "ir/scan.h"
 #include "ir/type_rules.h"
 #include "ir/views.h"
 #include "parhelion/error.h"
@@ -212,6 +213,23 @@ class Verifier {
         }
         case OpKind::View:
           fail(op, "a host view must be in host code, not inside a tile loop");
+        case OpKind::Scan: {
+          std::vector<Type> in;
+          std::vector<DType> dtypes;
+          for (int v : op.operands) {
+            in.push_back(fn_.type_of(v));
+            dtypes.push_back(in.back().dtype);
+          }
+          Type t;
+          int axis = op.axis;
+          rule(op, scan_type(fn_, in, &axis, op.fn, &t));
+          check(axis == op.axis, op, "scan axis not normalized");
+          check(op.combine.size() == 1, op, "a scan has one combine function");
+          rule(op, combine_rule(fn_, op.combine[0], dtypes));
+          define(op, op.result, scope);
+          expect_type(op, t);
+          continue;
+        }
         case OpKind::Dot: {
           Type t;
           rule(op, dot_type(fn_, fn_.type_of(op.operands[0]), fn_.type_of(op.operands[1]), &t));

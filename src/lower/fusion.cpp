@@ -73,7 +73,9 @@ class Fusion {
     for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) {
       const Op& op = *it->op;
       if (op.result < 0 || rank(op.result) == 0) continue;
-      if (op.kind == OpKind::Reduce || (op.kind == OpKind::Dot && !in_place_.count(op.result))) {
+      // A scan's element depends on the whole line before it: it is computed once, into scratch.
+      if (op.kind == OpKind::Reduce || op.kind == OpKind::Scan ||
+          (op.kind == OpKind::Dot && !in_place_.count(op.result))) {
         chosen_.insert(op.result);
         continue;
       }

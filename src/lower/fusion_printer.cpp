@@ -43,6 +43,7 @@ class FusionPrinter {
       return "in place into v" + std::to_string(it->second);
     if (materialized_.count(op.result)) {
       if (op.kind == OpKind::Reduce) return "materialized (reduction)";
+      if (op.kind == OpKind::Scan) return "materialized (scan)";
       if (op.kind == OpKind::Dot) return "materialized (dot)";
       return "materialized";
     }

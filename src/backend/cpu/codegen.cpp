@@ -99,6 +99,8 @@ void LaunchEmitter::statement(const Op& op) {
       return var_write(op);
     case OpKind::Reduce:
       return reduce(op);
+    case OpKind::Scan:
+      return scan(op);
     case OpKind::Dot:
       return dot(op);
     default:

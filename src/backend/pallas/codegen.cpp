@@ -10,6 +10,7 @@
 
 #include "backend/pallas/plan.h"
 #include "backend/pallas/random.h"
+#include "backend/pallas/scan.h"
 #include "backend/pallas/views.h"
 #include "ir/printer.h"
 #include "ir/type_rules.h"
@@ -212,6 +213,7 @@ class Emitter {
     line("");
     line("");
     if (uses_random(fn_)) os_ << random_helpers();
+    if (uses_scan(fn_)) os_ << scan_helpers();
     if (has_jagged_loop()) {
       line("def _mask_window(x, axis, start, valid, fill):");
       line("    \"\"\"Elements outside [start, start + valid) along axis become fill (a jagged trip's rows");
@@ -656,6 +658,8 @@ class Emitter {
         return def(cast(op));
       case OpKind::Reduce:
         return def(reduce(op));
+      case OpKind::Scan:
+        return scan(op, loop);
       case OpKind::Unsqueeze:
         return def("jnp.expand_dims(" + operand(op.operands[0]) + ", " + std::to_string(kept_axis(rt->shape, op.axis)) +
                    ")");
@@ -954,6 +958,36 @@ class Emitter {
       return "_mask_window(" + x + ", " + std::to_string(axis) + ", w_" + tname(d.tile) + ", " + valid(d) + ", " +
              fill + ")";
     return "_mask(" + x + ", " + std::to_string(axis) + ", " + valid(d) + ", " + fill + ")";
+  }
+
+  // A scan (scan.h): its combine as a local function of whole blocks (its ops are elementwise),
+  // then the log-step scan of the operands; the op's value is its component of the tuple.
+  void scan(const Op& op, const lower::InnerLoop* loop) {
+    const ir::ScanCombine& c = op.combine.at(0);
+    const ir::Type& in = type(op.operands[0]);
+    const Dim& d = in.shape[op.axis];
+    line("# scan (component " + std::to_string(op.fn) + ") over axis " + std::to_string(op.axis) +
+         (op.reverse ? ", reversed," : "") + " at " + op.loc.str());
+    if (d.kind == Dim::Tile && unit(d.tile)) {  // one element (squeezed out of the value): itself
+      line(v(op.result) + " = " + operand(op.operands[op.fn]));
+      return;
+    }
+    const std::string fn = "_combine" + std::to_string(op.result);
+    std::vector<std::string> params, xs, results;
+    for (int p : c.params) params.push_back(v(p));
+    for (int x : op.operands) xs.push_back(operand(x));
+    for (int r : c.results) results.push_back(v(r));
+    line("def " + fn + "(" + join(params) + "):");
+    ++depth_;
+    for (const Op& f : c.ops) statement(f, loop);
+    line("return (" + join(results) + ",)");
+    --depth_;
+    // The valid elements: a jagged trip's window [w_t, w_t + n_t) of its block, else the first n.
+    const bool window = d.kind == Dim::Tile && jagged_tiles_.count(d.tile);
+    const std::string start = window ? "w_" + tname(d.tile) : "0";
+    const std::string n_valid = masked(d) ? valid(d) : dim_size(d);
+    line(v(op.result) + " = _scan((" + join(xs) + ",), " + std::to_string(kept_axis(in.shape, op.axis)) + ", " + start +
+         ", " + n_valid + ", " + (op.reverse ? "True" : "False") + ", " + fn + ")[" + std::to_string(op.fn) + "]");
   }
 
   std::string reduce(const Op& op) {

@@ -83,6 +83,9 @@ class LaunchEmitter : private EmitContext {
   // --- reductions (reductions.cpp) ---
   void reduce(const Op& op);
 
+  // --- scans (scans.cpp) ---
+  void scan(const Op& op);
+
   // --- bounds checks of computed indices (index_checks.cpp) ---
   // A scalar that indexes a tensor dimension, and where: checked right where it is computed,
   // before any use, so that no out-of-range access happens.
