@@ -149,9 +149,9 @@ TEST(When, PallasRunsRegionsInInterpretMode) {
   ph::Array f = flags(13), f2 = flags(11);
   std::string src = flagged.emit_pallas({x, f}, "v7x").source;
   EXPECT_HAS(src, "@pl.when(");
-  std::vector<pallas::InterpretCase> runs = {{"flagged_rows", src, "flagged_rows", {x, f}, {}, true},
-                                             {"copy_flagged", copy.emit_pallas({x2, f2}, "v7x").source,
-                                              "copy_flagged", {x2, f2}, {}, true}};
+  std::vector<pallas::InterpretCase> runs = {
+      {"flagged_rows", src, "flagged_rows", {x, f}, {}, true},
+      {"copy_flagged", copy.emit_pallas({x2, f2}, "v7x").source, "copy_flagged", {x2, f2}, {}, true}};
   std::vector<pallas::InterpretResult> r = pallas::run_in_interpret_mode(runs);
   ASSERT_EQ(r.size(), 2u);
   for (size_t i = 0; i < r.size(); ++i) {
