@@ -303,7 +303,10 @@ TEST(Scan, PallasMatchesInInterpretMode) {
   ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
   const ph::Array x = ragged_input(20, 200, 3, 0.8, 1.2);
   ph::Array ids = ph::Array::zeros({20}, ph::DType::i64);
-  for (int64_t i = 0; i < 20; ++i) ids.set(i, static_cast<double>(i / 3));
+  for (int64_t i = 0; i < 20; ++i) {
+    const int64_t segment = i / 3;  // segments of 3 rows
+    ids.set(i, static_cast<double>(segment));
+  }
   using Fn1 = ph::Tensor (*)(ph::Tensor);
   struct Case {
     const char* name;
