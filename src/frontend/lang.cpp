@@ -362,23 +362,21 @@ Operand::Operand(const Var& v, Loc l) : kind(TensorK), loc(l) {
   value = emit_value(T, op, T.fn().vars.at(v.slot()).type, l);
 }
 
-Operand::Operand(const Scalar& s, Loc l) : kind(TensorK), loc(l) {
+namespace {
+// A scalar argument read in device code: an f32 (ph::Scalar) or an i64 (ph::Int) scalar.
+int scalar_param(const Scalar& s, DType dtype, const Loc& l) {
   Tracer& T = tracer(l);
-  T.require_device("using a scalar argument", l);
-  if (s.param() < 0) T.fail("use of an uninitialized ph::Scalar", l);
+  const bool integer = dtype == DType::i64;
+  T.require_device(integer ? "using an integer argument" : "using a scalar argument", l);
+  if (s.param() < 0) T.fail(integer ? "use of an uninitialized ph::Int" : "use of an uninitialized ph::Scalar", l);
   Op op{OpKind::ScalarParam};
   op.param = s.param();
-  value = emit_value(T, op, Type{DType::f32, {}}, l);
+  return emit_value(T, op, Type{dtype, {}}, l);
 }
+}  // namespace
 
-Operand::Operand(const Int& s, Loc l) : kind(TensorK), loc(l) {
-  Tracer& T = tracer(l);
-  T.require_device("using an integer argument", l);
-  if (s.param() < 0) T.fail("use of an uninitialized ph::Int", l);
-  Op op{OpKind::ScalarParam};
-  op.param = s.param();
-  value = emit_value(T, op, Type{DType::i64, {}}, l);
-}
+Operand::Operand(const Scalar& s, Loc l) : kind(TensorK), value(scalar_param(s, DType::f32, l)), loc(l) {}
+Operand::Operand(const Int& s, Loc l) : kind(TensorK), value(scalar_param(s, DType::i64, l)), loc(l) {}
 
 // --- Tensor -----------------------------------------------------------------------------------
 
