@@ -15,6 +15,7 @@
 #include "kernels/registry.h"
 #include "parhelion/parhelion.h"
 
+#include "tests/config_sweep.h"
 #include "tests/user_error.h"
 
 namespace ph = parhelion;
@@ -37,29 +38,6 @@ int64_t total_of(const std::vector<int64_t>& lengths) {
   int64_t n = 0;
   for (int64_t l : lengths) n += l;
   return n;
-}
-
-// Runs `k` at its default config and at configs spread over its block-size domains, with one
-// and two threads; output 0 must match `want`, and so must the interpreter's.
-template <class K>
-void check_configs(K& k, const std::vector<ph::Arg>& args, const ph::Array& want, double tol = 1e-4) {
-  std::vector<ph::Array> interp = k.interpret(args);
-  EXPECT_LT(ph::max_abs_diff(interp.at(0), want), tol) << "interpreter";
-  ph::CompiledKernel def = k.compile(args);
-  const ph::ConfigSpec& spec = def.config_spec();
-  for (int trial = 0; trial < 6; ++trial) {
-    ph::Config c = def.config();
-    if (trial > 0) {
-      for (size_t i = 0; i < spec.block_sizes.size(); ++i) {
-        const auto& ch = spec.block_sizes[i].choices;
-        c.block_sizes[i] = ch[(trial * 5 + i * 3) % ch.size()];
-      }
-      c.num_threads = 1 + trial % 2;
-    }
-    SCOPED_TRACE(c.to_json());
-    std::vector<ph::Array> got = k.compile(args, &c).run(args);
-    EXPECT_LT(ph::max_abs_diff(got.at(0), want), tol);
-  }
 }
 
 // out[g, :] = the sum of the rows of group g: a grid over groups, a jagged loop over its rows.
@@ -91,14 +69,14 @@ TEST(Jagged, RowSumOverGroupsWithEmptyAndOneRowGroups) {
   ph::Kernel k("jagged_row_sum", jagged_row_sum);
   const std::vector<int64_t> lengths = {3, 0, 1, 17, 0, 0, 6, 2};
   ph::Array x = ph::Array::random({total_of(lengths), 5}, ph::DType::f32, 1);
-  check_configs(k, {x, offsets_of(lengths)}, row_sums(x, lengths));
+  check_configs(k, {x, offsets_of(lengths)}, row_sums(x, lengths), 1e-4, 6);
 }
 
 TEST(Jagged, OneGroupOfEveryRowAndAllEmpty) {
   ph::Kernel k("jagged_row_sum", jagged_row_sum);
   ph::Array x = ph::Array::random({40, 3}, ph::DType::f32, 2);
-  check_configs(k, {x, offsets_of({40})}, row_sums(x, {40}));
-  check_configs(k, {x, offsets_of({0, 0, 0})}, row_sums(x, {0, 0, 0}));
+  check_configs(k, {x, offsets_of({40})}, row_sums(x, {40}), 1e-4, 6);
+  check_configs(k, {x, offsets_of({0, 0, 0})}, row_sums(x, {0, 0, 0}), 1e-4, 6);
 }
 
 // The rows of each group, scaled by their position in the group and by the block number they
@@ -130,7 +108,7 @@ TEST(Jagged, TileIndexBeginAndIdCountFromTheGroupsStart) {
         want.set(row * 3 + j, x.get(row * 3 + j) * static_cast<double>(r) + static_cast<double>(block * 8) +
                                   100.0 * static_cast<double>(block));
     }
-  check_configs(k, {x, offsets_of(lengths)}, want);
+  check_configs(k, {x, offsets_of(lengths)}, want, 1e-4, 6);
 }
 
 // A jagged loop over a computed range: the first `count[g]` rows after offsets[g] (count <= the
@@ -159,7 +137,7 @@ TEST(Jagged, ComputedEndAndATileWithinAJaggedBlock) {
     for (int64_t r = 0; r < lengths[g]; ++r, ++row)
       if (r < counts[g])
         for (int64_t j = 0; j < 2; ++j) want.set(row * 2 + j, x.get(row * 2 + j) + 1.0);
-  check_configs(k, {x, offsets_of(lengths), count}, want);
+  check_configs(k, {x, offsets_of(lengths), count}, want, 1e-4, 6);
 }
 
 TEST(Jagged, AReversedRangeRunsNoTrip) {
@@ -172,7 +150,7 @@ TEST(Jagged, AReversedRangeRunsNoTrip) {
   ph::Array want = ph::Array::zeros({2, 2}, ph::DType::f32);
   for (int64_t r = 2; r < 6; ++r)
     for (int64_t j = 0; j < 2; ++j) want.set(2 + j, want.get(2 + j) + x.get(r * 2 + j));
-  check_configs(k, {x, offsets}, want);
+  check_configs(k, {x, offsets}, want, 1e-4, 6);
 }
 
 // The bound of a jagged tile is the smallest dim it indexes; its block-size choices stop there.
@@ -299,7 +277,7 @@ TEST(IntegerArguments, ARuntimeIntBoundsALoopAndAConstantSpecializesTheKernel) {
   for (int64_t n : {23, 7, 0, 1})
     for (int64_t skip : {0, 2}) {
       SCOPED_TRACE("n " + std::to_string(n) + ", skip " + std::to_string(skip));
-      check_configs(k, {x, n, skip}, column_sums(x, skip, n));
+      check_configs(k, {x, n, skip}, column_sums(x, skip, n), 1e-4, 6);
     }
   // n is a runtime value: one trace for every n; skip is traced once per value.
   EXPECT_EQ(k.trace({x, int64_t{3}, int64_t{0}}), k.trace({x, int64_t{9}, int64_t{0}}));

@@ -14,6 +14,7 @@
 #include "ir/printer.h"
 #include "parhelion/parhelion.h"
 
+#include "tests/config_sweep.h"
 #include "tests/user_error.h"
 
 namespace ph = parhelion;
@@ -27,29 +28,6 @@ ph::Array expected(const ph::Shape& shape, const Ref& f) {
   ph::Array a = ph::Array::zeros(shape, ph::DType::f32);
   for (int64_t i = 0; i < a.numel(); ++i) a.set(i, f(i));
   return a;
-}
-
-// Runs `k` at its default config and at configs spread over its block-size domains, with one
-// and two threads; every output must match `want` and the interpreter.
-template <class K>
-void check_configs(K& k, const std::vector<ph::Arg>& args, const ph::Array& want, double tol = 1e-4) {
-  std::vector<ph::Array> interp = k.interpret(args);
-  EXPECT_LT(ph::max_abs_diff(interp.at(0), want), tol) << "interpreter";
-  ph::CompiledKernel def = k.compile(args);
-  const ph::ConfigSpec& spec = def.config_spec();
-  for (int trial = 0; trial < 5; ++trial) {
-    ph::Config c = def.config();
-    if (trial > 0) {
-      for (size_t i = 0; i < spec.block_sizes.size(); ++i) {
-        const auto& ch = spec.block_sizes[i].choices;
-        c.block_sizes[i] = ch[(trial * 5 + i * 3) % ch.size()];
-      }
-      c.num_threads = 1 + trial % 2;
-    }
-    SCOPED_TRACE(c.to_json());
-    std::vector<ph::Array> got = k.compile(args, &c).run(args);
-    EXPECT_LT(ph::max_abs_diff(got.at(0), want), tol);
-  }
 }
 
 // --- static slices ------------------------------------------------------------------------------

@@ -13,31 +13,13 @@
 #include "ir/printer.h"
 #include "parhelion/parhelion.h"
 
+#include "tests/config_sweep.h"
 #include "tests/user_error.h"
 
 namespace ph = parhelion;
 namespace pallas = ph::backend::pallas;
 
 namespace {
-
-template <class K>
-void check_configs(K& k, const std::vector<ph::Arg>& args, const ph::Array& want, double tol = 1e-5) {
-  EXPECT_LT(ph::max_abs_diff(k.interpret(args).at(0), want), tol) << "interpreter";
-  ph::CompiledKernel def = k.compile(args);
-  const ph::ConfigSpec& spec = def.config_spec();
-  for (int trial = 0; trial < 5; ++trial) {
-    ph::Config c = def.config();
-    if (trial > 0) {
-      for (size_t i = 0; i < spec.block_sizes.size(); ++i) {
-        const auto& ch = spec.block_sizes[i].choices;
-        c.block_sizes[i] = ch[(trial * 5 + i * 3) % ch.size()];
-      }
-      c.num_threads = 1 + trial % 2;
-    }
-    SCOPED_TRACE(c.to_json());
-    EXPECT_LT(ph::max_abs_diff(k.compile(args, &c).run(args).at(0), want), tol);
-  }
-}
 
 // Rows flagged nonzero are doubled, the others negated (then / otherwise), for x [M, 128].
 ph::Tensor flagged_rows(ph::Tensor x, ph::Tensor flag) {
@@ -72,7 +54,7 @@ TEST(When, ThenAndOtherwiseUnderAFlagLoadedPerRow) {
   ph::Kernel k("flagged_rows", flagged_rows);
   ph::Array x = ph::Array::random({13, 128}, ph::DType::f32, 1);
   ph::Array f = flags(13);
-  check_configs(k, {x, f}, flagged_want(x, f));
+  check_configs(k, {x, f}, flagged_want(x, f), 1e-5);
   const std::string ir = ph::ir::print(k.trace({x, f})->fn);
   EXPECT_HAS(ir, "  if %");
   EXPECT_EQ(ph::ir::print(ph::ir::parse(ir, "when.tir")), ir);  // the text form reads back
@@ -109,7 +91,7 @@ TEST(When, AVarUpdatedUnderAConditionOnEachElement) {
     for (int64_t j = 0; j < 7; ++j) s += x.get(i * 7 + j) > 0 ? x.get(i * 7 + j) : 0;
     want.set(i, s == 0 ? -5 : s);
   }
-  check_configs(k, {x, int64_t{-5}}, want);
+  check_configs(k, {x, int64_t{-5}}, want, 1e-5);
 }
 
 // A loop inside a region: rows with a flag are copied block by block, the others keep the
@@ -138,7 +120,7 @@ TEST(When, ALoopInsideARegion) {
   ph::Kernel k("copy_flagged", copy_flagged);
   ph::Array x = ph::Array::random({11, 300}, ph::DType::f32, 3);
   ph::Array f = flags(11);
-  check_configs(k, {x, f}, copy_want(x, f));
+  check_configs(k, {x, f}, copy_want(x, f), 1e-5);
 }
 
 TEST(When, PallasRunsRegionsInInterpretMode) {
