@@ -9,7 +9,8 @@
 // (kernels with dot products add "micro_kernels":[0], one choice per dot; kernels with inner tile
 // loops that read tensors add "inner_loops":[{"strategy":"pipeline","buffers":2}], one per loop;
 // kernels with gathers, on a backend with gather strategies, add "gathers":["dma"], one per
-// gather load)
+// gather load; kernels with atomic updates, on a backend with atomic strategies, add
+// "atomics":["partials"], one per tensor a launch updates atomically)
 #pragma once
 
 #include <cstdint>
@@ -39,6 +40,8 @@ struct Config {
   // per ConfigSpec::gathers entry: "onehot" or "dma" (initialized, so that aggregate initializers
   // written before the knob need not name it)
   std::vector<std::string> gathers = {};
+  // per ConfigSpec::atomics entry: "atomic" or "partials"
+  std::vector<std::string> atomics = {};
   // Integer indices computed in the kernel (loaded from tensors, tile offsets) are checked
   // against their dimension before use, and an out-of-range one fails the call with a
   // UserError. `"index_checks":false` opts out for speed: an out-of-range index is then
@@ -82,6 +85,16 @@ struct GatherSpec {
   std::vector<std::string> choices;  // the legal strategies here, the default (for this shape) first
 };
 
+// A tensor a launch updates atomically (ph::atomic_add, ...), on a backend with atomic
+// strategies (Capabilities::atomics_have_strategies). cpu: "atomic" (compare-and-swap on the
+// tensor, every thread) or "partials" (each thread updates a private copy, the copies are added
+// into the tensor when the launch ends: more memory, no contention; not through a view).
+struct AtomicSpec {
+  std::string defined_at;            // the user's source line of its first update
+  std::string tensor;                // the updated tensor's name
+  std::vector<std::string> choices;  // the legal strategies; the first is what a config without the knob gets
+};
+
 struct LoopOrderSpec {
   int launch = 0;  // index among the kernel's launches
   int dims = 0;    // the launch's grid rank; an order is a permutation of 0..dims-1
@@ -93,6 +106,7 @@ struct ConfigSpec {
   std::vector<MicroKernelSpec> micro_kernels;
   std::vector<InnerLoopSpec> inner_loops;
   std::vector<GatherSpec> gathers;
+  std::vector<AtomicSpec> atomics;
   int max_threads = 1;
 
   // Throws UserError naming the key and its domain if `c` is not a point of this space.
@@ -106,6 +120,8 @@ struct ConfigSpec {
       for (size_t i = 0; i < inner_loops.size(); ++i) c.inner_loops.push_back(default_inner_loop(i));
     if (c.gathers.empty())
       for (const GatherSpec& g : gathers) c.gathers.push_back(g.choices.front());
+    if (c.atomics.empty())
+      for (const AtomicSpec& a : atomics) c.atomics.push_back(a.choices.front());
     return c;
   }
   // A readable description of the space (one knob per line).

@@ -668,6 +668,35 @@ Tensor load(const Tensor& x, std::initializer_list<Index> index, const Operand& 
 void store(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand& mask,
            Loc loc = Loc::current());
 
+// Atomic updates. atomic_add(x, {indices...}, value[, mask]): x[indices...] += value (broadcast
+// to the block), element by element, atomically with respect to every other update of the
+// launch; atomic_max and atomic_min keep the larger (smaller) value, NaN propagating as in
+// ph::maximum. Grid steps may update the same elements (a split-K matmul adds its partial
+// products into one output block); a repeated index of a gather block counts once per time it
+// appears (a histogram, a scatter-add). Indices are anything a subscript takes; with a mask,
+// only its true elements are updated and checked. Floats are added in no defined order, so a
+// sum may differ from the sequential one by rounding; integers are exact (wrapping as stores
+// do). Nothing is returned. Rules, checked when traced: within one launch a tensor updated
+// atomically is neither loaded nor stored, and is updated by one of the three only; bool
+// tensors take no atomics. Backends: cpu updates in place with atomic instructions, or keeps
+// per-thread partial results combined when the launch ends (config knob "atomics");
+// pallas runs the steps that meet in order ("arbitrary" grid dims) and updates the block in VMEM.
+//   auto out = ph::zeros({m, n});
+//   for (auto [tm, tn, ts] : ph::tile(m, n, k)) {  // ts: one split of the reduction
+//     ph::Var acc = ph::zeros({tm, tn});
+//     for (auto tk : ph::tile(ts)) acc = acc + ph::dot(a[tm, tk], b[tk, tn]);
+//     ph::atomic_add(out, {tm, tn}, acc);
+//   }
+void atomic_add(const Tensor& x, std::initializer_list<Index> index, const Operand& value, Loc loc = Loc::current());
+void atomic_add(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand& mask,
+                Loc loc = Loc::current());
+void atomic_max(const Tensor& x, std::initializer_list<Index> index, const Operand& value, Loc loc = Loc::current());
+void atomic_max(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand& mask,
+                Loc loc = Loc::current());
+void atomic_min(const Tensor& x, std::initializer_list<Index> index, const Operand& value, Loc loc = Loc::current());
+void atomic_min(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand& mask,
+                Loc loc = Loc::current());
+
 Tensor unsqueeze(const Operand& x, int axis);
 Tensor transpose(const Operand& x);  // swaps the last two dimensions
 

@@ -48,6 +48,10 @@ struct Capabilities {
   // A gather load has strategies (config knob gathers[i], the legal ones asked of
   // Backend::gather_strategies); otherwise it has no knob.
   bool gathers_have_strategies = false;
+  // A tensor a launch updates atomically has strategies (config knob atomics[i]: "atomic"
+  // instructions, or per-thread "partials" combined when the launch ends); otherwise it has no
+  // knob and the backend's one way applies (pallas: ordered read-modify-writes).
+  bool atomics_have_strategies = false;
   // The generated code can be compiled and run in this process (load() works).
   bool runs_on_host = false;
 };

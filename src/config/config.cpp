@@ -27,6 +27,7 @@ std::string Config::to_json() const {
     }
   }
   if (!gathers.empty()) j["gathers"] = gathers;
+  if (!atomics.empty()) j["atomics"] = atomics;
   if (!index_checks) j["index_checks"] = false;
   return j.dump();
 }
@@ -75,12 +76,14 @@ Config Config::from_json(const std::string& text) {
         c.inner_loops = parse_inner_loops(value);
       else if (key == "gathers")
         c.gathers = value.get<std::vector<std::string>>();
+      else if (key == "atomics")
+        c.atomics = value.get<std::vector<std::string>>();
       else if (key == "index_checks")
         c.index_checks = value.get<bool>();
       else
         throw UserError("invalid config: unknown key '" + key +
                         "' (known: block_sizes, loop_orders, num_threads, micro_kernels, inner_loops, gathers, "
-                        "index_checks)");
+                        "atomics, index_checks)");
     } catch (const json::exception&) {
       throw UserError("invalid config: '" + key + "' has the wrong type (" + value.dump() + "); expected " +
                       (key == "block_sizes"     ? "a list of integers"
@@ -88,6 +91,7 @@ Config Config::from_json(const std::string& text) {
                        : key == "micro_kernels" ? "a list of integers"
                        : key == "inner_loops"   ? "a list of objects like {\"strategy\":\"pipeline\",\"buffers\":2}"
                        : key == "gathers"       ? "a list of strings like [\"onehot\",\"dma\"]"
+                       : key == "atomics"       ? "a list of strings like [\"partials\"]"
                        : key == "index_checks"  ? "true or false"
                                                 : "an integer"));
     }
@@ -162,6 +166,17 @@ void ConfigSpec::validate(const Config& c) const {
     throw UserError("invalid config: gathers[" + std::to_string(i) + "] = \"" + c.gathers[i] + "\" is not one of " +
                     known + " (the gather from " + g.tensor + " at " + g.defined_at + ")");
   }
+  if (c.atomics.size() != atomics.size())
+    throw UserError("invalid config: atomics has " + std::to_string(c.atomics.size()) + " entries; this kernel has " +
+                    std::to_string(atomics.size()) + " atomically updated tensors with a strategy on this backend");
+  for (size_t i = 0; i < atomics.size(); ++i) {
+    const AtomicSpec& a = atomics[i];
+    if (std::find(a.choices.begin(), a.choices.end(), c.atomics[i]) != a.choices.end()) continue;
+    std::string known;
+    for (const std::string& k : a.choices) known += (known.empty() ? "" : ", ") + k;
+    throw UserError("invalid config: atomics[" + std::to_string(i) + "] = \"" + c.atomics[i] + "\" is not one of " +
+                    known + " (the updates of " + a.tensor + ", first at " + a.defined_at + ")");
+  }
   if (c.num_threads < 1 || c.num_threads > max_threads)
     throw UserError("invalid config: num_threads = " + std::to_string(c.num_threads) + " is out of its domain 1.." +
                     std::to_string(max_threads));
@@ -192,6 +207,11 @@ std::string ConfigSpec::describe() const {
     for (size_t j = 0; j < gathers[i].choices.size(); ++j) os << (j ? ", " : "") << gathers[i].choices[j];
     os << "  (gather from " << gathers[i].tensor << " at " << gathers[i].defined_at << ")\n";
   }
+  for (size_t i = 0; i < atomics.size(); ++i) {
+    os << "atomics[" << i << "]: ";
+    for (size_t j = 0; j < atomics[i].choices.size(); ++j) os << (j ? ", " : "") << atomics[i].choices[j];
+    os << "  (atomic updates of " << atomics[i].tensor << ", first at " << atomics[i].defined_at << ")\n";
+  }
   os << "num_threads: 1.." << max_threads << "\n";
   return os.str();
 }
@@ -202,6 +222,7 @@ int64_t ConfigSpec::size() const {
   for (const auto& m : micro_kernels) n *= static_cast<int64_t>(m.choices.size());
   for (const auto& l : inner_loops) n *= static_cast<int64_t>(l.strategies.size() - 1 + l.max_buffers);
   for (const auto& g : gathers) n *= static_cast<int64_t>(g.choices.size());
+  for (const auto& a : atomics) n *= static_cast<int64_t>(a.choices.size());
   for (const auto& l : loop_orders)
     for (int k = 2; k <= l.dims; ++k) n *= k;
   return n > INT64_MAX ? INT64_MAX : static_cast<int64_t>(n);

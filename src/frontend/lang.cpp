@@ -545,26 +545,63 @@ Tensor load(const Tensor& x, std::initializer_list<Index> index, const Operand& 
   return Tensor::block(emit_value(T, op, t, loc));
 }
 
-void store(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand& mask, Loc loc) {
+// A store, masked (mask != nullptr) or not, or an atomic update (update != none).
+static void store_at(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand* mask,
+                     ir::AtomicFn update, const Loc& loc) {
   Tracer& T = tracer(loc);
-  if (index.size() == 0) T.fail("ph::store needs one index per dimension of the tensor", loc);
+  const std::string what = "ph::" + std::string(update == ir::AtomicFn::none ? "store" : ir::atomic_name(update));
+  if (index.size() == 0) T.fail(what + " needs one index per dimension of the tensor", loc);
   std::vector<ir::IndexItem> items = index_items(T, x.kind(), x.id(), std::vector<Index>(index), loc);
   Type t;
   std::string err = ir::load_type(T.fn(), x.id(), items, &t);
   if (!err.empty()) T.fail(err, loc);
+  if (update != ir::AtomicFn::none && t.dtype == DType::boolean)
+    T.fail(what + " into a bool tensor (" + T.fn().tensors[x.id()].name +
+               "): atomics take numbers (use an integer tensor as a flag)",
+           loc);
   int v = value_of(T, value, t.dtype);
   std::vector<Dim> b;
   err = ir::broadcast_shapes(T.fn(), t.shape, T.fn().type_of(v).shape, &b);
   if (!err.empty() || !(b == t.shape))
-    T.fail("cannot store a block of shape " + ir::dims_to_string(T.fn(), T.fn().type_of(v).shape) + " into " +
-               T.fn().tensors[x.id()].name + "[...] of shape " + ir::dims_to_string(T.fn(), t.shape),
+    T.fail("cannot " + std::string(update == ir::AtomicFn::none ? "store" : "update with") + " a block of shape " +
+               ir::dims_to_string(T.fn(), T.fn().type_of(v).shape) + " into " + T.fn().tensors[x.id()].name +
+               "[...] of shape " + ir::dims_to_string(T.fn(), t.shape) + " (" + what + ")",
            loc);
-  int m = mask_value(T, mask, t, loc);
   Op op{OpKind::Store};
   op.tensor = x.id();
   op.index = items;
-  op.operands = {v, m};
+  op.fn = static_cast<int>(update);
+  op.operands = {v};
+  if (mask) op.operands.push_back(mask_value(T, *mask, t, loc));
   T.emit(op, loc);
+}
+
+void store(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand& mask, Loc loc) {
+  store_at(x, index, value, &mask, ir::AtomicFn::none, loc);
+}
+
+// --- atomic updates ---------------------------------------------------------------------------
+
+void atomic_add(const Tensor& x, std::initializer_list<Index> index, const Operand& value, Loc loc) {
+  store_at(x, index, value, nullptr, ir::AtomicFn::add, loc);
+}
+void atomic_add(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand& mask,
+                Loc loc) {
+  store_at(x, index, value, &mask, ir::AtomicFn::add, loc);
+}
+void atomic_max(const Tensor& x, std::initializer_list<Index> index, const Operand& value, Loc loc) {
+  store_at(x, index, value, nullptr, ir::AtomicFn::max, loc);
+}
+void atomic_max(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand& mask,
+                Loc loc) {
+  store_at(x, index, value, &mask, ir::AtomicFn::max, loc);
+}
+void atomic_min(const Tensor& x, std::initializer_list<Index> index, const Operand& value, Loc loc) {
+  store_at(x, index, value, nullptr, ir::AtomicFn::min, loc);
+}
+void atomic_min(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand& mask,
+                Loc loc) {
+  store_at(x, index, value, &mask, ir::AtomicFn::min, loc);
 }
 
 Tensor Tensor::unsqueeze(int axis, Loc loc) const {

@@ -662,12 +662,23 @@ class Interpreter {
     if (masked) active = mask_of(op, 1, shape);
     std::vector<int64_t> pos = region(op, shape, "store to", masked ? &active : nullptr);
     // (A jagged tile's rows are data too: ranges of different grid steps must not overlap.)
-    if (ir::has_gather(op) || ir::indexes_jagged_tile(fn_, op)) check_scatter_race(op, pos);
+    const ir::AtomicFn update = ir::atomic_fn(op);
+    if (update == ir::AtomicFn::none && (ir::has_gather(op) || ir::indexes_jagged_tile(fn_, op)))
+      check_scatter_race(op, pos);
     Value v = broadcast_to(operand(op, 0), shape);
     TensorState& T = tensors_.at(ir::root_of(fn_, op.tensor));
-    const std::string what = "store to " + fn_.tensors[op.tensor].name;
-    for (size_t i = 0; i < pos.size(); ++i)
-      if (pos[i] >= 0) T.data[static_cast<size_t>(pos[i])] = to_storage(v.data[i], v.dtype, T.dtype, op.loc, what);
+    const std::string what = std::string(ir::atomic_name(update)) + " to " + fn_.tensors[op.tensor].name;
+    // An atomic update combines each element in turn (a repeated index counts each time); the
+    // sum of two values of a dtype is exact in a double, so one rounding gives the dtype's sum.
+    for (size_t i = 0; i < pos.size(); ++i) {
+      if (pos[i] < 0) continue;
+      double& e = T.data[static_cast<size_t>(pos[i])];
+      double x = v.data[i];
+      if (update == ir::AtomicFn::add) x = e + x;
+      if (update == ir::AtomicFn::max) x = nan_max(e, x);
+      if (update == ir::AtomicFn::min) x = nan_min(e, x);
+      e = to_storage(x, v.dtype, T.dtype, op.loc, what);
+    }
   }
 
   // A scatter that writes one position twice in one block, or that a different (parallel) grid

@@ -145,7 +145,7 @@ enum class OpKind : uint8_t {
   Loop,  // loop_tiles; body; operands: the {begin, end} values of its jagged tiles, in tile order
   // device values
   Load,         // tensor[index] -> block; with operands {mask, other}: masked (see above)
-  Store,        // tensor[index] = operands[0]; with operands[1]: a mask
+  Store,        // tensor[index] = operands[0]; with operands[1]: a mask; fn: AtomicFn (an update)
   Constant,     // number
   ScalarParam,  // scalar argument `param`
   TileBegin,    // tile -> i64 scalar: first index of the current block
@@ -237,6 +237,11 @@ enum class BinaryFn : uint8_t {
   randn  // standard normal (Box-Muller)
 };
 enum class ReduceFn : uint8_t { sum, max, min, mean };
+// The update a Store makes (Op::fn): `none` assigns; the others combine the stored value into
+// each element, atomically with respect to every other update of the launch (no order between
+// grid steps; a repeated index counts each time). Within a launch, a tensor updated atomically
+// is only updated, by one AtomicFn (the verifier's rule; docs/language.md).
+enum class AtomicFn : uint8_t { none, add, max, min };
 
 // One index of a load or store. Slice: the block dim of constant size `length` starting at the
 // i64 scalar `value` (a Constant for ph::slice(a, b), checked when traced; any scalar for a
@@ -308,6 +313,9 @@ struct Function {
 // {mask, other}, a store with a mask operand).
 bool has_gather(const Op& op);
 bool is_masked(const Op& op);
+// Whether an op is an atomic update (a Store with an AtomicFn), and which.
+bool is_atomic(const Op& op);
+AtomicFn atomic_fn(const Op& op);
 // The jagged tile a tile's range comes from (itself, or the one it is within), or -1; whether a
 // load or store indexes a dim with such a tile (its positions depend on the data).
 int jagged_root(const Function& fn, int tile);
@@ -326,6 +334,7 @@ void bound_jagged_tiles(Function& fn);
 std::string_view unary_name(UnaryFn f);
 std::string_view binary_name(BinaryFn f);
 std::string_view reduce_name(ReduceFn f);
+std::string_view atomic_name(AtomicFn f);  // "atomic_add", "atomic_max", "atomic_min" ("store")
 bool is_comparison(BinaryFn f);
 // Unary functions that cost an op or two (no transcendental): neg, abs, not, bit_not, the
 // roundings. Fusion and the TPU model treat the others as expensive.

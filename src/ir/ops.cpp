@@ -15,7 +15,7 @@ std::string_view op_name(const Op& op) {
     case OpKind::Load:
       return "load";
     case OpKind::Store:
-      return "store";
+      return atomic_name(atomic_fn(op));
     case OpKind::Constant:
       return "const";
     case OpKind::ScalarParam:
@@ -136,6 +136,23 @@ bool indexes_jagged_tile(const Function& fn, const Op& op) {
   for (const IndexItem& ix : op.index)
     if (ix.kind == IndexItem::Tile && jagged_root(fn, ix.tile) >= 0) return true;
   return false;
+}
+
+bool is_atomic(const Op& op) { return op.kind == OpKind::Store && op.fn != 0; }
+AtomicFn atomic_fn(const Op& op) { return op.kind == OpKind::Store ? static_cast<AtomicFn>(op.fn) : AtomicFn::none; }
+
+std::string_view atomic_name(AtomicFn f) {
+  switch (f) {
+    case AtomicFn::none:
+      return "store";
+    case AtomicFn::add:
+      return "atomic_add";
+    case AtomicFn::max:
+      return "atomic_max";
+    case AtomicFn::min:
+      return "atomic_min";
+  }
+  return "?";
 }
 
 bool is_masked(const Op& op) {

@@ -145,6 +145,14 @@ class Parser {
     return ec == std::errc() && end == text.data() + text.size() ? v : -1;
   }
 
+  // The AtomicFn a store statement's keyword names ("store", "atomic_add", ...), or -1.
+  static int store_keyword(const Token& t) {
+    if (t.kind != Token::Ident) return -1;
+    for (AtomicFn f : {AtomicFn::none, AtomicFn::add, AtomicFn::max, AtomicFn::min})
+      if (t.text == atomic_name(f)) return static_cast<int>(f);
+    return -1;
+  }
+
   // --- names ------------------------------------------------------------------------------
 
   DType dtype(const std::string& context, bool compute_only) {
@@ -572,9 +580,10 @@ class Parser {
       body.push_back(std::move(op));
     } else if (first.is(Token::Ident, "launch")) {
       fail(first, "a launch is host code: it cannot be nested in a loop (use 'loop')");
-    } else if (first.is(Token::Ident, "store")) {
+    } else if (const int update = store_keyword(first); update >= 0) {
       next();
       Op op{OpKind::Store};
+      op.fn = update;
       index(op, "of the store");
       expect_punct(",", "after the store's index");
       op.operands = {value_ref("as the stored value")};

@@ -119,7 +119,7 @@ class Printer {
         if (op.operands.size() == 2) os_ << " mask " << val(op.operands[0]) << " else " << val(op.operands[1]);
         break;
       case OpKind::Store:
-        os_ << "store " << index_str(op) << ", " << val(op.operands[0]);
+        os_ << atomic_name(atomic_fn(op)) << " " << index_str(op) << ", " << val(op.operands[0]);
         if (op.operands.size() == 2) os_ << " mask " << val(op.operands[1]);
         os_ << loc(op.loc) << "\n";
         return;

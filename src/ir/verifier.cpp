@@ -29,6 +29,7 @@ class Verifier {
         launch_ = &op;
         device(op, scope, vars);
         check_aliasing(op);
+        check_atomics(op);
       } else {
         fail(op, std::string(op_name(op)) + " is device code: it must be inside a tile loop");
       }
@@ -144,7 +145,11 @@ class Verifier {
                          " into " + fn_.tensors[op.tensor].name + " indexed as " + dims_to_string(fn_, t.shape));
           check(op.operands.size() == 1 || op.operands.size() == 2, op, "a store has a value and maybe a mask");
           if (op.operands.size() == 2) rule(op, mask_rule(fn_, t, fn_.type_of(op.operands[1]), nullptr));
-          check_store_covers_grid(op);
+          check(op.fn >= 0 && op.fn <= static_cast<int>(AtomicFn::min), op, "bad atomic function");
+          if (!is_atomic(op)) check_store_covers_grid(op);  // atomic updates may meet: that is their point
+          if (is_atomic(op) && fn_.tensors[op.tensor].dtype == DType::boolean)
+            fail(op, std::string(atomic_name(atomic_fn(op))) + " into a bool tensor (" + fn_.tensors[op.tensor].name +
+                         "): atomics take numbers (use an integer tensor as a flag)");
           continue;
         }
         case OpKind::VarDecl:
@@ -295,6 +300,35 @@ class Verifier {
     }
   }
 
+  // Atomic updates of one launch's grid steps and trips happen in no defined order, so within a
+  // launch a tensor updated atomically is only updated, and by one function: a load of it
+  // would see some of the updates, a plain store could land before or after them, and add
+  // and max do not commute. (A backend may then keep per-thread partial results and combine
+  // them when the launch ends: nothing in the launch can tell.)
+  void check_atomics(const Op& launch) {
+    std::map<int, const Op*> updated;  // root tensor -> its first atomic update
+    walk(launch.body, [&](const Op& op) {
+      if (is_atomic(op)) updated.emplace(root_of(fn_, op.tensor), &op);
+    });
+    if (updated.empty()) return;
+    walk(launch.body, [&](const Op& op) {
+      if (op.kind != OpKind::Load && op.kind != OpKind::Store) return;
+      auto it = updated.find(root_of(fn_, op.tensor));
+      if (it == updated.end() || &op == it->second) return;
+      const Op& a = *it->second;
+      const std::string first = std::string(atomic_name(atomic_fn(a))) + " at " + a.loc.str();
+      if (op.kind == OpKind::Load)
+        fail(op, "this load reads " + fn_.tensors[op.tensor].name + ", which the same launch updates atomically (" +
+                     first +
+                     "): the updates of its grid steps happen in no defined order, so the load would see "
+                     "some of them. Read the result in a later launch");
+      if (atomic_fn(op) != atomic_fn(a))
+        fail(op, "this " + std::string(atomic_name(atomic_fn(op))) + " to " + fn_.tensors[op.tensor].name +
+                     " meets the launch's " + first + ": a tensor updated atomically in a launch is only updated, " +
+                     "and by one function (their order is not defined)");
+    });
+  }
+
   // Whether value `v` is computed from tile `tile`'s position (its begin, end or indices, or a
   // load indexed by it). A Var read counts as dependent (its value may come from anywhere in
   // the loop). Memoized: index expressions share subexpressions.
@@ -327,7 +361,7 @@ class Verifier {
   // Every grid step of a launch may run in parallel with the others, so a store must select
   // different elements in different steps: it must index every tile of its launch that has
   // more than one step (directly, or through a scalar index computed from the tile). Otherwise
-  // the steps race on the same elements (until atomics exist, there is no defined result).
+  // the steps race on the same elements (an atomic update is how steps combine into one).
   void check_store_covers_grid(const Op& store) {
     for (int tile : launch_->loop_tiles) {
       const TileInfo& t = fn_.tiles[tile];
@@ -349,7 +383,9 @@ class Verifier {
                         tile_name(fn_, tile) + " (the loop at " + launch_->loc.str() +
                         "): its grid steps run in parallel and would all write the same elements. Index the "
                         "store with " +
-                        tile_name(fn_, tile) + ", or reduce over that dimension in an inner loop inside the launch");
+                        tile_name(fn_, tile) +
+                        ", reduce over that dimension in an inner loop inside the launch, or combine the steps with "
+                        "an atomic update (ph::atomic_add)");
     }
   }
 

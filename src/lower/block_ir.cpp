@@ -52,6 +52,12 @@ const InnerLoop* LaunchPlan::inner_loop(int tile) const {
   return nullptr;
 }
 
+const AtomicTarget* LaunchPlan::atomic_target(int root_tensor) const {
+  for (const AtomicTarget& a : atomics)
+    if (a.tensor == root_tensor) return &a;
+  return nullptr;
+}
+
 std::string scratch_name(const BlockProgram& p, const LaunchPlan& L, const Scratch& s) {
   switch (s.kind) {
     case Scratch::VarBuffer:
@@ -128,6 +134,13 @@ std::string print(const BlockProgram& p) {
         }
         os << "\n";
       }
+    }
+    for (const AtomicTarget& a : L.atomics) {
+      static const char* const kStrategy[] = {"atomic instructions", "per-thread partials", "in place (one thread)"};
+      os << "    " << ir::atomic_name(a.fn) << " " << fn.tensors[a.tensor].name << ": " << kStrategy[a.strategy];
+      if (a.strategy == AtomicTarget::Partials)
+        os << " @" << a.offset << ", " << format_bytes(L.partials_bytes) << " per thread, combined after the launch";
+      os << "\n";
     }
     os << "    footprint " << format_bytes(L.footprint_bytes) << " of " << format_bytes(m.fast_memory_bytes)
        << ", working set " << format_bytes(L.working_set_bytes) << " per step\n";

@@ -123,6 +123,21 @@ struct ValuePlan {
   int computes = -1;      // the reduction: the producer's value id
 };
 
+// A tensor the launch updates atomically, and how its updates reach memory: with `Atomic`
+// atomic instructions on the tensor; with `Partials` each thread updates its own copy of the
+// tensor (filled with the update's identity when the launch starts: 0, -inf, +inf; f32 for
+// every float dtype) and the copies are combined into the tensor when the launch ends;
+// `InPlace` (one thread) plainly.
+// The choice is the config's atomics knob where the backend has one.
+struct AtomicTarget {
+  int tensor = 0;  // the root tensor
+  ir::AtomicFn fn = ir::AtomicFn::add;
+  int knob = -1;
+  enum Strategy { Atomic, Partials, InPlace } strategy = Atomic;
+  int64_t elements = 0;  // the tensor's
+  int64_t offset = 0;    // Partials: bytes into each thread's partials area (64-byte aligned)
+};
+
 struct LaunchPlan {
   const ir::Op* op = nullptr;
   int index = 0;
@@ -137,7 +152,9 @@ struct LaunchPlan {
   std::vector<DotPlan> dots;
   std::map<int, ValuePlan> values;  // value id -> its plan, for values that are not simply fused
   std::map<int, int> var_scratch;   // var id -> scratch index
+  std::vector<AtomicTarget> atomics;
   int64_t scratch_bytes = 0;
+  int64_t partials_bytes = 0;     // per thread, in slow memory (AtomicTarget::Partials)
   int64_t working_set_bytes = 0;  // operand blocks + scratch touched by one grid step
   int64_t footprint_bytes = 0;    // fast memory one step needs: staged blocks + scratch
 
@@ -146,6 +163,7 @@ struct LaunchPlan {
   int materialized(int value) const;
   int staged_load(int value) const;
   const InnerLoop* inner_loop(int tile) const;
+  const AtomicTarget* atomic_target(int root_tensor) const;
 };
 
 struct BlockProgram {

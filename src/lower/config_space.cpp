@@ -53,6 +53,11 @@ ConfigSpec derive_config_spec(const ir::Function& fn, const KnobTable& knobs, co
   }
   for (const ir::Op* load : knobs.gathers)
     spec.gathers.push_back({load->loc.str(), fn.tensors[load->tensor].name, backend.gather_strategies(fn, *load)});
+  // Partials shadow the root tensor's memory: an update through a view takes atomics.
+  for (const AtomicSite& a : knobs.atomics)
+    spec.atomics.push_back(
+        {a.first->loc.str(), fn.tensors[a.tensor].name,
+         a.through_view ? std::vector<std::string>{"atomic"} : std::vector<std::string>{"atomic", "partials"}});
   spec.max_threads = backend.machine().threads;
   return spec;
 }

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "backend/backend.h"
+#include "ir/views.h"
 
 namespace parhelion::lower {
 namespace {
@@ -75,10 +76,27 @@ std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool every_b
 
 }  // namespace
 
+std::vector<AtomicSite> atomic_sites(const ir::Function& fn, const Op& launch) {
+  std::vector<AtomicSite> sites;
+  ir::walk(launch.body, [&](const Op& op) {
+    if (!ir::is_atomic(op)) return;
+    const int root = ir::root_of(fn, op.tensor);
+    auto it = std::find_if(sites.begin(), sites.end(), [&](const AtomicSite& s) { return s.tensor == root; });
+    if (it == sites.end()) it = sites.insert(sites.end(), AtomicSite{&launch, &op, root, false});
+    it->through_view |= op.tensor != root;
+  });
+  return sites;
+}
+
 int KnobTable::block_size_knob(int block_id) const { return position(block_sizes, block_id); }
 int KnobTable::loop_order_knob(const Op& launch) const { return position(loop_orders, &launch); }
 int KnobTable::micro_kernel_knob(const Op& dot) const { return position(micro_kernels, &dot); }
 int KnobTable::gather_knob(const Op& load) const { return position(gathers, &load); }
+int KnobTable::atomic_knob(const Op& launch, int root_tensor) const {
+  for (size_t i = 0; i < atomics.size(); ++i)
+    if (atomics[i].launch == &launch && atomics[i].tensor == root_tensor) return static_cast<int>(i);
+  return -1;
+}
 int KnobTable::inner_loop_knob(const Op& loop) const {
   for (size_t i = 0; i < inner_loops.size(); ++i)
     if (inner_loops[i].loop == &loop) return static_cast<int>(i);
@@ -99,6 +117,10 @@ KnobTable derive_knobs(const ir::Function& fn, const backend::Capabilities& caps
     ir::walk(fn.body, [&](const Op& op) {
       if (op.kind == OpKind::Load && ir::has_gather(op)) t.gathers.push_back(&op);
     });
+  if (caps.atomics_have_strategies)
+    for (const Op& op : fn.body)
+      if (op.kind == OpKind::Launch)
+        for (const AtomicSite& s : atomic_sites(fn, op)) t.atomics.push_back(s);
   return t;
 }
 

@@ -28,6 +28,14 @@ struct InnerLoopSite {
   std::vector<const ir::Op*> blocks;
 };
 
+// A tensor (a root: not a view) that a launch updates atomically: one atomics knob each.
+struct AtomicSite {
+  const ir::Op* launch = nullptr;
+  const ir::Op* first = nullptr;  // its first atomic update (the knob's source line)
+  int tensor = -1;                // the root tensor
+  bool through_view = false;      // some update goes through a view of it
+};
+
 struct KnobTable {
   std::vector<int> block_sizes;              // block_sizes[i]: its block-size symbol ($bN)
   std::vector<const ir::Op*> loop_orders;    // loop_orders[i]: its launch (grid rank >= 2)
@@ -36,6 +44,8 @@ struct KnobTable {
   // gathers[i]: a load through a block of indices, on a backend with gather strategies (none
   // on a backend without: the cpu reads each gathered element in place).
   std::vector<const ir::Op*> gathers;
+  // atomics[i]: a tensor a launch updates atomically, on a backend with atomic strategies.
+  std::vector<AtomicSite> atomics;
 
   // The knob of an op or symbol, or -1 when it has none (a fixed block size, a launch with a
   // one-dimensional grid, a loop that moves no blocks).
@@ -44,7 +54,11 @@ struct KnobTable {
   int micro_kernel_knob(const ir::Op& dot) const;
   int inner_loop_knob(const ir::Op& loop) const;
   int gather_knob(const ir::Op& load) const;
+  int atomic_knob(const ir::Op& launch, int root_tensor) const;
 };
+
+// The tensors `launch` updates atomically (AtomicSite per root tensor, in order of first update).
+std::vector<AtomicSite> atomic_sites(const ir::Function& fn, const ir::Op& launch);
 
 KnobTable derive_knobs(const ir::Function& fn, const backend::Capabilities& caps);
 

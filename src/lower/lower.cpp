@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "ir/printer.h"
+#include "ir/views.h"
 #include "lower/config_space.h"
 #include "lower/fusion.h"
 #include "lower/verify_block_ir.h"
@@ -85,6 +86,7 @@ class Planner {
       plan_scratch(L, op);
       plan_dots(L, op);
       plan_inner_loops(L, op);
+      plan_atomics(L, op);
       // Staged operand blocks live in the dots' packing workspaces and the inner loops'
       // staging buffers, which are scratch already.
       L.footprint_bytes = L.scratch_bytes;
@@ -96,6 +98,30 @@ class Planner {
   }
 
  private:
+  // Each tensor the launch updates atomically: its knob's strategy (atomic where the backend has
+  // no knob); a launch on one thread updates in place, with nothing to contend.
+  void plan_atomics(LaunchPlan& L, const Op& launch) {
+    const ir::Function& fn = *p_.fn;
+    for (const AtomicSite& site : atomic_sites(fn, launch)) {
+      AtomicTarget a;
+      a.tensor = site.tensor;
+      a.fn = ir::atomic_fn(*site.first);
+      a.knob = p_.knobs.atomic_knob(launch, site.tensor);
+      a.elements = ir::element_span(fn.tensors[site.tensor]).second + 1;  // its strides' span
+      const bool partials = a.knob >= 0 && p_.config.atomics.at(a.knob) == "partials";
+      a.strategy = L.num_threads == 1 ? AtomicTarget::InPlace
+                   : partials         ? AtomicTarget::Partials
+                                      : AtomicTarget::Atomic;
+      if (a.strategy == AtomicTarget::Partials) {
+        a.offset = L.partials_bytes;
+        // (float copies are f32 whatever the tensor's dtype: a 16-bit sum rounds once, at the end)
+        const DType dt = fn.tensors[site.tensor].dtype;
+        L.partials_bytes += aligned(a.elements * (compute_dtype(dt) == DType::f32 ? 4 : dtype_size(dt)));
+      }
+      L.atomics.push_back(a);
+    }
+  }
+
   void plan_operands(LaunchPlan& L, const std::vector<Op>& body) {
     const ir::Function& fn = *p_.fn;
     // Loads that feed a dot (directly or transposed) are packed: staged in fast memory.

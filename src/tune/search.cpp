@@ -26,6 +26,7 @@ ConfigCodec::ConfigCodec(const ConfigSpec& spec) : spec_(spec) {
     sizes_.push_back(l.max_buffers);
   }
   for (const GatherSpec& g : spec.gathers) sizes_.push_back(static_cast<int>(g.choices.size()));
+  for (const AtomicSpec& a : spec.atomics) sizes_.push_back(static_cast<int>(a.choices.size()));
   sizes_.push_back(spec.max_threads);
 }
 
@@ -44,6 +45,7 @@ Config ConfigCodec::decode(const Point& p) const {
     k += 2;
   }
   for (const GatherSpec& g : spec_.gathers) c.gathers.push_back(g.choices[p[k++]]);
+  for (const AtomicSpec& a : spec_.atomics) c.atomics.push_back(a.choices[p[k++]]);
   c.num_threads = p[k] + 1;
   return c;
 }
@@ -76,6 +78,11 @@ ConfigCodec::Point ConfigCodec::encode(const Config& c) const {
   for (size_t i = 0; i < spec_.gathers.size(); ++i, ++k) {
     const std::vector<std::string>& ch = spec_.gathers[i].choices;
     auto it = i < c.gathers.size() ? std::find(ch.begin(), ch.end(), c.gathers[i]) : ch.end();
+    p[k] = it == ch.end() ? 0 : static_cast<int>(it - ch.begin());
+  }
+  for (size_t i = 0; i < spec_.atomics.size(); ++i, ++k) {
+    const std::vector<std::string>& ch = spec_.atomics[i].choices;
+    auto it = i < c.atomics.size() ? std::find(ch.begin(), ch.end(), c.atomics[i]) : ch.end();
     p[k] = it == ch.end() ? 0 : static_cast<int>(it - ch.begin());
   }
   p[k] = std::clamp(c.num_threads - 1, 0, sizes_.back() - 1);

@@ -30,6 +30,7 @@ std::string LaunchEmitter::run() {
     line(ty + "* __restrict " + scratch_name(s) + " = reinterpret_cast<" + ty + "*>(ph_scratch + " +
          std::to_string(s.offset) + ");");
   }
+  declare_partials();       // atomics.cpp
   declare_resident_keys();  // kept across the grid steps below (staging.cpp)
   line("for (int64_t ph_step = ph_step_begin; ph_step < ph_step_end; ++ph_step) {");
   ++depth_;
@@ -128,6 +129,7 @@ void LaunchEmitter::statement(const Op& op) {
 }
 
 void LaunchEmitter::store(const Op& op) {
+  if (ir::is_atomic(op)) return atomic_update(op);
   // The stored region has the shape a load of the same index would have.
   ir::Type region;
   ir::load_type(fn_, op.tensor, op.index, &region);
@@ -223,6 +225,16 @@ static inline float ph_gelu_exact(float x) {
   const float xc = x < -3.40282347e38f ? -3.40282347e38f : x;
   return 0.5f * xc * __builtin_erfcf(-x * 0.70710678118654752f);
 }
+// An atomic update of one element: f(old) replaces old unless another thread changed it first
+// (then f is applied again to the new value). Relaxed: see emit/atomics.cpp.
+template <class S, class F> static inline void ph_atomic_update(S* p, F f) {
+  S old, next;
+  __atomic_load(p, &old, __ATOMIC_RELAXED);
+  do next = f(old);
+  while (!__atomic_compare_exchange(p, &old, &next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+template <class T> static constexpr T ph_lowest() { return T(-1) < T(0) ? T(uint64_t(1) << (sizeof(T) * 8 - 1)) : T(0); }
+template <class T> static constexpr T ph_highest() { return T(~ph_lowest<T>()); }
 // Records the first out-of-range index of a launch (threads race to be first; the caller reads
 // the status after they have joined).
 static inline void ph_index_error(ph_status* st, const char* where, const char* what, int64_t value) {
@@ -259,7 +271,8 @@ std::string generate_source(const lower::BlockProgram& p) {
   os << kPrelude << "\n";
   for (const lower::LaunchPlan& L : p.launches) {
     os << "// launch " << L.index << " at " << L.op->loc.str() << "\n";
-    os << emit::LaunchEmitter(p, L).run() << "\n";
+    emit::LaunchEmitter e(p, L);
+    os << e.run() << "\n" << e.partials_function();
   }
   return os.str();
 }

@@ -19,6 +19,7 @@ CpuBackend::CpuBackend(const Host& host) : host_(host) {
   caps_.inner_loops_move_every_block = false;
   caps_.lowering_plans_staged_copies = true;
   caps_.runs_on_host = true;
+  caps_.atomics_have_strategies = true;  // atomic instructions or per-thread partials (emit/atomics.cpp)
 }
 
 std::string CpuBackend::identity() const { return compiler_identity() + "|" + compiler_flags() + "|" + host_.features; }

@@ -11,6 +11,9 @@ namespace parhelion::backend::cpu {
 using ir::Op;
 using ir::OpKind;
 
+// The most memory the default lets the per-thread copies of one atomically updated tensor take.
+constexpr int64_t kMaxPartialsBytes = int64_t{64} << 20;
+
 Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Backend& backend) {
   Config c = lower::base_config(spec);
   const int64_t fast_memory = backend.machine().fast_memory_bytes;
@@ -116,6 +119,17 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
         break;  // restart from the highest-priority dimension
       }
     }
+  }
+  // Atomic updates: per-thread partial copies where they are small beside memory (plain
+  // vectorizable updates, and a combine pass of threads x the tensor), atomic instructions on a
+  // large tensor (a copy per thread would cost more than the contention it saves).
+  const lower::KnobTable atomic_knobs = lower::derive_knobs(fn, backend.capabilities());
+  for (size_t i = 0; i < atomic_knobs.atomics.size(); ++i) {
+    const ir::TensorInfo& t = fn.tensors[atomic_knobs.atomics[i].tensor];
+    const int64_t bytes = shape_numel(t.shape) * dtype_size(t.dtype) * spec.max_threads;
+    const auto& ch = spec.atomics[i].choices;
+    if (bytes <= kMaxPartialsBytes && std::find(ch.begin(), ch.end(), "partials") != ch.end())
+      c.atomics[i] = "partials";
   }
   return c;
 }

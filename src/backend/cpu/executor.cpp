@@ -16,12 +16,17 @@ namespace {
 // The generated entry point of one launch (see codegen.h): runs grid steps [begin, end).
 using LaunchFn = void (*)(void* const* tensors, const double* scalars, char* scratch, int64_t begin, int64_t end,
                           const ph_runtime* runtime, ph_status* status);
+// Its partials function (emit/atomics.cpp), where it keeps per-thread copies of atomically
+// updated tensors: phase 0 fills thread `tid`'s copies, phase 1 combines its share of them all.
+using PartialsFn = void (*)(int phase, void* const* tensors, char* area, int64_t stride, int threads, int tid);
 
 struct Launch {
   LaunchFn fn = nullptr;
   int64_t total_steps = 0;
   int threads = 1;
   int64_t scratch_bytes = 0;  // per thread
+  PartialsFn partials = nullptr;
+  int64_t partials_bytes = 0;  // per thread, after its scratch
 };
 
 class CpuExecutable final : public Executable {
@@ -37,15 +42,18 @@ class CpuExecutable final : public Executable {
     const Launch& L = launches_.at(index);
     if (L.total_steps == 0) return;
     const int threads = L.threads;
-    const int64_t per_thread = (L.scratch_bytes + 63) / 64 * 64;
+    const int64_t per_thread = (L.scratch_bytes + 63) / 64 * 64 + L.partials_bytes;
     std::shared_ptr<void> scratch = runtime::allocate(static_cast<size_t>(std::max<int64_t>(64, per_thread * threads)));
     char* base = static_cast<char*>(scratch.get());
     const int64_t steps = L.total_steps;
     ph_status status{0, 0, nullptr, nullptr};
     runtime::parallel_run(threads, [&](int tid) {
       int64_t b = steps * tid / threads, e = steps * (tid + 1) / threads;
+      if (L.partials) L.partials(0, tensors, base, per_thread, threads, tid);
       if (b < e) L.fn(tensors, scalars, base + per_thread * tid, b, e, runtime::runtime_table(), &status);
     });
+    if (L.partials && !status.failed)
+      runtime::parallel_run(threads, [&](int tid) { L.partials(1, tensors, base, per_thread, threads, tid); });
     if (status.failed)
       throw UserError(std::string(status.where) + ": index " + std::to_string(status.value) + " is out of bounds for " +
                       status.what +
@@ -62,9 +70,15 @@ class CpuExecutable final : public Executable {
 std::shared_ptr<Executable> load_executable(const std::string& source, const lower::BlockProgram& program) {
   JitResult jit = jit_compile(source);
   std::vector<Launch> launches;
-  for (const lower::LaunchPlan& L : program.launches)
-    launches.push_back({reinterpret_cast<LaunchFn>(jit.module->symbol(launch_symbol(L.index))), L.total_steps,
-                        L.num_threads, L.scratch_bytes});
+  for (const lower::LaunchPlan& L : program.launches) {
+    Launch l{reinterpret_cast<LaunchFn>(jit.module->symbol(launch_symbol(L.index))), L.total_steps, L.num_threads,
+             L.scratch_bytes};
+    if (L.partials_bytes > 0) {
+      l.partials = reinterpret_cast<PartialsFn>(jit.module->symbol(launch_symbol(L.index) + "_partials"));
+      l.partials_bytes = L.partials_bytes;
+    }
+    launches.push_back(l);
+  }
   return std::make_shared<CpuExecutable>(std::move(jit), std::move(launches));
 }
 

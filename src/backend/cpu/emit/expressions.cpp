@@ -189,8 +189,11 @@ std::string LaunchEmitter::masked_load_expr(const Op& op, const Idx& idx) {
 }
 
 std::string LaunchEmitter::load_expr(const Op& op, const Idx& idx) {
-  std::string a = address(op, idx);
-  switch (fn_.tensors[op.tensor].dtype) {
+  return from_storage(fn_.tensors[op.tensor].dtype, address(op, idx));
+}
+
+std::string LaunchEmitter::from_storage(DType dt, const std::string& a) {
+  switch (dt) {
     case DType::f32:
       return a;
     case DType::bf16:

@@ -14,12 +14,18 @@
 
 namespace parhelion::backend::cpu::emit {
 
+// Where a launch's per-thread partial copies start in each thread's area: after its scratch.
+int64_t partials_at(const lower::LaunchPlan& L);
+
 class LaunchEmitter : private EmitContext {
  public:
   LaunchEmitter(const lower::BlockProgram& p, const lower::LaunchPlan& L) : EmitContext(p, L) {}
 
   // The launch's entry point, whole.
   std::string run();
+  // The function that fills and combines the launch's per-thread partial copies of atomically
+  // updated tensors (`ph_launch_N_partials`), or "" when it has none (atomics.cpp).
+  std::string partials_function();
 
  private:
   // --- the launch skeleton and statements (codegen.cpp) ---
@@ -49,9 +55,11 @@ class LaunchEmitter : private EmitContext {
   std::string tensor_address(const Op& op, const Idx& idx);
   std::string tensor_offset(const Op& op, const Idx& idx);
   std::string load_expr(const Op& op, const Idx& idx);
+  // An element of storage dtype `dt` (an lvalue or value of its storage type) as its compute type.
+  static std::string from_storage(DType dt, const std::string& e);
   std::string masked_load_expr(const Op& op, const Idx& idx);
   std::string checked_position(const Op& op, size_t d, const std::string& value);
-  std::string store_value(DType dt, DType from, const std::string& v);
+  static std::string store_value(DType dt, DType from, const std::string& v);
   std::string copied_bits(const Op& store, const Idx& idx);
   std::string unary_expr(UnaryFn f, DType dt, const std::string& a);
   std::string binary_expr(BinaryFn f, DType result, DType ta, DType tb, std::string a, std::string b);
@@ -79,6 +87,11 @@ class LaunchEmitter : private EmitContext {
   void fill_resident(const lower::InnerLoop& il);
   void pipeline_trip(const lower::InnerLoop& il);
   void prefetch_block(int k);
+
+  // --- atomic updates and the partials function (atomics.cpp) ---
+  void atomic_update(const Op& op);
+  void declare_partials();
+  static std::string partial_name(int tensor);
 
   // --- reductions (reductions.cpp) ---
   void reduce(const Op& op);
