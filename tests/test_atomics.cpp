@@ -99,7 +99,8 @@ TEST(Atomics, AHistogramCountsEveryRepeatedIndex) {
   ph::Kernel k("histogram", histogram);
   const ph::Array ids = bins_of(1000);
   ph::Array want = ph::Array::zeros({64}, ph::DType::i32);
-  for (int64_t i = 0; i < 1000; ++i) want.set(static_cast<int64_t>(ids.get(i)), want.get(static_cast<int64_t>(ids.get(i))) + 1);
+  for (int64_t i = 0; i < 1000; ++i)
+    want.set(static_cast<int64_t>(ids.get(i)), want.get(static_cast<int64_t>(ids.get(i))) + 1);
   check_configs(k, {ids}, want, 0.5, 6);
   check_strategies(k, {ids}, want, 0.5);
 }

@@ -9,13 +9,14 @@
 
 namespace parhelion::fuzz {
 
+using ir::AtomicFn;
 using ir::BinaryFn;
 using ir::ReduceFn;
 using ir::UnaryFn;
 
 const std::vector<std::string>& families() {
-  static const std::vector<std::string> f = {"pointwise", "row_reduce", "loop_reduce", "matmul", "gather",
-                                             "indexed",   "views",      "slices",      "jagged", "scans"};
+  static const std::vector<std::string> f = {"pointwise", "row_reduce", "loop_reduce", "matmul", "gather", "indexed",
+                                             "views",     "slices",     "jagged",      "scans",  "atomics"};
   return f;
 }
 
@@ -50,6 +51,8 @@ class Generator {
       jagged();
     else if (family == "scans")
       scans();
+    else if (family == "atomics")
+      atomics();
     else
       throw UserError("unknown fuzz family '" + family + "'");
     return std::move(p_);
@@ -1387,6 +1390,85 @@ class Generator {
       launch.body.push_back(std::move(inner));
     }
     p_.body.push_back(std::move(launch));
+  }
+
+  // Atomic updates that meet: grid steps over a split reduction (with or without an inner loop
+  // over the split's block), a grid loop over rows, or a scatter through an index tensor with
+  // repeated indices, masked sometimes. Adds go into f32 (or an exact i32 count): their order is
+  // not defined, and one rounding per update of a 16-bit tensor would make it matter; max and
+  // min are exact in any dtype.
+  void atomics() {
+    const auto f = choose({AtomicFn::add, AtomicFn::add, AtomicFn::max, AtomicFn::min});
+    const ReduceFn rf = f == AtomicFn::add ? ReduceFn::sum : f == AtomicFn::max ? ReduceFn::max : ReduceFn::min;
+    const BinaryFn bf = f == AtomicFn::add ? BinaryFn::add : f == AtomicFn::max ? BinaryFn::maximum : BinaryFn::minimum;
+    const int64_t n = extent();
+    auto output = [&](Shape shape, bool count) {
+      int out = tensor(std::move(shape), count ? DType::i32 : f == AtomicFn::add ? DType::f32 : data_dtype(), true);
+      p_.tensors[out].filled = true;
+      p_.tensors[out].fill = count ? 3 : choose<double>({0.0, 0.25, -0.5});
+      return out;
+    };
+    auto update = [&](int out, std::vector<Subscript> ix, int value, int mask) {
+      Stmt s = store(out, std::move(ix), value);
+      s.atomic = static_cast<int>(f);
+      s.mask = mask;
+      return s;
+    };
+    const size_t shape = pick(3);
+    if (shape == 0) {  // a split reduction: out[0, tn] op= reduce over the split's rows
+      const int64_t k = extent();
+      int x = tensor({k, n}, in_dtype());
+      int out = output({1, n}, false);
+      int ts = new_tile(), tn = new_tile();
+      Stmt launch = loop({dim(k), dim(n)}, {ts, tn});
+      const Subscript zero{Subscript::Scalar, -1, -1, 0, 0};
+      auto value_of = [&](int rows) {
+        std::vector<Leaf> leaves = {[=, this] { return load(x, {tile_ix(rows), tile_ix(tn)}); }};
+        return reduce(rf, anchored(fexpr(leaves, leaves, 2), leaves[0]), 0, false);
+      };
+      if (chance(0.5)) {  // an inner loop over the split's block, carried in a Var
+        int tk = new_tile(), v = new_var();
+        launch.body.push_back(var_decl(v, add_full({tn}, f == AtomicFn::add ? 0.0 : f == AtomicFn::max ? -4.0 : 4.0)));
+        LoopDim inner;
+        inner.extent = k;
+        inner.parent = ts;
+        Stmt il = loop({inner}, {tk});
+        il.body.push_back(var_set(v, bin(bf, var_read(v), value_of(tk))));
+        launch.body.push_back(std::move(il));
+        launch.body.push_back(update(out, {zero, tile_ix(tn)}, var_read(v), -1));
+      } else {
+        launch.body.push_back(update(out, {zero, tile_ix(tn)}, value_of(ts), -1));
+      }
+      p_.body.push_back(std::move(launch));
+    } else if (shape == 1) {  // one grid step per row: out[tn] op= x[g, tn], masked sometimes
+      const int64_t m = extent();
+      int x = tensor({m, n}, in_dtype());
+      int out = output({n}, false);
+      int g = new_tile(), tn = new_tile();
+      Stmt launch = loop({LoopDim{m, 1}, dim(n)}, {g, tn});
+      // (the row as a scalar index, g.begin(): its block of one row is a dim otherwise)
+      std::vector<Leaf> leaves = {[=, this] {
+        return load(x, {Subscript{Subscript::Scalar, -1, tile_index(g, true)}, tile_ix(tn)});
+      }};
+      const int value = fexpr(leaves, leaves, 2);
+      const int mask = chance(0.4) ? condition(leaves) : -1;
+      launch.body.push_back(update(out, {tile_ix(tn)}, value, mask));
+      p_.body.push_back(std::move(launch));
+    } else {  // a scatter with repeated indices: out[ids[t], tn] op= x[t, tn] (or a count)
+      const int64_t rows = extent(), bins = choose<int64_t>({1, 2, 3, 7, 16});
+      const bool count = f == AtomicFn::add && chance(0.3);
+      int ids = tensor({rows}, chance(0.5) ? DType::i32 : DType::i64, false, bins);
+      int x = tensor({rows, n}, in_dtype());
+      int out = output({bins, n}, count);
+      int t = new_tile(), tn = new_tile();
+      Stmt launch = loop({dim(rows), dim(n)}, {t, tn});
+      std::vector<Leaf> leaves = {[=, this] { return load(x, {tile_ix(t), tile_ix(tn)}); }};
+      const Subscript row{Subscript::Scalar, -1, load(ids, {tile_ix(t)})};
+      const int value = count ? add_full({t, tn}, 1.0) : fexpr(leaves, leaves, 2);
+      const int mask = chance(0.3) ? condition(leaves) : -1;
+      launch.body.push_back(update(out, {row, tile_ix(tn)}, count ? cast(value, DType::i64) : value, mask));
+      p_.body.push_back(std::move(launch));
+    }
   }
 
   std::mt19937_64 rng_;

@@ -117,7 +117,36 @@ class Player {
     throw InternalError("bad host view op");
   }
 
+  void atomic(const Stmt& s) {
+    std::vector<Index> ix = subscript(s.index);
+    const Tensor& t = tensors_.at(s.tensor);
+    using Fn = void (*)(const Tensor&, std::initializer_list<Index>, const Operand&, Loc);
+    using MaskedFn = void (*)(const Tensor&, std::initializer_list<Index>, const Operand&, const Operand&, Loc);
+    const auto f = static_cast<ir::AtomicFn>(s.atomic);
+    const Fn plain = f == ir::AtomicFn::add ? Fn(atomic_add) : f == ir::AtomicFn::max ? Fn(atomic_max) : Fn(atomic_min);
+    const MaskedFn masked = f == ir::AtomicFn::add   ? MaskedFn(atomic_add)
+                            : f == ir::AtomicFn::max ? MaskedFn(atomic_max)
+                                                     : MaskedFn(atomic_min);
+    const Loc loc = Loc::current();
+    const Operand v = expr(s.expr);
+    auto run = [&](std::initializer_list<Index> i) {
+      if (s.mask >= 0)
+        masked(t, i, v, expr(s.mask), loc);
+      else
+        plain(t, i, v, loc);
+    };
+    if (ix.size() == 1)
+      run({ix[0]});
+    else if (ix.size() == 2)
+      run({ix[0], ix[1]});
+    else if (ix.size() == 3)
+      run({ix[0], ix[1], ix[2]});
+    else
+      throw InternalError("fuzz: an atomic update of rank " + std::to_string(ix.size()));
+  }
+
   Tensor allocate(const TensorDecl& t) {
+    if (t.filled) return full(t.shape, t.fill, t.dtype);
     if (t.count_ref < 0) return empty(t.shape, t.dtype);
     const NumBlocks nb = num_blocks(refs_.at(t.count_ref));
     switch (t.shape.size()) {
@@ -424,6 +453,7 @@ class Player {
         *vars_.at(s.var) = expr(s.expr);
         return;
       case Stmt::Store:
+        if (s.atomic != 0) return atomic(s);
         if (s.mask >= 0) {
           std::vector<Index> ix = subscript(s.index);
           const Tensor& t = tensors_.at(s.tensor);
@@ -509,7 +539,11 @@ class Printer {
           for (size_t d = 1; d < t.shape.size(); ++d) sh += ", " + std::to_string(t.shape[d]);
           sh += "}";
         }
-        os << "  auto " << tensor(i) << " = ph::empty(" << sh << ", " << dtype_expr(t.dtype) << ");\n";
+        if (t.filled)
+          os << "  auto " << tensor(i) << " = ph::full(" << sh << ", " << number(t.fill) << ", " << dtype_expr(t.dtype)
+             << ");\n";
+        else
+          os << "  auto " << tensor(i) << " = ph::empty(" << sh << ", " << dtype_expr(t.dtype) << ");\n";
       }
     }
     for (const Stmt& s : p_.body) stmt(os, s, 1);
@@ -729,6 +763,13 @@ class Printer {
         os << pad << "v" << s.var << " = " << expr(s.expr) << ";\n";
         return;
       case Stmt::Store:
+        if (s.atomic != 0) {
+          os << pad << "ph::" << ir::atomic_name(static_cast<ir::AtomicFn>(s.atomic)) << "(" << tensor(s.tensor)
+             << ", {" << subscript(s.index) << "}, " << expr(s.expr);
+          if (s.mask >= 0) os << ", " << expr(s.mask);
+          os << ");\n";
+          return;
+        }
         if (s.mask >= 0) {
           os << pad << "ph::store(" << tensor(s.tensor) << ", {" << subscript(s.index) << "}, " << expr(s.expr) << ", "
              << expr(s.mask) << ");\n";

@@ -45,6 +45,10 @@ struct TensorDecl {
   // Not empty: an integer input holding exactly these values (the row offsets of a jagged
   // tensor: sorted, empty groups included).
   std::vector<int64_t> values;
+  // An output allocated with ph::full(shape, fill) rather than ph::empty (what atomic updates
+  // combine into).
+  bool filled = false;
+  double fill = 0;
 };
 
 // One dimension of a tile loop: [0, extent) in blocks that the config chooses, or a fixed
@@ -134,7 +138,8 @@ struct Stmt {
   int expr = -1;    // VarDecl / VarSet / Store: the value
   int tensor = -1;  // Store
   std::vector<Subscript> index;
-  int mask = -1;  // Store: >= 0, a masked store (ph::store) of the elements where it is true
+  int mask = -1;   // Store: >= 0, a masked store (ph::store) of the elements where it is true
+  int atomic = 0;  // Store: an ir::AtomicFn: ph::atomic_add / atomic_max / atomic_min (masked or not)
 };
 
 struct Program {

@@ -59,8 +59,7 @@ void LaunchEmitter::declare_partials() {
     if (a.strategy != lower::AtomicTarget::Partials) continue;
     const std::string ty = partial_type(fn_.tensors[a.tensor].dtype);
     line(ty + "* __restrict " + partial_name(a.tensor) + " = reinterpret_cast<" + ty + "*>(ph_scratch + " +
-         std::to_string(partials_at(L_) + a.offset) + ");  // this thread's partial " +
-         fn_.tensors[a.tensor].name);
+         std::to_string(partials_at(L_) + a.offset) + ");  // this thread's partial " + fn_.tensors[a.tensor].name);
   }
 }
 
@@ -85,9 +84,10 @@ void LaunchEmitter::atomic_update(const Op& op) {
     const std::string value = "ph_u";
     if (target->strategy == lower::AtomicTarget::Partials) {
       const std::string e = partial_name(target->tensor) + "[" + offset + "]";
-      update = e + " = " +
-               (is_float(dt) ? combine(f, e, value) : store_value(dt, compute, combine(f, from_storage(dt, e), value))) +
-               ";";
+      update =
+          e + " = " +
+          (is_float(dt) ? combine(f, e, value) : store_value(dt, compute, combine(f, from_storage(dt, e), value))) +
+          ";";
     } else if (target->strategy == lower::AtomicTarget::InPlace) {
       const std::string e = "T" + std::to_string(op.tensor) + "[" + offset + "]";
       update = e + " = " + store_value(dt, compute, combine(f, from_storage(dt, e), value)) + ";";
