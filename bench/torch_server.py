@@ -74,6 +74,19 @@ def jagged_mean(values, offsets):
     return (sums / lengths.clamp(min=1)[:, None]).to(values.dtype)
 
 
+def moe_matmul(x, w, ids, gates, offsets):
+    # the routed slots of each expert: gather its tokens, one matmul, index_add_ the weighted
+    # rows back into an f32 output (what an eager MoE layer's expert loop does)
+    out = torch.zeros(x.shape[0], w.shape[2], dtype=torch.float32)
+    o = offsets.tolist()
+    for e in range(w.shape[0]):
+        if o[e] == o[e + 1]:
+            continue
+        tok = ids[o[e]:o[e + 1]]
+        out.index_add_(0, tok, (x[tok] @ w[e]).float() * gates[o[e]:o[e + 1], None].float())
+    return out
+
+
 _DROPOUT_MASKS = {}
 
 
@@ -130,6 +143,8 @@ KERNELS = {
     "welford": lambda t, s: tuple(r.float() for r in torch.var_mean(t[0], -1, correction=0)[::-1]),
     "cross_entropy": lambda t, s: F.cross_entropy(t[0].float(), t[1], reduction="none"),
     "matmul": lambda t, s: t[0] @ t[1],
+    # (torch has no split-K switch: its GEMM picks its own blocking; f32 out as ours)
+    "split_k_matmul": lambda t, s: (t[0] @ t[1]).float(),
     "bmm": lambda t, s: torch.bmm(t[0], t[1]),
     "broadcast_matmul": lambda t, s: t[0] @ t[1],
     "epilogue_subtiling": lambda t, s: torch.relu(t[0] @ t[1] + t[2]) + t[3],
@@ -145,6 +160,7 @@ KERNELS = {
     # sums of rows by segment id: index_add_ into zeros (what torch_scatter's segment_sum does)
     "segment_sum": lambda t, s: torch.zeros(t[2].shape[0], t[0].shape[1], dtype=t[0].dtype).index_add_(0, t[1], t[0]),
     "jagged_mean": lambda t, s: jagged_mean(t[0], t[1]),
+    "moe_matmul": lambda t, s: moe_matmul(t[0], t[1], t[2], t[3], t[4]),
     "cross_entropy_ignore_index": lambda t, s: F.cross_entropy(t[0].float(), t[1], reduction="none",
                                                                ignore_index=int(s[0])),
     # torch draws its own stream (Philox too, other offsets): the same work, not the same mask

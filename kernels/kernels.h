@@ -49,6 +49,8 @@ extern Kernel<Tensor(Tensor, Tensor)> broadcast_matmul;  // [B,M,K] . [K,N]
 extern Kernel<Tensor(Tensor, Tensor, Tensor, Tensor)> epilogue_subtiling;
 // layer_norm(x . w) * gamma + beta over N, eps 1e-5: (x [M,K], w [K,N], gamma [N], beta [N])
 extern Kernel<Tensor(Tensor, Tensor, Tensor, Tensor)> matmul_layernorm;
+// [M,K] . [K,N] -> f32 [M,N], K split over the grid too, the splits' products added atomically
+extern Kernel<Tensor(Tensor, Tensor)> split_k_matmul;
 
 // Quantized matmuls (quantized.cpp): (a [M,K], b [K,N] in f8e4m3 or f8e5m2, scale_a, scale_b)
 // -> bf16 [M,N] = scale_a * scale_b * (a . b), accumulated in f32.
@@ -83,5 +85,11 @@ extern Kernel<Tensor(Tensor, Scalar, Int)> dropout_backward;
 // (values [T,M], offsets [B+1] i32/i64, non-decreasing in [0, T]) -> out [B,M]: the mean of the
 // rows offsets[g]..offsets[g+1] of values (0 for a group without rows).
 extern Kernel<Tensor(Tensor, Tensor)> jagged_mean;
+
+// Mixture of experts (moe.cpp): (x [T,K], w [E,K,N], ids [S] i32/i64, gates [S], offsets [E+1]
+// i32/i64) -> f32 [T,N]: the routed slots sorted by expert (expert e owns slots
+// offsets[e]..offsets[e+1]; slot s routes token ids[s] with weight gates[s]);
+// out[t] = the sum over t's slots of gates[s] * x[t] . w[e].
+extern Kernel<Tensor(Tensor, Tensor, Tensor, Tensor, Tensor)> moe_matmul;
 
 }  // namespace parhelion::kernels

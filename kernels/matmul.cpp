@@ -23,6 +23,26 @@ ph::Tensor matmul_body(ph::Tensor x, ph::Tensor y) {
   return out;
 }
 
+// Split-K matmul (Helion's matmul_split_k): x [M,K] . y [K,N] -> f32 [M,N], the reduction split
+// over the grid as well as M and N, so that a small output still gives every thread work. Each
+// grid step sums its split's blocks of K in an inner loop and adds the partial product into
+// its output block atomically; the config chooses the split (its block size) and the cpu how
+// the adds meet (atomic instructions or per-thread partial copies, the atomics knob).
+ph::Tensor split_k_matmul_body(ph::Tensor x, ph::Tensor y) {
+  auto [m, k] = x.sizes<2>();
+  auto [k2, n] = y.sizes<2>();
+  ph::expect_dtype(x, kFloat);
+  ph::expect(k == k2, "split_k_matmul: x is [" + std::to_string(m) + "," + std::to_string(k) + "] but y has " +
+                          std::to_string(k2) + " rows");
+  auto out = ph::zeros({m, n});
+  for (auto [tm, tn, ts] : ph::tile(m, n, k)) {
+    ph::Var acc = ph::zeros({tm, tn});
+    for (auto tk : ph::tile(ts)) acc = acc + ph::dot(x[tm, tk], y[tk, tn]);
+    ph::atomic_add(out, {tm, tn}, acc);
+  }
+  return out;
+}
+
 // x [B,M,K] . y [B,K,N] -> [B,M,N].
 ph::Tensor bmm_body(ph::Tensor x, ph::Tensor y) {
   auto [b, m, k] = x.sizes<3>();
@@ -94,6 +114,7 @@ ph::Tensor matmul_layernorm_body(ph::Tensor x, ph::Tensor w, ph::Tensor gamma, p
 }  // namespace
 
 Kernel<Tensor(Tensor, Tensor)> matmul("matmul", matmul_body);
+Kernel<Tensor(Tensor, Tensor)> split_k_matmul("split_k_matmul", split_k_matmul_body);
 Kernel<Tensor(Tensor, Tensor)> bmm("bmm", bmm_body);
 Kernel<Tensor(Tensor, Tensor)> broadcast_matmul("broadcast_matmul", broadcast_matmul_body);
 Kernel<Tensor(Tensor, Tensor, Tensor, Tensor)> epilogue_subtiling("epilogue_subtiling", epilogue_subtiling_body);

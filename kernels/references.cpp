@@ -582,4 +582,35 @@ Array jagged_mean(const Array& values, const Array& offsets) {
   return out;
 }
 
+Array moe_matmul(const Array& x, const Array& w, const Array& ids, const Array& gates, const Array& offsets) {
+  const char* fn = "moe_matmul";
+  check_float(fn, "x", x);
+  check_float(fn, "w", w);
+  check_rank(fn, "x", x, 2);
+  check_rank(fn, "w", w, 3);
+  const int64_t t = x.dim(0), k = x.dim(1), e = w.dim(0), n = w.dim(2), slots = ids.numel();
+  if (w.dim(1) != k) fail(fn, "w must be [E, K, N] with x's K");
+  if (!is_integer(ids.dtype()) || !is_integer(offsets.dtype()) || offsets.numel() != e + 1 || gates.numel() != slots)
+    fail(fn, "ids [S] and offsets [E + 1] are integers, gates [S]");
+  const std::vector<float> xf = x.to_floats(), wf = w.to_floats();
+  std::vector<double> acc(static_cast<size_t>(t * n), 0.0);
+  for (int64_t ex = 0; ex < e; ++ex) {
+    const auto lo = static_cast<int64_t>(offsets.get(ex)), hi = static_cast<int64_t>(offsets.get(ex + 1));
+    if (lo < 0 || hi < lo || hi > slots) fail(fn, "offsets must be non-decreasing within [0, S]");
+    for (int64_t s = lo; s < hi; ++s) {
+      const auto tok = static_cast<int64_t>(ids.get(s));
+      if (tok < 0 || tok >= t) fail(fn, "token id " + std::to_string(tok) + " out of range");
+      const double g = gates.get(s);
+      for (int64_t p = 0; p < k; ++p) {
+        const double a = g * xf[static_cast<size_t>(tok * k + p)];
+        const float* wr = wf.data() + (ex * k + p) * n;
+        for (int64_t j = 0; j < n; ++j) acc[static_cast<size_t>(tok * n + j)] += a * wr[j];
+      }
+    }
+  }
+  Array out = Array::empty({t, n}, DType::f32);
+  for (int64_t i = 0; i < t * n; ++i) out.set(i, acc[static_cast<size_t>(i)]);
+  return out;
+}
+
 }  // namespace parhelion::ref

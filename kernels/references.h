@@ -62,6 +62,9 @@ Array cross_entropy_ignore_index(const Array& logits, const Array& labels, int64
 Array dropout(const Array& x, double p, int64_t seed);
 // The mean of the rows offsets[g]..offsets[g+1] of values [T, M], per group (0 for no rows).
 Array jagged_mean(const Array& values, const Array& offsets);
+// out[t] = sum over the slots s routing token t (ids[s] == t, s in expert e's offsets range) of
+// gates[s] * x[t] . w[e], f32 [T,N].
+Array moe_matmul(const Array& x, const Array& w, const Array& ids, const Array& gates, const Array& offsets);
 Array embedding(const Array& ids, const Array& weight);
 // out = [x | y] along the last dim: x [M, N1], y [M, N2] -> [M, N1 + N2].
 Array concat(const Array& x, const Array& y);

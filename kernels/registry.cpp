@@ -1,5 +1,6 @@
 #include "kernels/registry.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/kernels.h"
@@ -116,6 +117,49 @@ Array jagged_offsets(int64_t groups, int64_t mean_rows, uint64_t seed) {
   return off;
 }
 
+// Top-k routing of T tokens over E experts, as a router's output sorted by expert: each token's
+// k distinct experts drawn with a skew toward low-numbered ones (uneven loads; from four
+// experts on, expert E / 2 gets no token), gate weights in (0, 1) summing to 1 per token.
+// Returns {ids [T k] i64, gates [T k] in `dt`, offsets [E + 1] i64}.
+std::vector<Array> moe_routing(int64_t t, int64_t e, int64_t k, DType dt, uint64_t seed) {
+  if (g_shapes_only)
+    return {Array::placeholder({t * k}, DType::i64), Array::placeholder({t * k}, dt),
+            Array::placeholder({e + 1}, DType::i64)};
+  const bool skip_middle = e >= 4;
+  if (k > e - (skip_middle ? 1 : 0)) throw UserError("moe_matmul: top-k " + std::to_string(k) + " exceeds the experts");
+  Array u = Array::random({t * k * 4 + 1}, DType::f32, seed, 0.0, 1.0);
+  std::vector<std::vector<std::pair<int64_t, double>>> by_expert(static_cast<size_t>(e));
+  int64_t draw = 0;
+  for (int64_t tok = 0; tok < t; ++tok) {
+    std::vector<int64_t> chosen;
+    std::vector<double> w;
+    while (static_cast<int64_t>(chosen.size()) < k) {
+      const double r = u.get(draw++ % u.numel());
+      auto ex = std::min<int64_t>(e - 1, static_cast<int64_t>(r * r * static_cast<double>(e)));
+      // (taken or skipped: the next free expert; k fits, so one is free)
+      while ((skip_middle && ex == e / 2) || std::find(chosen.begin(), chosen.end(), ex) != chosen.end())
+        ex = (ex + 1) % e;
+      chosen.push_back(ex);
+      w.push_back(0.25 + u.get(draw++ % u.numel()));
+    }
+    double sum = 0;
+    for (double x : w) sum += x;
+    for (size_t i = 0; i < chosen.size(); ++i) by_expert[static_cast<size_t>(chosen[i])].push_back({tok, w[i] / sum});
+  }
+  Array ids = Array::empty({t * k}, DType::i64), gates = Array::empty({t * k}, dt),
+        off = Array::empty({e + 1}, DType::i64);
+  int64_t s = 0;
+  off.set(0, 0);
+  for (int64_t ex = 0; ex < e; ++ex) {
+    for (const auto& [tok, g] : by_expert[static_cast<size_t>(ex)]) {
+      ids.set(s, static_cast<double>(tok));
+      gates.set(s++, g);
+    }
+    off.set(ex + 1, static_cast<double>(s));
+  }
+  return {ids, gates, off};
+}
+
 // The gather/scatter/masked-access kernels (indexing.cpp).
 void indexing_entries(std::vector<KernelEntry>& r) {
   {
@@ -200,6 +244,33 @@ void indexing_entries(std::vector<KernelEntry>& r) {
     // (the rows: B x L on average)
     e.bytes = [](const Shape& s, DType dt) { return (1.0 * s[0] * s[2] * s[1] + 1.0 * s[0] * s[1]) * dtype_size(dt); };
     e.flops = [](const Shape& s) { return 1.0 * s[0] * s[2] * s[1]; };
+    r.push_back(e);
+  }
+  {
+    KernelEntry e;
+    e.name = "moe_matmul";
+    e.summary = "out [T,N] f32: each token's top-k experts' x [T,K] . w[e] [K,N], weighted by its gates, summed";
+    e.shape_help = "T,K,N,E,TOPK";
+    e.min_rank = e.max_rank = 5;
+    e.dtypes = kFloat;
+    e.default_shape = {2048, 1024, 1024, 8, 2};
+    e.kernel = &moe_matmul;
+    e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+      need_rank("moe_matmul", s, 5, 5, "T,K,N,E,TOPK");
+      std::vector<Array> routing = moe_routing(s[0], s[3], s[4], dt, seed + 2);
+      return Inputs{{input_array({s[0], s[1]}, dt, seed), input_array({s[3], s[1], s[2]}, dt, seed + 1), routing[0],
+                     routing[1], routing[2]},
+                    {}};
+    };
+    e.reference = [](const Inputs& in) {
+      return std::vector<Array>{
+          ref::moe_matmul(in.tensors[0], in.tensors[1], in.tensors[2], in.tensors[3], in.tensors[4])};
+    };
+    e.bytes = [](const Shape& s, DType dt) {
+      return (1.0 * s[0] * s[4] * s[1] + 1.0 * s[3] * s[1] * s[2]) * dtype_size(dt) + 4.0 * s[0] * s[2];
+    };
+    e.flops = [](const Shape& s) { return 2.0 * s[0] * s[4] * s[1] * s[2]; };
+    e.tolerance_scale = [](const Shape& s) { return std::max(1.0, std::sqrt(static_cast<double>(s[1])) / 8); };
     r.push_back(e);
   }
 }
@@ -530,6 +601,16 @@ std::vector<KernelEntry> build() {
       [](const Inputs& in) { return ref::matmul(in.tensors[0], in.tensors[1]); }, bmnk_flops,
       [](const Shape& s, DType dt) {
         return (1.0 * s[0] * (s[1] * s[2] + s[1] * s[3]) + 1.0 * s[2] * s[3]) * dtype_size(dt);
+      });
+  matmul_like(
+      "split_k_matmul", "x [M,K] . y [K,N] -> f32, K split over the grid, the splits added atomically", split_k_matmul,
+      "M,K,N", {256, 16384, 256},
+      [rnd](const Shape& s, DType dt, uint64_t seed) {
+        return Inputs{{rnd({s[0], s[1]}, dt, seed), rnd({s[1], s[2]}, dt, seed + 1)}, {}};
+      },
+      [](const Inputs& in) { return ref::matmul(in.tensors[0], in.tensors[1]); }, mnk_flops,
+      [](const Shape& s, DType dt) {
+        return (1.0 * s[0] * s[1] + 1.0 * s[1] * s[2]) * dtype_size(dt) + 4.0 * s[0] * s[2];
       });
   matmul_like(
       "epilogue_subtiling", "relu(x [M,K] . w [K,N] + bias [N]) + residual [M,N], fused", epilogue_subtiling, "M,K,N",

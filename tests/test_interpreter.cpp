@@ -628,8 +628,12 @@ TEST(Interpreter, CompiledKernelsAgreeWithIt) {
 std::vector<ph::Shape> library_shapes(const ph::kernels::KernelEntry& e) {
   if (e.name == "int4_matmul") return {{5, 64, 7, 32}, {13, 96, 29, 48}};                       // M,K,N,G
   if (e.name == "bmm" || e.name == "broadcast_matmul") return {{2, 8, 16, 4}, {3, 13, 29, 7}};  // B,M,K,N
-  if (e.name == "matmul" || e.name == "epilogue_subtiling" || e.name == "matmul_layernorm" || e.name == "fp8_matmul")
-    return {{16, 32, 8}, {13, 29, 37}};                                                    // M,K,N
+  if (e.name == "matmul" || e.name == "epilogue_subtiling" || e.name == "matmul_layernorm" || e.name == "fp8_matmul" ||
+      e.name == "split_k_matmul")
+    return {{16, 32, 8}, {13, 29, 37}};
+  if (e.name == "moe_matmul")
+    return {{5, 4, 3, 3, 2},
+            {13, 7, 9, 4, 2}};  // T,K,N,E,TOPK                                                    // M,K,N
   if (e.name.find("attention") != std::string::npos) return {{1, 2, 16, 8}, {2, 33, 12}};  // both layouts
   if (e.min_rank == 4) return {{1, 5, 3, 10}, {2, 3, 1, 2}};
   if (e.name == "grouped_gemm") return {{13, 7, 9, 3}, {20, 5, 6, 4}};  // M,K,N,G

@@ -14,8 +14,12 @@ namespace {
 
 std::vector<ph::Shape> shapes_for(const ph::kernels::KernelEntry& e) {
   // The matmul family: M, N, K of 1, not multiples of any block or micro-tile, and a prime.
-  if (e.name == "matmul" || e.name == "epilogue_subtiling" || e.name == "matmul_layernorm" || e.name == "fp8_matmul")
-    return {{1, 1, 1}, {1, 37, 5}, {13, 1, 29}, {37, 53, 1}, {67, 131, 97}};
+  if (e.name == "matmul" || e.name == "epilogue_subtiling" || e.name == "matmul_layernorm" || e.name == "fp8_matmul" ||
+      e.name == "split_k_matmul")
+    return {{1, 1, 1}, {1, 37, 5}, {13, 1, 29}, {37, 53, 1}, {67, 131, 97}, {9, 2000, 11}};
+  // Mixture of experts (T,K,N,E,TOPK): one token, primes, an expert without tokens (E >= 4),
+  // top-k of every expert left, more experts than tokens.
+  if (e.name == "moe_matmul") return {{1, 1, 1, 1, 1}, {37, 13, 29, 5, 2}, {67, 31, 17, 4, 3}, {5, 8, 9, 7, 1}};
   if (e.name == "int4_matmul") return {{1, 2, 1, 2}, {13, 64, 29, 32}, {37, 96, 53, 96}, {67, 256, 131, 64}};
   if (e.name == "bmm" || e.name == "broadcast_matmul") return {{1, 1, 1, 1}, {3, 13, 29, 37}, {2, 33, 1, 17}};
   // Grouped GEMM (M,K,N,G): one row, primes, more groups than rows (empty groups).
@@ -52,6 +56,8 @@ std::vector<ph::Config> configs_for(const ph::CompiledKernel& k, int n, uint64_t
       const auto& st = spec.inner_loops[j].strategies;
       c.inner_loops[j] = {st[gen() % st.size()], 1 + static_cast<int>(gen() % spec.inner_loops[j].max_buffers)};
     }
+    for (size_t j = 0; j < spec.atomics.size(); ++j)
+      c.atomics[j] = spec.atomics[j].choices[gen() % spec.atomics[j].choices.size()];
     c.num_threads = 1 + static_cast<int>(gen() % spec.max_threads);
     out.push_back(c);
   }
