@@ -82,15 +82,17 @@ void LaunchEmitter::atomic_update(const Op& op) {
     const std::string offset = tensor_offset(op, idx);
     --no_hoist_;
     const std::string value = "ph_u";
+    // (a plain update names the element once: its address, a checked index included, is formed once)
     if (target->strategy == lower::AtomicTarget::Partials) {
       const std::string e = partial_name(target->tensor) + "[" + offset + "]";
-      update =
-          e + " = " +
-          (is_float(dt) ? combine(f, e, value) : store_value(dt, compute, combine(f, from_storage(dt, e), value))) +
-          ";";
+      update = "auto& ph_e = " + e + "; ph_e = " +
+               (is_float(dt) ? combine(f, "ph_e", value)
+                             : store_value(dt, compute, combine(f, from_storage(dt, "ph_e"), value))) +
+               ";";
     } else if (target->strategy == lower::AtomicTarget::InPlace) {
       const std::string e = "T" + std::to_string(op.tensor) + "[" + offset + "]";
-      update = e + " = " + store_value(dt, compute, combine(f, from_storage(dt, e), value)) + ";";
+      update = "auto& ph_e = " + e +
+               "; ph_e = " + store_value(dt, compute, combine(f, from_storage(dt, "ph_e"), value)) + ";";
     } else if (f == ir::AtomicFn::add && (dt == DType::i32 || dt == DType::i64)) {
       update = "__atomic_fetch_add(&T" + std::to_string(op.tensor) + "[" + offset + "], " +
                store_value(dt, compute, value) + ", __ATOMIC_RELAXED);";
