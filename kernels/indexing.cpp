@@ -55,39 +55,9 @@ ph::Tensor concat_body(ph::Tensor x, ph::Tensor y) {
   return out;
 }
 
-// Grouped GEMM: out[r, :] = x[r, :] . w[g] for the rows r in offsets[g] .. offsets[g+1] of each
-// group g (rows in no group are 0). Restructured: data-dependent loop bounds are not in the
-// language yet, so the launch is a grid over (groups, row blocks of the largest group, column
-// blocks); a row block reads its rows with a masked gather (rows past the group's end are not
-// read) and writes them with a masked scatter. The largest group's row count R is the length
-// of `bound` (its contents are not read): the work is G x R rows instead of M. A group longer
-// than R would be silently cut short, so each grid step checks it: it then reads offsets at
-// index G + 1, which the bounds check reports (naming the line below).
-ph::Tensor grouped_gemm_body(ph::Tensor x, ph::Tensor w, ph::Tensor offsets, ph::Tensor bound) {
-  ph::expect(x.rank() == 2 && w.rank() == 3 && w.size(1) == x.size(1),
-             "grouped_gemm: x [M, K] and w [G, K, N] with the same K");
-  ph::expect(offsets.sizes() == Shape{w.size(0) + 1}, "grouped_gemm: offsets must be [G + 1]");
-  ph::expect_dtype(offsets, {DType::i32, DType::i64});
-  ph::expect(bound.rank() == 1, "grouped_gemm: bound is a 1-D tensor whose length is the largest group's rows");
-  auto m = x.size(0), k = x.size(1), g = w.size(0), n = w.size(2), r = bound.size(0);
-  auto out = ph::zeros({m, n}, x.dtype());
-  for (auto [tg, tr, tn] : ph::tile(ph::range(g).block(1), r, n)) {
-    auto start = offsets[tg.begin()], end = offsets[tg.begin() + 1];
-    // A group longer than the bound: index g + 1 of offsets, out of range (a run-time error here).
-    auto guard = offsets[ph::cast(end - start > r, DType::i64) * (g + 1)];
-    auto rows = start + tr.index();
-    auto in_group = (rows < end).unsqueeze(-1);
-    ph::Var acc = ph::zeros({tr, tn}) + ph::cast(guard, DType::f32) * 0.0f;
-    for (auto tk : ph::tile(k)) acc = acc + ph::dot(ph::load(x, {rows, tk}, in_group, 0.0f), w[tg.begin(), tk, tn]);
-    ph::store(out, {rows, tn}, acc, in_group);
-  }
-  return out;
-}
-
 }  // namespace
 
 Kernel<Tensor(Tensor, Tensor)> embedding("embedding", embedding_body);
 Kernel<Tensor(Tensor, Tensor)> concat("concat", concat_body);
-Kernel<Tensor(Tensor, Tensor, Tensor, Tensor)> grouped_gemm("grouped_gemm", grouped_gemm_body);
 
 }  // namespace parhelion::kernels

@@ -28,8 +28,30 @@ ph::Tensor jagged_mean_body(ph::Tensor values, ph::Tensor offsets) {
   return out.view({groups, m});
 }
 
+// Grouped GEMM: out[r, :] = x[r, :] . w[g] for the rows r in offsets[g] .. offsets[g+1] of each
+// group g (rows in no group are 0). A launch over (group, column block) runs a jagged loop over
+// the group's own rows, each trip a block product accumulated over K: the work is M x K x N
+// whatever the groups' sizes, and an empty group runs no trip.
+ph::Tensor grouped_gemm_body(ph::Tensor x, ph::Tensor w, ph::Tensor offsets) {
+  ph::expect(x.rank() == 2 && w.rank() == 3 && w.size(1) == x.size(1),
+             "grouped_gemm: x [M, K] and w [G, K, N] with the same K");
+  ph::expect(offsets.sizes() == Shape{w.size(0) + 1}, "grouped_gemm: offsets must be [G + 1]");
+  ph::expect_dtype(offsets, {DType::i32, DType::i64});
+  const int64_t m = x.size(0), k = x.size(1), groups = w.size(0), n = w.size(2);
+  auto out = ph::zeros({m, n}, x.dtype());
+  for (auto [g, tn] : ph::tile(ph::range(groups).block(1), n)) {
+    for (auto tr : ph::tile(ph::jagged(offsets, g.begin()))) {
+      ph::Var acc = ph::zeros({tr, tn});
+      for (auto tk : ph::tile(k)) acc = acc + ph::dot(x[tr, tk], w[g.begin(), tk, tn]);
+      out[tr, tn] = acc;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Kernel<Tensor(Tensor, Tensor)> jagged_mean("jagged_mean", jagged_mean_body);
+Kernel<Tensor(Tensor, Tensor, Tensor)> grouped_gemm("grouped_gemm", grouped_gemm_body);
 
 }  // namespace parhelion::kernels

@@ -68,9 +68,6 @@ extern Kernel<Tensor(Tensor, Tensor, Int)> cross_entropy_ignore_index;
 // Gathers, scatters and masked access (indexing.cpp).
 extern Kernel<Tensor(Tensor, Tensor)> embedding;  // (ids [N] (or rank 2, 3) i32/i64, weight [V,E]) -> [N,E]
 extern Kernel<Tensor(Tensor, Tensor)> concat;     // (x [M,N1], y [M,N2]) -> [M,N1+N2]
-// (x [M,K], w [G,K,N], offsets [G+1] i32/i64, bound [R]) -> out [M,N]: rows offsets[g]..offsets[g+1]
-// use w[g]; R = bound's length >= the largest group's rows (its contents are not read).
-extern Kernel<Tensor(Tensor, Tensor, Tensor, Tensor)> grouped_gemm;
 
 // Segment reduction by a scan (segment.cpp): (x [N,D], ids [N] i32/i64 sorted in [0, S),
 // segments [S] (only its length is read)) -> out [S,D], out[s] = the sum of the rows with id s.
@@ -85,6 +82,9 @@ extern Kernel<Tensor(Tensor, Scalar, Int)> dropout_backward;
 // (values [T,M], offsets [B+1] i32/i64, non-decreasing in [0, T]) -> out [B,M]: the mean of the
 // rows offsets[g]..offsets[g+1] of values (0 for a group without rows).
 extern Kernel<Tensor(Tensor, Tensor)> jagged_mean;
+// (x [M,K], w [G,K,N], offsets [G+1] i32/i64, non-decreasing in [0, M]) -> out [M,N]: rows
+// offsets[g]..offsets[g+1] use w[g] (rows in no group: 0).
+extern Kernel<Tensor(Tensor, Tensor, Tensor)> grouped_gemm;
 
 // Mixture of experts (moe.cpp): (x [T,K], w [E,K,N], ids [S] i32/i64, gates [S], offsets [E+1]
 // i32/i64) -> f32 [T,N]: the routed slots sorted by expert (expert e owns slots

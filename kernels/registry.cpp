@@ -37,24 +37,20 @@ Inputs binary_inputs(const Shape& s, DType dt, uint64_t seed) {
   return Inputs{{input_array(s, dt, seed, -2, 2), input_array(s, dt, seed + 1, -2, 2)}, {}};
 }
 
-// Group offsets for grouped_gemm: G uneven groups over M rows (seeded; a group may be empty),
-// and the largest group's size.
-std::pair<Array, int64_t> group_offsets(int64_t m, int64_t g, uint64_t seed) {
+// Group offsets for grouped_gemm: G uneven groups over M rows (seeded; a group may be empty).
+Array group_offsets(int64_t m, int64_t g, uint64_t seed) {
   Array w = Array::random({g}, DType::f32, seed, 0.25, 1.0);
   double total = 0;
   for (int64_t i = 0; i < g; ++i) total += w.get(i);
   Array off = Array::empty({g + 1}, DType::i64);
-  int64_t at = 0, largest = 1;
   double acc = 0;
   off.set(0, 0);
   for (int64_t i = 0; i < g; ++i) {
     acc += w.get(i);
     int64_t next = i + 1 == g ? m : std::min<int64_t>(m, static_cast<int64_t>(acc / total * static_cast<double>(m)));
-    largest = std::max(largest, next - at);
     off.set(i + 1, static_cast<double>(next));
-    at = next;
   }
-  return {off, largest};
+  return off;
 }
 
 // Sorted segment ids for segment_sum: N rows over S segments in runs of random lengths (mean
@@ -210,10 +206,8 @@ void indexing_entries(std::vector<KernelEntry>& r) {
     e.kernel = &grouped_gemm;
     e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
       need_rank("grouped_gemm", s, 4, 4, "M,K,N,G");
-      auto [off, largest] = group_offsets(s[0], s[3], seed + 2);
-      Array bound = Array::zeros({largest}, DType::i32);  // only its length is used
-      return Inputs{{input_array({s[0], s[1]}, dt, seed), input_array({s[3], s[1], s[2]}, dt, seed + 1), off, bound},
-                    {}};
+      Array off = group_offsets(s[0], s[3], seed + 2);
+      return Inputs{{input_array({s[0], s[1]}, dt, seed), input_array({s[3], s[1], s[2]}, dt, seed + 1), off}, {}};
     };
     e.reference = [](const Inputs& in) {
       return std::vector<Array>{ref::grouped_gemm(in.tensors[0], in.tensors[1], in.tensors[2])};
