@@ -166,6 +166,31 @@ TEST(Atomics, MaxIntoBf16AndMinOverGridSteps) {
   check_strategies(kmin, {x}, column_extreme(x, false, ph::DType::f32), 1e-7);
 }
 
+// Row sums of x [M, N] added into column 1 of out [M, 2] through a transposed view of it: partial
+// copies shadow the root tensor, so an update through a view has only the atomic strategy.
+ph::Tensor into_a_view(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::zeros({m, 2});
+  auto cols = out.transpose(0, 1);  // [2, M]
+  for (auto [tm, tn] : ph::tile(m, n)) ph::atomic_add(cols, {1, tm}, ph::sum(x[tm, tn], 1));
+  return out;
+}
+
+TEST(Atomics, AnUpdateThroughAViewTakesAtomicInstructions) {
+  ph::Kernel k("into_a_view", into_a_view);
+  ph::Array x = ph::Array::random({33, 130}, ph::DType::f32, 6);
+  ph::Array want = ph::Array::zeros({33, 2}, ph::DType::f32);
+  for (int64_t i = 0; i < 33; ++i) {
+    double s = 0;
+    for (int64_t j = 0; j < 130; ++j) s += x.get(i * 130 + j);
+    want.set(i * 2 + 1, s);
+  }
+  check_configs(k, {x}, want, 1e-4, 6);
+  const ph::ConfigSpec& spec = k.compile({x}).config_spec();
+  ASSERT_EQ(spec.atomics.size(), 1u);
+  EXPECT_EQ(spec.atomics[0].choices, std::vector<std::string>{"atomic"});
+}
+
 // --- the rules ---------------------------------------------------------------------------------
 
 ph::Tensor reads_what_it_updates(ph::Tensor x) {
