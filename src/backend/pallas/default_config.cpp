@@ -37,8 +37,17 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const back
       if ((ch[j] <= 512 || j == 0) && (!any || fits_ranges(ch[j]) || !fits_ranges(ch[pick[i]]))) pick[i] = j;
     c.block_sizes.push_back(ch[pick[i]]);
   }
-  // Pipelined inner loops first; if the plan refuses one (an integer index in a pipelined
-  // loop), every inner loop falls back to resident, so that the default is legal.
+  // A launch with atomic updates runs the grid dims their blocks depend on first, so that the
+  // steps updating one block are consecutive (plan.h, atomic_legal_order; any other order is
+  // refused).
+  {
+    const lower::BlockProgram bp = lower::plan(fn, c, backend);
+    for (const lower::LaunchPlan& L : bp.launches)
+      if (L.loop_order_knob >= 0)
+        c.loop_orders[L.loop_order_knob] = atomic_legal_order(fn, *L.op, c.loop_orders[L.loop_order_knob]);
+  }
+  // Pipelined inner loops first; if the plan refuses one (an integer index or an atomic update
+  // in a pipelined loop), every inner loop falls back to resident, so that the default is legal.
   try {
     plan_pallas(lower::plan(fn, c, backend));
   } catch (const UserError&) {
@@ -49,7 +58,8 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const back
     for (const PallasLaunch& pl : plan_pallas(lower::plan(fn, c, backend))) most = std::max(most, pl.vmem_bytes);
     return most;
   };
-  for (int round = 0; round < 64 && vmem() > backend.machine().fast_memory_bytes / 2; ++round) {
+  // (a kernel without tunable blocks has nothing to shrink: check() says whether it fits)
+  for (int round = 0; round < 64 && !pick.empty() && vmem() > backend.machine().fast_memory_bytes / 2; ++round) {
     size_t big = 0;
     for (size_t i = 0; i < pick.size(); ++i)
       if (pick[i] > 0 && (pick[big] == 0 || c.block_sizes[i] > c.block_sizes[big])) big = i;
