@@ -55,8 +55,7 @@ constexpr int kLineSFirst = __LINE__ + 5;
 ph::Tensor block_max_s_first(ph::Tensor x) {
   auto [s, m, n] = x.sizes<3>();
   auto out = ph::full({m, n}, 0.25, ph::DType::bf16);
-  for (auto [ts, tm, tn] : ph::tile(s, m, n))
-    ph::atomic_max(out, {tm, tn}, ph::amax(x[ts, tm, tn], 0));
+  for (auto [ts, tm, tn] : ph::tile(s, m, n)) ph::atomic_max(out, {tm, tn}, ph::amax(x[ts, tm, tn], 0));
   return out;
 }
 
@@ -127,6 +126,15 @@ ph::Tensor row_sums(ph::Tensor x) {
   for (auto tm : ph::tile(m)) {
     for (auto tn : ph::tile(n)) ph::atomic_add(out, {tm, 0}, ph::sum(x[tm, tn], 1));
   }
+  return out;
+}
+
+// Rows [starts[g], ends[g]) of x added into out, for every window g: windows overlap, so a row
+// takes the sum of x over the windows that hold it (a jagged loop's rows, updated atomically).
+ph::Tensor window_sums(ph::Tensor starts, ph::Tensor ends, ph::Tensor x) {
+  auto out = ph::full({x.size(0), x.size(1)}, 1.0);
+  for (auto g : ph::grid(starts.size(0)))
+    for (auto r : ph::tile(ph::range(starts[g], ends[g]))) ph::atomic_add(out, {r, ph::all}, x[r, ph::all]);
   return out;
 }
 
@@ -220,28 +228,35 @@ TEST(PallasAtomics, RunInInterpretModeAndLowerForATpu) {
     ph::Kernel k("split_k", split_k);
     ph::Array a = ph::Array::random({37, 300}, ph::DType::f32, 1), b = ph::Array::random({300, 45}, ph::DType::f32, 2);
     batch.add(k, "split_k 37x300x45", {a, b}, "", matmul_want(a, b), 1e-3);
-    ph::Array a2 = ph::Array::random({48, 300}, ph::DType::f32, 3), b2 = ph::Array::random({300, 256}, ph::DType::f32, 4);
+    ph::Array a2 = ph::Array::random({48, 300}, ph::DType::f32, 3),
+              b2 = ph::Array::random({300, 256}, ph::DType::f32, 4);
     const ph::Array want = matmul_want(a2, b2);
     batch.add(k, "split_k 48x300x256", {a2, b2}, "", want, 1e-3);
-    // (block_sizes: tm, tn, ts, tk) four splits of 128 (the last 44), each one trip of its 128
-    for (const char* cfg : {R"({"block_sizes":[16,128,128,128],"loop_orders":[[0,1,2]],"micro_kernels":[0],"num_threads":1})",
-                            R"({"block_sizes":[8,256,256,128],"loop_orders":[[1,0,2]],"micro_kernels":[0],"num_threads":1})",
-                            R"({"block_sizes":[64,256,256,128],"loop_orders":[[0,1,2]],"micro_kernels":[0],"num_threads":1})"})
+    // 520 rows updated in place: the default takes a block that divides them (8), not 512.
+    ph::Array a3 = ph::Array::random({520, 300}, ph::DType::f32, 10),
+              b3 = ph::Array::random({300, 200}, ph::DType::f32, 11);
+    EXPECT_HAS(batch.add(k, "split_k 520x300x200", {a3, b3}, "", matmul_want(a3, b3), 1e-3), "\"block_sizes\":[8,256,");
+    // (block_sizes: tm, tn, ts, tk) three splits of 128 (the last 44), each one trip of its 128
+    for (const char* cfg :
+         {R"({"block_sizes":[16,128,128,128],"loop_orders":[[0,1,2]],"micro_kernels":[0],"num_threads":1})",
+          R"({"block_sizes":[8,256,256,128],"loop_orders":[[1,0,2]],"micro_kernels":[0],"num_threads":1})",
+          R"({"block_sizes":[64,256,256,128],"loop_orders":[[0,1,2]],"micro_kernels":[0],"num_threads":1})"})
       batch.add(k, "split_k 48x300x256", {a2, b2}, cfg, want, 1e-3);
   }
   // atomic_max into bf16: 20 rows of s in blocks of 8 (ragged) meet on each output block.
   {
     ph::Array x = ph::Array::random({20, 32, 256}, ph::DType::f32, 5);
-    const ph::Array want = reduce_s(x, true, 0.25, [](double) { return true; }, ph::DType::bf16);
+    const ph::Array want = reduce_s(
+        x, true, 0.25, [](double) { return true; }, ph::DType::bf16);
     ph::Kernel k("block_max", block_max), kf("block_max_s_first", block_max_s_first);
     batch.add(k, "block_max", {x}, "", want, 0.0);  // (max is exact; the bf16 rounding is the reference's)
     batch.add(k, "block_max", {x}, R"({"block_sizes":[16,128,8],"loop_orders":[[1,0,2]],"num_threads":1})", want, 0.0);
     batch.add(kf, "block_max_s_first", {x}, "", want, 0.0);
-    const ph::Array wmin = reduce_s(x, false, 0.5, [](double v) { return v > 0; }, ph::DType::f32);
+    const ph::Array wmin = reduce_s(
+        x, false, 0.5, [](double v) { return v > 0; }, ph::DType::f32);
     ph::Kernel km("positive_min", positive_min);
     batch.add(km, "positive_min", {x}, "", wmin, 0.0);
-    batch.add(km, "positive_min", {x}, R"({"block_sizes":[8,128],"loop_orders":[[1,0,2]],"num_threads":1})", wmin,
-              0.0);
+    batch.add(km, "positive_min", {x}, R"({"block_sizes":[8,128],"loop_orders":[[1,0,2]],"num_threads":1})", wmin, 0.0);
   }
   // Histograms: 3000 ids in blocks of 1024 (ragged), 2048 and whole; every block repeats bins.
   {
@@ -295,6 +310,26 @@ TEST(PallasAtomics, RunInInterpretModeAndLowerForATpu) {
         want.set(at, want.get(at) + x.get(g * 1024 + e));
       }
     batch.add(k, "scatter_slabs", {ids, x}, "", want, 1e-5);
+  }
+  {
+    ph::Kernel k("window_sums", window_sums);
+    const std::vector<int64_t> lo = {0, 10, 5, 30}, hi = {40, 64, 30, 30};  // (the last one empty)
+    ph::Array starts = ph::Array::zeros({4}, ph::DType::i64), ends = ph::Array::zeros({4}, ph::DType::i64);
+    for (int64_t g = 0; g < 4; ++g) {
+      starts.set(g, static_cast<double>(lo[g]));
+      ends.set(g, static_cast<double>(hi[g]));
+    }
+    ph::Array x = ph::Array::random({64, 128}, ph::DType::f32, 12);
+    ph::Array want = ph::Array::zeros({64, 128}, ph::DType::f32);
+    for (int64_t i = 0; i < 64; ++i)
+      for (int64_t j = 0; j < 128; ++j) {
+        double v = 1.0;
+        for (int64_t g = 0; g < 4; ++g)
+          if (lo[g] <= i && i < hi[g]) v += x.get(i * 128 + j);
+        want.set(i * 128 + j, v);
+      }
+    batch.add(k, "window_sums", {starts, ends, x}, "", want, 1e-5);
+    batch.add(k, "window_sums", {starts, ends, x}, R"({"block_sizes":[16],"num_threads":1})", want, 1e-5);
   }
   // Inner loops: through the loop's own tile (resident: the default falls back from pipeline)
   // and at grid level from inside a pipelined loop.
@@ -356,11 +391,13 @@ TEST(PallasAtomics, AnIllegalLoopOrderOrAPipelinedUpdateIsRefusedAtTheUsersLine)
   EXPECT_HAS(m, "test_pallas_atomics.cpp:" + std::to_string(kLineSFirst));
   EXPECT_HAS(m, "cannot run atomic_max to t1 (buf0) in this loop order");
   EXPECT_HAS(m, "depends on grid dims (t1, t2), which must come before (t0)");
-  EXPECT_HAS(m, "the launch's loop order is (t0, t1, t2) (config loop_orders[0] = [0, 1, 2]): use loop_orders[0] = "
-                "[1, 2, 0]");
+  EXPECT_HAS(m,
+             "the launch's loop order is (t0, t1, t2) (config loop_orders[0] = [0, 1, 2]): use loop_orders[0] = "
+             "[1, 2, 0]");
   // The same order on the cpu is fine: its atomics need no order.
   EXPECT_LE(ph::max_abs_diff(kf.compile({x}, &c).run({x}).at(0),
-                             reduce_s(x, true, 0.25, [](double) { return true; }, ph::DType::bf16)),
+                             reduce_s(
+                                 x, true, 0.25, [](double) { return true; }, ph::DType::bf16)),
             0.0);
 
   ph::Kernel kc("col_sums", col_sums);
