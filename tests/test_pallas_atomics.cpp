@@ -15,6 +15,7 @@
 
 #include "backend/pallas/interpret.h"
 #include "parhelion/parhelion.h"
+#include "parhelion/tpu.h"
 
 #include "tests/user_error.h"
 
@@ -51,7 +52,7 @@ ph::Tensor block_max(ph::Tensor x) {
 
 // The same written with the meeting dim first: its own loop order (ts, tm, tn) cannot run on a
 // TPU, so the default config reorders it.
-constexpr int kLineSFirst = __LINE__ + 5;
+constexpr int kLineSFirst = __LINE__ + 4;
 ph::Tensor block_max_s_first(ph::Tensor x) {
   auto [s, m, n] = x.sizes<3>();
   auto out = ph::full({m, n}, 0.25, ph::DType::bf16);
@@ -379,6 +380,22 @@ TEST(PallasAtomics, TheGeneratedCodeSaysWhichDimsRunInOrder) {
   EXPECT_HAS(hs, "indices computed from data, so the whole tensor stays in VMEM across the launch");
   EXPECT_HAS(hs, "dimension_semantics=(\"arbitrary\",)");
   EXPECT_HAS(hs, "_atomic_rows(");
+}
+
+// The TPU model replays the plan of atomic kernels: the updated block moves in (its prior
+// contents) and out once per run of the steps that meet on it.
+TEST(PallasAtomics, TheTpuModelPredictsAtomicKernels) {
+  ph::Kernel k("split_k", split_k);
+  ph::Kernel h("histogram", histogram);
+  ph::Array a = ph::Array::random({48, 300}, ph::DType::f32, 1), b = ph::Array::random({300, 256}, ph::DType::f32, 2);
+  ph::Config c = ph::Config::from_json(
+      R"({"block_sizes":[16,128,128,128],"loop_orders":[[0,1,2]],"micro_kernels":[0],"num_threads":1})");
+  for (const ph::TpuPrediction& p :
+       {ph::predict_tpu(k, {a, b}, "v7x", &c), ph::predict_tpu(h, {bins_of(3000)}, "v7x")}) {
+    EXPECT_TRUE(p.fits) << p.to_json();
+    EXPECT_GT(p.seconds, 0) << p.to_json();
+    EXPECT_GT(p.dma_s, 0) << p.to_json();
+  }
 }
 
 // --- refusals -------------------------------------------------------------------------------------

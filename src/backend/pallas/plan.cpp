@@ -919,6 +919,11 @@ class Planner {
           onehot = std::max(onehot, value_bytes(it) * fn_.tensors[op.tensor].shape[d]);
         }
     });
+    // (so is an atomic update's through an index block into a rank-1 table: _atomic_rows)
+    ir::walk(L_.op->body, [&](const Op& op) {
+      if (!ir::is_atomic(op) || !ir::has_gather(op) || op.index.size() != 1) return;
+      onehot = std::max(onehot, value_bytes(fn_.type_of(op.index[0].value)) * fn_.tensors[op.tensor].shape[0]);
+    });
     if (onehot) item("one-hot", 1, onehot);
     for (const DmaRows& g : out_.dma_rows) item(fn_.tensors[g.op->tensor].name + " dma rows", 1, g.buffer_bytes);
     if (vars) item("scratch", 1, vars);
