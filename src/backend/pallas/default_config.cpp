@@ -1,5 +1,6 @@
 #include "backend/pallas/default_config.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <vector>
@@ -14,10 +15,11 @@ namespace parhelion::backend::pallas {
 
 namespace {
 
-// Per block-size symbol: the dims of tensors written in place that a tile of it indexes (at
-// grid level or, for a tile over an enclosing tile's block, through that block). A tensor is
-// written in place when it has a value before the launch: an argument, a filled allocation,
-// an earlier launch's output (the emitter aliases it; views count through their root).
+// Per block-size symbol: the dims of tensors written in place that a launch tile of it indexes
+// in a grid-level block (directly, or through a tile over its block). A tensor is written in
+// place when it has a value before the launch: an argument, a filled allocation, an earlier
+// launch's output, a view (the emitter aliases it: check_ragged_blocks). Inner loops' own
+// tiles and whole-tensor blocks (scatters, atomic updates at indices from data) take any block.
 std::map<int, std::vector<int64_t>> in_place_dims(const ir::Function& fn) {
   std::map<int, std::vector<int64_t>> dims;
   std::set<int> valued;
@@ -27,15 +29,20 @@ std::map<int, std::vector<int64_t>> in_place_dims(const ir::Function& fn) {
     if (op.kind == ir::OpKind::Alloc && op.has_fill) valued.insert(op.tensor);
     if (op.kind != ir::OpKind::Launch) continue;
     std::set<int> written;
+    const ir::Op& launch = op;
     ir::walk(op.body, [&](const ir::Op& o) {
       if (o.kind != ir::OpKind::Store) return;
       written.insert(root(o.tensor));
-      if (!valued.count(root(o.tensor))) return;
+      const bool view = fn.tensors[o.tensor].origin == ir::TensorInfo::View;
+      if (!view && !valued.count(root(o.tensor))) return;
+      std::set<int> block_tiles;
+      if (ir::has_gather(o) || (ir::is_atomic(o) && !atomic_block_tiles(fn, launch, o, &block_tiles))) return;
       for (size_t d = 0; d < o.index.size(); ++d)
         if (o.index[d].kind == ir::IndexItem::Tile) {
           const ir::TileInfo& t = fn.tiles[o.index[d].tile];
           const int tile = t.parent >= 0 ? t.parent : t.id;
-          dims[fn.tiles[tile].block].push_back(fn.tensors[o.tensor].shape[d]);
+          if (std::find(launch.loop_tiles.begin(), launch.loop_tiles.end(), tile) != launch.loop_tiles.end())
+            dims[fn.tiles[tile].block].push_back(fn.tensors[o.tensor].shape[d]);
         }
     });
     valued.insert(written.begin(), written.end());
