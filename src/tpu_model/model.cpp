@@ -118,6 +118,16 @@ class LaunchModel {
       w.vpu_s += vector_elems(moved) / hw_.vpu_ops_per_s;  // the fill select, the buffer's store
       return;
     }
+    // An atomic update through an index block (codegen.cpp, _atomic_rows): compares, selects
+    // and a reduction over the whole table in VMEM, at once for a rank-1 table, per row else.
+    if (ir::is_atomic(op)) {
+      const double n = static_cast<double>(t.shape[gd]);
+      w.vpu_s += (op.index.size() == 1
+                      ? 4 * rows * static_cast<double>(round_up(static_cast<int64_t>(n), 128))
+                      : 4 * rows * (rows + n) * static_cast<double>(round_up(static_cast<int64_t>(width), 128))) /
+                 hw_.vpu_ops_per_s;
+      return;
+    }
     if (op.kind == OpKind::Store) return;  // (every pallas scatter is a dma one)
     const double table_rows = static_cast<double>(t.shape[gd]);
     w.flops += 2.0 * rows * table_rows * width;
@@ -155,6 +165,7 @@ class LaunchModel {
     const ir::Type& t = fn_.type_of(v);
     if (t.rank() == 0) return;  // scalar unit
     double e = vector_elems(op.kind == OpKind::Reduce ? fn_.type_of(op.operands[0]) : t);
+    if (ir::is_atomic(op)) w.vpu_s += 2 * e / hw_.vpu_ops_per_s;  // the block's read and the combine
     switch (op.kind) {
       case OpKind::Unary: {
         auto f = static_cast<ir::UnaryFn>(op.fn);
@@ -190,13 +201,14 @@ class LaunchModel {
         piped.push_back({s.loop_tile, static_cast<double>(s.block_bytes)});
         continue;
       }
-      Move m{{}, static_cast<double>(s.block_bytes), s.read};
+      // (an atomic update's block comes in too: its prior contents, read-modify-written)
+      Move m{{}, static_cast<double>(s.block_bytes), s.read || s.atomic != ir::AtomicFn::none};
       for (const ir::IndexItem& ix : s.first->index)
         if (ix.kind == ir::IndexItem::Tile && ix.tile != s.loop_tile)
           for (size_t g = 0; g < nd; ++g)
             if (L_.grid[g].tile == ix.tile) m.deps.push_back(static_cast<int>(g));
       moves.push_back(m);
-      if (s.read && s.written) moves.push_back({m.deps, m.bytes, false});
+      if (m.in && s.written) moves.push_back({m.deps, m.bytes, false});
     }
     // One step's compute: its own ops and its inner loops.
     // `compute` is the step's critical path (with the inner pipelines' bubbles and trip costs);

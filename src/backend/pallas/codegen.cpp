@@ -230,8 +230,64 @@ class Emitter {
     line("");
     line("");
     gather_helper();
+    if (has_atomic_rows()) atomic_rows_helper();
     for (const PallasLaunch& pl : launches_)
       if (!pl.dma_rows.empty()) return dma_rows_helper();
+  }
+
+  // Whether a launch updates rows atomically through an index block (plan.cpp, add_whole_atomic).
+  bool has_atomic_rows() const {
+    for (const PallasLaunch& pl : launches_)
+      for (const auto& [op, slot] : pl.slot_of)
+        if (ir::is_atomic(*op) && ir::has_gather(*op) && pl.slots[slot].whole_tensor) return true;
+    return false;
+  }
+
+  // An atomic update through an index block, on the whole tensor in VMEM (the launch's steps run
+  // in order on one core: a TPU core has no atomics across cores). A repeated index must count
+  // each time, so rows are not scattered in one vector store: a rank-1 table combines, per
+  // table element, every row that hits it with a masked reduction over the (rows, size) one-hot
+  // compare (exact: selects and a sum, max or min, never a product, so an inf or NaN in one row
+  // reaches only its own element; a one-hot matmul would spread it, and is not exact for
+  // integers); a rank-2 table takes its rows one after another in a fori_loop, each row's index
+  // and values picked out of the block by a masked reduction (Mosaic reads no vector element at
+  // a dynamic position) and combined into the rows of the table it hits.
+  void atomic_rows_helper() {
+    const char* text[] = {
+        "def _atomic_rows(table, idx, vals, ok, combine):",
+        "    \"\"\"table (the whole tensor, compute dtype) with vals (idx's rows, the row's width) combined",
+        "    (\"add\", \"max\", \"min\") into rows idx where ok (vals' shape), a repeated index once per",
+        "    time it appears. An index outside [0, rows) updates nothing (a TPU kernel cannot raise).\"\"\"",
+        "    idx = idx.astype(jnp.int32)",
+        "    floating = jnp.issubdtype(vals.dtype, jnp.floating)",
+        "    big = jnp.inf if floating else jnp.iinfo(vals.dtype).max",
+        "    small = -jnp.inf if floating else jnp.iinfo(vals.dtype).min",
+        "    ident = jnp.asarray({\"add\": 0, \"max\": small, \"min\": big}[combine], vals.dtype)",
+        "    red = {\"add\": jnp.sum, \"max\": jnp.max, \"min\": jnp.min}[combine]",
+        "    comb = {\"add\": jnp.add, \"max\": jnp.maximum, \"min\": jnp.minimum}[combine]",
+        "    r, size = idx.shape[0], table.shape[0]",
+        "    if table.ndim == 1:",
+        "        hit = (idx[:, None] == jax.lax.broadcasted_iota(jnp.int32, (r, size), 1)) & ok[:, None]",
+        "        part = red(jnp.where(hit, vals[:, None], ident), axis=0)",
+        "        # (elements no row hits combine with the identity: they keep their value)",
+        "        return jnp.where(jnp.max(jnp.where(hit, 1, 0), axis=0) > 0, comb(table, part), table)",
+        "    rows = jax.lax.broadcasted_iota(jnp.int32, (r, 1), 0)",
+        "    where = jax.lax.broadcasted_iota(jnp.int32, (size, 1), 0)",
+        "    idx2 = idx[:, None]",
+        "",
+        "    def one(k, t):",
+        "        sel = rows == k",
+        "        i = jnp.sum(jnp.where(sel, idx2, 0), axis=0, keepdims=True)  # (1, 1)",
+        "        on = sel & ok",
+        "        o = jnp.max(jnp.where(on, 1, 0), axis=0, keepdims=True) > 0  # (1, width)",
+        "        v = red(jnp.where(on, vals, ident), axis=0, keepdims=True)  # (1, width)",
+        "        return jnp.where((where == i) & o, comb(t, v), t)",
+        "",
+        "    return jax.lax.fori_loop(0, r, one, table)",
+        "",
+        "",
+    };
+    for (const char* l : text) os_ << l << "\n";
   }
 
   // (printed as part of header() when a launch moves rows by DMA: gather.h)
@@ -402,19 +458,23 @@ class Emitter {
         line("n_" + t + " = jnp.minimum(" + std::to_string(g.block) + ", " + std::to_string(g.begin + g.extent) +
              " - off_" + t + ")");
     }
+    for (const std::string& note : pl.order_notes) line("# " + note);
     // The output block starts as the prior contents; every store then updates it in place (an
-    // output block is written back whole). A pipelined slot copies its own blocks per trip.
+    // output block is written back whole). A pipelined slot copies its own blocks per trip. A
+    // block that stays in VMEM across steps (atomic updates that meet on it, a whole tensor)
+    // takes them at the first step of each run of those steps only: later steps update it.
     for (int s : prior_in_) {
-      if (pl.slots[s].mode == PallasSlot::Pipeline) continue;
+      const PallasSlot& slot = pl.slots[s];
+      if (slot.mode == PallasSlot::Pipeline) continue;
       const std::string copy = slot_ref(s, true) + "[...] = " + slot_ref(s, false) + "[...]";
-      const int lt = pl.slots[s].loop_tile;
-      if (lt >= 0 && fn_.tiles[lt].is_jagged()) {
-        // (the whole tensor, resident across the launch's steps: its prior contents come in once)
+      if (!slot.revisit_dims.empty()) {
         std::vector<std::string> first;
-        for (const lower::GridDim& g : L.grid) first.push_back("(g_" + tname(g.tile) + " == 0)");
-        line("@pl.when(" + (first.empty() ? std::string("True") : join(first, " & ")) + ")");
+        for (int g : slot.revisit_dims) first.push_back("(g_" + tname(L.grid[g].tile) + " == 0)");
+        line("@pl.when(" + join(first, " & ") + ")");
         line("def _prior_" + std::to_string(s) + "():");
-        line("    " + copy + "  # prior contents: the rows no jagged store writes keep them");
+        line("    " + copy + "  # prior contents: " +
+             (slot.atomic != ir::AtomicFn::none ? "the first step of the run of steps that update this block"
+                                                : "the rows no jagged store writes keep them"));
         continue;
       }
       line(copy + "  # prior contents: masked and slice stores keep the rest");
@@ -585,19 +645,26 @@ class Emitter {
       }
       case OpKind::Store: {
         if (cur_->dma_rows_of.count(&op)) return dma_scatter(op);
+        const PallasSlot& slot = cur_->slots[cur_->slot_of.at(&op)];
+        if (ir::is_atomic(op) && slot.whole_tensor && !ir::indexes_jagged_tile(fn_, op)) return atomic_whole(op);
         const ir::TensorInfo& t = fn_.tensors[op.tensor];
         ir::Type region;
         ir::load_type(fn_, op.tensor, op.index, &region);
         std::string val = operand(op.operands[0]);
         const std::string ref = access(op), shape = shape_str(region.shape);
         std::string e = to_storage("jnp.broadcast_to(" + val + ", " + shape + ")", t.dtype);
+        // An atomic update: a read-modify-write of the block in VMEM (plan.cpp: the steps that
+        // meet on it run in order and its prior contents came in).
+        if (ir::is_atomic(op))
+          e = to_storage(
+              combine(ir::atomic_fn(op), compute_cast(t.dtype, ref), "jnp.broadcast_to(" + val + ", " + shape + ")"),
+              t.dtype);
         // A masked store: masked-off elements keep what the block holds (its prior contents
         // or earlier stores: see kernel()), selected in the storage dtype so they stay bit-exact.
         if (ir::is_masked(op))
           e = "jnp.where(jnp.broadcast_to(" + operand(op.operands[1]) + ", " + shape + "), " + e + ", " + ref + ")";
         // A ragged last block of a tile whose range ends inside the tensor: the elements past
         // the range's end are the tensor's, kept (the plan reads the prior contents in).
-        const PallasSlot& slot = cur_->slots[cur_->slot_of.at(&op)];
         for (size_t d = 0, axis = 0; d < op.index.size(); ++d) {
           if (slot.block[d] < 0) continue;
           const ir::IndexItem& ix = op.index[d];
@@ -694,6 +761,69 @@ class Emitter {
   }
 
   std::string operand(int id) { return v(id); }
+
+  // An atomic update's combine of the block's contents `a` with the value `b` (compute dtype).
+  static std::string combine(ir::AtomicFn f, const std::string& a, const std::string& b) {
+    switch (f) {
+      case ir::AtomicFn::max:
+        return "jnp.maximum(" + a + ", " + b + ")";
+      case ir::AtomicFn::min:
+        return "jnp.minimum(" + a + ", " + b + ")";
+      default:
+        return "(" + a + " + " + b + ")";
+    }
+  }
+  static const char* combine_name(ir::AtomicFn f) {
+    return f == ir::AtomicFn::max ? "max" : f == ir::AtomicFn::min ? "min" : "add";
+  }
+
+  // An atomic update at indices computed from data, on the whole tensor in VMEM (plan.cpp,
+  // add_whole_atomic): through an index block, the rows it names one after another
+  // (_atomic_rows); at integer indices, the one element block they select.
+  void atomic_whole(const Op& op) {
+    const int s = cur_->slot_of.at(&op);
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    ir::Type region;
+    ir::load_type(fn_, op.tensor, op.index, &region);
+    const std::string shape = shape_str(region.shape), ref = slot_ref(s, true);
+    const std::string val = "jnp.broadcast_to(" + operand(op.operands[0]) + ", " + shape + ")";
+    const std::string what = std::string(ir::atomic_name(ir::atomic_fn(op))) + " at " + op.loc.str();
+    if (ir::has_gather(op)) {
+      const ir::IndexItem& g = op.index[0];
+      const Dim& rows = type(g.value).shape[0];
+      std::vector<std::string> ok;  // the valid rows (a ragged index block's padding is not), unmasked
+      if (rows.kind == Dim::Tile && masked(rows))
+        ok.push_back("(jax.lax.broadcasted_iota(jnp.int32, " + shape + ", 0) < n_" + tname(rows.tile) + ")");
+      if (ir::is_masked(op)) ok.push_back("jnp.broadcast_to(" + operand(op.operands[1]) + ", " + shape + ")");
+      line("# " + what + ": the rows " + v(g.value) + " names, of the whole tensor in VMEM, one after another");
+      line(ref + "[...] = " +
+           to_storage("_atomic_rows(" + compute_cast(t.dtype, ref + "[...]") + ", " + operand(g.value) + ", " + val +
+                          ", " + (ok.empty() ? "jnp.full(" + shape + ", True)" : join(ok, " & ")) + ", \"" +
+                          combine_name(ir::atomic_fn(op)) + "\")",
+                      t.dtype));
+      return;
+    }
+    std::vector<std::string> idx, in_range;
+    for (size_t d = 0; d < op.index.size(); ++d) {
+      const ir::IndexItem& ix = op.index[d];
+      if (ix.kind != ir::IndexItem::Scalar) {
+        idx.push_back(":");
+        continue;
+      }
+      const std::string x = operand(ix.value);
+      idx.push_back(x);
+      in_range.push_back("(" + x + " >= 0) & (" + x + " < " + std::to_string(t.shape[d]) + ")");
+    }
+    const std::string at = ref + "[" + join(idx) + "]";
+    std::string e = to_storage(combine(ir::atomic_fn(op), compute_cast(t.dtype, at), val), t.dtype);
+    if (ir::is_masked(op))
+      e = "jnp.where(jnp.broadcast_to(" + operand(op.operands[1]) + ", " + shape + "), " + e + ", " + at + ")";
+    line("");
+    line("@pl.when(" + join(in_range, " & ") + ")  # " + what + ": an index out of range updates nothing");
+    line("def _atomic_" + std::to_string(when_counter_++) + "():");
+    line("    " + at + " = " + e);
+    line("");
+  }
 
   // The _dma_rows call of a dma gather or scatter: rows up to the index block's valid length,
   // columns from the width block's offset (a ragged last block moves its static tail).
@@ -1100,7 +1230,9 @@ class Emitter {
     for (size_t d = 0; d < s.first->index.size(); ++d) {
       const ir::IndexItem& ix = s.first->index[d];
       shape.push_back(s.block[d] < 0 ? "None" : std::to_string(s.block[d]));
-      if (ix.kind == ir::IndexItem::All || ix.kind == ir::IndexItem::Slice || ix.kind == ir::IndexItem::Gather)
+      if (s.whole_tensor)  // (the whole tensor at every step)
+        index.push_back("0");
+      else if (ix.kind == ir::IndexItem::All || ix.kind == ir::IndexItem::Slice || ix.kind == ir::IndexItem::Gather)
         index.push_back("0");
       else if (ix.kind == ir::IndexItem::Scalar)
         index.push_back(scalar_index_map(ix.value));
@@ -1393,12 +1525,11 @@ class Emitter {
     }
     // Headroom over the planned footprint for Mosaic's own scratch, within the core's VMEM.
     int64_t limit = std::min<int64_t>(tpu_.vmem_bytes, std::max<int64_t>(pl.vmem_bytes * 3 / 2, 32 << 20));
-    // A store through a jagged tile writes rows of a whole dim in VMEM that every step shares:
-    // the steps run in order on one core ("arbitrary"), so no core writes back a stale copy.
-    bool jagged_store = false;
-    ir::walk(L.op->body,
-             [&](const Op& op) { jagged_store |= op.kind == OpKind::Store && ir::indexes_jagged_tile(fn_, op); });
-    std::vector<std::string> sem(L.grid.size(), jagged_store ? "\"arbitrary\"" : "\"parallel\"");
+    // Steps that share a block in VMEM (a jagged store's whole dim, atomic updates meeting on a
+    // block) run in order on one core ("arbitrary"), so no core writes back a stale copy
+    // (plan.cpp, plan_order).
+    std::vector<std::string> sem;
+    for (bool a : pl.arbitrary) sem.push_back(a ? "\"arbitrary\"" : "\"parallel\"");
     std::string n = std::to_string(L.index);
     line("# launch " + n + ": VMEM " + format_bytes(pl.vmem_bytes) + " (" + pl.vmem_detail + ")");
     line("with _tpu_context(interpret):");

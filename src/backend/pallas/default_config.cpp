@@ -1,5 +1,10 @@
 #include "backend/pallas/default_config.h"
 
+#include <algorithm>
+#include <map>
+#include <set>
+#include <vector>
+
 #include "backend/pallas/plan.h"
 #include "ir/ir.h"
 #include "lower/config_space.h"
@@ -8,12 +13,60 @@
 
 namespace parhelion::backend::pallas {
 
+namespace {
+
+// Per block-size symbol: the dims of tensors written in place that a launch tile of it indexes
+// in a grid-level block (directly, or through a tile over its block). A tensor is written in
+// place when it has a value before the launch: an argument, a filled allocation, an earlier
+// launch's output, a view (the emitter aliases it: check_ragged_blocks). Inner loops' own
+// tiles and whole-tensor blocks (scatters, atomic updates at indices from data) take any block.
+std::map<int, std::vector<int64_t>> in_place_dims(const ir::Function& fn) {
+  std::map<int, std::vector<int64_t>> dims;
+  std::set<int> valued;
+  for (int i = 0; i < fn.num_tensor_params; ++i) valued.insert(i);
+  auto root = [&](int t) { return fn.tensors[t].origin == ir::TensorInfo::View ? fn.tensors[t].root : t; };
+  for (const ir::Op& op : fn.body) {
+    if (op.kind == ir::OpKind::Alloc && op.has_fill) valued.insert(op.tensor);
+    if (op.kind != ir::OpKind::Launch) continue;
+    std::set<int> written;
+    const ir::Op& launch = op;
+    ir::walk(op.body, [&](const ir::Op& o) {
+      if (o.kind != ir::OpKind::Store) return;
+      written.insert(root(o.tensor));
+      const bool view = fn.tensors[o.tensor].origin == ir::TensorInfo::View;
+      if (!view && !valued.count(root(o.tensor))) return;
+      std::set<int> block_tiles;
+      if (ir::has_gather(o) || (ir::is_atomic(o) && !atomic_block_tiles(fn, launch, o, &block_tiles))) return;
+      for (size_t d = 0; d < o.index.size(); ++d)
+        if (o.index[d].kind == ir::IndexItem::Tile) {
+          const ir::TileInfo& t = fn.tiles[o.index[d].tile];
+          const int tile = t.parent >= 0 ? t.parent : t.id;
+          if (std::find(launch.loop_tiles.begin(), launch.loop_tiles.end(), tile) != launch.loop_tiles.end())
+            dims[fn.tiles[tile].block].push_back(fn.tensors[o.tensor].shape[d]);
+        }
+    });
+    valued.insert(written.begin(), written.end());
+  }
+  return dims;
+}
+
+bool whole_in_place(const std::map<int, std::vector<int64_t>>& in_place, int block_id, int64_t block) {
+  auto it = in_place.find(block_id);
+  if (it == in_place.end()) return true;
+  for (int64_t e : it->second)
+    if (block < e && e % block != 0) return false;
+  return true;
+}
+
+}  // namespace
+
 // Pallas: every block as large as a legal choice up to 512 allows, halved (largest first) until
 // the launch takes at most half of VMEM; inner loops pipelined (the target's first strategy).
 Config default_config(const ir::Function& fn, const ConfigSpec& spec, const backend::Backend& backend) {
   Config c = lower::base_config(spec);
   c.block_sizes.clear();
   std::vector<size_t> pick(spec.block_sizes.size());
+  const std::map<int, std::vector<int64_t>> in_place = in_place_dims(fn);
   for (size_t i = 0; i < spec.block_sizes.size(); ++i) {
     const auto& ch = spec.block_sizes[i].choices;
     // (A tile over a range shorter than the dims it indexes, e.g. ph::range(2, 5) of 5 rows,
@@ -24,10 +77,15 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const back
                       "(8, 128) or span whole dims of the tensors it indexes, and its range (extent " +
                       std::to_string(spec.block_sizes[i].extent) + ") allows neither");
     // A tile over ph::range(b, e) moves whole blocks at grid level and in pipelines: prefer a
-    // block that divides b, when there is one.
+    // block that divides b, when there is one. A tensor updated in place (an argument, a filled
+    // allocation, an earlier launch's output: every atomic update's) takes no ragged last
+    // block (check_ragged_blocks): prefer a block that divides its dims or spans them.
     auto fits_ranges = [&](int64_t block) {
       for (const ir::TileInfo& t : fn.tiles)
         if (t.block == spec.block_sizes[i].block_id && t.parent < 0 && t.begin % block != 0) return false;
+      if (auto it = in_place.find(spec.block_sizes[i].block_id); it != in_place.end())
+        for (int64_t e : it->second)
+          if (block < e && e % block != 0) return false;
       return true;
     };
     bool any = false;
@@ -35,10 +93,22 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const back
     pick[i] = 0;
     for (size_t j = 0; j < ch.size(); ++j)
       if ((ch[j] <= 512 || j == 0) && (!any || fits_ranges(ch[j]) || !fits_ranges(ch[pick[i]]))) pick[i] = j;
+    // (no fitting block up to 512, e.g. a lane dim of 1000 updated in place: the smallest above)
+    for (size_t j = 0; any && !fits_ranges(ch[pick[i]]) && j < ch.size(); ++j)
+      if (fits_ranges(ch[j])) pick[i] = j;
     c.block_sizes.push_back(ch[pick[i]]);
   }
-  // Pipelined inner loops first; if the plan refuses one (an integer index in a pipelined
-  // loop), every inner loop falls back to resident, so that the default is legal.
+  // A launch with atomic updates runs the grid dims their blocks depend on first, so that the
+  // steps updating one block are consecutive (plan.h, atomic_legal_order; any other order is
+  // refused).
+  {
+    const lower::BlockProgram bp = lower::plan(fn, c, backend);
+    for (const lower::LaunchPlan& L : bp.launches)
+      if (L.loop_order_knob >= 0)
+        c.loop_orders[L.loop_order_knob] = atomic_legal_order(fn, *L.op, c.loop_orders[L.loop_order_knob]);
+  }
+  // Pipelined inner loops first; if the plan refuses one (an integer index or an atomic update
+  // in a pipelined loop), every inner loop falls back to resident, so that the default is legal.
   try {
     plan_pallas(lower::plan(fn, c, backend));
   } catch (const UserError&) {
@@ -49,12 +119,21 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const back
     for (const PallasLaunch& pl : plan_pallas(lower::plan(fn, c, backend))) most = std::max(most, pl.vmem_bytes);
     return most;
   };
-  for (int round = 0; round < 64 && vmem() > backend.machine().fast_memory_bytes / 2; ++round) {
+  // (a kernel without tunable blocks has nothing to shrink: check() says whether it fits)
+  for (int round = 0; round < 64 && !pick.empty() && vmem() > backend.machine().fast_memory_bytes / 2; ++round) {
     size_t big = 0;
     for (size_t i = 0; i < pick.size(); ++i)
       if (pick[i] > 0 && (pick[big] == 0 || c.block_sizes[i] > c.block_sizes[big])) big = i;
     if (pick[big] == 0) break;
-    c.block_sizes[big] = spec.block_sizes[big].choices[--pick[big]];
+    // (down to the next block that keeps an in-place update's blocks whole, when there is one)
+    const auto& ch = spec.block_sizes[big].choices;
+    size_t next = pick[big] - 1;
+    for (size_t j = next + 1; j-- > 0;)
+      if (whole_in_place(in_place, spec.block_sizes[big].block_id, ch[j])) {
+        next = j;
+        break;
+      }
+    c.block_sizes[big] = ch[pick[big] = next];
   }
   return c;
 }

@@ -126,6 +126,21 @@ void PallasBackend::check(const lower::BlockProgram& p) const {
     for (const PallasSlot& s : launches[launch++].slots)
       if (s.written) valued.insert(s.tensor);
   }
+  // An atomic update at indices computed from data keeps the whole tensor in VMEM (plan.h):
+  // no block size shrinks it, so say so at its line rather than with the config's fit.
+  for (const PallasLaunch& pl : launches)
+    for (const PallasSlot& s : pl.slots) {
+      if (!s.whole_tensor || s.atomic == ir::AtomicFn::none) continue;
+      const int64_t need = 4 * s.block_bytes;  // its prior contents and the output, 2 buffers each
+      if (need > machine_.fast_memory_bytes)
+        throw UserError(s.first->loc.str() + ": the pallas backend keeps " + fn.tensors[s.tensor].name +
+                        " whole in VMEM for " + std::string(ir::atomic_name(s.atomic)) +
+                        " at indices computed from data (no block index map can name the rows they update): " +
+                        "its prior contents and the output block, 2 buffers each, need 4 x " +
+                        format_bytes(s.block_bytes) + " = " + format_bytes(need) + ", and TPU " + generation_.name +
+                        " has " + format_bytes(machine_.fast_memory_bytes) + " of VMEM per core (kernel " + fn.name +
+                        ")");
+    }
   for (const PallasLaunch& pl : launches)
     if (pl.vmem_bytes > machine_.fast_memory_bytes)
       throw UserError("config " + p.config.to_json() + " does not fit: launch " + std::to_string(pl.index) +

@@ -40,6 +40,47 @@ const char* mode_name(PallasSlot::Mode m) {
   return "?";
 }
 
+bool atomic_block_tiles(const ir::Function& fn, const Op& launch, const Op& update, std::set<int>* tiles) {
+  auto launch_tile = [&](int t) {
+    return std::find(launch.loop_tiles.begin(), launch.loop_tiles.end(), t) != launch.loop_tiles.end();
+  };
+  if (ir::has_gather(update) || ir::indexes_jagged_tile(fn, update)) return false;
+  for (const ir::IndexItem& ix : update.index) {
+    if (ix.kind == ir::IndexItem::Tile) {
+      // (a ph::tile(outer) trip is a slice of its launch tile's block; an inner loop's own tile
+      // is not a grid dim: its block spans the loop, or moves per trip)
+      const int t = fn.tiles[ix.tile].parent >= 0 ? fn.tiles[ix.tile].parent : ix.tile;
+      if (launch_tile(t)) tiles->insert(t);
+    } else if (ix.kind == ir::IndexItem::Scalar) {
+      const Op* d = nullptr;
+      ir::walk(launch.body, [&](const Op& o) {
+        if (o.result == ix.value) d = &o;
+      });
+      if (d && d->kind == OpKind::Constant) continue;
+      if (d && d->kind == OpKind::TileId && launch_tile(d->tile)) {
+        tiles->insert(d->tile);
+        continue;
+      }
+      return false;  // an integer computed in the kernel: no index map can compute it
+    }
+    // (`all` and slices: the whole dim is the block, at block index 0)
+  }
+  return true;
+}
+
+std::vector<int> atomic_legal_order(const ir::Function& fn, const Op& launch, const std::vector<int>& order) {
+  std::set<int> dep;
+  ir::walk(launch.body, [&](const Op& o) {
+    std::set<int> t;
+    if (ir::is_atomic(o) && atomic_block_tiles(fn, launch, o, &t)) dep.insert(t.begin(), t.end());
+  });
+  std::vector<int> out;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i : order)
+      if (dep.count(launch.loop_tiles[i]) == (pass == 0 ? 1u : 0u)) out.push_back(i);
+  return out;
+}
+
 namespace {
 
 // The same tensor dims indexed by the same tiles (a slot's block is shaped by its tiles).
@@ -64,6 +105,7 @@ class Planner {
     out_.plan = &L_;
     visit(L_.op->body, nullptr);
     check_outputs();
+    plan_order();
     account();
     return std::move(out_);
   }
@@ -246,6 +288,11 @@ class Planner {
   void add(const Op& op, const Op* loop) {
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     int loop_tile = -1;
+    // An atomic update at indices computed from data has no block index map: its block is the
+    // whole tensor (a jagged tile's whole dim is, below).
+    std::set<int> dep_tiles;
+    if (ir::is_atomic(op) && !ir::indexes_jagged_tile(fn_, op) && !atomic_block_tiles(fn_, *L_.op, op, &dep_tiles))
+      return add_whole_atomic(op, loop);
     // A scatter is per-row DMAs into the output in HBM, a dma gather per-row DMAs from the
     // table in HBM (gather.h).
     if (op.kind == OpKind::Store && ir::has_gather(op)) return add_dma_rows(op, true);
@@ -256,7 +303,9 @@ class Planner {
     if (smem_scalar(op)) return add_smem(op);
     // Elements a masked store or a store into a slice leaves keep their prior contents; so do
     // those of a store under a condition (a block written back whole, whether or not it ran).
-    bool keeps_prior = op.kind == OpKind::Store && (ir::is_masked(op) || in_when_ > 0);
+    // An atomic update reads the block's contents, combines and writes them back (TPU cores
+    // have no atomics across cores; the steps that meet on a block run in order, plan_order).
+    bool keeps_prior = op.kind == OpKind::Store && (ir::is_masked(op) || in_when_ > 0 || ir::is_atomic(op));
     for (size_t d = 0; d < op.index.size(); ++d) {
       const ir::IndexItem& ix = op.index[d];
       // A TPU block's last two dims are multiples of (8, 128) or whole: a scalar there squeezes
@@ -290,6 +339,7 @@ class Planner {
         continue;
       (op.kind == OpKind::Load ? s.read : s.written) = true;
       s.keeps_prior |= keeps_prior;
+      if (ir::is_atomic(op)) s.atomic = ir::atomic_fn(op);
       out_.slot_of[&op] = static_cast<int>(k);
       return;
     }
@@ -298,6 +348,7 @@ class Planner {
     s.first = &op;
     (op.kind == OpKind::Load ? s.read : s.written) = true;
     s.keeps_prior = keeps_prior;
+    s.atomic = ir::atomic_fn(op);
     s.loop_tile = loop_tile;
     const bool jagged = loop_tile >= 0 && fn_.tiles[loop_tile].is_jagged();
     if (loop_tile >= 0) {
@@ -311,11 +362,24 @@ class Planner {
       // see the emitter's dimension semantics) and is written back once, at the end.
       if (jagged && op.kind == OpKind::Store) {
         s.keeps_prior = true;
+        s.whole_tensor = true;
         for (const ir::IndexItem& ix : op.index)
           if (!(ix.kind == ir::IndexItem::All || (ix.kind == ir::IndexItem::Tile && ix.tile == loop_tile)))
             unsupported(op,
                         "a store through a jagged tile with other than whole dims beside it (write x[rows, ph::all])");
       }
+      // A pipelined output block is written back after its trip, and the next trip's copy of the
+      // same block may already be in flight: the read-modify-writes of one block would not see
+      // each other. A resident slot keeps the loop's blocks in VMEM for the whole grid step.
+      if (s.mode == PallasSlot::Pipeline && ir::is_atomic(op))
+        throw UserError(op.loc.str() + ": the pallas backend cannot pipeline " +
+                        std::string(ir::atomic_name(ir::atomic_fn(op))) + " into " + t.name +
+                        " through the loop over " + ir::tile_name(fn_, loop_tile) + " (config inner_loops[" +
+                        std::to_string(il->knob) +
+                        "] = pipeline): a TPU updates a block read-modify-write in VMEM, and emit_pipeline "
+                        "writes each trip's block back while the next one comes in; give that loop the strategy "
+                        "\"resident\" (kernel " +
+                        fn_.name + ")");
       s.buffers = il->strategy == Strategy::Pipeline ? il->buffers : 2;
       for (const ir::IndexItem& ix : op.index)
         if (ix.kind == ir::IndexItem::Scalar && s.mode == PallasSlot::Pipeline)
@@ -354,6 +418,164 @@ class Planner {
     s.block_bytes = elems * dtype_size(t.dtype);
     out_.slot_of[&op] = static_cast<int>(out_.slots.size());
     out_.slots.push_back(std::move(s));
+  }
+
+  // An atomic update at indices computed from data (a gather index block, a scalar loaded or
+  // computed in the kernel): no BlockSpec index map can name its block, so the block is the
+  // whole tensor, resident in VMEM across the launch (every grid dim "arbitrary", plan_order;
+  // its prior contents in at the very first step, written back once at the end). A gather
+  // updates the rows its index block names one after another (codegen: _atomic_rows); a
+  // scalar index selects a leading dim of the VMEM copy.
+  void add_whole_atomic(const Op& op, const Op* loop) {
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    const std::string what = std::string(ir::atomic_name(ir::atomic_fn(op))) + " into " + t.name;
+    int gathers = 0, scalars = 0;
+    for (size_t d = 0; d < op.index.size(); ++d) {
+      const ir::IndexItem& ix = op.index[d];
+      switch (ix.kind) {
+        case ir::IndexItem::Gather: {
+          ++gathers;
+          if (d != 0)
+            unsupported(op, what + " through an index block on dim " + std::to_string(d) +
+                                " (an atomic scatter updates rows: index dim 0)");
+          const ir::Dim& rows = fn_.type_of(ix.value).shape[0];
+          if (rows.kind == ir::Dim::Tile && pallas_unit_tile(p_, rows.tile))
+            unsupported(op, what + " through an index block over a tile of block 1 (index with a scalar instead)");
+          if (rows.kind == ir::Dim::Tile && fn_.tiles[rows.tile].is_jagged())
+            unsupported(op, what + " through an index block over a jagged tile");
+          break;
+        }
+        case ir::IndexItem::Scalar:
+          ++scalars;
+          // (a scalar squeezes its dim out of the VMEM copy: a leading dim, as in every TPU block)
+          if (d + 2 >= op.index.size() && t.shape[d] != 1)
+            unsupported(op, what +
+                                " at an integer index computed in the kernel on one of the tensor's last two "
+                                "dims (dim " +
+                                std::to_string(d) +
+                                "): a TPU indexes its VMEM copy dynamically only along leading dims; give the "
+                                "indexed dim a leading position (e.g. a tensor of shape {n, 1, m} at [i, 0, ph::all])");
+          break;
+        case ir::IndexItem::All:
+          break;
+        case ir::IndexItem::Tile: {
+          // The whole tensor is in VMEM: a tile beside the computed index must span its dim
+          // (one block at offset 0), which is what whole-dim VMEM indexing can take.
+          const ir::TileInfo& ti = fn_.tiles[ix.tile];
+          if (pallas_unit_tile(p_, ix.tile) || ti.begin != 0 || ti.end != t.shape[d] ||
+              p_.block_of_tile(ix.tile) < t.shape[d])
+            unsupported(op, what + " at indices computed from data beside a tile (" + ir::tile_name(fn_, ix.tile) +
+                                ") that does not span dim " + std::to_string(d) + " of " + t.name +
+                                " in one block: the whole tensor is in VMEM; index that dim with ph::all");
+          break;
+        }
+        case ir::IndexItem::Slice:
+          unsupported(op, what + " into a ph::slice at indices computed from data");
+      }
+    }
+    if (gathers > 1 || (gathers && scalars))
+      unsupported(op, what + " through more than one computed index (one index block, or integers)");
+    if (gathers && op.index.size() > 2)
+      unsupported(op, what + " through an index block into a tensor of rank " + std::to_string(op.index.size()) +
+                          " (at most 2)");
+    (void)loop;  // (at grid level: every trip of an inner loop updates the one resident copy)
+    for (size_t k = 0; k < out_.slots.size(); ++k)
+      if (out_.slots[k].tensor == op.tensor && out_.slots[k].whole_tensor &&
+          out_.slots[k].atomic != ir::AtomicFn::none) {
+        out_.slot_of[&op] = static_cast<int>(k);
+        return;
+      }
+    PallasSlot s;
+    s.tensor = op.tensor;
+    s.first = &op;
+    s.written = true;
+    s.keeps_prior = true;
+    s.atomic = ir::atomic_fn(op);
+    s.whole_tensor = true;
+    s.block = t.shape;
+    s.block_bytes = shape_numel(t.shape) * dtype_size(t.dtype);
+    out_.slot_of[&op] = static_cast<int>(out_.slots.size());
+    out_.slots.push_back(std::move(s));
+  }
+
+  // The dimension semantics. Each atomic update's steps that meet on one block must run one
+  // after another on one core, with the block resident in VMEM between them: the grid dims its
+  // block index depends on (D) must come before every other dim (then the steps of one block
+  // are consecutive: the Pallas TPU accumulator pattern) and the others run in order
+  // ("arbitrary"); D may stay "parallel" (a core takes whole runs). A whole-tensor block (a
+  // jagged store, an atomic update at data-dependent indices) is shared by every step.
+  void plan_order() {
+    const size_t nd = L_.grid.size();
+    out_.arbitrary.assign(nd, false);
+    auto names = [&](const std::vector<int>& pos) {
+      std::string s;
+      for (int g : pos) s += (s.empty() ? "" : ", ") + ir::tile_name(fn_, L_.grid[g].tile);
+      return "(" + s + ")";
+    };
+    std::vector<int> all(nd);
+    for (size_t g = 0; g < nd; ++g) all[g] = static_cast<int>(g);
+    for (PallasSlot& s : out_.slots) {
+      if (!s.written || (!s.whole_tensor && s.atomic == ir::AtomicFn::none)) continue;
+      const std::string tensor = "t" + std::to_string(s.tensor) + " (" + fn_.tensors[s.tensor].name + ")";
+      const std::string what = s.atomic == ir::AtomicFn::none
+                                   ? "store to " + tensor
+                                   : std::string(ir::atomic_name(s.atomic)) + " to " + tensor;
+      if (s.whole_tensor) {
+        s.revisit_dims = all;
+        for (size_t g = 0; g < nd; ++g) out_.arbitrary[g] = true;
+        out_.order_notes.push_back(
+            what + " at " + s.first->loc.str() + ": " +
+            (s.atomic == ir::AtomicFn::none ? "rows through a jagged tile" : "indices computed from data") +
+            ", so the whole tensor stays in VMEM across the launch; grid dims " + names(all) +
+            " run in order (\"arbitrary\")" +
+            (s.atomic == ir::AtomicFn::none ? ""
+                                            : "; its rows are read-modify-written one index after another (a repeated "
+                                              "index counts each time; an index out of range updates nothing)"));
+        continue;
+      }
+      std::set<int> tiles;
+      atomic_block_tiles(fn_, *L_.op, *s.first, &tiles);
+      std::vector<int> dep, rest;
+      for (size_t g = 0; g < nd; ++g) (tiles.count(L_.grid[g].tile) ? dep : rest).push_back(static_cast<int>(g));
+      // (a dim of one step never revisits: it may sit anywhere)
+      for (int r : rest)
+        for (int d : dep)
+          if (r < d && L_.grid[r].steps > 1 && L_.grid[d].steps > 1) order_error(s, what, dep, rest);
+      s.revisit_dims = rest;
+      for (int r : rest) out_.arbitrary[r] = true;
+      out_.order_notes.push_back(what + " at " + s.first->loc.str() + ": " +
+                                 (rest.empty() ? std::string("every grid step has its own block")
+                                               : "grid dims " + names(rest) + " run in order (\"arbitrary\")") +
+                                 "; each block is read-modify-written in VMEM");
+    }
+  }
+
+  [[noreturn]] void order_error(const PallasSlot& s, const std::string& what, const std::vector<int>& dep,
+                                const std::vector<int>& rest) {
+    auto tiles_of = [&](const std::vector<int>& pos) {
+      std::string r;
+      for (int g : pos) r += (r.empty() ? "" : ", ") + ir::tile_name(fn_, L_.grid[g].tile);
+      return r;
+    };
+    std::vector<int> order, grid_pos(L_.grid.size());
+    for (size_t g = 0; g < L_.grid.size(); ++g) {
+      const auto& lt = L_.op->loop_tiles;
+      order.push_back(static_cast<int>(std::find(lt.begin(), lt.end(), L_.grid[g].tile) - lt.begin()));
+      grid_pos[g] = static_cast<int>(g);
+    }
+    auto list = [](const std::vector<int>& v) {
+      std::string r;
+      for (int x : v) r += (r.empty() ? "" : ", ") + std::to_string(x);
+      return "[" + r + "]";
+    };
+    const std::string knob = "loop_orders[" + std::to_string(L_.loop_order_knob) + "]";
+    throw UserError(s.first->loc.str() + ": the pallas backend cannot run " + what +
+                    " in this loop order: a TPU has no atomics across cores, so the grid steps that update one "
+                    "block must run one after another while it stays in VMEM, and its block index depends on "
+                    "grid dims (" +
+                    tiles_of(dep) + "), which must come before (" + tiles_of(rest) + "); the launch's loop order is (" +
+                    tiles_of(grid_pos) + ") (config " + knob + " = " + list(order) + "): use " + knob + " = " +
+                    list(atomic_legal_order(fn_, *L_.op, order)) + " (kernel " + fn_.name + ")");
   }
 
   // A tile over a sub-range [b, e) of a tensor dim (ph::tile(ph::range(b, e)), or e short of
@@ -696,6 +918,11 @@ class Planner {
           ir::Type it = fn_.type_of(op.index[d].value);
           onehot = std::max(onehot, value_bytes(it) * fn_.tensors[op.tensor].shape[d]);
         }
+    });
+    // (so is an atomic update's through an index block into a rank-1 table: _atomic_rows)
+    ir::walk(L_.op->body, [&](const Op& op) {
+      if (!ir::is_atomic(op) || !ir::has_gather(op) || op.index.size() != 1) return;
+      onehot = std::max(onehot, value_bytes(fn_.type_of(op.index[0].value)) * fn_.tensors[op.tensor].shape[0]);
     });
     if (onehot) item("one-hot", 1, onehot);
     for (const DmaRows& g : out_.dma_rows) item(fn_.tensors[g.op->tensor].name + " dma rows", 1, g.buffer_bytes);

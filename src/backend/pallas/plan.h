@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,18 @@ struct PallasSlot {
   // a store into a ph::slice): an output block is written back whole, so the block's prior
   // contents are read in too and the stores update that copy (a read-modify-write).
   bool keeps_prior = false;
+  // An atomic update's slot (ir::atomic_fn of its stores; none for plain slots). A TPU core has
+  // no atomics across cores: the grid steps that update one block run one after another on one
+  // core and read-modify-write it in VMEM (keeps_prior brings its contents in).
+  ir::AtomicFn atomic = ir::AtomicFn::none;
+  // The block is the whole tensor at block index 0 at every step: it stays in VMEM across the
+  // launch, takes its prior contents at the very first step and is written back once, at the
+  // end (stores through a jagged tile, atomic updates at indices computed from data).
+  bool whole_tensor = false;
+  // Grid positions (in grid order) over whose steps the block index stays the same: the
+  // block's prior contents come in at the first step of each run of them (all of them 0).
+  // Empty: every step has its own block, whose prior contents come in at every step.
+  std::vector<int> revisit_dims;
 };
 
 // Rows moved one DMA each (gather.h): a dma gather copies the indexed rows of a table left in
@@ -73,6 +86,11 @@ struct PallasLaunch {
   // Computed ph::slice starts (value ids) that take one value at every grid step and trip: the
   // emitter cuts them statically. The others are cut with pl.ds (checked in range when planned).
   std::map<int, int64_t> static_starts;  // "q blocks 2 x 256.0 KiB, k resident 2 x 8.0 MiB, ..."
+  // Per grid position (grid order): whether its steps must run in order on one core
+  // ("arbitrary" in dimension_semantics) rather than be split over cores ("parallel"), and
+  // why (one line per reason, printed at the kernel).
+  std::vector<bool> arbitrary;
+  std::vector<std::string> order_notes;
 };
 
 // True for a tile whose blocks are single elements (grid loops, fixed block 1): its dims are
@@ -83,5 +101,16 @@ bool pallas_unit_tile(const lower::BlockProgram& p, int tile);
 std::vector<PallasLaunch> plan_pallas(const lower::BlockProgram& p);
 
 const char* mode_name(PallasSlot::Mode m);  // "grid", "resident", "pipeline", "dma", "smem"
+
+// The launch tiles whose grid index an atomic update's block index depends on (a tile of its
+// subscript, the launch tile a ph::tile(outer) slices, a launch tile's t.id() as a scalar).
+// Returns false when the update's indices depend on data (a gather index block, a scalar
+// computed from loaded data, a jagged tile): its block is then the whole tensor.
+bool atomic_block_tiles(const ir::Function& fn, const ir::Op& launch, const ir::Op& update, std::set<int>* tiles);
+
+// `order` (indices into launch.loop_tiles, outer first) with the tiles every atomic update's
+// block depends on moved first (stably): the order in which the steps that update one block
+// are consecutive, which the pallas backend needs (plan_pallas refuses any other).
+std::vector<int> atomic_legal_order(const ir::Function& fn, const ir::Op& launch, const std::vector<int>& order);
 
 }  // namespace parhelion::backend::pallas
