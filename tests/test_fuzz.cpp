@@ -155,7 +155,7 @@ TEST(Fuzz, GeneratorDrawsJaggedLoopsThatAgreeWithTheInterpreter) {
 // with or without an inner loop over the split's block; a grid step per row) or whose indices
 // repeat (a scatter through an index tensor, an exact i32 count), masked sometimes, into
 // outputs filled in host code; a seeded sample agrees with the interpreter at several configs
-// (each drawing an atomics strategy and a thread count).
+// (each drawing an atomics strategy and a thread count), and in TPU interpret mode.
 TEST(Fuzz, GeneratorDrawsAtomicUpdatesThatAgreeWithTheInterpreter) {
   std::string all;
   int masked = 0;
@@ -180,10 +180,11 @@ TEST(Fuzz, GeneratorDrawsAtomicUpdatesThatAgreeWithTheInterpreter) {
   o.max_programs = 30;
   o.seconds = 1e9;
   o.configs_per_program = 4;
-  o.pallas_every = 0;
+  o.pallas_every = 2;
   fz::FuzzReport r = fz::fuzz(o);
   EXPECT_EQ(r.programs, 30);
   EXPECT_GE(r.cpu_runs, 90);
+  EXPECT_GE(r.pallas_runs, 6) << "atomic programs run in TPU interpret mode";
   EXPECT_TRUE(r.findings.empty()) << describe(r.findings);
 }
 

@@ -106,6 +106,9 @@ std::vector<Case> cases() {
       {"dropout", {40, 256}, ph::DType::f32, {""}},
       {"dropout_backward", {16, 384}, ph::DType::bf16, {""}},
       {"jagged_mean", {7, 256, 20}, ph::DType::f32, {""}},
+      // Atomic adds of a split reduction: the split's grid dim runs in order ("arbitrary").
+      {"split_k_matmul", {48, 1024, 256}, ph::DType::f32, {""}},
+      {"split_k_matmul", {40, 512, 128}, ph::DType::bf16, {""}},
       // Gathers (one-hot matmuls against the resident table) and masked loads (concat).
       {"embedding", {40, 300, 256}, ph::DType::f32, {""}},
       {"embedding",
@@ -443,16 +446,20 @@ TEST(Pallas, ModuleTextShowsTheStrategy) {
 
 // What the pallas backend cannot express yet is refused with the construct and the user's line.
 TEST(Pallas, ScattersAndMaskedStoresAreRefusedAtTheLine) {
-  // grouped_gemm: a K loop nested in its jagged loop over a group's rows.
-  const auto& g = ph::kernels::find_kernel("grouped_gemm");
-  auto in = g.make_inputs({64, 128, 128, 2}, ph::DType::f32, 1);
-  try {
-    g.kernel->emit_pallas(in.args(), "v7x");
-    FAIL() << "expected a refusal";
-  } catch (const ph::UserError& err) {
-    std::string m = err.what();
-    EXPECT_NE(m.find("jagged.cpp:"), std::string::npos) << m;
-    EXPECT_NE(m.find("the pallas backend does not support"), std::string::npos) << m;
+  // grouped_gemm: a K loop nested in its jagged loop over a group's rows; moe_matmul: that and a
+  // jagged tile on the lane dim of its rank-1 routing tensors.
+  for (const auto& [name, shape, file] : {std::tuple{"grouped_gemm", ph::Shape{64, 128, 128, 2}, "jagged.cpp:"},
+                                          std::tuple{"moe_matmul", ph::Shape{64, 128, 128, 4, 2}, "moe.cpp:"}}) {
+    const auto& g = ph::kernels::find_kernel(name);
+    auto in = g.make_inputs(shape, ph::DType::f32, 1);
+    try {
+      g.kernel->emit_pallas(in.args(), "v7x");
+      FAIL() << "expected a refusal of " << name;
+    } catch (const ph::UserError& err) {
+      std::string m = err.what();
+      EXPECT_NE(m.find(file), std::string::npos) << m;
+      EXPECT_NE(m.find("the pallas backend does not support"), std::string::npos) << m;
+    }
   }
   // Rank-2 ids: the rows are scattered (b * S + s).
   const auto& e = ph::kernels::find_kernel("embedding");

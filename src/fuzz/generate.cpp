@@ -1442,13 +1442,14 @@ class Generator {
       p_.body.push_back(std::move(launch));
     } else if (shape == 1) {  // one grid step per row: out[tn] op= x[g, tn], masked sometimes
       const int64_t m = extent();
-      int x = tensor({m, n}, in_dtype());
+      // (x [m, 1, n]: the row as a scalar index, g.begin(), at a leading dim, as a TPU block takes it)
+      int x = tensor({m, 1, n}, in_dtype());
       int out = output({n}, false);
       int g = new_tile(), tn = new_tile();
       Stmt launch = loop({LoopDim{m, 1}, dim(n)}, {g, tn});
-      // (the row as a scalar index, g.begin(): its block of one row is a dim otherwise)
       std::vector<Leaf> leaves = {[=, this] {
-        return load(x, {Subscript{Subscript::Scalar, -1, tile_index(g, true)}, tile_ix(tn)});
+        const Subscript row{Subscript::Scalar, -1, tile_index(g, true)}, zero{Subscript::Scalar, -1, -1, 0, 0};
+        return load(x, {row, zero, tile_ix(tn)});
       }};
       const int value = fexpr(leaves, leaves, 2);
       const int mask = chance(0.4) ? condition(leaves) : -1;

@@ -548,6 +548,9 @@ class Planner {
                                                : "grid dims " + names(rest) + " run in order (\"arbitrary\")") +
                                  "; each block is read-modify-written in VMEM");
     }
+    // Mosaic takes "parallel" dims only as a prefix of the grid (a dim of one step may sit before
+    // D): after an "arbitrary" dim, every dim runs in order.
+    for (size_t g = 1; g < nd; ++g) out_.arbitrary[g] = out_.arbitrary[g] || out_.arbitrary[g - 1];
   }
 
   [[noreturn]] void order_error(const PallasSlot& s, const std::string& what, const std::vector<int>& dep,
