@@ -138,6 +138,7 @@ std::vector<ph::Shape> shapes_for(const ph::kernels::KernelEntry& e) {
   if (e.name == "bmm" || e.name == "broadcast_matmul") return {{3, 13, 29, 37}};
   if (e.name == "int4_matmul") return {{37, 64, 29, 32}, {8, 128, 64}};  // M,K,N[,G]
   if (e.name == "grouped_gemm") return {{37, 13, 29, 5}};                // M,K,N,G
+  if (e.name == "moe_matmul") return {{37, 13, 29, 5, 2}};               // T,K,N,E,TOPK
   if (e.name.find("attention") != std::string::npos) return {{1, 131, 24}, {2, 3, 64, 40}};
   if (e.min_rank == 4) return {{2, 37, 3, 10}, {1, 8, 2, 64}};
   if (e.min_rank == 3) return {{3, 7, 1009}, {2, 8, 64}};
