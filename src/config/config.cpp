@@ -105,6 +105,24 @@ static std::string list_str(const std::vector<int64_t>& v) {
   return s + "}";
 }
 
+// A knob whose values are one of each site's named choices (gathers, atomics): one value per
+// site, each among its site's choices; `what` names the site in an error.
+template <class Spec, class What>
+static void check_choices(const std::string& key, const std::vector<std::string>& values,
+                          const std::vector<Spec>& sites, const std::string& sites_are, What what) {
+  if (values.size() != sites.size())
+    throw UserError("invalid config: " + key + " has " + std::to_string(values.size()) + " entries; this kernel has " +
+                    std::to_string(sites.size()) + " " + sites_are + " with a strategy on this backend");
+  for (size_t i = 0; i < sites.size(); ++i) {
+    const std::vector<std::string>& ch = sites[i].choices;
+    if (std::find(ch.begin(), ch.end(), values[i]) != ch.end()) continue;
+    std::string known;
+    for (const std::string& k : ch) known += (known.empty() ? "" : ", ") + k;
+    throw UserError("invalid config: " + key + "[" + std::to_string(i) + "] = \"" + values[i] + "\" is not one of " +
+                    known + " (" + what(sites[i]) + ")");
+  }
+}
+
 void ConfigSpec::validate(const Config& c) const {
   if (c.block_sizes.size() != block_sizes.size())
     throw UserError("invalid config: block_sizes has " + std::to_string(c.block_sizes.size()) +
@@ -155,28 +173,10 @@ void ConfigSpec::validate(const Config& c) const {
                       " is out of its domain 1.." + std::to_string(s.max_buffers) + " (the loop at " + s.defined_at +
                       ")");
   }
-  if (c.gathers.size() != gathers.size())
-    throw UserError("invalid config: gathers has " + std::to_string(c.gathers.size()) + " entries; this kernel has " +
-                    std::to_string(gathers.size()) + " gather loads with a strategy on this backend");
-  for (size_t i = 0; i < gathers.size(); ++i) {
-    const GatherSpec& g = gathers[i];
-    if (std::find(g.choices.begin(), g.choices.end(), c.gathers[i]) != g.choices.end()) continue;
-    std::string known;
-    for (const std::string& k : g.choices) known += (known.empty() ? "" : ", ") + k;
-    throw UserError("invalid config: gathers[" + std::to_string(i) + "] = \"" + c.gathers[i] + "\" is not one of " +
-                    known + " (the gather from " + g.tensor + " at " + g.defined_at + ")");
-  }
-  if (c.atomics.size() != atomics.size())
-    throw UserError("invalid config: atomics has " + std::to_string(c.atomics.size()) + " entries; this kernel has " +
-                    std::to_string(atomics.size()) + " atomically updated tensors with a strategy on this backend");
-  for (size_t i = 0; i < atomics.size(); ++i) {
-    const AtomicSpec& a = atomics[i];
-    if (std::find(a.choices.begin(), a.choices.end(), c.atomics[i]) != a.choices.end()) continue;
-    std::string known;
-    for (const std::string& k : a.choices) known += (known.empty() ? "" : ", ") + k;
-    throw UserError("invalid config: atomics[" + std::to_string(i) + "] = \"" + c.atomics[i] + "\" is not one of " +
-                    known + " (the updates of " + a.tensor + ", first at " + a.defined_at + ")");
-  }
+  check_choices("gathers", c.gathers, gathers, "gather loads",
+                [](const GatherSpec& g) { return "the gather from " + g.tensor + " at " + g.defined_at; });
+  check_choices("atomics", c.atomics, atomics, "atomically updated tensors",
+                [](const AtomicSpec& a) { return "the updates of " + a.tensor + ", first at " + a.defined_at; });
   if (c.num_threads < 1 || c.num_threads > max_threads)
     throw UserError("invalid config: num_threads = " + std::to_string(c.num_threads) + " is out of its domain 1.." +
                     std::to_string(max_threads));
