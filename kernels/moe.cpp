@@ -20,15 +20,21 @@ ph::Tensor moe_matmul_body(ph::Tensor x, ph::Tensor w, ph::Tensor ids, ph::Tenso
   ph::expect_dtype(ids, {DType::i32, DType::i64});
   ph::expect_dtype(offsets, {DType::i32, DType::i64});
   ph::expect_dtype(x, {DType::f32, DType::bf16, DType::f16});
-  const int64_t t = x.size(0), k = x.size(1), experts = w.size(0), n = w.size(2);
+  const int64_t t = x.size(0), experts = w.size(0), n = w.size(2);
+  const int64_t slots = ids.size(0);
+  // The routing tensors as columns [S, 1]: a slot block then runs down rows, not along a TPU
+  // block's lane dim (a jagged block starts at any row; a lane offset must be 128-aligned).
+  auto ids_col = ids.view({slots, 1}), gates_col = gates.view({slots, 1});
   auto out = ph::zeros({t, n});  // f32: the experts' rows are added into it
   for (auto [e, tn] : ph::tile(ph::range(experts).block(1), n)) {
     auto start = offsets[e.begin()], end = offsets[e.begin() + 1];
     for (auto ts : ph::tile(ph::range(start, end))) {
-      auto tokens = ids[ts].to(DType::i64);
-      ph::Var acc = ph::zeros({ts, tn});
-      for (auto tk : ph::tile(k)) acc = acc + ph::dot(x[tokens, tk], w[e.begin(), tk, tn]);
-      ph::atomic_add(out, {tokens, tn}, acc * gates[ts].to(DType::f32).unsqueeze(1));
+      auto tokens = ids_col[ts, 0].to(DType::i64);
+      // K whole in one dot (no K loop nested in the jagged loop, which a TPU kernel would need
+      // as a second loop inside the trip); e.id() is the expert block's index, which a TPU
+      // block index map takes.
+      auto rows = ph::dot(x[tokens, ph::all], w[e.id(), ph::all, tn]);
+      ph::atomic_add(out, {tokens, tn}, rows * gates_col[ts, 0].to(DType::f32).unsqueeze(1));
     }
   }
   return out;

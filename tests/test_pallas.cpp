@@ -106,6 +106,21 @@ std::vector<Case> cases() {
       {"dropout", {40, 256}, ph::DType::f32, {""}},
       {"dropout_backward", {16, 384}, ph::DType::bf16, {""}},
       {"jagged_mean", {7, 256, 20}, ph::DType::f32, {""}},
+      // Top-k routed experts: a jagged loop over each expert's slots, a one-hot gather of the
+      // tokens' rows from a grid-level table, a scatter-add of the trip's window of rows into the
+      // whole output in VMEM; jagged blocks of 8 and 16 run several trips with windows cut at the
+      // slot range's ends, and column blocks of 128 update a column block of the output.
+      {"moe_matmul",
+       {24, 128, 128, 4, 2},
+       ph::DType::f32,
+       {"", R"({"block_sizes":[128,8],"loop_orders":[[1,0]],"micro_kernels":[0],"num_threads":1})"}},
+      {"moe_matmul",
+       {40, 128, 256, 4, 2},
+       ph::DType::f32,
+       {R"({"block_sizes":[128,16],"loop_orders":[[0,1]],"micro_kernels":[0],"num_threads":1})"}},
+      {"moe_matmul", {40, 256, 128, 4, 2}, ph::DType::bf16, {""}},
+      // (640 columns: the default takes column blocks of 128, which divide them)
+      {"moe_matmul", {24, 128, 640, 4, 2}, ph::DType::f32, {""}},
       // Atomic adds of a split reduction: the split's grid dim runs in order ("arbitrary").
       {"split_k_matmul", {48, 1024, 256}, ph::DType::f32, {""}},
       {"split_k_matmul", {40, 512, 128}, ph::DType::bf16, {""}},
@@ -446,19 +461,25 @@ TEST(Pallas, ModuleTextShowsTheStrategy) {
 
 // What the pallas backend cannot express yet is refused with the construct and the user's line.
 TEST(Pallas, ScattersAndMaskedStoresAreRefusedAtTheLine) {
-  // grouped_gemm: a K loop nested in its jagged loop over a group's rows; moe_matmul: that and a
-  // jagged tile on the lane dim of its rank-1 routing tensors.
-  for (const auto& [name, shape, file] : {std::tuple{"grouped_gemm", ph::Shape{64, 128, 128, 2}, "jagged.cpp:"},
-                                          std::tuple{"moe_matmul", ph::Shape{64, 128, 128, 4, 2}, "moe.cpp:"}}) {
+  // grouped_gemm: a K loop nested in its jagged loop over a group's rows. moe_matmul with
+  // column blocks of 128 that do not divide its 200 columns: its scatter-add into the whole
+  // output in VMEM takes a column block only at 128-aligned offsets that cut the dim evenly.
+  const std::string moe_cfg = R"({"block_sizes":[128,16],"loop_orders":[[0,1]],"micro_kernels":[0],"num_threads":1})";
+  for (const auto& [name, shape, file, cfg, why] :
+       {std::tuple{"grouped_gemm", ph::Shape{64, 128, 128, 2}, "jagged.cpp:", std::string(), "nested inner loops"},
+        std::tuple{"moe_matmul", ph::Shape{64, 128, 200, 4, 2}, "moe.cpp:", moe_cfg, "does not span dim 1"}}) {
     const auto& g = ph::kernels::find_kernel(name);
     auto in = g.make_inputs(shape, ph::DType::f32, 1);
+    std::unique_ptr<ph::Config> config;
+    if (!cfg.empty()) config = std::make_unique<ph::Config>(ph::Config::from_json(cfg));
     try {
-      g.kernel->emit_pallas(in.args(), "v7x");
+      g.kernel->emit_pallas(in.args(), "v7x", config.get());
       FAIL() << "expected a refusal of " << name;
     } catch (const ph::UserError& err) {
       std::string m = err.what();
       EXPECT_NE(m.find(file), std::string::npos) << m;
       EXPECT_NE(m.find("the pallas backend does not support"), std::string::npos) << m;
+      EXPECT_NE(m.find(why), std::string::npos) << m;
     }
   }
   // Rank-2 ids: the rows are scattered (b * S + s).

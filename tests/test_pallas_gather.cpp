@@ -375,6 +375,58 @@ TEST(PallasGather, GathersAndScattersInInterpretModeWithExport) {
   }
 }
 
+// Whole gathered rows times another tensor's column block, in an inner loop over those columns:
+// no index of the table is the loop's tile, so its block is the grid step's and one-hot is
+// offered there (the table in VMEM once for all the trips), dma too.
+ph::Tensor rows_beside_loop(ph::Tensor ids, ph::Tensor w, ph::Tensor y) {
+  auto out = ph::empty({ids.size(0), y.size(1)}, ph::DType::f32);
+  for (auto tt : ph::tile(ids.size(0))) {
+    for (auto tc : ph::tile(y.size(1))) out[tt, tc] = ph::dot(w[ids[tt], ph::all], y[ph::all, tc]);
+  }
+  return out;
+}
+
+TEST(PallasGather, OneHotInAnInnerLoopFromAGridLevelTable) {
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  ph::Kernel k("rows_beside_loop", rows_beside_loop);
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < 40; ++i) v.push_back((i * 37 + 11) % 77);
+  ph::Array ids = ids_array(v, ph::DType::i64), w = ph::Array::random({77, 128}, ph::DType::f32, 11),
+            y = ph::Array::random({128, 384}, ph::DType::f32, 12);
+  std::shared_ptr<ph::CompiledKernel::Impl> keep;
+  const ph::ConfigSpec& spec = pallas_spec(k, {ids, w, y}, keep);
+  ASSERT_EQ(spec.gathers.size(), 1u);
+  EXPECT_EQ(spec.gathers[0].choices, (std::vector<std::string>{"onehot", "dma"}));
+  ph::Array want = ph::Array::zeros({40, 384}, ph::DType::f32);
+  for (int64_t i = 0; i < 40; ++i)
+    for (int64_t c = 0; c < 384; ++c) {
+      double acc = 0;
+      for (int64_t e = 0; e < 128; ++e) acc += w.get(v[i] * 128 + e) * y.get(e * 384 + c);
+      want.set(i * 384 + c, acc);
+    }
+  std::vector<pallas::InterpretCase> runs;
+  for (const char* st : {"pipeline", "resident"}) {
+    // (trips of 256 over 384 columns: the last one ragged)
+    ph::Config c = ph::Config::from_json(std::string(R"({"block_sizes":[64,256],"inner_loops":[{"strategy":")") + st +
+                                         R"(","buffers":2}],"loop_orders":[],"micro_kernels":[0],"num_threads":1,)" +
+                                         R"("gathers":["onehot"]})");
+    ph::PallasModule m = k.emit_pallas({ids, w, y}, "v7x", &c);
+    EXPECT_HAS(m.source, "_gather(v");
+    runs.push_back({std::string("one-hot in a loop, ") + st, m.source, "rows_beside_loop", {ids, w, y}, {}, true});
+  }
+  auto results = pallas::run_in_interpret_mode(runs);
+  ASSERT_EQ(results.size(), runs.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    SCOPED_TRACE(runs[i].name);
+    ASSERT_TRUE(results[i].ok) << results[i].error << "\n" << runs[i].source;
+    EXPECT_FALSE(results[i].races);
+    EXPECT_EQ(results[i].export_status, "ok");
+    ASSERT_EQ(results[i].outputs.size(), 1u);
+    auto cmp = ph::kernels::compare(results[i].outputs[0], want, ph::DType::f32);
+    EXPECT_TRUE(cmp.ok) << "max abs error " << cmp.max_abs_err;
+  }
+}
+
 // The model's cost of moved rows: one DMA per index row, each at the DMA size curve's rate for
 // one row (its fixed cost plus the bytes), for scatters as for gathers, and every trip of an
 // inner loop for a gather in one.

@@ -791,14 +791,29 @@ class Emitter {
     if (ir::has_gather(op)) {
       const ir::IndexItem& g = op.index[0];
       const Dim& rows = type(g.value).shape[0];
-      std::vector<std::string> ok;  // the valid rows (a ragged index block's padding is not), unmasked
-      if (rows.kind == Dim::Tile && masked(rows))
-        ok.push_back("(jax.lax.broadcasted_iota(jnp.int32, " + shape + ", 0) < n_" + tname(rows.tile) + ")");
+      // The valid rows, unmasked: not a ragged index block's padding, and in a jagged loop's trip
+      // only its window [w_t, w_t + n_t) of the block it reads (the rows around it are other
+      // trips' or past the range's end, and must not be combined twice or at all).
+      std::vector<std::string> ok;
+      const std::string iota = "jax.lax.broadcasted_iota(jnp.int32, " + shape + ", 0)";
+      if (rows.kind == Dim::Tile && jagged_tiles_.count(rows.tile)) {
+        const std::string w = "w_" + tname(rows.tile), n = "n_" + tname(rows.tile);
+        ok.push_back("(" + iota + " >= " + w + ") & (" + iota + " < " + w + " + " + n + ")");
+      } else if (rows.kind == Dim::Tile && masked(rows)) {
+        ok.push_back("(" + iota + " < n_" + tname(rows.tile) + ")");
+      }
       if (ir::is_masked(op)) ok.push_back("jnp.broadcast_to(" + operand(op.operands[1]) + ", " + shape + ")");
+      // A launch tile's block of columns beside the rows (plan.cpp: a multiple of 128 dividing
+      // them): the step updates that block of the VMEM copy, at a 128-aligned lane offset.
+      std::string at = ref + "[...]";
+      if (op.index.size() == 2 && op.index[1].kind == ir::IndexItem::Tile && block(op.index[1].tile) < t.shape[1]) {
+        const std::string b = std::to_string(block(op.index[1].tile));
+        at = ref + "[:, pl.ds(pl.multiple_of(off_" + tname(op.index[1].tile) + ", 128), " + b + ")]";
+      }
       line("# " + what + ": the rows " + v(g.value) + " names, of the whole tensor in VMEM, one after another");
-      line(ref + "[...] = " +
-           to_storage("_atomic_rows(" + compute_cast(t.dtype, ref + "[...]") + ", " + operand(g.value) + ", " + val +
-                          ", " + (ok.empty() ? "jnp.full(" + shape + ", True)" : join(ok, " & ")) + ", \"" +
+      line(at + " = " +
+           to_storage("_atomic_rows(" + compute_cast(t.dtype, at) + ", " + operand(g.value) + ", " + val + ", " +
+                          (ok.empty() ? "jnp.full(" + shape + ", True)" : join(ok, " & ")) + ", \"" +
                           combine_name(ir::atomic_fn(op)) + "\")",
                       t.dtype));
       return;

@@ -19,7 +19,8 @@ namespace {
 // in a grid-level block (directly, or through a tile over its block). A tensor is written in
 // place when it has a value before the launch: an argument, a filled allocation, an earlier
 // launch's output, a view (the emitter aliases it: check_ragged_blocks). Inner loops' own
-// tiles and whole-tensor blocks (scatters, atomic updates at indices from data) take any block.
+// tiles and whole-tensor blocks (scatters, atomic updates at indices from data) take any block,
+// but for the launch tiles beside an atomic update's index block (see below).
 std::map<int, std::vector<int64_t>> in_place_dims(const ir::Function& fn) {
   std::map<int, std::vector<int64_t>> dims;
   std::set<int> valued;
@@ -33,6 +34,16 @@ std::map<int, std::vector<int64_t>> in_place_dims(const ir::Function& fn) {
     ir::walk(op.body, [&](const ir::Op& o) {
       if (o.kind != ir::OpKind::Store) return;
       written.insert(root(o.tensor));
+      // An atomic update through an index block keeps the whole tensor in VMEM, and takes a
+      // launch tile's block beside the rows only when it spans the dim or divides it (plan.cpp,
+      // add_whole_atomic): prefer such blocks, as for an update in place.
+      if (ir::is_atomic(o) && ir::has_gather(o)) {
+        for (size_t d = 0; d < o.index.size(); ++d)
+          if (o.index[d].kind == ir::IndexItem::Tile &&
+              std::find(launch.loop_tiles.begin(), launch.loop_tiles.end(), o.index[d].tile) != launch.loop_tiles.end())
+            dims[fn.tiles[o.index[d].tile].block].push_back(fn.tensors[o.tensor].shape[d]);
+        return;
+      }
       const bool view = fn.tensors[o.tensor].origin == ir::TensorInfo::View;
       if (!view && !valued.count(root(o.tensor))) return;
       std::set<int> block_tiles;

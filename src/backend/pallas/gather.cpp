@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "ir/printer.h"
+
 namespace parhelion::backend::pallas {
 namespace {
 
@@ -118,6 +120,16 @@ std::string dma_rows_refusal(const ir::Function& fn, const Op& load) {
 
 std::string dma_gather_refusal(const ir::Function& fn, const Op& load) { return dma_rows_refusal(fn, load); }
 
+std::string onehot_in_loop_refusal(const ir::Function& fn, const Op& load) {
+  Place at;
+  if (!locate(fn.body, &load, {}, at) || !at.loop) return "";
+  for (const IndexItem& ix : load.index)
+    if (ix.kind == IndexItem::Tile && (!at.launch || !launch_tile(fn, *at.launch, ix.tile)))
+      return "its table is indexed by the inner loop's tile " + ir::tile_name(fn, ix.tile) +
+             ", so the table's block would be resident in VMEM for every trip";
+  return "";
+}
+
 std::string scatter_refusal(const ir::Function& fn, const Op& store) {
   if (ir::is_masked(store)) return "it is masked (ph::store): a row DMA cannot skip some of a row's elements";
   std::string why = dma_rows_refusal(fn, store);
@@ -137,12 +149,13 @@ std::vector<std::string> gather_strategies(const ir::Function& fn, const Op& loa
   const ir::TensorInfo& t = fn.tensors[load.tensor];
   Place at;
   locate(fn.body, &load, {}, at);
-  // (a one-hot gather holds the whole table in VMEM at grid level: not in an inner loop)
-  const bool onehot = is_floating(t.dtype) && !at.loop;
+  // (a one-hot gather holds the whole table in VMEM at grid level: in an inner loop, only a
+  // table block that is the grid step's)
+  const bool onehot = is_floating(t.dtype) && onehot_in_loop_refusal(fn, load).empty();
   const bool dma = dma_gather_refusal(fn, load).empty();
   // Neither: the one-hot choice stays, and the plan refuses it naming both reasons.
   if (!dma) return {kGatherOneHot};
-  if (!onehot) return {kGatherDma};  // an integer table, or a gather in an inner loop
+  if (!onehot) return {kGatherDma};  // an integer table, or a table block that changes per trip
   const int d = gather_dim(load);
   int64_t rows = t.shape[d], bytes = dtype_size(t.dtype);
   for (size_t k = 0; k < t.shape.size(); ++k)

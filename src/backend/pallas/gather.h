@@ -26,7 +26,7 @@ inline constexpr const char* kGatherDma = "dma";
 // or the tile of the inner loop it is in (each trip then moves its columns); its index block
 // must be loaded directly from an i32/i64 tensor the launch does not write, indexed by launch
 // tiles only (its scalars are then a grid-level BlockSpec of that tensor in SMEM). One-hot
-// gathers stay at grid level (the whole table resident in VMEM).
+// gathers read a grid-level block (the whole table resident in VMEM; onehot_in_loop_refusal).
 std::string dma_gather_refusal(const ir::Function& fn, const ir::Op& load);
 
 // Scatters (a store through an index block) are always per-row DMAs: the value block is stored
@@ -35,6 +35,13 @@ std::string dma_gather_refusal(const ir::Function& fn, const ir::Op& load);
 // range writes nothing. Why a scatter store cannot be emitted so ("" when it can): the
 // gather's conditions, unmasked, and no other access to its tensor in the launch.
 std::string scatter_refusal(const ir::Function& fn, const ir::Op& store);
+
+// Why a one-hot gather cannot fetch this gather load's rows from a table block at grid level
+// ("" when it can): outside inner loops it always can; inside one, only when no index of the
+// table is the loop's tile (its other dims `all` or launch tiles), so the table block is the grid
+// step's, in VMEM once for all the trips, and each trip picks its rows from it (a jagged loop's
+// x[tokens, ph::all]). A table block that changes per trip would be resident for every trip.
+std::string onehot_in_loop_refusal(const ir::Function& fn, const ir::Op& load);
 
 // The load of the index tensor whose block a dma gather or a scatter reads as scalars (legal).
 const ir::Op* dma_gather_index_load(const ir::Function& fn, const ir::Op& op);

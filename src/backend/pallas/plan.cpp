@@ -298,7 +298,7 @@ class Planner {
     if (op.kind == OpKind::Store && ir::has_gather(op)) return add_dma_rows(op, true);
     if (op.kind == OpKind::Load && ir::has_gather(op)) {
       if (p_.gather_strategy(op) == kGatherDma) return add_dma_rows(op, false);
-      check_gather(op, loop);
+      check_gather(op);
     }
     if (smem_scalar(op)) return add_smem(op);
     // Elements a masked store or a store into a slice leaves keep their prior contents; so do
@@ -441,8 +441,7 @@ class Planner {
           const ir::Dim& rows = fn_.type_of(ix.value).shape[0];
           if (rows.kind == ir::Dim::Tile && pallas_unit_tile(p_, rows.tile))
             unsupported(op, what + " through an index block over a tile of block 1 (index with a scalar instead)");
-          if (rows.kind == ir::Dim::Tile && fn_.tiles[rows.tile].is_jagged())
-            unsupported(op, what + " through an index block over a jagged tile");
+          // (over a jagged tile, a trip updates only its window of the index block: codegen)
           break;
         }
         case ir::IndexItem::Scalar:
@@ -460,13 +459,23 @@ class Planner {
           break;
         case ir::IndexItem::Tile: {
           // The whole tensor is in VMEM: a tile beside the computed index must span its dim
-          // (one block at offset 0), which is what whole-dim VMEM indexing can take.
+          // (one block at offset 0), which is what whole-dim VMEM indexing can take; or, beside
+          // the rows of an index block into a matrix, be a launch tile whose blocks cut the
+          // columns evenly at multiples of 128 (the step updates that column block of the copy,
+          // at a lane offset Mosaic takes when 128-aligned; codegen, atomic_whole).
           const ir::TileInfo& ti = fn_.tiles[ix.tile];
-          if (pallas_unit_tile(p_, ix.tile) || ti.begin != 0 || ti.end != t.shape[d] ||
-              p_.block_of_tile(ix.tile) < t.shape[d])
+          const int64_t b = p_.block_of_tile(ix.tile), dim = t.shape[d];
+          const bool whole = ti.begin == 0 && ti.end == dim && !pallas_unit_tile(p_, ix.tile);
+          const bool launch =
+              std::find(L_.op->loop_tiles.begin(), L_.op->loop_tiles.end(), ix.tile) != L_.op->loop_tiles.end();
+          const bool columns = whole && launch && d == 1 && op.index.size() == 2 &&
+                               op.index[0].kind == ir::IndexItem::Gather && b % 128 == 0 && dim % b == 0;
+          if (!(whole && b >= dim) && !columns)
             unsupported(op, what + " at indices computed from data beside a tile (" + ir::tile_name(fn_, ix.tile) +
                                 ") that does not span dim " + std::to_string(d) + " of " + t.name +
-                                " in one block: the whole tensor is in VMEM; index that dim with ph::all");
+                                " in one block: the whole tensor is in VMEM; index that dim with ph::all (beside "
+                                "an index block's rows, a launch tile whose block is a multiple of 128 dividing "
+                                "the columns also does)");
           break;
         }
         case ir::IndexItem::Slice:
@@ -803,14 +812,13 @@ class Planner {
   // A gather is a one-hot matmul against the gathered dim, resident whole in VMEM (the slot's
   // block spans it): one index block, a block of rank 1 or 2 around it, at grid level, from a
   // floating tensor (an out-of-range index gives NaN, which an integer cannot hold).
-  void check_gather(const Op& op, const Op* loop) {
-    if (loop) {
+  void check_gather(const Op& op) {
+    if (const std::string in_loop = onehot_in_loop_refusal(fn_, op); !in_loop.empty()) {
       const std::string why = dma_gather_refusal(fn_, op);
-      unsupported(op,
-                  "a one-hot gather inside an inner loop (its table would be resident in VMEM for every trip): "
-                  "give this gather the strategy \"dma\" (config gathers[" +
-                      std::to_string(p_.knobs.gather_knob(op)) + "])" +
-                      (why.empty() ? "" : ", which cannot take it either: " + why));
+      unsupported(op, "a one-hot gather inside an inner loop (" + in_loop +
+                          "): give this gather the strategy \"dma\" (config gathers[" +
+                          std::to_string(p_.knobs.gather_knob(op)) + "])" +
+                          (why.empty() ? "" : ", which cannot take it either: " + why));
     }
     int gathers = 0, kept = 0;
     for (const ir::IndexItem& ix : op.index) {
