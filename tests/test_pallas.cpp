@@ -495,4 +495,22 @@ TEST(Pallas, ScattersAndMaskedStoresAreRefusedAtTheLine) {
   }
 }
 
+// A launch that does not fit VMEM because of blocks no block size shrinks says which they are:
+// moe_matmul at a large shape holds x (its one-hot gather's table) and the output (updated at
+// indices computed from data) whole, so "use smaller block sizes" would be a dead end.
+TEST(Pallas, AFitErrorNamesTheBlocksHeldWhole) {
+  const auto& moe = ph::kernels::find_kernel("moe_matmul");
+  auto in = moe.make_specs({1024, 4096, 4096, 16, 2}, ph::DType::f32);
+  std::string m;
+  try {
+    moe.kernel->emit_pallas(in.args(), "v7x");
+    FAIL() << "expected the VMEM refusal";
+  } catch (const ph::UserError& err) {
+    m = err.what();
+  }
+  EXPECT_NE(m.find("does not fit"), std::string::npos) << m;
+  EXPECT_NE(m.find("Its blocks of arg0 (16.0 MiB), buf2 (16.0 MiB) span their whole tensors"), std::string::npos) << m;
+  EXPECT_EQ(m.find("Use smaller block sizes"), std::string::npos) << m;
+}
+
 }  // namespace

@@ -142,12 +142,30 @@ void PallasBackend::check(const lower::BlockProgram& p) const {
                         ")");
     }
   for (const PallasLaunch& pl : launches)
-    if (pl.vmem_bytes > machine_.fast_memory_bytes)
+    if (pl.vmem_bytes > machine_.fast_memory_bytes) {
+      // Blocks that span their whole tensor (a whole-tensor update, a one-hot gather's table, all
+      // dims whole) are what no block size shrinks: name them, so the hint is not a dead end.
+      std::string whole;
+      for (const PallasSlot& s : pl.slots) {
+        const ir::TensorInfo& t = fn.tensors[s.tensor];
+        bool spans = s.mode != PallasSlot::Dma && s.mode != PallasSlot::Smem && s.block.size() == t.shape.size();
+        for (size_t d = 0; spans && d < t.shape.size(); ++d)
+          spans = s.block[d] == t.shape[d] || (s.block[d] == -1 && t.shape[d] == 1);
+        if ((spans || s.whole_tensor) && s.block_bytes >= (int64_t{1} << 20) &&
+            whole.find(t.name + " ") == std::string::npos)
+          whole += (whole.empty() ? "" : ", ") + t.name + " (" + format_bytes(s.block_bytes) + ")";
+      }
       throw UserError("config " + p.config.to_json() + " does not fit: launch " + std::to_string(pl.index) +
                       " of kernel " + fn.name + " needs " + format_bytes(pl.vmem_bytes) + " of VMEM (" +
                       pl.vmem_detail + "); TPU " + generation_.name + " has " +
                       format_bytes(machine_.fast_memory_bytes) + " per core. " +
-                      lower::fit_hint(p, p.launches[pl.index]));
+                      (whole.empty() ? lower::fit_hint(p, p.launches[pl.index])
+                                     : "Its blocks of " + whole +
+                                           " span their whole tensors whatever the block sizes (a tensor updated "
+                                           "at indices computed from data, a one-hot gather's table, whole dims): "
+                                           "smaller blocks do not shrink them; smaller inputs, or a dma gather where "
+                                           "its index block is loaded directly, do."));
+    }
 }
 
 int64_t PallasBackend::footprint_bytes(const lower::BlockProgram& p) const {
