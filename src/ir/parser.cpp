@@ -533,21 +533,26 @@ class Parser {
       open_tiles_.push_back(t);
     }
     expect_punct("{", "after the tiles of the " + kind);
+    region(op.body, kind, first);
+    open_tiles_.resize(tiles_before_loop);  // (and its tiles)
+  }
+
+  // The statements of a region (a loop's or an if's body) after its '{', through its '}': the
+  // values and vars it defines go out of scope at its end.
+  void region(std::vector<Op>& body, const std::string& kind, const Token& first) {
     end_of_line("after '{'");
     const size_t values_before = scope_values_.size(), vars_before = scope_vars_.size();
     while (!peek().is_punct("}")) {
       if (peek().kind == Token::EndOfFile)
         expected("'}'", "closing the " + kind + " at line " + std::to_string(first.line));
-      device_statement(op.body);
+      device_statement(body);
     }
     next();
     end_of_line("after '}'");
-    // The loop's values, vars and tiles go out of scope.
     for (size_t i = values_before; i < scope_values_.size(); ++i) visible_[scope_values_[i]] = false;
     scope_values_.resize(values_before);
     for (size_t i = vars_before; i < scope_vars_.size(); ++i) var_visible_[scope_vars_[i]] = false;
     scope_vars_.resize(vars_before);
-    open_tiles_.resize(tiles_before_loop);
   }
 
   void device_statement(std::vector<Op>& body) {
@@ -565,18 +570,7 @@ class Parser {
         fail(cond_at, "the condition of an if must be a bool scalar");
       op.loc = location(first);
       expect_punct("{", "after the condition of the if");
-      end_of_line("after '{'");
-      const size_t values_before = scope_values_.size(), vars_before = scope_vars_.size();
-      while (!peek().is_punct("}")) {
-        if (peek().kind == Token::EndOfFile) expected("'}'", "closing the if at line " + std::to_string(first.line));
-        device_statement(op.body);
-      }
-      next();
-      end_of_line("after '}'");
-      for (size_t i = values_before; i < scope_values_.size(); ++i) visible_[scope_values_[i]] = false;
-      scope_values_.resize(values_before);
-      for (size_t i = vars_before; i < scope_vars_.size(); ++i) var_visible_[scope_vars_[i]] = false;
-      scope_vars_.resize(vars_before);
+      region(op.body, "if", first);
       body.push_back(std::move(op));
     } else if (first.is(Token::Ident, "launch")) {
       fail(first, "a launch is host code: it cannot be nested in a loop (use 'loop')");
