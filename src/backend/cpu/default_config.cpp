@@ -16,6 +16,7 @@ constexpr int64_t kMaxPartialsBytes = int64_t{64} << 20;
 
 Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Backend& backend) {
   Config c = lower::base_config(spec);
+  const lower::KnobTable knobs = lower::derive_knobs(fn, backend.capabilities());
   const int64_t fast_memory = backend.machine().fast_memory_bytes;
   // Which block ids tile a tensor's contiguous (last) dimension, weighted by that tensor's size:
   // grow those first, so that the blocks of the biggest streams are long unit-stride runs.
@@ -86,7 +87,6 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
     }
     // Walk the grid with the M tile fastest: consecutive steps then reuse the same B blocks
     // (N, K) from the caches while A's row blocks stream.
-    const lower::KnobTable knobs = lower::derive_knobs(fn, backend.capabilities());
     for (size_t knob = 0; knob < knobs.loop_orders.size(); ++knob) {
       const Op& launch = *knobs.loop_orders[knob];
       std::vector<int>& grid_order = c.loop_orders[knob];
@@ -123,9 +123,8 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
   // Atomic updates: per-thread partial copies where they are small beside memory (plain
   // vectorizable updates, and a combine pass of threads x the tensor), atomic instructions on a
   // large tensor (a copy per thread would cost more than the contention it saves).
-  const lower::KnobTable atomic_knobs = lower::derive_knobs(fn, backend.capabilities());
-  for (size_t i = 0; i < atomic_knobs.atomics.size(); ++i) {
-    const ir::TensorInfo& t = fn.tensors[atomic_knobs.atomics[i].tensor];
+  for (size_t i = 0; i < knobs.atomics.size(); ++i) {
+    const ir::TensorInfo& t = fn.tensors[knobs.atomics[i].tensor];
     const int64_t bytes = shape_numel(t.shape) * dtype_size(t.dtype) * spec.max_threads;
     const auto& ch = spec.atomics[i].choices;
     if (bytes <= kMaxPartialsBytes && std::find(ch.begin(), ch.end(), "partials") != ch.end())
