@@ -11,6 +11,8 @@
 #include "driver/compiled_kernel_impl.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "kernels/kernels.h"
+#include "kernels/references.h"
 #include "parhelion/parhelion.h"
 
 #include "tests/config_sweep.h"
@@ -19,31 +21,6 @@
 namespace ph = parhelion;
 
 namespace {
-
-// a [M, K] . b [K, N], the reduction split over the grid: each step adds its partial product.
-ph::Tensor split_k(ph::Tensor a, ph::Tensor b) {
-  auto [m, k] = a.sizes<2>();
-  auto n = b.sizes<2>()[1];
-  auto out = ph::zeros({m, n});
-  for (auto [tm, tn, ts] : ph::tile(m, n, k)) {
-    ph::Var acc = ph::zeros({tm, tn});
-    for (auto tk : ph::tile(ts)) acc = acc + ph::dot(a[tm, tk], b[tk, tn]);
-    ph::atomic_add(out, {tm, tn}, acc);
-  }
-  return out;
-}
-
-ph::Array matmul_want(const ph::Array& a, const ph::Array& b) {
-  const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
-  ph::Array want = ph::Array::zeros({m, n}, ph::DType::f32);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (int64_t p = 0; p < k; ++p) s += a.get(i * k + p) * b.get(p * n + j);
-      want.set(i * n + j, s);
-    }
-  return want;
-}
 
 // Every config's strategy for each atomically updated tensor, on 1 and 2 threads.
 template <class K>
@@ -62,9 +39,11 @@ void check_strategies(K& k, const std::vector<ph::Arg>& args, const ph::Array& w
 }
 
 TEST(Atomics, SplitKMatmulAddsThePartialProductsOfItsGridSteps) {
-  ph::Kernel k("split_k", split_k);
+  // (the library's split_k_matmul: a [M, K] . b [K, N], the reduction split over the grid, each
+  // step adding its partial product atomically)
+  auto& k = ph::kernels::split_k_matmul;
   ph::Array a = ph::Array::random({37, 300}, ph::DType::f32, 1), b = ph::Array::random({300, 45}, ph::DType::f32, 2);
-  const ph::Array want = matmul_want(a, b);
+  const ph::Array want = ph::ref::matmul(a, b);
   check_configs(k, {a, b}, want, 1e-3, 6);
   check_strategies(k, {a, b}, want, 1e-3);
   // Small blocks of the split: many steps add into each output block.

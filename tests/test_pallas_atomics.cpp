@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/pallas/interpret.h"
+#include "kernels/references.h"
 #include "parhelion/parhelion.h"
 #include "parhelion/tpu.h"
 
@@ -141,18 +142,6 @@ ph::Tensor window_sums(ph::Tensor starts, ph::Tensor ends, ph::Tensor x) {
 
 // --- references -----------------------------------------------------------------------------
 
-ph::Array matmul_want(const ph::Array& a, const ph::Array& b) {
-  const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
-  ph::Array want = ph::Array::zeros({m, n}, ph::DType::f32);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (int64_t p = 0; p < k; ++p) s += a.get(i * k + p) * b.get(p * n + j);
-      want.set(i * n + j, s);
-    }
-  return want;
-}
-
 // Over s of x [S, M, N]: max (or min) with `start`, counting only values that pass `keep`.
 ph::Array reduce_s(const ph::Array& x, bool max, double start, const std::function<bool(double)>& keep,
                    ph::DType dtype) {
@@ -228,15 +217,16 @@ TEST(PallasAtomics, RunInInterpretModeAndLowerForATpu) {
   {
     ph::Kernel k("split_k", split_k);
     ph::Array a = ph::Array::random({37, 300}, ph::DType::f32, 1), b = ph::Array::random({300, 45}, ph::DType::f32, 2);
-    batch.add(k, "split_k 37x300x45", {a, b}, "", matmul_want(a, b), 1e-3);
+    batch.add(k, "split_k 37x300x45", {a, b}, "", ph::ref::matmul(a, b), 1e-3);
     ph::Array a2 = ph::Array::random({48, 300}, ph::DType::f32, 3),
               b2 = ph::Array::random({300, 256}, ph::DType::f32, 4);
-    const ph::Array want = matmul_want(a2, b2);
+    const ph::Array want = ph::ref::matmul(a2, b2);
     batch.add(k, "split_k 48x300x256", {a2, b2}, "", want, 1e-3);
     // 520 rows updated in place: the default takes a block that divides them (8), not 512.
     ph::Array a3 = ph::Array::random({520, 300}, ph::DType::f32, 10),
               b3 = ph::Array::random({300, 200}, ph::DType::f32, 11);
-    EXPECT_HAS(batch.add(k, "split_k 520x300x200", {a3, b3}, "", matmul_want(a3, b3), 1e-3), "\"block_sizes\":[8,256,");
+    EXPECT_HAS(batch.add(k, "split_k 520x300x200", {a3, b3}, "", ph::ref::matmul(a3, b3), 1e-3),
+               "\"block_sizes\":[8,256,");
     // (block_sizes: tm, tn, ts, tk) three splits of 128 (the last 44), each one trip of its 128
     for (const char* cfg :
          {R"({"block_sizes":[16,128,128,128],"loop_orders":[[0,1,2]],"micro_kernels":[0],"num_threads":1})",
