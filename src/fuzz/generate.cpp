@@ -519,25 +519,51 @@ class Generator {
     }
   }
 
-  static ReduceFn reduce_fn(size_t i) { return static_cast<ReduceFn>(i % 4); }
-
-  void row_reduce() {
-    int64_t m = extent(), n = extent();
-    const bool columns = chance(0.3);  // reduce over axis 0 of [M, tn] blocks
+  // Blocks of whole rows (or, with `columns`, whole columns) of an input x [m, n]: the tile over
+  // the other dim, the block's subscript, and leaves reading it (and sometimes a vector along
+  // the whole dim, broadcast over the blocked one). `exact` holds x's block alone.
+  struct WholeLines {
+    int64_t m = 0, n = 0;
+    bool columns = false;
+    int t = -1;
+    Subscript ix_t;
+    std::vector<Subscript> block;
+    std::vector<Leaf> leaves, exact;
+  };
+  WholeLines whole_lines() {
+    WholeLines w;
+    w.m = extent();
+    w.n = extent();
+    w.columns = chance(0.3);
+    const int64_t m = w.m, n = w.n;
+    const bool columns = w.columns;
     int x = tensor({m, n}, in_dtype());
-    int t = new_tile();
-    Subscript ix_t = tile_ix(t);
-    std::vector<Subscript> block =
-        columns ? std::vector<Subscript>{all_ix(), ix_t} : std::vector<Subscript>{ix_t, all_ix()};
-    std::vector<Leaf> leaves = {[=, this] { return load(x, block); }};
-    std::vector<Leaf> exact = leaves;
-    if (chance(0.5)) {  // along the reduced dim, broadcast over the blocked one
+    w.t = new_tile();
+    w.ix_t = tile_ix(w.t);
+    w.block = columns ? std::vector<Subscript>{all_ix(), w.ix_t} : std::vector<Subscript>{w.ix_t, all_ix()};
+    std::vector<Subscript> block = w.block;
+    w.leaves = {[=, this] { return load(x, block); }};
+    w.exact = w.leaves;
+    if (chance(0.5)) {
       int b = tensor({columns ? m : n}, in_dtype());
-      leaves.push_back([=, this] {
+      w.leaves.push_back([=, this] {
         int v = load(b, {all_ix()});
         return columns ? unsqueeze(v, -1) : v;
       });
     }
+    return w;
+  }
+
+  static ReduceFn reduce_fn(size_t i) { return static_cast<ReduceFn>(i % 4); }
+
+  void row_reduce() {
+    WholeLines w = whole_lines();
+    const int64_t m = w.m, n = w.n;
+    const bool columns = w.columns;  // reduce along axis 0 of [M, tn] blocks
+    const int t = w.t;
+    const Subscript ix_t = w.ix_t;
+    const std::vector<Subscript> block = w.block;
+    std::vector<Leaf> leaves = w.leaves, exact = w.exact;
     const int axis = columns ? 0 : 1;
     ReduceFn f = reduce_fn(pick(4));
     int e = anchored(fexpr(leaves, exact, 3), leaves[0]);
@@ -562,22 +588,12 @@ class Generator {
   // reversed; then the scan stored, or an expression of it and the rows. (A scan along a tiled
   // dim would cut its lines at the config's blocks, a result that depends on the config.)
   void scans() {
-    int64_t m = extent(), n = extent();
-    const bool columns = chance(0.3);  // scan along axis 0 of [M, tn] blocks
-    int x = tensor({m, n}, in_dtype());
-    int t = new_tile();
-    Subscript ix_t = tile_ix(t);
-    std::vector<Subscript> block =
-        columns ? std::vector<Subscript>{all_ix(), ix_t} : std::vector<Subscript>{ix_t, all_ix()};
-    std::vector<Leaf> leaves = {[=, this] { return load(x, block); }};
-    std::vector<Leaf> exact = leaves;
-    if (chance(0.5)) {  // along the scanned dim, broadcast over the blocked one
-      int b = tensor({columns ? m : n}, in_dtype());
-      leaves.push_back([=, this] {
-        int v = load(b, {all_ix()});
-        return columns ? unsqueeze(v, -1) : v;
-      });
-    }
+    WholeLines w = whole_lines();
+    const int64_t m = w.m, n = w.n;
+    const bool columns = w.columns;  // scan along axis 0 of [M, tn] blocks
+    const int t = w.t;
+    const std::vector<Subscript> block = w.block;
+    std::vector<Leaf> leaves = w.leaves, exact = w.exact;
     int e = anchored(fexpr(leaves, exact, 2), leaves[0]);
     Expr sc;
     sc.kind = Expr::Scan;
