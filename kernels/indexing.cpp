@@ -8,32 +8,19 @@ namespace {
 namespace ph = parhelion;
 
 // Embedding forward: out[n, :] = weight[ids[n], :], the ids of rank 1 to 3 flattened row-major
-// into n. A direct transcription: a launch over (tokens, embedding columns) gathers rows through
-// the index block ids[tt]. For ids of rank 2 or 3 the leading dims are tiles of block 1 and the
-// output row is computed (b * S + s: a scatter to distinct rows).
+// into n. A direct transcription of Helion's: ids of any rank up to 3 are flattened on the host
+// (a view: no copy), and a launch over (tokens, embedding columns) gathers rows through the
+// index block ids[tt]. Flattening keeps the output's rows those of the ids' tiles, so the store
+// is a plain block store on every backend (a store at a computed row b * S + s would be a
+// scatter).
 ph::Tensor embedding_body(ph::Tensor ids, ph::Tensor weight) {
   ph::expect_dtype(ids, {DType::i32, DType::i64});
   ph::expect(weight.rank() == 2, "embedding: weight must be [V, E]");
   ph::expect(ids.rank() >= 1 && ids.rank() <= 3, "embedding: ids must have rank 1 to 3 (flatten more on the host)");
-  const Shape s = ids.sizes();
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  const int64_t e = weight.size(1);
+  const int64_t n = shape_numel(ids.sizes()), e = weight.size(1);
+  auto flat = ids.rank() == 1 ? ids : ids.view({n});
   auto out = ph::empty({n, e}, weight.dtype());
-  if (ids.rank() == 1) {
-    for (auto [tt, te] : ph::tile(n, e)) out[tt, te] = weight[ids[tt], te];
-  } else if (ids.rank() == 2) {
-    for (auto [b, tt, te] : ph::tile(ph::range(s[0]).block(1), s[1], e)) {
-      auto row = b.begin() * s[1] + tt.index();
-      out[row, te] = weight[ids[b.begin(), tt], te];
-    }
-  } else {
-    for (auto [a, b, tt] : ph::tile(ph::range(s[0]).block(1), ph::range(s[1]).block(1), s[2])) {
-      auto row = (a.begin() * s[1] + b.begin()) * s[2] + tt.index();
-      auto rows = ids[a.begin(), b.begin(), tt];
-      for (auto te : ph::tile(e)) out[row, te] = weight[rows, te];
-    }
-  }
+  for (auto [tt, te] : ph::tile(n, e)) out[tt, te] = weight[flat[tt], te];
   return out;
 }
 

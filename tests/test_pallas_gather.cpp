@@ -14,6 +14,8 @@
 #include "backend/pallas/interpret.h"
 #include "backend/pallas/plan.h"
 #include "driver/compiled_kernel_impl.h"
+#include "kernels/kernels.h"
+#include "kernels/references.h"
 #include "kernels/registry.h"
 #include "lower/lower.h"
 #include "parhelion/parhelion.h"
@@ -423,6 +425,36 @@ TEST(PallasGather, OneHotInAnInnerLoopFromAGridLevelTable) {
     EXPECT_EQ(results[i].export_status, "ok");
     ASSERT_EQ(results[i].outputs.size(), 1u);
     auto cmp = ph::kernels::compare(results[i].outputs[0], want, ph::DType::f32);
+    EXPECT_TRUE(cmp.ok) << "max abs error " << cmp.max_abs_err;
+  }
+}
+
+// The library's embedding with ids of rank 2 and 3: flattened on the host (a view, which the
+// module's wrapper reshapes), then the rank-1 gather, by both strategies; a ragged token block.
+TEST(PallasGather, LibraryEmbeddingOfRank2And3Ids) {
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  const ph::Array w = ph::Array::random({50, 256}, ph::DType::f32, 13);
+  std::vector<pallas::InterpretCase> runs;
+  std::vector<ph::Array> want;
+  for (const ph::Shape& s : {ph::Shape{3, 50}, ph::Shape{2, 5, 13}}) {  // (150, 130 tokens)
+    const ph::Array ids = ph::Array::random(s, ph::DType::i32, 14, 0, 50);
+    for (const char* g : {"onehot", "dma"}) {
+      ph::Config c = ph::Config::from_json(std::string(R"({"block_sizes":[128,128],"loop_orders":[[0,1]],)") +
+                                           R"("num_threads":1,"gathers":[")" + g + R"("]})");
+      ph::PallasModule m = ph::kernels::embedding.emit_pallas({ids, w}, "v7x", &c);
+      runs.push_back({"embedding " + ph::shape_to_string(s) + " " + g, m.source, "embedding", {ids, w}, {}, true});
+      want.push_back(ph::ref::embedding(ids, w));
+    }
+  }
+  auto results = pallas::run_in_interpret_mode(runs);
+  ASSERT_EQ(results.size(), runs.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    SCOPED_TRACE(runs[i].name);
+    ASSERT_TRUE(results[i].ok) << results[i].error << "\n" << runs[i].source;
+    EXPECT_FALSE(results[i].races);
+    EXPECT_EQ(results[i].export_status, "ok");
+    ASSERT_EQ(results[i].outputs.size(), 1u);
+    auto cmp = ph::kernels::compare(results[i].outputs[0], want[i], ph::DType::f32);
     EXPECT_TRUE(cmp.ok) << "max abs error " << cmp.max_abs_err;
   }
 }
