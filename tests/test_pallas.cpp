@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "backend/pallas/interpret.h"
+#include "driver/compiled_kernel_impl.h"
 #include "kernels/registry.h"
 #include "parhelion/tpu.h"
 
@@ -121,6 +122,17 @@ std::vector<Case> cases() {
       {"moe_matmul", {40, 256, 128, 4, 2}, ph::DType::bf16, {""}},
       // (640 columns: the default takes column blocks of 128, which divide them)
       {"moe_matmul", {24, 128, 640, 4, 2}, ph::DType::f32, {""}},
+      // A K loop nested in the jagged loop over each group's rows (resident: static slices of
+      // K in each trip), the product stored through the jagged rows beside a column block of
+      // the whole output in VMEM: jagged blocks of 16 and 32 (several trips a group, windows
+      // cut at the groups' ends), K in 2 or 3 trips, column blocks of 128 at their offsets.
+      {"grouped_gemm", {64, 128, 128, 2}, ph::DType::f32, {""}},
+      {"grouped_gemm",
+       {100, 384, 256, 5},
+       ph::DType::f32,
+       {R"({"block_sizes":[128,16,128],"inner_loops":[{"strategy":"resident"}],"loop_orders":[[1,0]],"micro_kernels":[0],"num_threads":1})",
+        R"({"block_sizes":[256,32,128],"inner_loops":[{"strategy":"resident"}],"loop_orders":[[0,1]],"micro_kernels":[0],"num_threads":1})"}},
+      {"grouped_gemm", {72, 256, 256, 3}, ph::DType::bf16, {""}},
       // Atomic adds of a split reduction: the split's grid dim runs in order ("arbitrary").
       {"split_k_matmul", {48, 1024, 256}, ph::DType::f32, {""}},
       {"split_k_matmul", {40, 512, 128}, ph::DType::bf16, {""}},
@@ -255,6 +267,76 @@ TEST(Pallas, TransposedLeftDotOperand) {
     ASSERT_TRUE(results[i].ok) << results[i].error;
     ASSERT_EQ(results[i].outputs.size(), 1u);
     EXPECT_LT(ph::max_abs_diff(results[i].outputs[0], want[i]), 1e-3);
+  }
+}
+
+// A loop nested in an inner loop: out = the sum over a of y[a] and over (a, b) of x[a, b], per
+// block of out. The outer loop reads y per trip (its own blocks), the nested one x, whose block
+// holds both loops' extents in VMEM, sliced by each trip.
+constexpr int kLineNestedOuter = __LINE__ + 7;
+constexpr int kLineNestedInner = __LINE__ + 8;
+ph::Tensor nested_sums(ph::Tensor x, ph::Tensor y) {
+  const int64_t a = x.size(0), b = x.size(1), m = x.size(2), n = x.size(3);
+  auto out = ph::empty({m, n});
+  for (auto [tm, tn] : ph::tile(m, n)) {
+    ph::Var acc = ph::zeros({tm, tn});
+    for (auto ta : ph::tile(a)) {
+      acc = acc + ph::sum(y[ta, tm, tn], 0);
+      for (auto tb : ph::tile(b)) acc = acc + ph::sum(ph::sum(x[ta, tb, tm, tn], 0), 0);
+    }
+    out[tm, tn] = acc;
+  }
+  return out;
+}
+
+TEST(Pallas, NestedInnerLoopsAreResidentInTheEnclosingTrip) {
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  ph::Kernel kernel("nested_sums", nested_sums);
+  // 5 x 7 trips' worth in blocks of 2 and 4: both loops end on a ragged trip.
+  ph::Array x = ph::Array::random({5, 7, 16, 256}, ph::DType::f32, 1), y = ph::Array::random({5, 16, 256}, ph::DType::f32, 2);
+  ph::Array want = ph::Array::zeros({16, 256}, ph::DType::f32);
+  for (int64_t i = 0; i < 16 * 256; ++i) {
+    double s = 0;
+    for (int64_t a = 0; a < 5; ++a) {
+      s += y.get(a * 16 * 256 + i);
+      for (int64_t b = 0; b < 7; ++b) s += x.get((a * 7 + b) * 16 * 256 + i);
+    }
+    want.set(i, s);
+  }
+  // The config space offers the nested loop resident only; the enclosing one both strategies.
+  std::string spec = kernel.trace({x, y}, "pallas:v7x")->spec.describe();
+  EXPECT_NE(spec.find("inner_loops[1]: strategy resident  (loop t3 at "), std::string::npos) << spec;
+  EXPECT_NE(spec.find("test_pallas.cpp:" + std::to_string(kLineNestedInner) + ")"), std::string::npos) << spec;
+  EXPECT_NE(spec.find("strategy pipeline, resident;"), std::string::npos) << spec;
+  // A pipelined enclosing loop holds one trip's block: refused, naming both lines and the knob.
+  const std::string blocks = R"({"block_sizes":[16,256,2,4],"loop_orders":[[0,1]],"num_threads":1,)";
+  ph::Config piped = ph::Config::from_json(blocks + R"("inner_loops":[{"strategy":"pipeline","buffers":2},{"strategy":"resident"}]})");
+  try {
+    kernel.emit_pallas({x, y}, "v7x", &piped);
+    ADD_FAILURE() << "expected the refusal of a loop nested in a pipelined one";
+  } catch (const ph::UserError& err) {
+    const std::string m = err.what();
+    EXPECT_NE(m.find("test_pallas.cpp:" + std::to_string(kLineNestedInner) + ": the pallas backend cannot nest"), std::string::npos) << m;
+    EXPECT_NE(m.find("test_pallas.cpp:" + std::to_string(kLineNestedOuter) + " (config inner_loops[0] = pipeline)"), std::string::npos) << m;
+    EXPECT_NE(m.find("\"resident\""), std::string::npos) << m;
+  }
+  // The default falls back to resident; both are right on the cpu and in interpret mode.
+  ph::Config resident = ph::Config::from_json(blocks + R"("inner_loops":[{"strategy":"resident"},{"strategy":"resident"}]})");
+  std::vector<pallas::InterpretCase> runs;
+  for (const ph::Config* c : std::vector<const ph::Config*>{nullptr, &resident}) {
+    ph::PallasModule m = kernel.emit_pallas({x, y}, "v7x", c);
+    EXPECT_NE(m.source.find("for off_t3 in range(0, 7, "), std::string::npos) << m.source;
+    runs.push_back({c ? "nested resident" : "nested default", m.source, "nested_sums", {x, y}, {}, true});
+  }
+  EXPECT_LT(ph::max_abs_diff(kernel.compile({x, y}).run({x, y}).at(0), want), 1e-4);
+  auto results = pallas::run_in_interpret_mode(runs);
+  for (size_t i = 0; i < results.size(); ++i) {
+    SCOPED_TRACE(runs[i].name);
+    ASSERT_TRUE(results[i].ok) << results[i].error << "\n" << runs[i].source;
+    EXPECT_FALSE(results[i].races);
+    EXPECT_EQ(results[i].export_status, "ok");
+    ASSERT_EQ(results[i].outputs.size(), 1u);
+    EXPECT_LT(ph::max_abs_diff(results[i].outputs[0], want), 1e-4);
   }
 }
 
@@ -473,13 +555,12 @@ ph::Tensor rows_at_computed_rows(ph::Tensor ids, ph::Tensor w) {
 
 // What the pallas backend cannot express yet is refused with the construct and the user's line.
 TEST(Pallas, ScattersAndMaskedStoresAreRefusedAtTheLine) {
-  // grouped_gemm: a K loop nested in its jagged loop over a group's rows. moe_matmul with
+  // moe_matmul with
   // column blocks of 128 that do not divide its 200 columns: its scatter-add into the whole
   // output in VMEM takes a column block only at 128-aligned offsets that cut the dim evenly.
   const std::string moe_cfg = R"({"block_sizes":[128,16],"loop_orders":[[0,1]],"micro_kernels":[0],"num_threads":1})";
   for (const auto& [name, shape, file, cfg, why] :
-       {std::tuple{"grouped_gemm", ph::Shape{64, 128, 128, 2}, "jagged.cpp:", std::string(), "nested inner loops"},
-        std::tuple{"moe_matmul", ph::Shape{64, 128, 200, 4, 2}, "moe.cpp:", moe_cfg, "does not span dim 1"}}) {
+       {std::tuple{"moe_matmul", ph::Shape{64, 128, 200, 4, 2}, "moe.cpp:", moe_cfg, "does not span dim 1"}}) {
     const auto& g = ph::kernels::find_kernel(name);
     auto in = g.make_inputs(shape, ph::DType::f32, 1);
     std::unique_ptr<ph::Config> config;

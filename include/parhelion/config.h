@@ -73,7 +73,12 @@ struct InnerLoopSpec {
   std::string loop;                     // its name, e.g. "t3"
   std::string defined_at;               // the user's source line of the loop
   std::vector<std::string> strategies;  // what the target offers, e.g. stream, pipeline, resident
-  int max_buffers = 3;
+  int max_buffers = 3;                  // (pipeline)
+  bool offers_pipeline() const {
+    for (const std::string& s : strategies)
+      if (s == "pipeline") return true;
+    return false;
+  }
 };
 
 // A gather load (a subscript through a block of indices) on a backend with gather strategies

@@ -36,6 +36,9 @@ struct Capabilities {
   // How inner tile loops may move their blocks (config knob inner_loops[i].strategy); the
   // first is the default.
   std::vector<lower::Strategy> inner_loop_strategies;
+  // How an inner loop nested in another inner loop moves its blocks (a K loop in a jagged
+  // loop's trip); empty: as any inner loop.
+  std::vector<lower::Strategy> nested_inner_loop_strategies;
   int max_pipeline_buffers = 3;
   // Every block an inner loop touches moves through fast memory, stores and blocks of
   // tensors the launch writes included (a TPU computes only on VMEM). Otherwise only blocks of
@@ -54,6 +57,11 @@ struct Capabilities {
   bool atomics_have_strategies = false;
   // The generated code can be compiled and run in this process (load() works).
   bool runs_on_host = false;
+
+  // The strategies offered to an inner loop, nested in another or not.
+  const std::vector<lower::Strategy>& loop_strategies(bool nested) const {
+    return nested && !nested_inner_loop_strategies.empty() ? nested_inner_loop_strategies : inner_loop_strategies;
+  }
 };
 
 // What code generation produces: the text of one self-contained program.

@@ -199,8 +199,8 @@ std::string ConfigSpec::describe() const {
   for (size_t i = 0; i < inner_loops.size(); ++i) {
     os << "inner_loops[" << i << "]: strategy ";
     for (size_t j = 0; j < inner_loops[i].strategies.size(); ++j) os << (j ? ", " : "") << inner_loops[i].strategies[j];
-    os << "; buffers 1.." << inner_loops[i].max_buffers << " (pipeline)  (loop " << inner_loops[i].loop << " at "
-       << inner_loops[i].defined_at << ")\n";
+    if (inner_loops[i].offers_pipeline()) os << "; buffers 1.." << inner_loops[i].max_buffers << " (pipeline)";
+    os << "  (loop " << inner_loops[i].loop << " at " << inner_loops[i].defined_at << ")\n";
   }
   for (size_t i = 0; i < gathers.size(); ++i) {
     os << "gathers[" << i << "]: ";
@@ -220,7 +220,9 @@ int64_t ConfigSpec::size() const {
   __int128 n = max_threads;
   for (const auto& b : block_sizes) n *= static_cast<int64_t>(b.choices.size());
   for (const auto& m : micro_kernels) n *= static_cast<int64_t>(m.choices.size());
-  for (const auto& l : inner_loops) n *= static_cast<int64_t>(l.strategies.size() - 1 + l.max_buffers);
+  // (a pipeline's buffer counts are choices of their own)
+  for (const auto& l : inner_loops)
+    n *= static_cast<int64_t>(l.offers_pipeline() ? l.strategies.size() - 1 + l.max_buffers : l.strategies.size());
   for (const auto& g : gathers) n *= static_cast<int64_t>(g.choices.size());
   for (const auto& a : atomics) n *= static_cast<int64_t>(a.choices.size());
   for (const auto& l : loop_orders)

@@ -46,6 +46,18 @@ void collect_movable(const ir::Function& fn, const std::vector<Op>& body, int ti
   }
 }
 
+// Whether `loop` lies inside another loop of `body` (a launch's body).
+bool nested_in_loop(const std::vector<Op>& body, const Op& loop) {
+  bool nested = false;
+  for (const Op& op : body) {
+    if (op.kind != OpKind::Loop || &op == &loop) continue;
+    ir::walk(op.body, [&](const Op& inner) { nested |= &inner == &loop; });
+  }
+  for (const Op& op : body)
+    if (op.kind == OpKind::If) nested |= nested_in_loop(op.body, loop);
+  return nested;
+}
+
 std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool every_block) {
   std::vector<InnerLoopSite> sites;
   for (const Op& launch : fn.body) {
@@ -60,7 +72,7 @@ std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool every_b
       // the staging plans (a slot per trip, a resident copy of a static extent) assume a fixed one.
       // So does a jagged loop: its range is known only when it is entered.
       if (fn.tiles[op.loop_tiles[0]].parent >= 0 || fn.tiles[op.loop_tiles[0]].is_jagged()) return;
-      InnerLoopSite s{&op, &launch, {}};
+      InnerLoopSite s{&op, &launch, {}, nested_in_loop(launch.body, op)};
       std::set<int> defined_in_loop;
       ir::walk(op.body, [&](const Op& inner) {
         // (On a target that moves every block, a constant index is the same on every trip,

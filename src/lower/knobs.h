@@ -26,6 +26,9 @@ struct InnerLoopSite {
   const ir::Op* loop = nullptr;
   const ir::Op* launch = nullptr;
   std::vector<const ir::Op*> blocks;
+  // Inside another inner loop of its launch (a K loop in a jagged loop's trip): its strategies
+  // are the backend's nested ones (Capabilities::nested_inner_loop_strategies).
+  bool nested = false;
 };
 
 // A tensor (a root: not a view) that a launch updates atomically: one atomics knob each.

@@ -545,11 +545,31 @@ class Emitter {
     for (size_t d = 0; d < op.index.size(); ++d) {
       if (slot.block[d] < 0) continue;
       const ir::IndexItem& ix = op.index[d];
-      if (ix.kind == ir::IndexItem::Tile && jagged_tiles_.count(ix.tile) && ix.tile == slot.loop_tile) {
+      // (the slot's loop's tile, or an enclosing loop's whose whole extent the block holds)
+      const bool own = ix.kind == ir::IndexItem::Tile && ix.tile == slot.loop_tile;
+      const bool enclosing = ix.kind == ir::IndexItem::Tile &&
+                             std::count(slot.trip_tiles.begin(), slot.trip_tiles.end(), ix.tile) > 0;
+      if ((own || enclosing) && jagged_tiles_.count(ix.tile)) {
         // A jagged trip: the block of the loop's size at the clamped start s_t (see jagged_loop).
         idx.push_back("pl.ds(s_" + tname(ix.tile) + ", " + std::to_string(block(ix.tile)) + ")");
         sliced = true;
-      } else if (slot.mode == PallasSlot::Resident && ix.kind == ir::IndexItem::Tile && ix.tile == slot.loop_tile) {
+      } else if (slot.whole_tensor && ix.kind == ir::IndexItem::Tile && !own && !enclosing &&
+                 (unit(ix.tile) || block(ix.tile) < slot.block[d])) {
+        // A launch tile's block of the whole tensor in VMEM (beside a jagged store's rows): at
+        // the step's offset, aligned as the plan checked (check_whole_tensor_block).
+        const std::string t = tname(ix.tile), b = std::to_string(block(ix.tile));
+        const size_t rank = op.index.size();
+        const int64_t sub = 8 * std::max<int64_t>(1, 4 / std::max<int64_t>(1, dtype_size(fn_.tensors[op.tensor].dtype)));
+        if (unit(ix.tile))
+          idx.push_back("off_" + t);
+        else if (d + 1 == rank)
+          idx.push_back("pl.ds(pl.multiple_of(off_" + t + ", 128), " + b + ")");
+        else if (d + 2 == rank)
+          idx.push_back("pl.ds(pl.multiple_of(off_" + t + ", " + std::to_string(sub) + "), " + b + ")");
+        else
+          idx.push_back("pl.ds(off_" + t + ", " + b + ")");
+        sliced = true;
+      } else if ((own && slot.mode == PallasSlot::Resident) || (enclosing && resident_tiles_.count(ix.tile))) {
         std::string t = tname(ix.tile);
         // (a unit tile indexes one element: its dim is squeezed out of the value)
         idx.push_back(unit(ix.tile) ? "off_" + t : "off_" + t + ":off_" + t + " + n_" + t);
@@ -1251,6 +1271,8 @@ class Emitter {
         index.push_back("0");
       else if (ix.kind == ir::IndexItem::Scalar)
         index.push_back(scalar_index_map(ix.value));
+      else if (std::count(s.trip_tiles.begin(), s.trip_tiles.end(), ix.tile))  // (an enclosing loop's extent)
+        index.push_back("0");
       else if (ix.tile == s.loop_tile)
         index.push_back(loop_index + (s.mode == PallasSlot::Pipeline ? range_blocks(s, d, ix.tile) : ""));
       else if (fn_.tiles[ix.tile].parent >= 0)  // the enclosing block
@@ -1280,9 +1302,9 @@ class Emitter {
         if (o.result == v) d = &o;
       });
     PH_CHECK(d, "a scalar index without its definition");
-    if (d->kind == OpKind::Constant) return std::to_string(static_cast<int64_t>(d->number));
-    PH_CHECK(d->kind == OpKind::TileId, "a computed scalar index reached the pallas emitter");
-    return "g_" + tname(d->tile);
+    const std::string e = pallas::scalar_index_map(p_, *cur_->plan->op, d);
+    PH_CHECK(!e.empty(), "a computed scalar index reached the pallas emitter");
+    return e;
   }
 
   // A tile over the launch tile's block: a trace-time loop over the block in VMEM, each trip a
@@ -1479,6 +1501,7 @@ class Emitter {
   }
 
   void call(const PallasLaunch& pl, const LaunchInfo& info) {
+    cur_ = &pl;  // (its BlockSpecs' index maps name its grid)
     const lower::LaunchPlan& L = *pl.plan;
     std::vector<std::string> grid, gargs;
     for (const lower::GridDim& g : L.grid) {

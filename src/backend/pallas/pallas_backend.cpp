@@ -64,6 +64,10 @@ PallasBackend::PallasBackend(const TpuGeneration& generation) : generation_(gene
   machine_.threads = 1;
   machine_.description = "TPU " + generation.name;
   caps_.inner_loop_strategies = {lower::Strategy::Pipeline, lower::Strategy::Resident};
+  // A loop inside another's trip (a K loop in a jagged loop) slices blocks already in VMEM at
+  // trace time: the enclosing trip's blocks are resident (an emit_pipeline inside a fori_loop
+  // trip would restart its copies at every trip).
+  caps_.nested_inner_loop_strategies = {lower::Strategy::Resident};
   caps_.inner_loops_move_every_block = true;
   caps_.lowering_plans_staged_copies = false;
   caps_.runs_on_host = false;

@@ -19,6 +19,21 @@ using lower::InnerLoop;
 using lower::LaunchPlan;
 using lower::Strategy;
 
+std::string scalar_index_map(const BlockProgram& p, const ir::Op& launch, const ir::Op* def) {
+  if (!def) return "";
+  if (def->kind == OpKind::Constant) return std::to_string(static_cast<int64_t>(def->number));
+  const bool of_launch_tile = (def->kind == OpKind::TileId || def->kind == OpKind::TileBegin) &&
+                              std::find(launch.loop_tiles.begin(), launch.loop_tiles.end(), def->tile) !=
+                                  launch.loop_tiles.end();
+  if (!of_launch_tile) return "";
+  const std::string g = "g_" + ir::tile_name(*p.fn, def->tile);
+  if (def->kind == OpKind::TileId) return g;
+  // A squeezed dim's block index is an element index: the block's first element.
+  const int64_t b = p.block_of_tile(def->tile), begin = p.fn->tiles[def->tile].begin;
+  std::string e = b == 1 ? g : g + " * " + std::to_string(b);
+  return begin == 0 ? e : e + " + " + std::to_string(begin);
+}
+
 bool pallas_unit_tile(const BlockProgram& p, int tile) {
   const ir::TileInfo& t = p.fn->tiles[tile];
   return t.is_grid || p.fn->block_sizes[t.block].fixed == 1;
@@ -57,7 +72,7 @@ bool atomic_block_tiles(const ir::Function& fn, const Op& launch, const Op& upda
         if (o.result == ix.value) d = &o;
       });
       if (d && d->kind == OpKind::Constant) continue;
-      if (d && d->kind == OpKind::TileId && launch_tile(d->tile)) {
+      if (d && (d->kind == OpKind::TileId || d->kind == OpKind::TileBegin) && launch_tile(d->tile)) {
         tiles->insert(d->tile);
         continue;
       }
@@ -120,8 +135,8 @@ class Planner {
     for (const Op& op : body) {
       if (op.kind == OpKind::Loop) {
         if (op.loop_tiles.size() != 1) unsupported(op, "inner loops over several tiles at once");
-        if (loop) unsupported(op, "nested inner loops");
         const ir::TileInfo& t = fn_.tiles[op.loop_tiles[0]];
+        if (loop) check_nested_loop(op, *loop);
         if (t.is_jagged()) check_jagged_loop(op);
         if (t.parent >= 0) {
           // A trace-time loop over the launch tile's block in VMEM: its blocks are slices of
@@ -133,7 +148,9 @@ class Planner {
           visit(op.body, nullptr);
           continue;
         }
+        open_loops_.push_back(&op);
         visit(op.body, &op);
+        open_loops_.pop_back();
         continue;
       }
       if (op.kind == OpKind::If) {  // a pl.when region: its accesses belong to the enclosing loop
@@ -145,6 +162,57 @@ class Planner {
       if (op.kind == OpKind::Load || op.kind == OpKind::Store) add(op, loop);
       if (op.kind == OpKind::Dot) check_dot(op);
     }
+  }
+
+  // A loop inside another inner loop's trip (a K loop in a jagged loop over a group's rows): a
+  // trace-time loop of static slices (the backend offers nested loops only `resident`) of
+  // blocks that hold the whole extent of both loops' tiles, so the enclosing loop must keep its
+  // blocks whole in VMEM too (jagged or resident); an emit_pipeline has one trip's block only.
+  void check_nested_loop(const Op& op, const Op& enclosing) {
+    const ir::TileInfo& t = fn_.tiles[op.loop_tiles[0]];
+    if (t.is_jagged() || t.parent >= 0)
+      unsupported(op, std::string(t.is_jagged() ? "a jagged loop" : "a ph::tile(outer) loop") +
+                          " inside another inner loop");
+    const ir::TileInfo& outer = fn_.tiles[enclosing.loop_tiles[0]];
+    if (outer.parent >= 0) unsupported(op, "an inner loop inside a ph::tile(outer) loop");
+    if (const InnerLoop* il = L_.inner_loop(outer.id); !outer.is_jagged() && il && il->strategy == Strategy::Pipeline)
+      throw UserError(op.loc.str() + ": the pallas backend cannot nest this loop in the pipelined loop over " +
+                      ir::tile_name(fn_, outer.id) + " at " + enclosing.loc.str() + " (config inner_loops[" +
+                      std::to_string(il->knob) +
+                      "] = pipeline): emit_pipeline holds one trip's block, and a nested loop slices blocks that "
+                      "span the enclosing loop's extent; give that loop the strategy \"resident\" (kernel " +
+                      fn_.name + ")");
+  }
+
+  // The inner loops open around the access being visited (outermost first).
+  std::vector<const Op*> open_loops_;
+  bool indexes_open_loop(int tile) const {
+    for (const Op* l : open_loops_)
+      if (l->loop_tiles[0] == tile) return true;
+    return false;
+  }
+  bool launch_tile(int tile) const {
+    return std::find(L_.op->loop_tiles.begin(), L_.op->loop_tiles.end(), tile) != L_.op->loop_tiles.end();
+  }
+
+  // A launch tile beside a jagged store's rows: the whole tensor is in VMEM, and each grid step
+  // writes its block of this dim at the tile's offset, which Mosaic cuts dynamically along the
+  // lane dim at multiples of 128 and along the sublane dim at whole tiles (8 rows of 32 bits,
+  // 16 of 16 bits, 32 of 8 bits); any offset along a leading dim. The blocks must cut the dim
+  // evenly (no ragged last block past the tensor's end).
+  void check_whole_tensor_block(const Op& op, size_t d) {
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    const int tile = op.index[d].tile;
+    const int64_t b = p_.block_of_tile(tile), dim = t.shape[d];
+    if (b >= dim) return;
+    const bool lane = d + 1 == op.index.size(), sublane = d + 2 == op.index.size();
+    const int64_t align = lane ? 128 : sublane ? 8 * std::max<int64_t>(1, 4 / vmem_dtype_bytes(t.dtype)) : 1;
+    if (dim % b != 0 || b % align != 0)
+      unsupported(op, "a store through a jagged tile beside the launch tile " + ir::tile_name(fn_, tile) +
+                          " whose block (" + std::to_string(b) + ") does not cut dim " + std::to_string(d) + " of " +
+                          t.name + " (" + std::to_string(dim) + ") evenly" +
+                          (align > 1 ? " at multiples of " + std::to_string(align) : std::string()) +
+                          ": the whole tensor is in VMEM, and each step writes its block at the tile's offset");
   }
 
   // A jagged loop: a fori_loop over its entry's trips, each reading a block of the loop's block
@@ -226,8 +294,8 @@ class Planner {
           ix.kind == ir::IndexItem::Tile && pallas_unit_tile(p_, ix.tile) &&
           std::find(L_.op->loop_tiles.begin(), L_.op->loop_tiles.end(), ix.tile) != L_.op->loop_tiles.end();
       if (ix.kind != ir::IndexItem::Scalar && !unit_tile) return false;
-      computed |= ix.kind == ir::IndexItem::Scalar ? index_map_of(ix.value).empty()
-                                                   : d + 2 >= op.index.size() && t.shape[d] != 1;
+      const bool lane_or_sublane = d + 2 >= op.index.size() && t.shape[d] != 1;
+      computed |= ix.kind == ir::IndexItem::Scalar ? index_map_of(ix.value).empty() || lane_or_sublane : lane_or_sublane;
     }
     // (i64 tensors are int32 arrays in JAX without x64)
     const DType dt = fn_.tensors[op.tensor].dtype;
@@ -256,15 +324,7 @@ class Planner {
     out_.slots.push_back(std::move(s));
   }
 
-  std::string index_map_of(int v) {
-    const Op* d = def(v);
-    if (!d) return "";
-    if (d->kind == OpKind::Constant) return std::to_string(static_cast<int64_t>(d->number));
-    if (d->kind == OpKind::TileId &&
-        std::find(L_.op->loop_tiles.begin(), L_.op->loop_tiles.end(), d->tile) != L_.op->loop_tiles.end())
-      return "g_" + ir::tile_name(fn_, d->tile);
-    return "";
-  }
+  std::string index_map_of(int v) { return scalar_index_map(p_, *L_.op, def(v)); }
 
   const Op* def(int v) {
     if (defs_.empty())
@@ -287,7 +347,21 @@ class Planner {
 
   void add(const Op& op, const Op* loop) {
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    // The slot belongs to the innermost open loop whose tile the access indexes (a load of
+    // x[rows, ph::all] in a K loop nested in the jagged loop over rows is the jagged loop's);
+    // the enclosing loops' tiles it indexes besides are whole in its block (trip_tiles).
     int loop_tile = -1;
+    std::vector<int> trip_tiles;
+    auto indexes = [&](int tile) {
+      for (const ir::IndexItem& ix : op.index)
+        if (ix.kind == ir::IndexItem::Tile && ix.tile == tile) return true;
+      return false;
+    };
+    for (auto it = open_loops_.rbegin(); loop && it != open_loops_.rend(); ++it) {
+      const int tile = (*it)->loop_tiles[0];
+      if (!indexes(tile)) continue;
+      (loop_tile < 0 ? loop_tile : trip_tiles.emplace_back()) = tile;
+    }
     // An atomic update at indices computed from data has no block index map: its block is the
     // whole tensor (a jagged tile's whole dim is, below).
     std::set<int> dep_tiles;
@@ -326,15 +400,12 @@ class Planner {
         const Op* start = def(ix.value);
         if (!start || start->kind != OpKind::Constant) check_slice_start(op, d);
       }
-      if (ix.kind == ir::IndexItem::Tile) {
-        if (loop && ix.tile == loop->loop_tiles[0]) loop_tile = ix.tile;
-        keeps_prior |= check_range_tile(op, d) && op.kind == OpKind::Store;
-      }
+      if (ix.kind == ir::IndexItem::Tile) keeps_prior |= check_range_tile(op, d) && op.kind == OpKind::Store;
     }
     // Loads and stores of one tensor at the same tile indices, in the same loop, share a slot.
     for (size_t k = 0; k < out_.slots.size(); ++k) {
       PallasSlot& s = out_.slots[k];
-      if (s.tensor != op.tensor || s.loop_tile != loop_tile || s.mode == PallasSlot::Dma ||
+      if (s.tensor != op.tensor || s.loop_tile != loop_tile || s.trip_tiles != trip_tiles || s.mode == PallasSlot::Dma ||
           s.mode == PallasSlot::Smem || !same_blocks(s.first->index, op.index))
         continue;
       (op.kind == OpKind::Load ? s.read : s.written) = true;
@@ -350,7 +421,10 @@ class Planner {
     s.keeps_prior = keeps_prior;
     s.atomic = ir::atomic_fn(op);
     s.loop_tile = loop_tile;
-    const bool jagged = loop_tile >= 0 && fn_.tiles[loop_tile].is_jagged();
+    s.trip_tiles = trip_tiles;
+    bool jagged = false;  // through the tile of a jagged loop, this slot's or an enclosing one's
+    for (int tile : trip_tiles) jagged |= fn_.tiles[tile].is_jagged();
+    jagged |= loop_tile >= 0 && fn_.tiles[loop_tile].is_jagged();
     if (loop_tile >= 0) {
       const InnerLoop* il = L_.inner_loop(loop_tile);
       s.mode = il->strategy == Strategy::Pipeline             ? PallasSlot::Pipeline
@@ -360,13 +434,23 @@ class Planner {
       // rows depend on the data, not on the grid step: the block is the whole tensor, its index
       // the same at every step, so it stays in VMEM across the launch (its steps run in order,
       // see the emitter's dimension semantics) and is written back once, at the end.
+      // Beside the rows, a launch tile's block of a dim is cut from the whole tensor at the
+      // step's offset (check_whole_tensor_block).
       if (jagged && op.kind == OpKind::Store) {
         s.keeps_prior = true;
         s.whole_tensor = true;
-        for (const ir::IndexItem& ix : op.index)
-          if (!(ix.kind == ir::IndexItem::All || (ix.kind == ir::IndexItem::Tile && ix.tile == loop_tile)))
-            unsupported(op,
-                        "a store through a jagged tile with other than whole dims beside it (write x[rows, ph::all])");
+        for (size_t d = 0; d < op.index.size(); ++d) {
+          const ir::IndexItem& ix = op.index[d];
+          if (ix.kind == ir::IndexItem::All) continue;
+          if (ix.kind == ir::IndexItem::Tile && (ix.tile == loop_tile || indexes_open_loop(ix.tile))) continue;
+          if (ix.kind == ir::IndexItem::Tile && launch_tile(ix.tile)) {
+            check_whole_tensor_block(op, d);
+            continue;
+          }
+          unsupported(op,
+                      "a store through a jagged tile beside other than whole dims, enclosing loops' tiles and launch "
+                      "tiles (write x[rows, ph::all] or x[rows, tn])");
+        }
       }
       // A pipelined output block is written back after its trip, and the next trip's copy of the
       // same block may already be in flight: the read-modify-writes of one block would not see
@@ -389,6 +473,12 @@ class Planner {
     for (size_t d = 0; d < op.index.size(); ++d) {
       const ir::IndexItem& ix = op.index[d];
       int64_t b = t.shape[d];  // `all` and gathered dims: the whole dim is resident
+      // (the whole tensor; an enclosing loop's tile: its whole extent, sliced by each trip)
+      if (s.whole_tensor || (ix.kind == ir::IndexItem::Tile && std::count(trip_tiles.begin(), trip_tiles.end(), ix.tile))) {
+        s.block.push_back(b);
+        elems *= b;
+        continue;
+      }
       if (ix.kind == ir::IndexItem::Scalar) {
         s.block.push_back(-1);
         continue;

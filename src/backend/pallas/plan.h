@@ -35,6 +35,10 @@ struct PallasSlot {
   bool read = false, written = false;
   const ir::Op* first = nullptr;  // the first load/store through it (its index)
   int loop_tile = -1;             // -1: grid level; else the inner loop's tile
+  // The tiles of inner loops enclosing that loop which the access also indexes (the rows of a
+  // jagged loop around a K loop): the block holds their whole extent, and each trip cuts its
+  // rows (a jagged trip at its clamped start, a resident one at its offset).
+  std::vector<int> trip_tiles;
   // How the block reaches VMEM: a grid-level BlockSpec, an inner loop's strategy, or by the
   // row DMAs of a dma gather (the tensor stays in HBM; block_bytes is 0).
   enum Mode { Grid, Resident, Pipeline, Dma, Smem } mode = Grid;
@@ -96,6 +100,11 @@ struct PallasLaunch {
 // True for a tile whose blocks are single elements (grid loops, fixed block 1): its dims are
 // squeezed out of pallas blocks and values.
 bool pallas_unit_tile(const lower::BlockProgram& p, int tile);
+
+// The BlockSpec index map expression (over the grid indices g_<tile>) of a scalar index
+// defined by `def`: a constant, a launch tile's block number (t.id()) or first element
+// (t.begin()); "" for any other (a value computed in the kernel, which no index map can name).
+std::string scalar_index_map(const lower::BlockProgram& p, const ir::Op& launch, const ir::Op* def);
 
 // Throws UserError (naming the user's line) for what the pallas backend cannot express yet.
 std::vector<PallasLaunch> plan_pallas(const lower::BlockProgram& p);
