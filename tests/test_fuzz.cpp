@@ -137,6 +137,10 @@ TEST(Fuzz, GeneratorDrawsJaggedLoopsThatAgreeWithTheInterpreter) {
   for (const char* s : {"ph::jagged(", ").block(", "ph::sum(", "ph::amax(", ".index()", ".id()", "ph::when("})
     EXPECT_NE(all.find(s), std::string::npos) << "no generated program has " << s;
   EXPECT_GE(empty_groups, 10) << "groups without rows are drawn";
+  // A loop nested in the jagged trip, its sum carried in a Var declared in the trip.
+  EXPECT_TRUE(std::regex_search(
+      all, std::regex(R"(ph::Var v\d+ = ph::full\(\{t\d+, t\d+\}, 0\.0f\);\n\s+for \(auto t\d+ : ph::tile\()")))
+      << "no generated program nests a loop in a jagged trip";
   fz::FuzzOptions o;
   o.seed = 20261203;
   o.family = "jagged";

@@ -62,6 +62,10 @@ int run_fuzz(const Options& o) {
     std::cout << "), " << r.cpu_runs << " cpu runs, " << r.pallas_runs << " pallas runs in TPU interpret mode, "
               << r.not_fitting << " configs refused for fast memory, " << r.pallas_unsupported << " refused by pallas; "
               << r.findings.size() << " findings in " << static_cast<int>(r.seconds) << " s\n";
+    if (!r.pallas_refusals.empty()) {
+      std::cout << "refused by pallas, by reason:\n";
+      for (const auto& [why, n] : r.pallas_refusals) std::cout << "  " << n << " x " << why << "\n";
+    }
   }
   return r.findings.empty() ? 0 : 1;
 }

@@ -384,7 +384,18 @@ struct PallasPending {
 // In the child: the interpreter's outputs, and the module of the pallas default and of one
 // random config of the pallas space (a clear refusal counts as unsupported, not a finding).
 json prepare_pallas_here(const Program& p, uint64_t seed) {
-  json r = {{"findings", json::array()}, {"modules", json::array()}, {"want", json::array()}, {"unsupported", 0}};
+  json r = {{"findings", json::array()},
+            {"modules", json::array()},
+            {"want", json::array()},
+            {"unsupported", 0},
+            {"refusals", json::array()}};
+  // (the reason, without the "file:line: " it names)
+  auto refused = [&](const UserError& e) {
+    r["unsupported"] = r["unsupported"].get<int>() + 1;
+    std::string m = e.what();
+    if (size_t at = m.find(": "); at != std::string::npos && m.find(':') < at) m = m.substr(at + 2);
+    r["refusals"].push_back(m.substr(0, 160));
+  };
   std::unique_ptr<Ready> ready = make_ready(p, seed, r);
   if (!ready) return r;
   KernelBase* kernel = ready->kernel.get();
@@ -400,8 +411,8 @@ json prepare_pallas_here(const Program& p, uint64_t seed) {
   std::shared_ptr<CompiledKernel::Impl> configured;
   try {
     configured = kernel->trace(args, "pallas:v7x");
-  } catch (const UserError&) {
-    r["unsupported"] = r["unsupported"].get<int>() + 1;
+  } catch (const UserError& e) {
+    refused(e);
     return r;
   }
   tune::ConfigCodec codec(configured->spec);
@@ -418,8 +429,8 @@ json prepare_pallas_here(const Program& p, uint64_t seed) {
     try {
       PallasModule m = kernel->emit_pallas(args, "v7x", c);
       r["modules"].push_back({{"source", m.source}, {"config", m.config.to_json()}});
-    } catch (const UserError&) {
-      r["unsupported"] = r["unsupported"].get<int>() + 1;
+    } catch (const UserError& e) {
+      refused(e);
     }
   }
   return r;
@@ -521,6 +532,8 @@ FuzzReport fuzz(const FuzzOptions& o) {
       // Emitted (and interpreted) in a child, like the cpu runs: a crash there is a finding.
       json r = in_child([&] { return prepare_pallas_here(p, seed); }, 120);
       report.pallas_unsupported += r.value("unsupported", 0);
+      if (r.contains("refusals"))
+        for (const json& why : r["refusals"]) ++report.pallas_refusals[why.get<std::string>()];
       for (const Outcome& x : outcomes_of(r)) {
         log("FOUND " + x.kind + " preparing pallas, seed " + std::to_string(seed) + ": " + x.detail.substr(0, 300));
         report.findings.push_back({x.kind, "pallas", x.config, x.detail, seed, p, to_cpp(p, "", seed), ""});

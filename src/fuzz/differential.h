@@ -50,6 +50,8 @@ struct FuzzReport {
   int64_t pallas_runs = 0;         // modules run in TPU interpret mode
   int64_t not_fitting = 0;         // configs refused for fast memory (clean UserErrors, expected)
   int64_t pallas_unsupported = 0;  // programs the pallas backend refuses with a clear error
+  // Those refusals by reason (the message without its source line): what to build next.
+  std::map<std::string, int64_t> pallas_refusals;
   std::map<std::string, int64_t> by_family;
   std::vector<Finding> findings;
   double seconds = 0;

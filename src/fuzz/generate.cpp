@@ -1332,7 +1332,8 @@ class Generator {
   // ones (and, for a reduction, rows no group covers). A launch over (group, column block) runs
   // a jagged loop over each group's rows, its block fixed or the config's: a segment
   // reduction into a Var (sum, or max) stored per group, or an elementwise result per row that
-  // mixes the row's position in its group and its block number.
+  // mixes the row's position in its group and its block number, and sometimes a sum over a
+  // loop nested in the trip.
   void jagged() {
     const int64_t groups = choose<int64_t>({1, 2, 3, 5, 8}), n = choose<int64_t>({1, 2, 3, 5, 16, 17});
     const bool reduce_rows = chance(0.5);
@@ -1395,6 +1396,20 @@ class Generator {
       });
       // (a block number depends on the block size: only a fixed one gives every config's result)
       if (dr.fixed_block > 0) leaves.push_back([=, this] { return cast(tile_id(tr), DType::f32); });
+      // Sometimes a loop nested in the trip (grouped GEMM's K loop): the sum of y [rows, k, n]
+      // over k's blocks, carried in a Var of the trip's block, declared in the trip.
+      if (!whole_rows && chance(0.4)) {
+        const int64_t k = choose<int64_t>({1, 2, 3, 5, 9});
+        int y = tensor({rows, k, n}, in_dtype());
+        int tk = new_tile(), v = new_var();
+        inner.body.push_back(var_decl(v, add_full({tr, tn}, 0.0)));
+        Stmt nested = loop({dim(k)}, {tk});
+        nested.body.push_back(
+            var_set(v, bin(BinaryFn::add, var_read(v),
+                           reduce(ReduceFn::sum, load(y, {tile_ix(tr), tile_ix(tk), tile_ix(tn)}), 1, false))));
+        inner.body.push_back(std::move(nested));
+        leaves.push_back([=, this] { return var_read(v); });
+      }
       inner.body.push_back(guarded(store(out, {tile_ix(tr), cols}, fexpr(leaves, exact, 3))));
       if (cond >= 0) {  // the else branch: every row is written once
         Stmt other;
