@@ -158,6 +158,7 @@ class Emitter {
     line("");
     line("KERNEL = \"" + fn_.name + "\"");
     line("TPU = \"" + tpu_.name + "\"");
+    line("DEVICE_KIND = \"" + std::string(tpu_.device_kind) + "\"  # JAX's device_kind of the target chip");
     line("CONFIG = " + python_literal(nlohmann::json::parse(p_.config.to_json())));
     std::string sig = "SIGNATURE = [";
     for (int i = 0; i < fn_.num_tensor_params; ++i) {
@@ -169,12 +170,12 @@ class Emitter {
     line("");
     line("");
     line("def _tpu_context(interpret):");
-    line("    \"\"\"emit_pipeline asks which TPU it tiles DMAs for while tracing: on a machine without a");
-    line("    TPU (interpret mode, or lowering for export), trace as if on one (a v5e: only DMA tiling");
-    line("    depends on it).\"\"\"");
+    line("    \"\"\"The TPU the kernel is traced and lowered for: on a machine without one (interpret mode,");
+    line("    or lowering for export), the target generation's device kind, which DMA tiling, block");
+    line("    checks and interpret mode's padded buffer bounds ask for.\"\"\"");
     line("    if jax.default_backend() == \"tpu\":");
     line("        return contextlib.nullcontext()");
-    line("    device = jax.sharding.AbstractDevice(device_kind=\"TPU v5 lite\", num_cores=1, platform=\"tpu\")");
+    line("    device = jax.sharding.AbstractDevice(device_kind=DEVICE_KIND, num_cores=1, platform=\"tpu\")");
     line(
         "    return jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), (\"x\",), abstract_device=device))");
     line("");
@@ -223,6 +224,7 @@ class Emitter {
       line("");
       line("");
     }
+    if (has_dot()) dot_helper();
     line("def _mask(x, axis, valid, fill):");
     line("    \"\"\"Elements at index >= valid along axis (a ragged block's padding) become fill.\"\"\"");
     line("    idx = jax.lax.broadcasted_iota(jnp.int32, x.shape, axis)");
@@ -337,6 +339,38 @@ class Emitter {
         "",
         "    each(lambda c: c.start())",
         "    each(lambda c: c.wait())",
+        "",
+        "",
+    };
+    for (const char* l : text) line(l);
+  }
+
+  bool has_dot() const {
+    bool any = false;
+    ir::walk(fn_.body, [&](const Op& op) { any |= op.kind == OpKind::Dot; });
+    return any;
+  }
+
+  // (printed as part of header())
+  void dot_helper() {
+    const char* text[] = {
+        "def _dot(a, b, dims):",
+        "    \"\"\"dot_general into f32. A matrix operand whose free dim is one row (a resident loop's",
+        "    ragged last trip) is broadcast to 8 rows and the product's extra rows or columns dropped:",
+        "    Mosaic lowers a one-row right operand of a.b^T as a matrix-vector product, which fails",
+        "    for 16-bit data (jax/_src/pallas/mosaic/lowering.py, _dot_general_lowering_rule).\"\"\"",
+        "    (ca, cb), (ba, _) = dims",
+        "    if not ba and a.ndim == 2 and b.ndim == 2:",
+        "        fa, fb = 1 - ca[0], 1 - cb[0]",
+        "        if b.shape[fb] == 1:",
+        "            wide = list(b.shape)",
+        "            wide[fb] = 8",
+        "            return _dot(a, jnp.broadcast_to(b, tuple(wide)), dims)[:, :1]",
+        "        if a.shape[fa] == 1:",
+        "            wide = list(a.shape)",
+        "            wide[fa] = 8",
+        "            return _dot(jnp.broadcast_to(a, tuple(wide)), b, dims)[:1, :]",
+        "    return jax.lax.dot_general(a, b, dims, preferred_element_type=jnp.float32)",
         "",
         "",
     };
@@ -547,8 +581,8 @@ class Emitter {
       const ir::IndexItem& ix = op.index[d];
       // (the slot's loop's tile, or an enclosing loop's whose whole extent the block holds)
       const bool own = ix.kind == ir::IndexItem::Tile && ix.tile == slot.loop_tile;
-      const bool enclosing = ix.kind == ir::IndexItem::Tile &&
-                             std::count(slot.trip_tiles.begin(), slot.trip_tiles.end(), ix.tile) > 0;
+      const bool enclosing =
+          ix.kind == ir::IndexItem::Tile && std::count(slot.trip_tiles.begin(), slot.trip_tiles.end(), ix.tile) > 0;
       if ((own || enclosing) && jagged_tiles_.count(ix.tile)) {
         // A jagged trip: the block of the loop's size at the clamped start s_t (see jagged_loop).
         idx.push_back("pl.ds(s_" + tname(ix.tile) + ", " + std::to_string(block(ix.tile)) + ")");
@@ -559,7 +593,8 @@ class Emitter {
         // the step's offset, aligned as the plan checked (check_whole_tensor_block).
         const std::string t = tname(ix.tile), b = std::to_string(block(ix.tile));
         const size_t rank = op.index.size();
-        const int64_t sub = 8 * std::max<int64_t>(1, 4 / std::max<int64_t>(1, dtype_size(fn_.tensors[op.tensor].dtype)));
+        const int64_t sub =
+            8 * std::max<int64_t>(1, 4 / std::max<int64_t>(1, dtype_size(fn_.tensors[op.tensor].dtype)));
         if (unit(ix.tile))
           idx.push_back("off_" + t);
         else if (d + 1 == rank)
@@ -1249,7 +1284,7 @@ class Emitter {
       for (int i = 0; i < a.rank - 2; ++i) batch.push_back(std::to_string(i));
     std::string dims = "(((" + std::to_string(ka) + ",), (" + std::to_string(kb) + ",)), (" + tuple_str(batch) + ", " +
                        tuple_str(batch) + "))";
-    std::string e = "jax.lax.dot_general(" + ea + ", " + eb + ", " + dims + ", preferred_element_type=jnp.float32)";
+    std::string e = "_dot(" + ea + ", " + eb + ", " + dims + ")";
     // dot_general orders the result (batch, a's free dim, b's free dim): with a transposed its free
     // dim is M, so the result is already [..., M, N] and takes no transpose.
     if (op.operands.size() > 2) e = "(" + operand(op.operands[2]) + " + " + e + ")";

@@ -18,45 +18,6 @@ namespace {
 using ir::Op;
 using ir::OpKind;
 
-// emit_pipeline copies a ragged last block rounded up to whole tiles of the dtype's layout
-// ((8, 128) for 32-bit data, (16, 128) for 16-bit; a 1-D array in 512-byte rows: 128 f32, 256
-// bf16): along every dim the block is ragged in, not only the loop's own, that rounded copy
-// must stay inside the array. An argument updated in place (aliased as an output) is not
-// padded either: its grid blocks follow the same rule.
-void check_ragged_blocks(const lower::BlockProgram& p, const PallasLaunch& pl, const std::set<int>& valued) {
-  const ir::Function& fn = *p.fn;
-  for (const PallasSlot& s : pl.slots) {
-    const ir::TensorInfo& t = fn.tensors[s.tensor];
-    // (A written host view is passed in aliased whenever its root has a value: count it too;
-    // so is a filled allocation or an earlier launch's output: `valued`.)
-    const bool in_place =
-        s.written && (t.origin == ir::TensorInfo::Param || t.origin == ir::TensorInfo::View || valued.count(s.tensor));
-    const bool pipelined = s.mode == PallasSlot::Pipeline;
-    if (!pipelined && !in_place) continue;
-    const int rank = static_cast<int>(t.shape.size());
-    const int64_t bytes = dtype_size(t.dtype);
-    for (int d = 0; d < rank; ++d) {
-      const int64_t e = t.shape[d], b = s.block[d];
-      if (b <= 0 || e % b == 0) continue;  // a squeezed dim, or whole blocks
-      const int from_minor = rank - 1 - d;
-      const int64_t q = from_minor == 0 ? (rank == 1 ? 512 / bytes : 128) : from_minor == 1 ? 32 / bytes : 1;
-      // (An aliased argument's grid blocks are not rounded but not padded either: in
-      // interpret mode any ragged last block of it is out of bounds.)
-      const bool rounded_overruns = e % q != 0, unpadded = in_place && !pipelined;
-      if (!rounded_overruns && !unpadded) continue;
-      const std::string why =
-          unpadded ? "an argument updated in place is not padded, so that block runs past it"
-                   : "the TPU's copy of it, rounded up to " + std::to_string(q) + ", would read past the end";
-      throw UserError(
-          "config " + p.config.to_json() + " cannot " +
-          (pipelined ? "pipeline loop " + ir::tile_name(fn, s.loop_tile) : "update " + t.name + " in place") + " (at " +
-          s.first->loc.str() + "): its last block of " + t.name + " is ragged in dimension " + std::to_string(d) +
-          " (" + std::to_string(e) + " is not a multiple of the block " + std::to_string(b) + ") and " + why +
-          ". Use a block size that divides " + std::to_string(e) + (pipelined ? ", or the resident strategy." : "."));
-    }
-  }
-}
-
 }  // namespace
 
 PallasBackend::PallasBackend(const TpuGeneration& generation) : generation_(generation) {
@@ -88,7 +49,7 @@ bool PallasBackend::block_size_legal(const ir::Function& fn, int block_id, int64
     for (int d = 0; d < rank; ++d) {
       const ir::IndexItem& ix = op.index[d];
       if (ix.kind != ir::IndexItem::Tile || fn.tiles[ix.tile].block != block_id || fn.tiles[ix.tile].is_grid) continue;
-      if (!tpu_block_legal(block, t.shape[d], rank - 1 - d, dtype_size(t.dtype))) ok = false;
+      if (!tpu_block_legal(block, t.shape[d], rank - 1 - d, rank, dtype_size(t.dtype))) ok = false;
     }
   });
   return ok;
@@ -119,17 +80,10 @@ void PallasBackend::check(const lower::BlockProgram& p) const {
                         " of dtype " + std::string(dtype_name(fn.tensors[op.tensor].dtype)) +
                         ": fp8 tensors need a TPU with fp8 support (pallas:v7x)");
     });
+  // (Ragged last blocks need no check: a TPU's HBM buffers are padded to whole tiles of their
+  // layout, so a ragged grid block, and emit_pipeline's copy of one rounded up to the tiling,
+  // stay inside the buffer; docs/pallas.md, "Ragged blocks".)
   const std::vector<PallasLaunch> launches = plan_pallas(p);
-  // The tensors with a value before each launch (aliased to its outputs by the emitter).
-  std::set<int> valued;
-  size_t launch = 0;
-  for (const Op& op : fn.body) {
-    if (op.kind == OpKind::Alloc && op.has_fill) valued.insert(op.tensor);
-    if (op.kind != OpKind::Launch || launch >= launches.size()) continue;
-    check_ragged_blocks(p, launches[launch], valued);
-    for (const PallasSlot& s : launches[launch++].slots)
-      if (s.written) valued.insert(s.tensor);
-  }
   // An atomic update at indices computed from data keeps the whole tensor in VMEM (plan.h):
   // no block size shrinks it, so say so at its line rather than with the config's fit.
   for (const PallasLaunch& pl : launches)
@@ -166,7 +120,8 @@ void PallasBackend::check(const lower::BlockProgram& p) const {
                       (whole.empty() ? lower::fit_hint(p, p.launches[pl.index])
                                      : "Its blocks of " + whole +
                                            " span their whole tensors whatever the block sizes (a tensor updated "
-                                           "at indices computed from data, a one-hot gather's table, whole dims): "
+                                           "at indices computed from data, the rows a jagged loop reads or "
+                                           "writes, a one-hot gather's table, whole dims): "
                                            "smaller blocks do not shrink them; smaller inputs, or a dma gather where "
                                            "its index block is loaded directly, do."));
     }

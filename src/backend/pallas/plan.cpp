@@ -22,9 +22,9 @@ using lower::Strategy;
 std::string scalar_index_map(const BlockProgram& p, const ir::Op& launch, const ir::Op* def) {
   if (!def) return "";
   if (def->kind == OpKind::Constant) return std::to_string(static_cast<int64_t>(def->number));
-  const bool of_launch_tile = (def->kind == OpKind::TileId || def->kind == OpKind::TileBegin) &&
-                              std::find(launch.loop_tiles.begin(), launch.loop_tiles.end(), def->tile) !=
-                                  launch.loop_tiles.end();
+  const bool of_launch_tile =
+      (def->kind == OpKind::TileId || def->kind == OpKind::TileBegin) &&
+      std::find(launch.loop_tiles.begin(), launch.loop_tiles.end(), def->tile) != launch.loop_tiles.end();
   if (!of_launch_tile) return "";
   const std::string g = "g_" + ir::tile_name(*p.fn, def->tile);
   if (def->kind == OpKind::TileId) return g;
@@ -171,8 +171,8 @@ class Planner {
   void check_nested_loop(const Op& op, const Op& enclosing) {
     const ir::TileInfo& t = fn_.tiles[op.loop_tiles[0]];
     if (t.is_jagged() || t.parent >= 0)
-      unsupported(op, std::string(t.is_jagged() ? "a jagged loop" : "a ph::tile(outer) loop") +
-                          " inside another inner loop");
+      unsupported(
+          op, std::string(t.is_jagged() ? "a jagged loop" : "a ph::tile(outer) loop") + " inside another inner loop");
     const ir::TileInfo& outer = fn_.tiles[enclosing.loop_tiles[0]];
     if (outer.parent >= 0) unsupported(op, "an inner loop inside a ph::tile(outer) loop");
     if (const InnerLoop* il = L_.inner_loop(outer.id); !outer.is_jagged() && il && il->strategy == Strategy::Pipeline)
@@ -295,7 +295,8 @@ class Planner {
           std::find(L_.op->loop_tiles.begin(), L_.op->loop_tiles.end(), ix.tile) != L_.op->loop_tiles.end();
       if (ix.kind != ir::IndexItem::Scalar && !unit_tile) return false;
       const bool lane_or_sublane = d + 2 >= op.index.size() && t.shape[d] != 1;
-      computed |= ix.kind == ir::IndexItem::Scalar ? index_map_of(ix.value).empty() || lane_or_sublane : lane_or_sublane;
+      computed |=
+          ix.kind == ir::IndexItem::Scalar ? index_map_of(ix.value).empty() || lane_or_sublane : lane_or_sublane;
     }
     // (i64 tensors are int32 arrays in JAX without x64)
     const DType dt = fn_.tensors[op.tensor].dtype;
@@ -309,7 +310,7 @@ class Planner {
       unsupported(op, "a scalar read at a computed index from " + t.name + ", whose " + std::to_string(n) +
                           " elements do not fit SMEM (" + std::to_string(kSmemElements) + " at most)");
     for (size_t k = 0; k < out_.slots.size(); ++k)
-      if (out_.slots[k].tensor == op.tensor && out_.slots[k].mode == PallasSlot::Smem) {
+      if (out_.slots[k].tensor == op.tensor && out_.slots[k].mode == PallasSlot::Smem && !out_.slots[k].written) {
         out_.slot_of[&op] = static_cast<int>(k);
         return;
       }
@@ -318,6 +319,80 @@ class Planner {
     s.first = &op;
     s.read = true;
     s.mode = PallasSlot::Smem;
+    s.block.assign(t.shape.size(), -1);
+    s.block_bytes = n * 4;
+    out_.slot_of[&op] = static_cast<int>(out_.slots.size());
+    out_.slots.push_back(std::move(s));
+  }
+
+  // A store whose every dim is squeezed (out[g] = acc of a 0-d Var, partials[t.id()] = s): a
+  // block of no dims, which Mosaic cannot store to VMEM ("Cannot store scalars to VMEM",
+  // _masked_swap_lowering_rule in jax/_src/pallas/mosaic/lowering.py) and which no legal
+  // rank-1 BlockSpec holds. Its indices come from the grid (index maps), not from data.
+  bool scalar_store(const Op& op) {
+    if (op.kind != OpKind::Store || ir::is_atomic(op) || op.index.empty()) return false;
+    for (const ir::IndexItem& ix : op.index) {
+      const bool unit_launch_tile =
+          ix.kind == ir::IndexItem::Tile && pallas_unit_tile(p_, ix.tile) && launch_tile(ix.tile);
+      const bool mapped = ix.kind == ir::IndexItem::Scalar && !index_map_of(ix.value).empty();
+      if (!unit_launch_tile && !mapped) return false;
+    }
+    return true;
+  }
+
+  // Such a store goes to the whole tensor in SMEM (32-bit words, stored one scalar at a time),
+  // written back once after the launch: its grid dims run in order on one core (plan_order;
+  // SMEM is a core's own). Each step writes its element, so every element must be some step's:
+  // each dim indexed by a distinct grid dim that spans it (a grid tile over the whole dim, a
+  // launch tile's t.id() with one step per element, a constant into a dim of 1).
+  void add_smem_store(const Op& op) {
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    const std::string what = "a scalar stored into " + t.name + " at grid indices (the pallas backend stores it into " +
+                             "SMEM: Mosaic stores no scalars to VMEM)";
+    if (!(t.dtype == DType::f32 || t.dtype == DType::i32 || t.dtype == DType::i64))
+      unsupported(op, what + " of dtype " + std::string(dtype_name(t.dtype)) +
+                          ": SMEM holds 32-bit words (store into an f32 or i32 tensor, or store a row of 128 "
+                          "lanes at a leading index)");
+    const int64_t n = shape_numel(t.shape);
+    if (n > kSmemElements)
+      unsupported(op, what + ", whose " + std::to_string(n) + " elements do not fit SMEM (" +
+                          std::to_string(kSmemElements) + " at most)");
+    if (ir::is_masked(op) || in_when_ > 0)
+      unsupported(op, what +
+                          " under a mask or a ph::when: the elements it leaves would need the tensor's "
+                          "prior contents in SMEM");
+    std::set<int> grid_dims;
+    for (size_t d = 0; d < op.index.size(); ++d) {
+      const ir::IndexItem& ix = op.index[d];
+      int tile = -1;
+      int64_t steps = 1;
+      if (ix.kind == ir::IndexItem::Tile) {
+        tile = ix.tile;
+        const ir::TileInfo& ti = fn_.tiles[tile];
+        if (ti.begin != 0) tile = -2;  // (a sub-range leaves elements before it)
+      } else if (const Op* dv = def(ix.value); dv->kind == OpKind::TileId || dv->kind == OpKind::TileBegin) {
+        tile = pallas_unit_tile(p_, dv->tile) || dv->kind == OpKind::TileId ? dv->tile : -2;
+        if (tile >= 0 && fn_.tiles[tile].begin != 0) tile = -2;
+      }
+      for (const lower::GridDim& g : L_.grid)
+        if (g.tile == tile) steps = g.steps;
+      // (a dim of ph::num_blocks(bs) has one element per block of a tile over the same extent)
+      bool counted = false;
+      for (const ir::BlockCount& c : t.counts)
+        counted |= tile >= 0 && c.dim == static_cast<int>(d) && c.block == fn_.tiles[tile].block &&
+                   c.extent == fn_.tiles[tile].extent();
+      const bool spans =
+          tile == -1 ? t.shape[d] == 1 : tile >= 0 && (counted || steps == t.shape[d]) && grid_dims.insert(tile).second;
+      if (!spans)
+        unsupported(op, what + " that leaves elements of dim " + std::to_string(d) + " (" + std::to_string(t.shape[d]) +
+                            ") to no grid step: each dim must be indexed by its own grid loop over the whole dim");
+    }
+    PallasSlot s;
+    s.tensor = op.tensor;
+    s.first = &op;
+    s.written = true;
+    s.mode = PallasSlot::Smem;
+    s.whole_tensor = true;
     s.block.assign(t.shape.size(), -1);
     s.block_bytes = n * 4;
     out_.slot_of[&op] = static_cast<int>(out_.slots.size());
@@ -375,6 +450,7 @@ class Planner {
       check_gather(op);
     }
     if (smem_scalar(op)) return add_smem(op);
+    if (scalar_store(op)) return add_smem_store(op);
     // Elements a masked store or a store into a slice leaves keep their prior contents; so do
     // those of a store under a condition (a block written back whole, whether or not it ran).
     // An atomic update reads the block's contents, combines and writes them back (TPU cores
@@ -405,8 +481,8 @@ class Planner {
     // Loads and stores of one tensor at the same tile indices, in the same loop, share a slot.
     for (size_t k = 0; k < out_.slots.size(); ++k) {
       PallasSlot& s = out_.slots[k];
-      if (s.tensor != op.tensor || s.loop_tile != loop_tile || s.trip_tiles != trip_tiles || s.mode == PallasSlot::Dma ||
-          s.mode == PallasSlot::Smem || !same_blocks(s.first->index, op.index))
+      if (s.tensor != op.tensor || s.loop_tile != loop_tile || s.trip_tiles != trip_tiles ||
+          s.mode == PallasSlot::Dma || s.mode == PallasSlot::Smem || !same_blocks(s.first->index, op.index))
         continue;
       (op.kind == OpKind::Load ? s.read : s.written) = true;
       s.keeps_prior |= keeps_prior;
@@ -464,17 +540,17 @@ class Planner {
                         "writes each trip's block back while the next one comes in; give that loop the strategy "
                         "\"resident\" (kernel " +
                         fn_.name + ")");
+      // (A scalar index here has an index map, a constant or a launch tile's number, which the
+      // pipeline's BlockSpec takes like the grid's: its lambda closes over the grid indices.)
       s.buffers = il->strategy == Strategy::Pipeline ? il->buffers : 2;
-      for (const ir::IndexItem& ix : op.index)
-        if (ix.kind == ir::IndexItem::Scalar && s.mode == PallasSlot::Pipeline)
-          unsupported(op, "an integer index in a pipelined inner loop (give the loop the resident strategy)");
     }
     int64_t elems = 1;
     for (size_t d = 0; d < op.index.size(); ++d) {
       const ir::IndexItem& ix = op.index[d];
       int64_t b = t.shape[d];  // `all` and gathered dims: the whole dim is resident
       // (the whole tensor; an enclosing loop's tile: its whole extent, sliced by each trip)
-      if (s.whole_tensor || (ix.kind == ir::IndexItem::Tile && std::count(trip_tiles.begin(), trip_tiles.end(), ix.tile))) {
+      if (s.whole_tensor ||
+          (ix.kind == ir::IndexItem::Tile && std::count(trip_tiles.begin(), trip_tiles.end(), ix.tile))) {
         s.block.push_back(b);
         elems *= b;
         continue;
@@ -624,9 +700,10 @@ class Planner {
         for (size_t g = 0; g < nd; ++g) out_.arbitrary[g] = true;
         out_.order_notes.push_back(
             what + " at " + s.first->loc.str() + ": " +
-            (s.atomic == ir::AtomicFn::none ? "rows through a jagged tile" : "indices computed from data") +
-            ", so the whole tensor stays in VMEM across the launch; grid dims " + names(all) +
-            " run in order (\"arbitrary\")" +
+            (s.mode == PallasSlot::Smem       ? "scalars at grid indices, so the whole tensor stays in SMEM"
+             : s.atomic == ir::AtomicFn::none ? "rows through a jagged tile, so the whole tensor stays in VMEM"
+                                              : "indices computed from data, so the whole tensor stays in VMEM") +
+            " across the launch; grid dims " + names(all) + " run in order (\"arbitrary\")" +
             (s.atomic == ir::AtomicFn::none ? ""
                                             : "; its rows are read-modify-written one index after another (a repeated "
                                               "index counts each time; an index out of range updates nothing)"));

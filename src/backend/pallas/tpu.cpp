@@ -1,15 +1,18 @@
 #include "backend/pallas/tpu.h"
 
+#include <algorithm>
+
 #include "parhelion/error.h"
 
 namespace parhelion::backend::pallas {
 
 const std::vector<TpuGeneration>& tpu_generations() {
   static const std::vector<TpuGeneration> g = {
-      {"v5e", 128ll << 20, 128, "Google Cloud TPU v5e docs: 128 MiB VMEM per core (Pallas TPU docs, memory spaces)"},
-      {"v6e", 128ll << 20, 256, "Google Cloud TPU v6e (Trillium) docs: 128 MiB VMEM, 256x256 MXU"},
-      {"v5p", 64ll << 20, 128, "Google Cloud TPU v5p docs: 64 MiB VMEM per core"},
-      {"v7x", 64ll << 20, 256, "Google Cloud TPU7x (Ironwood) docs: 64 MiB VMEM per TensorCore, 256x256 MXU"},
+      {"v5e", 128ll << 20, 128, "Google Cloud TPU v5e docs: 128 MiB VMEM per core (Pallas TPU docs, memory spaces)",
+       "TPU v5 lite"},
+      {"v6e", 128ll << 20, 256, "Google Cloud TPU v6e (Trillium) docs: 128 MiB VMEM, 256x256 MXU", "TPU v6 lite"},
+      {"v5p", 64ll << 20, 128, "Google Cloud TPU v5p docs: 64 MiB VMEM per core", "TPU v5p"},
+      {"v7x", 64ll << 20, 256, "Google Cloud TPU7x (Ironwood) docs: 64 MiB VMEM per TensorCore, 256x256 MXU", "TPU7x"},
   };
   return g;
 }
@@ -23,8 +26,12 @@ const TpuGeneration& tpu_generation(const std::string& name) {
   throw UserError("unknown TPU generation '" + name + "' (known: " + known + ")");
 }
 
-bool tpu_block_legal(int64_t block, int64_t dim, int rank_pos, int64_t dtype_bytes) {
+bool tpu_block_legal(int64_t block, int64_t dim, int rank_pos, int rank, int64_t dtype_bytes) {
   if (block >= dim) return true;  // the whole dimension
+  if (rank == 1) {
+    const int64_t packing = std::max<int64_t>(1, 4 / dtype_bytes);  // (i64 is int32 on a TPU)
+    return block % 1024 == 0 || (block >= 128 * packing && (block & (block - 1)) == 0);
+  }
   if (rank_pos == 0) return block % 128 == 0;
   if (rank_pos == 1) return block % (dtype_bytes >= 4 ? 8 : 32 / dtype_bytes) == 0;
   return true;
