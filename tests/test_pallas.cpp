@@ -151,6 +151,9 @@ std::vector<Case> cases() {
        {R"({"block_sizes":[128,16,128],"inner_loops":[{"strategy":"resident"}],"loop_orders":[[1,0]],"micro_kernels":[0],"num_threads":1})",
         R"({"block_sizes":[256,32,128],"inner_loops":[{"strategy":"resident"}],"loop_orders":[[0,1]],"micro_kernels":[0],"num_threads":1})"}},
       {"grouped_gemm", {72, 256, 256, 3}, ph::DType::bf16, {""}},
+      // 1027 columns: no column block below 1027 cuts them at multiples of 128, so the default
+      // takes one that spans them (the plan refuses the others).
+      {"grouped_gemm", {64, 128, 1027, 2}, ph::DType::f32, {""}},
       // Atomic adds of a split reduction: the split's grid dim runs in order ("arbitrary").
       {"split_k_matmul", {48, 1024, 256}, ph::DType::f32, {""}},
       {"split_k_matmul", {40, 512, 128}, ph::DType::bf16, {""}},

@@ -34,10 +34,11 @@ std::map<int, std::vector<int64_t>> in_place_dims(const ir::Function& fn) {
     ir::walk(op.body, [&](const ir::Op& o) {
       if (o.kind != ir::OpKind::Store) return;
       written.insert(root(o.tensor));
-      // An atomic update through an index block keeps the whole tensor in VMEM, and takes a
-      // launch tile's block beside the rows only when it spans the dim or divides it (plan.cpp,
-      // add_whole_atomic): prefer such blocks, as for an update in place.
-      if (ir::is_atomic(o) && ir::has_gather(o)) {
+      // An atomic update through an index block, and a store through a jagged tile, keep the
+      // whole tensor in VMEM, and take a launch tile's block beside the rows only when it spans
+      // the dim or divides it (plan.cpp, add_whole_atomic, check_whole_tensor_block): prefer
+      // such blocks, as for an update in place.
+      if ((ir::is_atomic(o) && ir::has_gather(o)) || ir::indexes_jagged_tile(fn, o)) {
         for (size_t d = 0; d < o.index.size(); ++d)
           if (o.index[d].kind == ir::IndexItem::Tile &&
               std::find(launch.loop_tiles.begin(), launch.loop_tiles.end(), o.index[d].tile) != launch.loop_tiles.end())
@@ -118,12 +119,37 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const back
       if (L.loop_order_knob >= 0)
         c.loop_orders[L.loop_order_knob] = atomic_legal_order(fn, *L.op, c.loop_orders[L.loop_order_knob]);
   }
-  // Pipelined inner loops first; if the plan refuses one (an integer index or an atomic update
-  // in a pipelined loop), every inner loop falls back to resident, so that the default is legal.
-  try {
-    plan_pallas(lower::plan(fn, c, backend));
-  } catch (const UserError&) {
+  // Pipelined inner loops first; if the plan refuses one (an atomic update in a pipelined loop,
+  // a loop nested in one), every inner loop falls back to resident, so that the default is legal.
+  auto legal = [&](const Config& cfg) {
+    try {
+      plan_pallas(lower::plan(fn, cfg, backend));
+      return true;
+    } catch (const UserError&) {
+      return false;
+    }
+  };
+  if (!legal(c))
     for (auto& il : c.inner_loops) il.strategy = lower::strategy_name(lower::Strategy::Resident);
+  // Still refused (a block beside rows held whole in VMEM that cuts its dim unevenly, where the
+  // preferences above found none): each block size in turn takes its other choices, the nearest
+  // first (larger before smaller), until the plan takes the config. A default is legal whenever
+  // one block size stands in the way.
+  for (size_t i = 0; i < pick.size() && !legal(c); ++i) {
+    const auto& ch = spec.block_sizes[i].choices;
+    std::vector<size_t> order;
+    for (size_t j = 0; j < ch.size(); ++j)
+      if (j != pick[i]) order.push_back(j);
+    auto distance = [&](size_t j) { return j > pick[i] ? 2 * (j - pick[i]) - 1 : 2 * (pick[i] - j); };
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return distance(a) < distance(b); });
+    for (size_t j : order) {
+      Config t = c;
+      t.block_sizes[i] = ch[j];
+      if (!legal(t)) continue;
+      c = t;
+      pick[i] = j;
+      break;
+    }
   }
   auto vmem = [&] {
     int64_t most = 0;
@@ -136,15 +162,21 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const back
     for (size_t i = 0; i < pick.size(); ++i)
       if (pick[i] > 0 && (pick[big] == 0 || c.block_sizes[i] > c.block_sizes[big])) big = i;
     if (pick[big] == 0) break;
-    // (down to the next block that keeps an in-place update's blocks whole, when there is one)
+    // (down to the next block that keeps an in-place update's blocks whole, when there is one,
+    // and that the plan takes; none: this block size stays)
     const auto& ch = spec.block_sizes[big].choices;
+    const bool was_legal = legal(c);
     size_t next = pick[big] - 1;
-    for (size_t j = next + 1; j-- > 0;)
+    for (size_t j = pick[big]; j-- > 0;)
       if (whole_in_place(in_place, spec.block_sizes[big].block_id, ch[j])) {
         next = j;
         break;
       }
-    c.block_sizes[big] = ch[pick[big] = next];
+    Config t = c;
+    t.block_sizes[big] = ch[next];
+    if (was_legal && !legal(t)) break;
+    c = t;
+    pick[big] = next;
   }
   return c;
 }
