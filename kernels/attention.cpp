@@ -20,15 +20,21 @@ ph::Tensor flash_rows(At at, Stat stat, Block block, ph::Tensor q, ph::Tensor k,
   ph::Var mx = stat(-INFINITY);
   ph::Var den = stat(0.0);
   ph::Var acc = block(d);
-  auto qb = at(q, tq);
+  // The softmax scale times log2(e) folded into q once per block of rows, not into every score:
+  // the scores are then in base-2 units, and exp2 takes exp's place (2^(x log2 e) = e^x; the
+  // max, p and alpha are all in those units, so acc / den is unchanged). 16-bit q is scaled in
+  // its dtype, as flash kernels do, so that the dot keeps its 16-bit micro-kernel.
+  constexpr double kLog2e = 1.4426950408889634;
+  auto qs = at(q, tq) * (scale * kLog2e);
+  auto qb = q.dtype() == DType::f32 ? qs : ph::cast(qs, q.dtype());
   for (auto tk : ph::tile(kv_len)) {
     auto trip = [&] {
-      auto s = ph::dot(qb, ph::transpose(at(k, tk))) * scale;
+      auto s = ph::dot(qb, ph::transpose(at(k, tk)));
       if (causal) s = ph::where(tq.index().unsqueeze(-1) >= tk.index(), s, -INFINITY);
       auto new_mx = ph::maximum(mx, ph::amax(s, -1));
-      auto p = ph::exp(s - new_mx.unsqueeze(-1));
-      auto p_sum = ph::sum(p, -1);  // right after p: the exp is computed inside the sum's loop
-      auto alpha = ph::exp(mx - new_mx);
+      auto p = ph::exp2(s - new_mx.unsqueeze(-1));
+      auto p_sum = ph::sum(p, -1);  // right after p: the exp2 is computed inside the sum's loop
+      auto alpha = ph::exp2(mx - new_mx);
       den = den * alpha + p_sum;
       // 16-bit inputs: p is rounded to their dtype for the second dot, which then runs on the
       // 16-bit micro-kernels (as flash kernels do; the error stays within the dtype's tolerance).

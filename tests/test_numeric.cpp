@@ -353,7 +353,7 @@ TEST(Integers, DivisionByZeroAndOverflowAreDefinedOnTheCpu) {
 
 // --- float ops ---------------------------------------------------------------------------------
 
-constexpr int kFloatOps = 10;
+constexpr int kFloatOps = 11;
 
 std::vector<ph::Tensor> float_ops(const std::vector<ph::Tensor>& in) {
   auto [m, n] = in[0].sizes<2>();
@@ -372,6 +372,7 @@ std::vector<ph::Tensor> float_ops(const std::vector<ph::Tensor>& in) {
     out(7) = ph::floordiv(a, b);
     out(8) = a % b;
     out(9) = ph::gelu(a * 0.25f);  // still the tanh approximation
+    out(10) = ph::exp2(a);
   }
   return o;
 }
@@ -398,6 +399,8 @@ double float_expected(int op, double a, double b) {
       double r = std::fmod(a, b);
       return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
     }
+    case 10:
+      return std::exp2(a);
     default: {
       double u = a * 0.25;
       return 0.5 * u * (1 + std::tanh(std::sqrt(2 / M_PI) * (u + 0.044715 * u * u * u)));
@@ -425,12 +428,12 @@ void check_float_ops(const std::vector<ph::Array>& out, const ph::Array& x, cons
         EXPECT_TRUE(std::isnan(got)) << what << " op " << op << " at " << i;
         continue;
       }
-      double tol = op == 4 || op == 5 || op == 9 ? 2e-6 : 0;
+      double tol = op == 4 || op == 5 || op == 9 ? 2e-6 : op == 10 ? 3e-7 * std::fabs(want) : 0;
       EXPECT_NEAR(got, want, tol) << what << " op " << op << " of " << x.get(i) << ", " << y.get(i);
     }
 }
 
-TEST(Pointwise, RoundingsErfExactGeluClampAndFloatModulo) {
+TEST(Pointwise, RoundingsErfExactGeluClampFloatModuloAndExp2) {
   auto k = list_kernel("float_ops", 2, float_ops);
   ph::Array x = float_inputs(5, 67, 0), y = float_inputs(5, 67, 1);
   check_float_ops(k->run({x, y}), x, y, "cpu");

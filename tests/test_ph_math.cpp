@@ -116,6 +116,26 @@ TEST(PhMath, Exp) {
   EXPECT_TRUE(std::isnan(ph_rt::exp(-kNaN)));
 }
 
+TEST(PhMath, Exp2) {
+  auto xs = sweep(-126.0f, 127.99f, 200000, 2003);
+  float w = 0;
+  double e = maxRelErr(
+      xs, ph_rt::exp2, [](double x) { return std::exp2(x); }, 0, &w);
+  report("exp2", e, w);
+  EXPECT_LE(e, 3e-7);
+  // Integers are exact powers of two; below 2^-126 the result is flushed to +0, from 2^128 on
+  // it is +inf (and just below it, finite: the exponent add does not spill into NaN bits).
+  for (int n = -126; n <= 127; ++n) EXPECT_EQ(ph_rt::exp2(static_cast<float>(n)), std::ldexp(1.0f, n)) << n;
+  for (float x : {-126.01f, -127.5f, -149.0f, -1e30f, -kInf}) EXPECT_EQ(bits(ph_rt::exp2(x)), 0u) << x;
+  for (float x : {128.0f, 128.5f, 1e30f, kInf}) EXPECT_EQ(ph_rt::exp2(x), kInf) << x;
+  for (float x : {127.5f, 127.99f}) {
+    EXPECT_TRUE(std::isfinite(ph_rt::exp2(x))) << x;
+    EXPECT_NEAR(ph_rt::exp2(x) / std::exp2(static_cast<double>(x)), 1.0, 3e-7) << x;
+  }
+  EXPECT_EQ(ph_rt::exp2(-0.0f), 1.0f);
+  EXPECT_TRUE(std::isnan(ph_rt::exp2(kNaN)));
+}
+
 TEST(PhMath, Log) {
   // All positive normals and subnormals (strided) plus a dense grid near 1.
   auto xs = sweep(0.5f, 2.0f, 200000, 1009);

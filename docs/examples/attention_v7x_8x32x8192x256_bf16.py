@@ -10,18 +10,71 @@ from jax.experimental.pallas import tpu as pltpu
 
 KERNEL = "attention"
 TPU = "v7x"
+DEVICE_KIND = "TPU7x"  # JAX's device_kind of the target chip
 CONFIG = {"block_sizes":[512,512],"inner_loops":[{"buffers":2,"strategy":"pipeline"}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1}
 SIGNATURE = [((8, 32, 8192, 256), "bf16"), ((8, 32, 8192, 256), "bf16"), ((8, 32, 8192, 256), "bf16")]
 
 
 def _tpu_context(interpret):
-    """emit_pipeline asks which TPU it tiles DMAs for while tracing: on a machine without a
-    TPU (interpret mode, or lowering for export), trace as if on one (a v5e: only DMA tiling
-    depends on it)."""
+    """The TPU the kernel is traced and lowered for: on a machine without one (interpret mode,
+    or lowering for export), the target generation's device kind, which DMA tiling, block
+    checks and interpret mode's padded buffer bounds ask for."""
     if jax.default_backend() == "tpu":
         return contextlib.nullcontext()
-    device = jax.sharding.AbstractDevice(device_kind="TPU v5 lite", num_cores=1, platform="tpu")
+    device = jax.sharding.AbstractDevice(device_kind=DEVICE_KIND, num_cores=1, platform="tpu")
     return jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), ("x",), abstract_device=device))
+
+
+def _to_f8(x, dtype, max_finite, keep_inf):
+    """f32 -> fp8, round to nearest even, saturating finite values to +-max_finite (NaN stays
+    NaN; infinities saturate unless the format has them and keep_inf)."""
+    x = jnp.asarray(x, jnp.float32)
+    c = jnp.clip(x, -max_finite, max_finite)
+    if keep_inf:
+        c = jnp.where(jnp.isinf(x), x, c)
+    return c.astype(dtype)
+
+
+def _floordiv(a, b):
+    """Integer a // b rounding toward -inf; b == 0 gives 0."""
+    z = b == 0
+    return jnp.where(z, 0, jnp.floor_divide(a, jnp.where(z, 1, b)))
+
+
+def _mod(a, b):
+    """Integer torch.remainder (the divisor's sign); b == 0 gives 0."""
+    z = b == 0
+    return jnp.where(z, 0, jnp.remainder(a, jnp.where(z, 1, b)))
+
+
+def _shl(a, n):
+    """a << n; a count outside [0, 31] (the compute integer's width) gives 0."""
+    out = (n < 0) | (n > 31)
+    return jnp.where(out, 0, jnp.left_shift(a, jnp.where(out, 0, n)))
+
+
+def _shr(a, n):
+    """Arithmetic a >> n; a count outside [0, 31] gives the sign fill (a >> 31)."""
+    return jnp.right_shift(a, jnp.where((n < 0) | (n > 31), 31, n))
+
+
+def _dot(a, b, dims):
+    """dot_general into f32. A matrix operand whose free dim is one row (a resident loop's
+    ragged last trip) is broadcast to 8 rows and the product's extra rows or columns dropped:
+    Mosaic lowers a one-row right operand of a.b^T as a matrix-vector product, which fails
+    for 16-bit data (jax/_src/pallas/mosaic/lowering.py, _dot_general_lowering_rule)."""
+    (ca, cb), (ba, _) = dims
+    if not ba and a.ndim == 2 and b.ndim == 2:
+        fa, fb = 1 - ca[0], 1 - cb[0]
+        if b.shape[fb] == 1:
+            wide = list(b.shape)
+            wide[fb] = 8
+            return _dot(a, jnp.broadcast_to(b, tuple(wide)), dims)[:, :1]
+        if a.shape[fa] == 1:
+            wide = list(a.shape)
+            wide[fa] = 8
+            return _dot(jnp.broadcast_to(a, tuple(wide)), b, dims)[:1, :]
+    return jax.lax.dot_general(a, b, dims, preferred_element_type=jnp.float32)
 
 
 def _mask(x, axis, valid, fill):
@@ -30,8 +83,27 @@ def _mask(x, axis, valid, fill):
     return jnp.where(idx < valid, x, jnp.asarray(fill, x.dtype))
 
 
+def _gather(x, axis, idx, size):
+    """Rows (axis 0) or columns (axis 1) idx of x, which holds the whole gathered dim (size): a
+    one-hot matrix times x on the MXU at precision HIGHEST (exact for f32 data; bf16 and f16
+    data are gathered as f32, also exact). An index outside [0, size) gives NaN; a non-finite
+    element of x gives NaN in every row gathered with its column (0 * inf)."""
+    idx = idx.astype(jnp.int32)
+    ok = (idx >= 0) & (idx < size)
+    oh = idx[:, None] == jax.lax.broadcasted_iota(jnp.int32, (idx.shape[0], size), 1)
+    if x.ndim == 1:
+        return jnp.where(ok, jnp.sum(jnp.where(oh, x[None, :], 0.0), axis=1), jnp.nan)
+    hi = jax.lax.Precision.HIGHEST
+    oh = oh.astype(jnp.float32)
+    if axis == 0:
+        g = jnp.dot(oh, x, precision=hi, preferred_element_type=jnp.float32)
+        return jnp.where(ok[:, None], g, jnp.nan)
+    g = jax.lax.dot_general(x, oh, (((1,), (1,)), ((), ())), precision=hi, preferred_element_type=jnp.float32)
+    return jnp.where(ok[None, :], g, jnp.nan)
+
+
 def _kernel_0(scalars_ref, s0_ref, s1_ref, s2_ref, o3_ref, var0_ref, var1_ref, var2_ref):
-    # launch 0 at kernels/attention.cpp:62
+    # launch 0 at /work/main/kernels/attention.cpp:76
     g_t0 = pl.program_id(0)
     off_t0 = g_t0
     g_t1 = pl.program_id(1)
@@ -45,50 +117,53 @@ def _kernel_0(scalars_ref, s0_ref, s1_ref, s2_ref, o3_ref, var0_ref, var1_ref, v
     var1_ref[...] = jnp.broadcast_to(v1, (512,))
     v2 = jnp.full((512, 256), 0.0, jnp.float32)
     var2_ref[...] = jnp.broadcast_to(v2, (512, 256))
-    v3_raw = s0_ref[...]
-    v3 = v3_raw.astype(jnp.float32)
-    # loop at kernels/attention.cpp:24: 16 trips of 512, pipeline
+    v3 = scalars_ref[0]
+    v4 = 1.44269504
+    v5 = (v3 * v4)
+    v6_raw = s0_ref[...]
+    v6 = v6_raw.astype(jnp.float32)
+    v7 = (v6 * v5)
+    v8 = jnp.asarray(v7, jnp.float32).astype(jnp.bfloat16).astype(jnp.float32)
+    # loop at /work/main/kernels/attention.cpp:30: 16 trips of 512, pipeline
     
     def _trip_t3(b1i, b2i):
         off_t3 = 0 + pl.program_id(0) * 512  # the pipeline's own trip index
         n_t3 = jnp.minimum(512, 8192 - off_t3)
-        v4 = scalars_ref[0]
-        v5_raw = b1i[...]
-        v5 = v5_raw.astype(jnp.float32)
-        v6 = jnp.swapaxes(v5, -1, -2)
-        v7 = jax.lax.dot_general(v3_raw, v5_raw, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
-        v8 = (v7 * v4)
-        v9 = jnp.max(v8, axis=1)
-        v10 = var0_ref[...]
-        v11 = jnp.maximum(v10, v9)
-        v12 = jnp.expand_dims(v11, 1)
-        v13 = (v8 - v12)
-        v14 = jnp.exp(v13)
-        v15 = jnp.sum(v14, axis=1)
-        v16 = var0_ref[...]
-        v17 = (v16 - v11)
-        v18 = jnp.exp(v17)
-        v19 = var1_ref[...]
-        v20 = (v19 * v18)
-        v21 = (v20 + v15)
-        var1_ref[...] = jnp.broadcast_to(v21, (512,))
-        v22_raw = b2i[...]
-        v22 = v22_raw.astype(jnp.float32)
-        v23 = jnp.asarray(v14, jnp.float32).astype(jnp.bfloat16).astype(jnp.float32)
-        v24 = jax.lax.dot_general(v23.astype(jnp.bfloat16), v22_raw, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
-        v25 = jnp.expand_dims(v18, 1)
-        v26 = var2_ref[...]
-        v27 = (v26 * v25)
-        v28 = (v27 + v24)
-        var2_ref[...] = jnp.broadcast_to(v28, (512, 256))
-        var0_ref[...] = jnp.broadcast_to(v11, (512,))
+        v9_raw = b1i[...]
+        v9 = v9_raw.astype(jnp.float32)
+        v10 = jnp.swapaxes(v9, -1, -2)
+        v11 = _dot(v8.astype(jnp.bfloat16), v9_raw, (((1,), (1,)), ((), ())))
+        v12 = jnp.max(v11, axis=1)
+        v13 = var0_ref[...]
+        v14 = jnp.maximum(v13, v12)
+        v15 = jnp.expand_dims(v14, 1)
+        v16 = (v11 - v15)
+        v17 = jnp.exp2(v16)
+        v18 = jnp.sum(v17, axis=1)
+        v19 = var0_ref[...]
+        v20 = (v19 - v14)
+        v21 = jnp.exp2(v20)
+        v22 = var1_ref[...]
+        v23 = (v22 * v21)
+        v24 = (v23 + v18)
+        var1_ref[...] = jnp.broadcast_to(v24, (512,))
+        v25_raw = b2i[...]
+        v25 = v25_raw.astype(jnp.float32)
+        v26 = jnp.asarray(v17, jnp.float32).astype(jnp.bfloat16).astype(jnp.float32)
+        v27 = _dot(v26.astype(jnp.bfloat16), v25_raw, (((1,), (0,)), ((), ())))
+        v28 = jnp.expand_dims(v21, 1)
+        v29 = var2_ref[...]
+        v30 = (v29 * v28)
+        v31 = (v30 + v27)
+        var2_ref[...] = jnp.broadcast_to(v31, (512, 256))
+        var0_ref[...] = jnp.broadcast_to(v14, (512,))
     
     pltpu.emit_pipeline(_trip_t3, grid=(16,), in_specs=[pl.BlockSpec((None, None, 512, 256), lambda i: (g_t0, g_t1, i, 0), pipeline_mode=pl.Buffered(2)), pl.BlockSpec((None, None, 512, 256), lambda i: (g_t0, g_t1, i, 0), pipeline_mode=pl.Buffered(2))], out_specs=[])(s1_ref, s2_ref)
-    v29 = var1_ref[...]
-    v30 = jnp.expand_dims(v29, 1)
-    v31 = var2_ref[...]
-    v32 = (v31 / v30)
-    o3_ref[...] = jnp.broadcast_to(v32, (512, 256)).astype(jnp.bfloat16)
+    v32 = var1_ref[...]
+    v33 = jnp.expand_dims(v32, 1)
+    v34 = var2_ref[...]
+    v35 = (v34 / v33)
+    o3_ref[...] = jnp.broadcast_to(v35, (512, 256)).astype(jnp.bfloat16)
 
 
 def attention(arg0, arg1, arg2, arg3, *, interpret=False):

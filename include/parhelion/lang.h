@@ -574,6 +574,9 @@ Tensor rand(const Operand& seed, const Operand& offsets);
 Tensor randn(const Operand& seed, const Operand& offsets);
 
 Tensor exp(const Operand& x);
+// 2^x. Flash attention's exponent: with the softmax scale times log2(e) folded into q once,
+// exp2(s - m) = exp(scale * (q.k - max)) costs no multiply per score (docs/attention.md).
+Tensor exp2(const Operand& x);
 Tensor log(const Operand& x);
 Tensor sqrt(const Operand& x);
 Tensor rsqrt(const Operand& x);

@@ -798,6 +798,7 @@ Tensor randn(const Operand& seed, const Operand& offsets) { return binary(Binary
 Tensor remainder(const Operand& a, const Operand& b) { return binary(BinaryFn::mod, a, b); }
 
 Tensor exp(const Operand& x) { return unary(UnaryFn::exp, x); }
+Tensor exp2(const Operand& x) { return unary(UnaryFn::exp2, x); }
 Tensor log(const Operand& x) { return unary(UnaryFn::log, x); }
 Tensor sqrt(const Operand& x) { return unary(UnaryFn::sqrt, x); }
 Tensor rsqrt(const Operand& x) { return unary(UnaryFn::rsqrt, x); }

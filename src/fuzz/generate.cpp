@@ -340,7 +340,7 @@ class Generator {
       case 7:
         return un(choose({UnaryFn::silu, UnaryFn::gelu}), un(UnaryFn::tanh, sub()));
       case 8:
-        return un(UnaryFn::exp, un(UnaryFn::tanh, sub()));
+        return un(chance(0.5) ? UnaryFn::exp : UnaryFn::exp2, un(UnaryFn::tanh, sub()));
       case 9:
         return un(UnaryFn::log, positive(sub(), 1.0));
       case 10:

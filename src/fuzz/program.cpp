@@ -204,6 +204,8 @@ class Player {
         return -x;
       case UnaryFn::exp:
         return exp(x);
+      case UnaryFn::exp2:
+        return exp2(x);
       case UnaryFn::log:
         return log(x);
       case UnaryFn::sqrt:

@@ -70,6 +70,8 @@ double unary(UnaryFn f, DType dt, double x, const ir::SourceLoc& loc) {
       return dt == DType::i64 ? exact_i64(-x, loc) : -x;
     case UnaryFn::exp:
       return std::exp(x);
+    case UnaryFn::exp2:
+      return std::exp2(x);
     case UnaryFn::log:
       return std::log(x);
     case UnaryFn::sqrt:

@@ -186,7 +186,8 @@ enum class OpKind : uint8_t {
 
 // Appended (keep the order: the text form names them, config-free but stable):
 // bit_not (i64), round (half to even), floor, ceil, trunc (f32 or i64: identity on i64),
-// erf, gelu_exact (0.5 x (1 + erf(x / sqrt 2))).
+// erf, gelu_exact (0.5 x (1 + erf(x / sqrt 2))), exp2 (2^x: flash attention's exponent, with
+// the softmax scale times log2(e) folded into q).
 enum class UnaryFn : uint8_t {
   neg,
   exp,
@@ -205,7 +206,8 @@ enum class UnaryFn : uint8_t {
   ceil,
   trunc,
   erf,
-  gelu_exact
+  gelu_exact,
+  exp2
 };
 enum class BinaryFn : uint8_t {
   add,

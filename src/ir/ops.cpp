@@ -81,9 +81,9 @@ std::string_view op_name(const Op& op) {
 }
 
 std::string_view unary_name(UnaryFn f) {
-  static constexpr std::string_view names[] = {"neg",     "exp",   "log",  "sqrt",  "rsqrt", "tanh",
-                                               "sigmoid", "silu",  "gelu", "abs",   "not",   "bit_not",
-                                               "round",   "floor", "ceil", "trunc", "erf",   "gelu_exact"};
+  static constexpr std::string_view names[] = {"neg",  "exp",   "log", "sqrt",       "rsqrt",   "tanh",  "sigmoid",
+                                               "silu", "gelu",  "abs", "not",        "bit_not", "round", "floor",
+                                               "ceil", "trunc", "erf", "gelu_exact", "exp2"};
   return names[static_cast<int>(f)];
 }
 

@@ -27,7 +27,7 @@ std::map<std::string, Fn> functions_by_name(Fn last, std::string_view (*name)(Fn
 }
 
 const std::map<std::string, UnaryFn>& unary_fns() {
-  static const auto m = functions_by_name(UnaryFn::gelu_exact, unary_name);
+  static const auto m = functions_by_name(UnaryFn::exp2, unary_name);
   return m;
 }
 

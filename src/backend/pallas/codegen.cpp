@@ -1028,6 +1028,8 @@ class Emitter {
         return "-" + a;
       case UnaryFn::exp:
         return "jnp.exp(" + a + ")";
+      case UnaryFn::exp2:
+        return "jnp.exp2(" + a + ")";
       case UnaryFn::log:
         return "jnp.log(" + a + ")";
       case UnaryFn::sqrt:

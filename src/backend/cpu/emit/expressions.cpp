@@ -249,6 +249,8 @@ std::string LaunchEmitter::unary_expr(UnaryFn f, DType dt, const std::string& a)
       return "(-" + a + ")";
     case UnaryFn::exp:
       return "ph_rt::exp(" + a + ")";
+    case UnaryFn::exp2:
+      return "ph_rt::exp2(" + a + ")";
     case UnaryFn::log:
       return "ph_rt::log(" + a + ")";
     case UnaryFn::sqrt:

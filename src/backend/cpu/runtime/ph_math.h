@@ -130,6 +130,27 @@ static inline float exp(float x) {
   return self(x != x, x, y);
 }
 
+// 2^x = 2^n * e^(r ln2) with n = round(x), r = x - n exact, |r ln2| <= ln2/2: exp's polynomial
+// without the Cody-Waite split (no rounding of n ln2 to undo).
+static inline float exp2(float x) {
+  const float magic = 12582912.0f;  // 0x1.8p23: round to nearest, n in t's low mantissa bits
+  float t = x + magic;
+  float n = t - magic;
+  int32_t ni = (int32_t)(f2u(t) - f2u(magic));
+  float r = (x - n) * 0.693147180559945309f;
+  float q = 1.39261836e-3f;
+  q = q * r + 8.36317905e-3f;
+  q = q * r + 4.16665546e-2f;
+  q = q * r + 1.66665770e-1f;
+  q = q * r + 0.5f;
+  float p = (q * (r * r) + r) + 1.0f;
+  // As in exp: 2^n added to p's exponent; below 2^-126 flushed to +0, from 2^128 on +inf.
+  float y = u2f(f2u(p) + ((uint32_t)ni << 23));
+  y = self(x < -126.0f, 0.0f, y);
+  y = self(x >= 128.0f, __builtin_inff(), y);
+  return self(x != x, x, y);
+}
+
 // log(x) = e*ln2 + log(m), m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact).
 static inline float log(float x) {
   // Subnormals: prescale by 2^23 so the exponent/mantissa split below works.
