@@ -494,11 +494,15 @@ TEST(Pallas, InPlaceUpdatesWithRaggedBlocks) {
   std::vector<ph::Array> inputs;
   for (auto [rows, cfg] :
        {std::pair<int64_t, const char*>{31, R"({"block_sizes":[8,128],"loop_orders":[[0,1]],"num_threads":1})"},
+        // (33 rows in blocks of 32: the last block runs past the rows' tile padding, 40, too;
+        // every block is written back, so the output is not aliased and Pallas pads it to whole
+        // blocks: found by the fuzzer while every updated tensor was aliased)
+        {33, R"({"block_sizes":[32,128],"loop_orders":[[0,1]],"num_threads":1})"},
         {32, R"({"block_sizes":[16,128],"loop_orders":[[0,1]],"num_threads":1})"}}) {
     ph::Array y = ph::Array::random({rows, 256}, ph::DType::f32, 1);
     ph::Config c = ph::Config::from_json(cfg);
     ph::PallasModule m = kernel.emit_pallas({y}, "v7x", &c);
-    EXPECT_NE(m.source.find("input_output_aliases"), std::string::npos) << m.source;
+    EXPECT_EQ(m.source.find("input_output_aliases"), std::string::npos) << m.source;
     runs.push_back({"double_in_place " + std::to_string(rows), m.source, "double_in_place", {y}, {}, true});
     inputs.push_back(y);
   }

@@ -386,6 +386,36 @@ ph::Tensor past_the_end(ph::Tensor x) {
   return out;
 }
 
+// One plane of a zero-filled tensor written: the others keep their zeros, so the output is
+// aliased to its prior value (passed in unblocked).
+constexpr int kPlaneLine = __LINE__ + 4;
+ph::Tensor one_plane(ph::Tensor x) {
+  auto out = ph::zeros({3, x.size(0), x.size(1)});
+  for (auto [tm, tn] : ph::tile(x.size(0), x.size(1))) {
+    out[1, tm, tn] = x[tm, tn];
+  }
+  return out;
+}
+
+// A ragged last block of such a tensor within its tile padding runs (33 rows in blocks of 8:
+// padded to 40); one past the padding (blocks of 32) is refused, naming the verification's limit.
+TEST(PallasStores, RaggedBlocksOfAnAliasedOutput) {
+  ph::Kernel plane("one_plane", one_plane);
+  ph::Array x = ph::Array::random({33, 128}, ph::DType::f32, 5);
+  Batch b;
+  b.add(plane, "one_plane ragged within the padding", {x},
+        R"({"block_sizes":[8,128],"loop_orders":[[0,1]],"num_threads":1})",
+        expected({3, 33, 128}, [&](int64_t i) { return i / (33 * 128) == 1 ? x.get(i % (33 * 128)) : 0.0; }));
+  b.check();
+  ph::Config past = ph::Config::from_json(R"({"block_sizes":[32,128],"loop_orders":[[0,1]],"num_threads":1})");
+  std::string m = user_error_of([&] { plane.emit_pallas({x}, "v7x", &past); });
+  EXPECT_HAS(m, here(kPlaneLine));
+  EXPECT_HAS(m, "cannot update buf0 in place");
+  EXPECT_HAS(m, "ends at 64, past the buffer's tile padding (33 -> 40)");
+  // The default config takes a legal block.
+  EXPECT_NO_THROW(plane.emit_pallas({x}, "v7x"));
+}
+
 TEST(PallasStores, WhatStaysRefusedNamesTheConstructAndTheLine) {
   ph::Array x = ph::Array::random({16, 256}, ph::DType::f32, 1), s = ph::Array::zeros({16}, ph::DType::i64);
   ph::Kernel loaded("loaded_start", loaded_start);

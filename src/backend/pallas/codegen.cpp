@@ -431,9 +431,13 @@ class Emitter {
   struct LaunchInfo {
     std::vector<int> inputs;   // slot ids read through a BlockSpec (or HBM for pipelines)
     std::vector<int> outputs;  // slot ids written
-    std::vector<int> aliased;  // tensors written in place: passed in (ANY) and aliased
+    // Tensors written in place: they have a value, and some of their blocks are not written
+    // back by the launch (writes_every_block): passed in again in HBM (ANY) and aliased to the
+    // output, so those blocks keep it.
+    std::vector<int> aliased;
     std::vector<int> vars;
   };
+
   std::vector<LaunchInfo> infos_;
 
   std::string slot_ref(int slot, bool out) const { return (out ? "o" : "s") + std::to_string(slot) + "_ref"; }
@@ -457,15 +461,15 @@ class Emitter {
       if (pl.slots[i].written) info.outputs.push_back(static_cast<int>(i));
     }
     std::set<int> written;
+    cur_ = &pl;
     for (int o : info.outputs) {
       int t = pl.slots[o].tensor;
       PH_CHECK(written.insert(t).second, "a tensor written through two block patterns (the plan refuses it)");
-      if (has_value_.count(t)) info.aliased.push_back(t);
+      if (has_value_.count(t) && !writes_every_block(p_, pl, pl.slots[o])) info.aliased.push_back(t);
     }
     ir::walk(L.op->body, [&](const Op& op) {
       if (op.kind == OpKind::VarDecl) info.vars.push_back(op.var);
     });
-    cur_ = &pl;
     std::vector<std::string> params;
     if (!fn_.scalar_params.empty()) params.push_back("scalars_ref");
     for (int s : info.inputs) params.push_back(slot_ref(s, false));

@@ -18,6 +18,52 @@ namespace {
 using ir::Op;
 using ir::OpKind;
 
+// JAX's tiling of an HBM buffer's dim (tpu_info.infer_tiling, TPU generations from 4 on): the
+// lanes of 128 (128 x the packing for rank 1), the rows of 8 (fewer for a dim under 8), 1 on
+// leading dims. A TPU and interpret mode's padded bounds pad each dim to a multiple of it.
+int64_t tile_padded(int64_t dim, int rank_pos, int rank, int64_t dtype_bytes) {
+  const int64_t packing = std::max<int64_t>(1, 4 / dtype_bytes);
+  int64_t tiling = 1;
+  if (rank == 1) {
+    tiling = 128 * packing;
+  } else if (rank_pos == 0) {
+    tiling = 128;
+  } else if (rank_pos == 1) {
+    for (tiling = packing; tiling < std::min<int64_t>(dim, 8);) tiling *= 2;
+  }
+  return (dim + tiling - 1) / tiling * tiling;
+}
+
+// An output aliased to its prior value (a tensor with a value before the launch, some of whose
+// blocks the launch does not write back: writes_every_block) is passed in unblocked (ANY), and
+// JAX's TPU interpret mode, which verifies the modules here, pads such a buffer only to whole
+// tiles, not to whole blocks: a ragged last block that runs past the tile padding is out of
+// bounds there. A TPU clips the edge block's copy, so this is a limit of the verification, and
+// only for the blocks past the padding (33 rows in blocks of 32: padded to 40).
+void check_aliased_overhang(const lower::BlockProgram& p, const PallasLaunch& pl, const std::set<int>& valued) {
+  const ir::Function& fn = *p.fn;
+  for (const PallasSlot& s : pl.slots) {
+    const ir::TensorInfo& t = fn.tensors[s.tensor];
+    const bool has_value =
+        t.origin == ir::TensorInfo::Param || t.origin == ir::TensorInfo::View || valued.count(s.tensor);
+    if (!s.written || !has_value || s.mode != PallasSlot::Grid || writes_every_block(p, pl, s)) continue;
+    const int rank = static_cast<int>(t.shape.size());
+    for (int d = 0; d < rank; ++d) {
+      const int64_t e = t.shape[d], b = s.block[d];
+      if (b <= 0 || e % b == 0) continue;
+      const int64_t end = (e + b - 1) / b * b, padded = tile_padded(e, rank - 1 - d, rank, dtype_size(t.dtype));
+      if (end <= padded) continue;
+      throw UserError("config " + p.config.to_json() + " cannot update " + t.name + " in place (at " +
+                      s.first->loc.str() + "): its last block along dimension " + std::to_string(d) + " ends at " +
+                      std::to_string(end) + ", past the buffer's tile padding (" + std::to_string(e) + " -> " +
+                      std::to_string(padded) +
+                      "). A TPU clips that block's copy, but JAX's TPU interpret mode, which verifies this module, "
+                      "pads a buffer updated in place only to whole tiles. Use a block size that divides " +
+                      std::to_string(e) + ", or whose last block ends within " + std::to_string(padded) + ".");
+    }
+  }
+}
+
 }  // namespace
 
 PallasBackend::PallasBackend(const TpuGeneration& generation) : generation_(generation) {
@@ -80,10 +126,20 @@ void PallasBackend::check(const lower::BlockProgram& p) const {
                         " of dtype " + std::string(dtype_name(fn.tensors[op.tensor].dtype)) +
                         ": fp8 tensors need a TPU with fp8 support (pallas:v7x)");
     });
-  // (Ragged last blocks need no check: a TPU's HBM buffers are padded to whole tiles of their
+  // (Ragged last blocks are legal: a TPU's HBM buffers are padded to whole tiles of their
   // layout, so a ragged grid block, and emit_pipeline's copy of one rounded up to the tiling,
-  // stay inside the buffer; docs/pallas.md, "Ragged blocks".)
+  // stay inside the buffer; docs/pallas.md, "Ragged blocks". One case is refused for the
+  // verification's sake: check_aliased_overhang.)
   const std::vector<PallasLaunch> launches = plan_pallas(p);
+  std::set<int> valued;  // tensors with a value before each launch
+  size_t launch = 0;
+  for (const Op& op : fn.body) {
+    if (op.kind == OpKind::Alloc && op.has_fill) valued.insert(op.tensor);
+    if (op.kind != OpKind::Launch || launch >= launches.size()) continue;
+    check_aliased_overhang(p, launches[launch], valued);
+    for (const PallasSlot& s : launches[launch++].slots)
+      if (s.written) valued.insert(s.tensor);
+  }
   // An atomic update at indices computed from data keeps the whole tensor in VMEM (plan.h):
   // no block size shrinks it, so say so at its line rather than with the config's fit.
   for (const PallasLaunch& pl : launches)

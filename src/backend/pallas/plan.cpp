@@ -34,6 +34,24 @@ std::string scalar_index_map(const BlockProgram& p, const ir::Op& launch, const 
   return begin == 0 ? e : e + " + " + std::to_string(begin);
 }
 
+bool writes_every_block(const BlockProgram& p, const PallasLaunch& pl, const PallasSlot& s) {
+  if (!s.written || s.mode == PallasSlot::Dma) return false;  // (a scatter writes the rows it names)
+  if (s.whole_tensor) return true;
+  const ir::Function& fn = *p.fn;
+  const ir::TensorInfo& t = fn.tensors[s.tensor];
+  const std::vector<int>& launch = pl.plan->op->loop_tiles;
+  for (size_t d = 0; d < s.first->index.size(); ++d) {
+    const ir::IndexItem& ix = s.first->index[d];
+    if (ix.kind == ir::IndexItem::All || ix.kind == ir::IndexItem::Slice) continue;
+    if (ix.kind != ir::IndexItem::Tile) return false;
+    const ir::TileInfo& ti = fn.tiles[ix.tile];
+    const bool moves = std::find(launch.begin(), launch.end(), ix.tile) != launch.end() || ix.tile == s.loop_tile ||
+                       std::count(s.trip_tiles.begin(), s.trip_tiles.end(), ix.tile) > 0;
+    if (!moves || ti.parent >= 0 || ti.is_jagged() || ti.begin != 0 || ti.end != t.shape[d]) return false;
+  }
+  return true;
+}
+
 bool pallas_unit_tile(const BlockProgram& p, int tile) {
   const ir::TileInfo& t = p.fn->tiles[tile];
   return t.is_grid || p.fn->block_sizes[t.block].fixed == 1;

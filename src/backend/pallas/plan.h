@@ -101,6 +101,14 @@ struct PallasLaunch {
 // squeezed out of pallas blocks and values.
 bool pallas_unit_tile(const lower::BlockProgram& p, int tile);
 
+// Whether a launch writes back every block of a written slot's tensor, so that no element keeps
+// a value from before the launch except through a block read in (a masked store's prior
+// contents): each dim is `all`, a slice (cut from a whole-dim block), or a tile over the whole
+// dim (a launch tile, the slot's loop's or an enclosing loop's); or the block is the whole
+// tensor (jagged stores, updates at indices from data, SMEM scalar stores, which cover their
+// tensor by construction). Otherwise the output must be aliased to its prior value.
+bool writes_every_block(const lower::BlockProgram& p, const PallasLaunch& pl, const PallasSlot& s);
+
 // The BlockSpec index map expression (over the grid indices g_<tile>) of a scalar index
 // defined by `def`: a constant, a launch tile's block number (t.id()) or first element
 // (t.begin()); "" for any other (a value computed in the kernel, which no index map can name).
