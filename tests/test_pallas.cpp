@@ -645,6 +645,30 @@ TEST(Pallas, TpuRulesAreEnforcedBeforeEmitting) {
   }
 }
 
+// Causal attention pipelined: the key blocks above the diagonal skip their compute (pl.when) and
+// their DMAs: the K/V index maps stop at the last block a query block needs, and emit_pipeline
+// copies a block only when its index changes.
+TEST(Pallas, CausalKeyBlocksAboveTheDiagonalMoveNoData) {
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  const auto& e = ph::kernels::find_kernel("causal_attention");
+  auto in = e.make_inputs({1, 2, 300, 64}, ph::DType::f32, 3);
+  ph::Config c = ph::Config::from_json(
+      R"({"block_sizes":[128,128],"inner_loops":[{"strategy":"pipeline","buffers":2}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})");
+  ph::PallasModule m = e.kernel->emit_pallas(in.args(), "v7x", &c);
+  EXPECT_NE(m.source.find("last_t3 = jnp.maximum(((off_t2 + n_t2) - 0 + 127) // 128 - 1, 0)"), std::string::npos)
+      << m.source;
+  EXPECT_NE(m.source.find("lambda i: (g_t0, g_t1, jnp.minimum(i, last_t3), 0)"), std::string::npos) << m.source;
+  const auto& full = ph::kernels::find_kernel("attention");
+  EXPECT_EQ(full.kernel->emit_pallas(in.args(), "v7x", &c).source.find("last_t3"), std::string::npos);
+  auto results =
+      pallas::run_in_interpret_mode({{"causal", m.source, "causal_attention", in.tensors, in.scalars, true}});
+  ASSERT_TRUE(results.at(0).ok) << results[0].error;
+  EXPECT_FALSE(results[0].races);
+  EXPECT_EQ(results[0].export_status, "ok");
+  auto cmp = ph::kernels::compare(results[0].outputs.at(0), e.reference(in).at(0), ph::DType::f32);
+  EXPECT_TRUE(cmp.ok) << "max abs error " << cmp.max_abs_err;
+}
+
 TEST(Pallas, ModuleTextShowsTheStrategy) {
   const auto& e = ph::kernels::find_kernel("attention");
   auto in = e.make_inputs({1, 2, 256, 128}, ph::DType::bf16, 1);

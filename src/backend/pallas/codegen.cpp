@@ -1370,6 +1370,67 @@ class Emitter {
     depth_ -= 2;
   }
 
+  // For a loop whose body is one ph::when on `t.begin() < e` (t the loop's tile; ops before it
+  // only compute that condition), e as an expression of the launch's tile offsets and constants,
+  // evaluable before the loop; "" otherwise.
+  std::string trip_guard_bound(const Op& loop) {
+    if (loop.body.empty() || loop.body.back().kind != OpKind::If) return "";
+    std::map<int, const Op*> local;
+    for (size_t i = 0; i + 1 < loop.body.size(); ++i) {
+      const Op& o = loop.body[i];
+      if (o.result < 0 || o.kind == OpKind::Load || o.kind == OpKind::Store || !o.body.empty()) return "";
+      local[o.result] = &o;
+    }
+    auto it = local.find(loop.body.back().operands[0]);
+    if (it == local.end()) return "";
+    const Op& cond = *it->second;
+    if (cond.kind != OpKind::Binary || static_cast<ir::BinaryFn>(cond.fn) != ir::BinaryFn::lt) return "";
+    auto begin = local.find(cond.operands[0]);
+    if (begin == local.end() || begin->second->kind != OpKind::TileBegin || begin->second->tile != loop.loop_tiles[0])
+      return "";
+    return invariant_expr(cond.operands[1], local);
+  }
+
+  // A scalar computed from launch tiles' offsets and ends, constants, + - * min max, as Python
+  // over the kernel's off_/n_ variables; "" when it reads anything else.
+  std::string invariant_expr(int v, const std::map<int, const Op*>& local) {
+    auto it = local.find(v);
+    const Op* d = it != local.end() ? it->second : def_op(v);
+    if (!d) return "";
+    const auto& launch = cur_->plan->op->loop_tiles;
+    const bool launch_tile = d->tile >= 0 && std::find(launch.begin(), launch.end(), d->tile) != launch.end();
+    switch (d->kind) {
+      case OpKind::Constant:
+        return std::to_string(static_cast<int64_t>(d->number));
+      case OpKind::TileBegin:
+        return launch_tile ? "off_" + tname(d->tile) : "";
+      case OpKind::TileEnd:
+        if (!launch_tile) return "";
+        return unit(d->tile) ? "(off_" + tname(d->tile) + " + 1)"
+                             : "(off_" + tname(d->tile) + " + n_" + tname(d->tile) + ")";
+      case OpKind::Binary: {
+        const std::string a = invariant_expr(d->operands[0], local), b = invariant_expr(d->operands[1], local);
+        if (a.empty() || b.empty()) return "";
+        switch (static_cast<ir::BinaryFn>(d->fn)) {
+          case ir::BinaryFn::add:
+            return "(" + a + " + " + b + ")";
+          case ir::BinaryFn::sub:
+            return "(" + a + " - " + b + ")";
+          case ir::BinaryFn::mul:
+            return "(" + a + " * " + b + ")";
+          case ir::BinaryFn::minimum:
+            return "jnp.minimum(" + a + ", " + b + ")";
+          case ir::BinaryFn::maximum:
+            return "jnp.maximum(" + a + ", " + b + ")";
+          default:
+            return "";
+        }
+      }
+      default:
+        return "";
+    }
+  }
+
   bool has_jagged_loop() const {
     bool any = false;
     ir::walk(fn_.body, [&](const Op& op) {
@@ -1445,10 +1506,24 @@ class Emitter {
     // emit_pipeline over the HBM refs: its own grid of trips; the outer grid's indices select
     // the blocks of the squeezed and grid-tiled dims.
     std::vector<std::string> in_specs, out_specs, in_refs, out_refs, params;
+    // A loop whose trips past a bound do nothing (its body one ph::when on `t.begin() < e`,
+    // e the same at every trip: causal attention's key blocks above the diagonal) reads the
+    // last working trip's blocks for those trips: emit_pipeline copies a block only when its
+    // index changes, so the skipped trips issue no DMA. (Not with outputs, whose skipped trips
+    // would write back blocks nobody wrote.)
+    std::string trip_index = "i";
+    bool writes = false;
+    for (int s : slots) writes |= cur_->slots[s].written;
+    if (const std::string e = trip_guard_bound(op); !e.empty() && !writes) {
+      line("last_" + n + " = jnp.maximum((" + e + " - " + std::to_string(t.begin) + " + " + std::to_string(b - 1) +
+           ") // " + std::to_string(b) + " - 1, 0)  # the last trip whose body runs (when at " +
+           op.body.back().loc.str() + ")");
+      trip_index = "jnp.minimum(i, last_" + n + ")";
+    }
     for (int s : slots) {
       const PallasSlot& slot = cur_->slots[s];
       if (!reads(s)) continue;
-      in_specs.push_back(block_spec(slot, "lambda i: ", "i", true));
+      in_specs.push_back(block_spec(slot, "lambda i: ", trip_index, true));
       in_refs.push_back(slot_ref(s, false));
       params.push_back("b" + std::to_string(s) + "i");
     }
