@@ -605,11 +605,19 @@ ph::Tensor scale_1d(ph::Tensor x) {
 
 TEST(Pallas, TpuRulesAreEnforcedBeforeEmitting) {
   const auto& e = ph::kernels::find_kernel("attention");
-  // [8,32,32768,256] bf16 resident: K and V, double-buffered, are 64 MiB: more than v7x's VMEM.
+  // [8,32,32768,256] bf16 resident: K and V change per head only, so they keep one buffer each
+  // (pl.Buffered(1)): 32 MiB, which fits v7x's 64 MiB (double-buffered they would not).
   // (A smaller head count keeps the test's inputs small; VMEM holds one head's K and V.)
-  auto in = e.make_inputs({1, 1, 32768, 256}, ph::DType::bf16, 1);
   ph::Config c = ph::Config::from_json(
       R"({"block_sizes":[512,512],"inner_loops":[{"strategy":"resident"}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})");
+  {
+    auto fits = e.make_specs({1, 1, 32768, 256}, ph::DType::bf16);
+    ph::PallasModule m = e.kernel->emit_pallas(fits.args(), "v7x", &c);
+    EXPECT_NE(m.source.find("(g_t0, g_t1, 0, 0), pipeline_mode=pl.Buffered(1))"), std::string::npos) << m.source;
+    EXPECT_NE(m.source.find("arg1 resident 1 x 16.0 MiB"), std::string::npos) << m.source;
+  }
+  // At 65536 keys, K and V alone are 64 MiB: more than v7x's VMEM.
+  auto in = e.make_specs({1, 1, 65536, 256}, ph::DType::bf16);
   try {
     e.kernel->emit_pallas(in.args(), "v7x", &c);
     FAIL() << "expected a VMEM error";
@@ -686,7 +694,9 @@ TEST(Pallas, ModuleTextShowsTheStrategy) {
   std::string res = e.kernel->emit_pallas(in.args(), "v7x", &rc).source;
   EXPECT_EQ(res.find("emit_pipeline("), std::string::npos);
   EXPECT_NE(res.find("for off_t3 in range(0, 256, 128):"), std::string::npos) << res;
-  EXPECT_NE(res.find("pl.BlockSpec((None, None, 256, 128), lambda g_t0, g_t1, g_t2: (g_t0, g_t1, 0, 0))"),
+  // (K and V change per head only: one buffer each)
+  EXPECT_NE(res.find("pl.BlockSpec((None, None, 256, 128), lambda g_t0, g_t1, g_t2: (g_t0, g_t1, 0, 0), "
+                     "pipeline_mode=pl.Buffered(1))"),
             std::string::npos)
       << res;
   // softmax and add: whole-row blocks and plain elementwise BlockSpecs.

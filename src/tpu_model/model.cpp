@@ -193,6 +193,7 @@ class LaunchModel {
       std::vector<int> deps;
       double bytes;
       bool in;
+      bool exposed = false;  // one buffer: the copy cannot overlap the previous step's compute
     };
     std::vector<Move> moves;
     std::vector<std::pair<int, double>> piped;  // pipeline slots: loop tile, bytes per trip
@@ -202,7 +203,10 @@ class LaunchModel {
         continue;
       }
       // (an atomic update's block comes in too: its prior contents, read-modify-written)
-      Move m{{}, static_cast<double>(s.block_bytes), s.read || s.atomic != ir::AtomicFn::none};
+      Move m{{},
+             static_cast<double>(s.block_bytes),
+             s.read || s.atomic != ir::AtomicFn::none,
+             s.buffers == 1 && !s.written};
       for (const ir::IndexItem& ix : s.first->index)
         if (ix.kind == ir::IndexItem::Tile && ix.tile != s.loop_tile)
           for (size_t g = 0; g < nd; ++g)
@@ -243,10 +247,11 @@ class LaunchModel {
     // back) when one of the dims its index depends on changes. Steps at the same level cost the
     // same: per level, max(compute, copy-in, write-back) + the step's fixed cost.
     const int64_t steps = L_.total_steps;
-    auto moves_at = [&](int level, bool in) {  // level -1: the first step (everything moves)
+    // (exposed: only the single-buffered copies, which wait for the step before them)
+    auto moves_at = [&](int level, bool in, bool exposed = false) {  // level -1: the first step
       double bytes = 0;
       for (const Move& m : moves) {
-        if (m.in != in) continue;
+        if (m.in != in || (exposed && !m.exposed)) continue;
         bool moved = level < 0;
         for (int g : m.deps) moved |= g == level || (g > level && L_.grid[g].steps > 1);
         if (m.deps.empty() && level >= 0) moved = false;
@@ -264,7 +269,9 @@ class LaunchModel {
       before = upto;
       if (count <= 0) continue;
       double in = moves_at(static_cast<int>(l), true), wb = moves_at(static_cast<int>(l), false);
-      total += count * (std::max(compute, in + wb) + hw_.grid_step_s);  // in and out share HBM
+      double exposed = moves_at(static_cast<int>(l), true, true);
+      // in and out share HBM; a single-buffered block's copy runs after the step before it
+      total += count * (std::max(compute, in - exposed + wb) + exposed + hw_.grid_step_s);
       dma_sum += count * (in + wb);
     }
     double last_wb = moves_at(-1, false);

@@ -1631,7 +1631,9 @@ class Emitter {
       if (s.mode == PallasSlot::Pipeline || s.mode == PallasSlot::Dma)
         return std::string("pl.BlockSpec(memory_space=pl.ANY)");
       if (s.mode == PallasSlot::Smem) return std::string("pl.BlockSpec(memory_space=pltpu.SMEM)");
-      return block_spec(s, lam, "0", false);
+      // (a resident input whose block changes only at outer grid dims keeps one buffer: plan.cpp,
+      // single_buffer_resident)
+      return block_spec(s, lam, "0", s.mode == PallasSlot::Resident && s.buffers == 1);
     };
     std::vector<std::string> in_specs, operands, out_specs, out_shapes, scratch, aliases;
     if (!fn_.scalar_params.empty()) {

@@ -139,6 +139,7 @@ class Planner {
     visit(L_.op->body, nullptr);
     check_outputs();
     plan_order();
+    single_buffer_resident();
     account();
     return std::move(out_);
   }
@@ -1073,6 +1074,31 @@ class Planner {
 
   // VMEM: every slot's buffers, the Vars' scratch, and room for the two largest intermediate
   // blocks (Mosaic keeps values that exceed the vector registers in VMEM).
+  // A resident input whose block index does not depend on the fastest grid dim that takes more
+  // than one step (K and V of attention: their block changes per head, not per query block)
+  // keeps one buffer: a second would only prefetch the next head's block, at the cost of twice
+  // the VMEM of the loop's whole extent. Its copy at a change of block is then exposed (the TPU
+  // model charges it so).
+  void single_buffer_resident() {
+    int fastest = -1;
+    for (size_t g = 0; g < L_.grid.size(); ++g)
+      if (L_.grid[g].steps > 1) fastest = static_cast<int>(g);
+    if (fastest < 0) return;
+    const int fast_tile = L_.grid[fastest].tile;
+    for (PallasSlot& s : out_.slots) {
+      if (s.mode != PallasSlot::Resident || s.written || s.loop_tile < 0) continue;
+      bool depends = false;
+      for (const ir::IndexItem& ix : s.first->index) {
+        if (ix.kind == ir::IndexItem::Tile) depends |= ix.tile == fast_tile || fn_.tiles[ix.tile].parent == fast_tile;
+        if (ix.kind == ir::IndexItem::Scalar) {
+          const Op* d = def(ix.value);
+          depends |= !d || (d->kind != OpKind::Constant && d->tile == fast_tile);
+        }
+      }
+      if (!depends) s.buffers = 1;
+    }
+  }
+
   void account() {
     std::string detail;
     auto item = [&](const std::string& what, int n, int64_t bytes) {
