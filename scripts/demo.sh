@@ -28,10 +28,10 @@ say "Both modules run in JAX's TPU interpret mode (simulated VMEM and DMAs, race
 say "No TPU needed to choose: the TPU timing model tunes the seed's attention on v7x"
 $P tune attention --target pallas --tpu v7x --shape 8,32,8192,256 --dtype bf16 --model
 $P tune attention --target pallas --tpu v7x --shape 8,32,32768,256 --dtype bf16 --model
-say "The seed's shape on v7x, [8,32,32768,256] bf16: resident K/V does not fit VMEM"
-$P emit attention --target pallas --tpu v7x --shape 1,1,32768,256 --dtype bf16 \
-  --config '{"block_sizes":[512,512],"inner_loops":[{"strategy":"resident"}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1}' \
-  -o "$OUT/attention_32k_resident.py" || true
+say "The seed's shape on v7x, [8,32,32768,256] bf16: resident K and V keep one buffer each (their block changes per head only) and fit VMEM; at 65536 keys they do not"
+res='{"block_sizes":[512,512],"inner_loops":[{"strategy":"resident"}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1}'
+$P emit attention --target pallas --tpu v7x --shape 1,1,32768,256 --dtype bf16 --config "$res" -o "$OUT/attention_32k_resident.py"
+$P emit attention --target pallas --tpu v7x --shape 1,1,65536,256 --dtype bf16 --config "$res" -o "$OUT/attention_64k_resident.py" || true
 
 say "The compiler's stages on softmax (kernels/softmax.cpp), x: f32[8192,2048]"
 sed -n '/^ph::Tensor softmax_body/,/^}/p' kernels/softmax.cpp
