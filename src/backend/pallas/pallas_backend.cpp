@@ -162,7 +162,12 @@ void PallasBackend::check(const lower::BlockProgram& p) const {
       std::string whole;
       for (const PallasSlot& s : pl.slots) {
         const ir::TensorInfo& t = fn.tensors[s.tensor];
-        bool spans = s.mode != PallasSlot::Dma && s.mode != PallasSlot::Smem && s.block.size() == t.shape.size();
+        // (a resident loop's blocks shrink with the pipeline strategy: the fit hint says so; a
+        // jagged loop's rows stay whole)
+        const bool streamable = s.mode == PallasSlot::Resident && s.loop_tile >= 0 && s.trip_tiles.empty() &&
+                                !fn.tiles[s.loop_tile].is_jagged();
+        bool spans =
+            s.mode != PallasSlot::Dma && s.mode != PallasSlot::Smem && !streamable && s.block.size() == t.shape.size();
         for (size_t d = 0; spans && d < t.shape.size(); ++d)
           spans = s.block[d] == t.shape[d] || (s.block[d] == -1 && t.shape[d] == 1);
         if ((spans || s.whole_tensor) && s.block_bytes >= (int64_t{1} << 20) &&
