@@ -98,6 +98,21 @@ static inline float sqrt(float x) {
 // norms) expect the same result as the reference 1/sqrt.
 static inline float rsqrt(float x) { return 1.0f / sqrt(x); }
 
+// e^r * 2^n for |r| <= ln2/2 (n = ni, an integer): the core exp and exp2 share.
+// e^r = 1 + r + r^2*Q(r); Q interpolated on [-ln2/2, ln2/2], err ~2e-9. Scale by 2^n by
+// adding n to p's exponent field (p is in [0.7, 1.42]): one integer add instead of two
+// multiplies, exact wherever the result is a normal float; an out-of-range n makes garbage
+// bits, which the callers' selects replace.
+static inline float exp_reduced(float r, int32_t ni) {
+  float q = 1.39261836e-3f;
+  q = q * r + 8.36317905e-3f;
+  q = q * r + 4.16665546e-2f;
+  q = q * r + 1.66665770e-1f;
+  q = q * r + 0.5f;
+  float p = (q * (r * r) + r) + 1.0f;
+  return u2f(f2u(p) + ((uint32_t)ni << 23));
+}
+
 // exp(x) = 2^n * e^r with n = round(x/ln2), |r| <= ln2/2.
 static inline float exp(float x) {
   // Round-to-nearest via the 1.5*2^23 trick: after the add the integer n sits
@@ -110,42 +125,24 @@ static inline float exp(float x) {
   // exact for |n| <= 256 even when the compiler does not fuse.
   float r = x - n * 0.693145751953125f;
   r = r - n * 1.42860682030941723e-6f;
-  // e^r = 1 + r + r^2*Q(r); Q interpolated on [-ln2/2, ln2/2], err ~2e-9.
-  float q = 1.39261836e-3f;
-  q = q * r + 8.36317905e-3f;
-  q = q * r + 4.16665546e-2f;
-  q = q * r + 1.66665770e-1f;
-  q = q * r + 0.5f;
-  float p = (q * (r * r) + r) + 1.0f;
-  // Scale by 2^n by adding n to p's exponent field (p is in [0.7, 1.42]): one
-  // integer add instead of two multiplies. That is exact wherever the result is
-  // a normal float; below FLT_MIN (x < ln(FLT_MIN) = -87.3365) the result is
-  // flushed to +0 (an absolute error under 1.2e-38: softmax and friends lose
-  // nothing, and this is a third of their compute), above ln(FLT_MAX) it is
-  // +inf, and NaN passes through. Out-of-range n makes garbage bits, which
-  // the selects replace.
-  float y = u2f(f2u(p) + ((uint32_t)ni << 23));
+  // Below FLT_MIN (x < ln(FLT_MIN) = -87.3365) the result is flushed to +0 (an
+  // absolute error under 1.2e-38: softmax and friends lose nothing, and this is
+  // a third of their compute), above ln(FLT_MAX) it is +inf, and NaN passes through.
+  float y = exp_reduced(r, ni);
   y = self(x < -87.3365402f, 0.0f, y);
   y = self(x > 88.7228317f, __builtin_inff(), y);
   return self(x != x, x, y);
 }
 
-// 2^x = 2^n * e^(r ln2) with n = round(x), r = x - n exact, |r ln2| <= ln2/2: exp's polynomial
+// 2^x = 2^n * e^(r ln2) with n = round(x), r = x - n exact, |r ln2| <= ln2/2: exp's core
 // without the Cody-Waite split (no rounding of n ln2 to undo).
 static inline float exp2(float x) {
   const float magic = 12582912.0f;  // 0x1.8p23: round to nearest, n in t's low mantissa bits
   float t = x + magic;
   float n = t - magic;
   int32_t ni = (int32_t)(f2u(t) - f2u(magic));
-  float r = (x - n) * 0.693147180559945309f;
-  float q = 1.39261836e-3f;
-  q = q * r + 8.36317905e-3f;
-  q = q * r + 4.16665546e-2f;
-  q = q * r + 1.66665770e-1f;
-  q = q * r + 0.5f;
-  float p = (q * (r * r) + r) + 1.0f;
-  // As in exp: 2^n added to p's exponent; below 2^-126 flushed to +0, from 2^128 on +inf.
-  float y = u2f(f2u(p) + ((uint32_t)ni << 23));
+  // As in exp: below 2^-126 flushed to +0, from 2^128 on +inf.
+  float y = exp_reduced((x - n) * 0.693147180559945309f, ni);
   y = self(x < -126.0f, 0.0f, y);
   y = self(x >= 128.0f, __builtin_inff(), y);
   return self(x != x, x, y);
