@@ -597,8 +597,7 @@ class Emitter {
         // the step's offset, aligned as the plan checked (check_whole_tensor_block).
         const std::string t = tname(ix.tile), b = std::to_string(block(ix.tile));
         const size_t rank = op.index.size();
-        const int64_t sub =
-            8 * std::max<int64_t>(1, 4 / std::max<int64_t>(1, dtype_size(fn_.tensors[op.tensor].dtype)));
+        const int64_t sub = tpu_sublane_tile(dtype_size(fn_.tensors[op.tensor].dtype));
         if (unit(ix.tile))
           idx.push_back("off_" + t);
         else if (d + 1 == rank)

@@ -156,7 +156,9 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const back
     for (const PallasLaunch& pl : plan_pallas(lower::plan(fn, c, backend))) most = std::max(most, pl.vmem_bytes);
     return most;
   };
-  // (a kernel without tunable blocks has nothing to shrink: check() says whether it fits)
+  // (a kernel without tunable blocks has nothing to shrink: check() says whether it fits; a
+  // legal config stays legal, each step checked, so legality is planned once more per step)
+  const bool was_legal = legal(c);
   for (int round = 0; round < 64 && !pick.empty() && vmem() > backend.machine().fast_memory_bytes / 2; ++round) {
     size_t big = 0;
     for (size_t i = 0; i < pick.size(); ++i)
@@ -165,7 +167,6 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const back
     // (down to the next block that keeps an in-place update's blocks whole, when there is one,
     // and that the plan takes; none: this block size stays)
     const auto& ch = spec.block_sizes[big].choices;
-    const bool was_legal = legal(c);
     size_t next = pick[big] - 1;
     for (size_t j = pick[big]; j-- > 0;)
       if (whole_in_place(in_place, spec.block_sizes[big].block_id, ch[j])) {

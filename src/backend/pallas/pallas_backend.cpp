@@ -22,7 +22,7 @@ using ir::OpKind;
 // lanes of 128 (128 x the packing for rank 1), the rows of 8 (fewer for a dim under 8), 1 on
 // leading dims. A TPU and interpret mode's padded bounds pad each dim to a multiple of it.
 int64_t tile_padded(int64_t dim, int rank_pos, int rank, int64_t dtype_bytes) {
-  const int64_t packing = std::max<int64_t>(1, 4 / dtype_bytes);
+  const int64_t packing = tpu_packing(dtype_bytes);
   int64_t tiling = 1;
   if (rank == 1) {
     tiling = 128 * packing;

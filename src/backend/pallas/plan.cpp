@@ -6,6 +6,7 @@
 #include <set>
 
 #include "backend/pallas/gather.h"
+#include "backend/pallas/tpu.h"
 #include "ir/printer.h"
 #include "parhelion/error.h"
 #include "runtime/format_bytes.h"
@@ -225,7 +226,7 @@ class Planner {
     const int64_t b = p_.block_of_tile(tile), dim = t.shape[d];
     if (b >= dim) return;
     const bool lane = d + 1 == op.index.size(), sublane = d + 2 == op.index.size();
-    const int64_t align = lane ? 128 : sublane ? 8 * std::max<int64_t>(1, 4 / vmem_dtype_bytes(t.dtype)) : 1;
+    const int64_t align = lane ? 128 : sublane ? tpu_sublane_tile(dtype_size(t.dtype)) : 1;
     if (dim % b != 0 || b % align != 0)
       unsupported(op, "a store through a jagged tile beside the launch tile " + ir::tile_name(fn_, tile) +
                           " whose block (" + std::to_string(b) + ") does not cut dim " + std::to_string(d) + " of " +

@@ -26,14 +26,16 @@ const TpuGeneration& tpu_generation(const std::string& name) {
   throw UserError("unknown TPU generation '" + name + "' (known: " + known + ")");
 }
 
+int64_t tpu_packing(int64_t dtype_bytes) { return std::max<int64_t>(1, 4 / std::max<int64_t>(1, dtype_bytes)); }
+int64_t tpu_sublane_tile(int64_t dtype_bytes) { return 8 * tpu_packing(dtype_bytes); }
+
 bool tpu_block_legal(int64_t block, int64_t dim, int rank_pos, int rank, int64_t dtype_bytes) {
   if (block >= dim) return true;  // the whole dimension
   if (rank == 1) {
-    const int64_t packing = std::max<int64_t>(1, 4 / dtype_bytes);  // (i64 is int32 on a TPU)
-    return block % 1024 == 0 || (block >= 128 * packing && (block & (block - 1)) == 0);
+    return block % 1024 == 0 || (block >= 128 * tpu_packing(dtype_bytes) && (block & (block - 1)) == 0);
   }
   if (rank_pos == 0) return block % 128 == 0;
-  if (rank_pos == 1) return block % (dtype_bytes >= 4 ? 8 : 32 / dtype_bytes) == 0;
+  if (rank_pos == 1) return block % tpu_sublane_tile(dtype_bytes) == 0;
   return true;
 }
 

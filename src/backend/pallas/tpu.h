@@ -23,6 +23,11 @@ const std::vector<TpuGeneration>& tpu_generations();
 // Throws UserError naming the known generations.
 const TpuGeneration& tpu_generation(const std::string& name);
 
+// Elements of a dtype per 32-bit word (i64 is int32 on a TPU): 1, 2 or 4.
+int64_t tpu_packing(int64_t dtype_bytes);
+// The rows of a VMEM tile of the dtype: 8 x the packing (8 rows of 32 bits, 16 of 16, 32 of 8).
+int64_t tpu_sublane_tile(int64_t dtype_bytes);
+
 // TPU block legality (jax/_src/pallas/mosaic/lowering.py, _check_block_mappings): a block's
 // last dim must be a multiple of 128 or the whole dim, its second-to-last a multiple of the
 // sublane count (8 for 32-bit, 16 for 16-bit types; Mosaic's check asks 8, the packed layouts
