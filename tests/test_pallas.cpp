@@ -21,6 +21,7 @@
 #include "driver/compiled_kernel_impl.h"
 #include "kernels/registry.h"
 #include "parhelion/tpu.h"
+#include "tests/interpret_check.h"
 
 namespace ph = parhelion;
 namespace pallas = ph::backend::pallas;
@@ -357,15 +358,9 @@ TEST(Pallas, NestedInnerLoopsAreResidentInTheEnclosingTrip) {
     runs.push_back({c ? "nested resident" : "nested default", m.source, "nested_sums", {x, y}, {}, true});
   }
   EXPECT_LT(ph::max_abs_diff(kernel.compile({x, y}).run({x, y}).at(0), want), 1e-4);
-  auto results = pallas::run_in_interpret_mode(runs);
-  for (size_t i = 0; i < results.size(); ++i) {
-    SCOPED_TRACE(runs[i].name);
-    ASSERT_TRUE(results[i].ok) << results[i].error << "\n" << runs[i].source;
-    EXPECT_FALSE(results[i].races);
-    EXPECT_EQ(results[i].export_status, "ok");
-    ASSERT_EQ(results[i].outputs.size(), 1u);
-    EXPECT_LT(ph::max_abs_diff(results[i].outputs[0], want), 1e-4);
-  }
+  check_interpreted(runs, 1, [&](size_t, const pallas::InterpretResult& r) {
+    EXPECT_LT(ph::max_abs_diff(r.outputs[0], want), 1e-4);
+  });
 }
 
 // A literal index in a pipelined loop (refused as "an integer index in a pipelined inner loop"
@@ -388,11 +383,10 @@ TEST(Pallas, ALiteralIndexInAPipelinedLoop) {
       R"({"block_sizes":[128,16],"inner_loops":[{"strategy":"pipeline","buffers":2}],"loop_orders":[],"num_threads":1})");
   ph::PallasModule m = k.emit_pallas({x}, "v7x", &c);
   EXPECT_NE(m.source.find("pl.BlockSpec((None, 16, 128), lambda i: (1, i, g_t0)"), std::string::npos) << m.source;
-  auto results = pallas::run_in_interpret_mode({{"second_plane_sums", m.source, "second_plane_sums", {x}, {}, true}});
-  ASSERT_TRUE(results.at(0).ok) << results[0].error << "\n" << m.source;
-  EXPECT_FALSE(results[0].races);
-  EXPECT_EQ(results[0].export_status, "ok");
-  EXPECT_LT(ph::max_abs_diff(results[0].outputs.at(0), k.compile({x}).run({x}).at(0)), 1e-3);
+  const ph::Array want = k.compile({x}).run({x}).at(0);
+  check_interpreted(
+      {{"second_plane_sums", m.source, "second_plane_sums", {x}, {}, true}}, 1,
+      [&](size_t, const pallas::InterpretResult& r) { EXPECT_LT(ph::max_abs_diff(r.outputs[0], want), 1e-3); });
 }
 
 // Scalars stored at grid indices: a row's sum into out[g] from a 0-d Var (interpret mode took
@@ -435,16 +429,11 @@ TEST(Pallas, ScalarsStoredAtGridIndicesGoToSmem) {
   ph::Config c = ph::Config::from_json(R"({"block_sizes":[8],"loop_orders":[],"num_threads":1})");
   ph::PallasModule b = blocks.emit_pallas({x}, "v7x", &c);
   runs.push_back({"block_sums", b.source, "block_sums", {x}, {}, true});
-  auto results = pallas::run_in_interpret_mode(runs);
   std::vector<ph::Array> want = {rows.compile({x}).run({x}).at(0), blocks.compile({x}, &c).run({x}).at(0)};
   ASSERT_EQ(want[1].numel(), 3);  // (20 rows in blocks of 8)
-  for (size_t i = 0; i < results.size(); ++i) {
-    SCOPED_TRACE(runs[i].name);
-    ASSERT_TRUE(results[i].ok) << results[i].error << "\n" << runs[i].source;
-    EXPECT_FALSE(results[i].races);
-    EXPECT_EQ(results[i].export_status, "ok");
-    EXPECT_LT(ph::max_abs_diff(results[i].outputs.at(0), want[i]), 1e-3);
-  }
+  check_interpreted(runs, 1, [&](size_t i, const pallas::InterpretResult& got) {
+    EXPECT_LT(ph::max_abs_diff(got.outputs[0], want[i]), 1e-3);
+  });
   // SMEM holds 32-bit words: a bf16 scalar store is refused at its line.
   ph::Kernel bf("row_sums_bf16", row_sums_bf16);
   try {
@@ -506,14 +495,9 @@ TEST(Pallas, InPlaceUpdatesWithRaggedBlocks) {
     runs.push_back({"double_in_place " + std::to_string(rows), m.source, "double_in_place", {y}, {}, true});
     inputs.push_back(y);
   }
-  auto results = pallas::run_in_interpret_mode(runs);
-  for (size_t k = 0; k < results.size(); ++k) {
-    SCOPED_TRACE(runs[k].name);
-    ASSERT_TRUE(results[k].ok) << results[k].error;
-    EXPECT_FALSE(results[k].races);
-    EXPECT_EQ(results[k].export_status, "ok");
-    for (int64_t i = 0; i < inputs[k].numel(); ++i) EXPECT_EQ(results[k].outputs.at(0).get(i), 2 * inputs[k].get(i));
-  }
+  check_interpreted(runs, 1, [&](size_t k, const pallas::InterpretResult& r) {
+    for (int64_t i = 0; i < inputs[k].numel(); ++i) EXPECT_EQ(r.outputs[0].get(i), 2 * inputs[k].get(i));
+  });
 }
 
 // A K loop of block 1 over K = 1 (a legal block: the whole dim): TPU blocks squeeze that dim out
@@ -671,13 +655,12 @@ TEST(Pallas, CausalKeyBlocksAboveTheDiagonalMoveNoData) {
   EXPECT_NE(m.source.find("lambda i: (g_t0, g_t1, jnp.minimum(i, last_t3), 0)"), std::string::npos) << m.source;
   const auto& full = ph::kernels::find_kernel("attention");
   EXPECT_EQ(full.kernel->emit_pallas(in.args(), "v7x", &c).source.find("last_t3"), std::string::npos);
-  auto results =
-      pallas::run_in_interpret_mode({{"causal", m.source, "causal_attention", in.tensors, in.scalars, true}});
-  ASSERT_TRUE(results.at(0).ok) << results[0].error;
-  EXPECT_FALSE(results[0].races);
-  EXPECT_EQ(results[0].export_status, "ok");
-  auto cmp = ph::kernels::compare(results[0].outputs.at(0), e.reference(in).at(0), ph::DType::f32);
-  EXPECT_TRUE(cmp.ok) << "max abs error " << cmp.max_abs_err;
+  const ph::Array want = e.reference(in).at(0);
+  check_interpreted({{"causal", m.source, "causal_attention", in.tensors, in.scalars, true}}, 1,
+                    [&](size_t, const pallas::InterpretResult& r) {
+                      auto cmp = ph::kernels::compare(r.outputs[0], want, ph::DType::f32);
+                      EXPECT_TRUE(cmp.ok) << "max abs error " << cmp.max_abs_err;
+                    });
 }
 
 TEST(Pallas, ModuleTextShowsTheStrategy) {

@@ -20,6 +20,7 @@
 #include "lower/lower.h"
 #include "parhelion/parhelion.h"
 #include "parhelion/tpu.h"
+#include "tests/interpret_check.h"
 #include "tests/user_error.h"
 #include "tpu_model/hardware.h"
 #include "tune/search.h"
@@ -416,17 +417,10 @@ TEST(PallasGather, OneHotInAnInnerLoopFromAGridLevelTable) {
     EXPECT_HAS(m.source, "_gather(v");
     runs.push_back({std::string("one-hot in a loop, ") + st, m.source, "rows_beside_loop", {ids, w, y}, {}, true});
   }
-  auto results = pallas::run_in_interpret_mode(runs);
-  ASSERT_EQ(results.size(), runs.size());
-  for (size_t i = 0; i < results.size(); ++i) {
-    SCOPED_TRACE(runs[i].name);
-    ASSERT_TRUE(results[i].ok) << results[i].error << "\n" << runs[i].source;
-    EXPECT_FALSE(results[i].races);
-    EXPECT_EQ(results[i].export_status, "ok");
-    ASSERT_EQ(results[i].outputs.size(), 1u);
-    auto cmp = ph::kernels::compare(results[i].outputs[0], want, ph::DType::f32);
+  check_interpreted(runs, 1, [&](size_t, const pallas::InterpretResult& r) {
+    auto cmp = ph::kernels::compare(r.outputs[0], want, ph::DType::f32);
     EXPECT_TRUE(cmp.ok) << "max abs error " << cmp.max_abs_err;
-  }
+  });
 }
 
 // The library's embedding with ids of rank 2 and 3: flattened on the host (a view, which the
@@ -446,17 +440,10 @@ TEST(PallasGather, LibraryEmbeddingOfRank2And3Ids) {
       want.push_back(ph::ref::embedding(ids, w));
     }
   }
-  auto results = pallas::run_in_interpret_mode(runs);
-  ASSERT_EQ(results.size(), runs.size());
-  for (size_t i = 0; i < results.size(); ++i) {
-    SCOPED_TRACE(runs[i].name);
-    ASSERT_TRUE(results[i].ok) << results[i].error << "\n" << runs[i].source;
-    EXPECT_FALSE(results[i].races);
-    EXPECT_EQ(results[i].export_status, "ok");
-    ASSERT_EQ(results[i].outputs.size(), 1u);
-    auto cmp = ph::kernels::compare(results[i].outputs[0], want[i], ph::DType::f32);
+  check_interpreted(runs, 1, [&](size_t i, const pallas::InterpretResult& r) {
+    auto cmp = ph::kernels::compare(r.outputs[0], want[i], ph::DType::f32);
     EXPECT_TRUE(cmp.ok) << "max abs error " << cmp.max_abs_err;
-  }
+  });
 }
 
 // The model's cost of moved rows: one DMA per index row, each at the DMA size curve's rate for
