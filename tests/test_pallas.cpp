@@ -663,6 +663,48 @@ TEST(Pallas, CausalKeyBlocksAboveTheDiagonalMoveNoData) {
                     });
 }
 
+// A row read by two resident loops (softmax_two_pass's and layer_norm_looped's two passes over
+// x) is one BlockSpec, fetched and counted once; the second loop slices the first one's ref.
+// Where the loops keep different blocks (one pipelined), each has its own operand.
+TEST(Pallas, AnInputTwoResidentLoopsReadIsFetchedOnce) {
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  auto cfg = [](const std::string& a, const std::string& b) {
+    return ph::Config::from_json(R"({"block_sizes":[8,256,256],"inner_loops":[{"strategy":")" + a +
+                                 R"("},{"strategy":")" + b + R"("}],"num_threads":1})");
+  };
+  std::vector<pallas::InterpretCase> runs;
+  std::vector<ph::Array> wants;
+  for (const char* name : {"softmax_two_pass", "layer_norm_looped"}) {
+    const auto& e = ph::kernels::find_kernel(name);
+    auto in = e.make_inputs({37, 777}, ph::DType::f32, 5);
+    ph::Config both = cfg("resident", "resident"), mixed = cfg("resident", "pipeline");
+    ph::PallasModule m = e.kernel->emit_pallas(in.args(), "v7x", &both);
+    EXPECT_NE(m.source.find("_ref = s0_ref  # arg0 at "), std::string::npos) << m.source;
+    EXPECT_NE(m.source.find(": the same resident block, fetched once"), std::string::npos);
+    // (x's block in once, the output's out once)
+    auto count = [](const std::string& text, const std::string& what) {
+      int n = 0;
+      for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+      return n;
+    };
+    EXPECT_EQ(count(m.source, "pl.BlockSpec((8, 777), lambda g_t0: (g_t0, 0))"), 2) << m.source;
+    // (the VMEM count names x's resident block once)
+    const size_t first = m.source.find("arg0 resident 2 x ");
+    ASSERT_NE(first, std::string::npos) << m.source;
+    EXPECT_EQ(m.source.find("arg0 resident 2 x ", first + 1), std::string::npos) << m.source;
+    std::string other = e.kernel->emit_pallas(in.args(), "v7x", &mixed).source;
+    EXPECT_EQ(other.find("fetched once"), std::string::npos) << other;
+    // (loop 1's resident x only: loop 2's x and the output stay in HBM for its pipeline)
+    EXPECT_EQ(count(other, "pl.BlockSpec((8, 777), lambda g_t0: (g_t0, 0))"), 1) << other;
+    runs.push_back({name, m.source, name, in.tensors, in.scalars, true});
+    wants.push_back(e.reference(in).at(0));
+  }
+  check_interpreted(runs, 1, [&](size_t i, const pallas::InterpretResult& r) {
+    auto cmp = ph::kernels::compare(r.outputs[0], wants[i], ph::DType::f32);
+    EXPECT_TRUE(cmp.ok) << runs[i].name << ": max abs error " << cmp.max_abs_err;
+  });
+}
+
 TEST(Pallas, ModuleTextShowsTheStrategy) {
   const auto& e = ph::kernels::find_kernel("attention");
   auto in = e.make_inputs({1, 2, 256, 128}, ph::DType::bf16, 1);

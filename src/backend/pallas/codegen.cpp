@@ -457,7 +457,8 @@ class Emitter {
       if (pl.slots[i].keeps_prior && pl.slots[i].written && has_value_.count(pl.slots[i].tensor))
         prior_in_.insert(static_cast<int>(i));
     for (size_t i = 0; i < pl.slots.size(); ++i) {
-      if (reads(static_cast<int>(i))) info.inputs.push_back(static_cast<int>(i));
+      // (a slot sharing another's resident copy has no operand: plan.h, PallasSlot::shares)
+      if (reads(static_cast<int>(i)) && pl.slots[i].shares < 0) info.inputs.push_back(static_cast<int>(i));
       if (pl.slots[i].written) info.outputs.push_back(static_cast<int>(i));
     }
     std::set<int> written;
@@ -497,6 +498,11 @@ class Emitter {
              " - off_" + t + ")");
     }
     for (const std::string& note : pl.order_notes) line("# " + note);
+    for (size_t i = 0; i < pl.slots.size(); ++i)
+      if (pl.slots[i].shares >= 0)
+        line(slot_ref(static_cast<int>(i), false) + " = " + slot_ref(pl.slots[i].shares, false) + "  # " +
+             fn_.tensors[pl.slots[i].tensor].name + " at " + pl.slots[i].first->loc.str() +
+             ": the same resident block, fetched once");
     // The output block starts as the prior contents; every store then updates it in place (an
     // output block is written back whole). A pipelined slot copies its own blocks per trip. A
     // block that stays in VMEM across steps (atomic updates that meet on it, a whole tensor)

@@ -141,6 +141,7 @@ class Planner {
     check_outputs();
     plan_order();
     single_buffer_resident();
+    share_resident_copies();
     account();
     return std::move(out_);
   }
@@ -1100,6 +1101,49 @@ class Planner {
     }
   }
 
+  // Two read-only resident slots whose BlockSpecs would be the same (tensor, block, buffers, and
+  // at every dim the same block index: 0 along each one's own loop, whose whole extent the
+  // block holds; the same launch tile or scalar index map elsewhere) are one copy in VMEM: the
+  // later one shares the earlier one's operand. Each still slices the block by its own loop.
+  void share_resident_copies() {
+    auto shareable = [](const PallasSlot& s) {
+      return s.mode == PallasSlot::Resident && s.read && !s.written && !s.keeps_prior && !s.whole_tensor &&
+             s.atomic == ir::AtomicFn::none && s.loop_tile >= 0 && s.trip_tiles.empty() && s.shares < 0;
+    };
+    for (size_t j = 0; j < out_.slots.size(); ++j) {
+      PallasSlot& b = out_.slots[j];
+      if (!shareable(b)) continue;
+      for (size_t i = 0; i < j; ++i) {
+        const PallasSlot& a = out_.slots[i];
+        if (!shareable(a) || a.tensor != b.tensor || a.block != b.block || a.buffers != b.buffers) continue;
+        if (!same_block_index(a, b)) continue;
+        b.shares = static_cast<int>(i);
+        break;
+      }
+    }
+  }
+
+  bool same_block_index(const PallasSlot& a, const PallasSlot& b) {
+    const std::vector<ir::IndexItem>&x = a.first->index, &y = b.first->index;
+    if (x.size() != y.size()) return false;
+    for (size_t d = 0; d < x.size(); ++d) {
+      if (x[d].kind != y[d].kind || x[d].kind == ir::IndexItem::Gather) return false;
+      if (x[d].kind == ir::IndexItem::Tile) {
+        const bool own_a = x[d].tile == a.loop_tile, own_b = y[d].tile == b.loop_tile;
+        if (own_a != own_b) return false;
+        if (own_a) {  // (the whole dim at index 0, as the loop's range lies anywhere in it)
+          if (a.block[d] != fn_.tensors[a.tensor].shape[d]) return false;
+          continue;
+        }
+        if (x[d].tile != y[d].tile) return false;
+      }
+      if (x[d].kind == ir::IndexItem::Scalar && x[d].value != y[d].value &&
+          (index_map_of(x[d].value).empty() || index_map_of(x[d].value) != index_map_of(y[d].value)))
+        return false;
+    }
+    return true;
+  }
+
   void account() {
     std::string detail;
     auto item = [&](const std::string& what, int n, int64_t bytes) {
@@ -1108,6 +1152,7 @@ class Planner {
     };
     for (const PallasSlot& s : out_.slots) {
       if (s.mode == PallasSlot::Dma || s.mode == PallasSlot::Smem) continue;  // in HBM, in SMEM
+      if (s.shares >= 0) continue;                                            // (another slot's copy)
       std::string what =
           fn_.tensors[s.tensor].name + (s.mode == PallasSlot::Grid ? "" : std::string(" ") + mode_name(s.mode));
       // (outputs of a pipeline are double-buffered at most: see the pallas emitter)

@@ -61,6 +61,11 @@ struct PallasSlot {
   // block's prior contents come in at the first step of each run of them (all of them 0).
   // Empty: every step has its own block, whose prior contents come in at every step.
   std::vector<int> revisit_dims;
+  // A read-only resident block that an earlier slot of the launch (this index) already brings
+  // into VMEM: the same tensor, block and block index at every grid step (softmax_two_pass's
+  // two loops over x's row). It is no pallas_call operand of its own: its ref is that slot's,
+  // fetched and counted once. -1: the slot has its own operand.
+  int shares = -1;
 };
 
 // Rows moved one DMA each (gather.h): a dma gather copies the indexed rows of a table left in

@@ -28,7 +28,9 @@ std::string print(const lower::BlockProgram& p, const std::vector<PallasLaunch>&
       os << " block [";
       for (size_t d = 0; d < s.block.size(); ++d)
         os << (d ? ", " : "") << (s.block[d] < 0 ? "None" : std::to_string(s.block[d]));
-      os << "] " << format_bytes(s.block_bytes) << "\n";
+      os << "] " << format_bytes(s.block_bytes);
+      if (s.shares >= 0) os << " (slot " << s.shares << "'s copy)";
+      os << "\n";
     }
     for (size_t i = 0; i < pl.dma_rows.size(); ++i) {
       const DmaRows& g = pl.dma_rows[i];
