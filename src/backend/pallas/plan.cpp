@@ -291,12 +291,14 @@ class Planner {
     if (same_tiles(a, b)) return true;
     if (a.size() != b.size()) return false;
     for (size_t d = 0; d < a.size(); ++d) {
-      if (a[d].kind != b[d].kind || a[d].tile != b[d].tile) return false;
-      if (a[d].kind == ir::IndexItem::Scalar && a[d].value != b[d].value &&
-          (index_map_of(a[d].value).empty() || index_map_of(a[d].value) != index_map_of(b[d].value)))
-        return false;
+      if (a[d].kind != b[d].kind || a[d].tile != b[d].tile || !same_scalar_block(a[d], b[d])) return false;
     }
     return true;
+  }
+  // (true for items that are not scalars)
+  bool same_scalar_block(const ir::IndexItem& a, const ir::IndexItem& b) {
+    if (a.kind != ir::IndexItem::Scalar || a.value == b.value) return true;
+    return !index_map_of(a.value).empty() && index_map_of(a.value) == index_map_of(b.value);
   }
 
   // A scalar read at indices computed in the kernel (offsets[g + 1], a jagged loop's bounds): the
@@ -1137,9 +1139,7 @@ class Planner {
         }
         if (x[d].tile != y[d].tile) return false;
       }
-      if (x[d].kind == ir::IndexItem::Scalar && x[d].value != y[d].value &&
-          (index_map_of(x[d].value).empty() || index_map_of(x[d].value) != index_map_of(y[d].value)))
-        return false;
+      if (!same_scalar_block(x[d], y[d])) return false;
     }
     return true;
   }
