@@ -22,6 +22,7 @@
 #include "kernels/registry.h"
 #include "parhelion/tpu.h"
 #include "tests/interpret_check.h"
+#include "tests/user_error.h"
 
 namespace ph = parhelion;
 namespace pallas = ph::backend::pallas;
@@ -32,7 +33,8 @@ struct Case {
   std::string kernel;
   ph::Shape shape;
   ph::DType dtype;
-  std::vector<std::string> configs;  // JSON; "" = the pallas default, "resident" = it, all loops resident
+  // JSON; "" = the pallas default; "resident" and "grid" = it with every loop of that strategy
+  std::vector<std::string> configs;
 };
 
 // Shapes with ragged blocks where the TPU allows them, and both strategies per inner loop.
@@ -190,6 +192,31 @@ std::vector<Case> cases() {
             R"(,"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})",
         R"({"block_sizes":[64,64],)" + il("resident") +
             R"(,"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})"}},
+      // A sole inner loop on the grid (its trips the last grid dim, "arbitrary"; the state in
+      // VMEM scratch, set up at the first trip, read out at the last): ragged key blocks (1025
+      // keys: a last block of one row), causal blocks above the diagonal clamped, K loops of
+      // matmuls with ragged M and K, the reductions of a norm's backward and of a loss, a
+      // batched and a fused-epilogue matmul, f32 and bf16.
+      {"attention", {1, 2, 1025, 64}, ph::DType::bf16, {"grid"}},
+      {"attention",
+       {2, 200, 64},
+       ph::DType::f32,
+       {R"({"block_sizes":[64,128],"inner_loops":[{"strategy":"grid"}],"loop_orders":[[1,0]],"micro_kernels":[0,0],"num_threads":1})"}},
+      {"causal_attention",
+       {1, 2, 300, 64},
+       ph::DType::f32,
+       {"grid",
+        R"({"block_sizes":[128,64],"inner_loops":[{"strategy":"grid"}],"loop_orders":[[2,0,1]],"micro_kernels":[0,0],"num_threads":1})"}},
+      {"causal_attention", {1, 2, 256, 128}, ph::DType::bf16, {"grid"}},
+      {"matmul",
+       {130, 300, 256},
+       ph::DType::f32,
+       {R"({"block_sizes":[128,128,128],"inner_loops":[{"strategy":"grid"}],"loop_orders":[[1,0]],"micro_kernels":[0],"num_threads":1})"}},
+      {"matmul", {64, 512, 256}, ph::DType::bf16, {"grid"}},
+      {"welford", {24, 1000}, ph::DType::f32, {"grid"}},
+      {"cross_entropy", {16, 384}, ph::DType::f32, {"grid"}},
+      {"bmm", {2, 64, 256, 128}, ph::DType::f32, {"grid"}},
+      {"epilogue_subtiling", {64, 384, 128}, ph::DType::f32, {"grid"}},
   };
 }
 
@@ -208,9 +235,9 @@ TEST(Pallas, EmittedKernelsMatchTheirReferencesInInterpretMode) {
     auto want = e.reference(in);
     for (const std::string& cfg : c.configs) {
       std::unique_ptr<ph::Config> config;
-      if (cfg == "resident") {
+      if (cfg == "resident" || cfg == "grid") {
         config = std::make_unique<ph::Config>(e.kernel->emit_pallas(in.args(), "v7x").config);
-        for (auto& l : config->inner_loops) l.strategy = "resident";
+        for (auto& l : config->inner_loops) l.strategy = cfg;
       } else if (!cfg.empty()) {
         config = std::make_unique<ph::Config>(ph::Config::from_json(cfg));
       }
@@ -738,6 +765,82 @@ TEST(Pallas, ModuleTextShowsTheStrategy) {
   auto a = add.make_inputs({64, 512}, ph::DType::f32, 1);
   std::string t = add.kernel->emit_pallas(a.args(), "v5e").source;
   EXPECT_NE(t.find("o2_ref[...] = jnp.broadcast_to(v2, (64, 512)).astype(jnp.float32)"), std::string::npos) << t;
+}
+
+// A launch's sole loop on the grid: its trips are the last grid dim, which runs in order; the
+// state's set-up runs at the first trip and the read-out at the last; the causal key blocks
+// above the diagonal keep the last needed block's index (no DMA); no emit_pipeline.
+TEST(Pallas, ASoleLoopRunsOnTheGrid) {
+  const auto& e = ph::kernels::find_kernel("causal_attention");
+  auto in = e.make_specs({1, 2, 300, 64}, ph::DType::f32);
+  ph::Config c = ph::Config::from_json(
+      R"({"block_sizes":[128,128],"inner_loops":[{"strategy":"grid"}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})");
+  const std::string m = e.kernel->emit_pallas(in.args(), "v7x", &c).source;
+  EXPECT_HAS(m, "grid=(1, 2, 3, 3),");
+  EXPECT_HAS(m, "dimension_semantics=(\"parallel\", \"parallel\", \"parallel\", \"arbitrary\")");
+  EXPECT_HAS(m, "g_t3 = pl.program_id(3)");
+  EXPECT_HAS(m, "@pl.when(g_t3 == 0)  # the state's set-up, at the first trip");
+  EXPECT_HAS(m, "@pl.when(g_t3 == 2)  # after the loop, at the last trip");
+  EXPECT_HAS(m, "return jnp.maximum(((off_t2 + n_t2) - 0 + 127) // 128 - 1, 0)");
+  EXPECT_HAS(m, "lambda g_t0, g_t1, g_t2, g_t3: (g_t0, g_t1, jnp.minimum(g_t3, _last_t3(g_t0, g_t1, g_t2, g_t3)), 0)");
+  // (the output's block is the query block's: kept in VMEM across the trips)
+  EXPECT_HAS(m, "out_specs=[pl.BlockSpec((None, None, 128, 64), lambda g_t0, g_t1, g_t2, g_t3: (g_t0, g_t1, g_t2, 0))]");
+  EXPECT_EQ(m.find("emit_pipeline("), std::string::npos) << m;
+}
+
+// Where a loop cannot run on the grid, the config is refused: a kernel with two loops is not
+// offered the strategy; a loop that reads a value computed from its state before it is refused
+// at the line (that value exists at the first trip only), and so is an atomic update.
+constexpr int kLineStateRead = __LINE__ + 6;
+ph::Tensor sum_plus_initial(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m});
+  for (auto tm : ph::tile(m)) {
+    ph::Var acc = ph::zeros({tm});
+    auto initial = acc * 2.0;
+    for (auto tn : ph::tile(n)) acc = acc + ph::sum(x[tm, tn], -1) + initial;
+    out[tm] = acc;
+  }
+  return out;
+}
+
+constexpr int kLineAtomicBesideGridLoop = __LINE__ + 7;
+ph::Tensor row_sums_and_total(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m}), total = ph::zeros({1});
+  for (auto tm : ph::tile(m)) {
+    ph::Var acc = ph::zeros({tm});
+    for (auto tn : ph::tile(n)) acc = acc + ph::sum(x[tm, tn], -1);
+    ph::atomic_add(total, {0}, ph::sum(acc, 0));
+    out[tm] = acc;
+  }
+  return out;
+}
+
+TEST(Pallas, LoopsThatCannotRunOnTheGridAreRefused) {
+  const auto& two = ph::kernels::find_kernel("softmax_two_pass");
+  auto in = two.make_specs({24, 256}, ph::DType::f32);
+  ph::Config c = ph::Config::from_json(
+      R"({"block_sizes":[8,128,128],"inner_loops":[{"strategy":"grid"},{"strategy":"resident"}],"loop_orders":[],"num_threads":1})");
+  std::string m = user_error_of([&] { two.kernel->emit_pallas(in.args(), "v7x", &c); });
+  EXPECT_HAS(m, "grid");
+  EXPECT_HAS(m, "pipeline, resident");
+  ph::Array x = ph::Array::random({16, 256}, ph::DType::f32, 1);
+  ph::Config g = ph::Config::from_json(
+      R"({"block_sizes":[16,128],"inner_loops":[{"strategy":"grid"}],"loop_orders":[],"num_threads":1})");
+  ph::Kernel state("sum_plus_initial", sum_plus_initial);
+  m = user_error_of([&] { state.emit_pallas({x}, "v7x", &g); });
+  EXPECT_HAS(m, "test_pallas.cpp:" + std::to_string(kLineStateRead));
+  EXPECT_HAS(m, "on the grid (config inner_loops[0] = grid)");
+  EXPECT_HAS(m, "which runs at the first trip only");
+  // (the same kernel runs with the loop pipelined)
+  ph::Config p = ph::Config::from_json(
+      R"({"block_sizes":[16,128],"inner_loops":[{"strategy":"pipeline","buffers":2}],"loop_orders":[],"num_threads":1})");
+  EXPECT_NO_THROW(state.emit_pallas({x}, "v7x", &p));
+  ph::Kernel atomic("row_sums_and_total", row_sums_and_total);
+  m = user_error_of([&] { atomic.emit_pallas({x}, "v7x", &g); });
+  EXPECT_HAS(m, "test_pallas.cpp:" + std::to_string(kLineAtomicBesideGridLoop));
+  EXPECT_HAS(m, "updated in order across the launch");
 }
 
 // Rows of w gathered by ids [B, S] into out [B * S, E] at the computed row b * S + s.

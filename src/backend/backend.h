@@ -39,6 +39,10 @@ struct Capabilities {
   // How an inner loop nested in another inner loop moves its blocks (a K loop in a jagged
   // loop's trip); empty: as any inner loop.
   std::vector<lower::Strategy> nested_inner_loop_strategies;
+  // How a launch's sole inner loop (no other loop in the launch, and a direct child of its
+  // body: not in a ph::when) moves its blocks; empty: as any inner loop. Strategy::Grid turns
+  // the launch's body around that one loop, so it is offered only there.
+  std::vector<lower::Strategy> sole_inner_loop_strategies;
   int max_pipeline_buffers = 3;
   // Every block an inner loop touches moves through fast memory, stores and blocks of
   // tensors the launch writes included (a TPU computes only on VMEM). Otherwise only blocks of
@@ -58,9 +62,11 @@ struct Capabilities {
   // The generated code can be compiled and run in this process (load() works).
   bool runs_on_host = false;
 
-  // The strategies offered to an inner loop, nested in another or not.
-  const std::vector<lower::Strategy>& loop_strategies(bool nested) const {
-    return nested && !nested_inner_loop_strategies.empty() ? nested_inner_loop_strategies : inner_loop_strategies;
+  // The strategies offered to an inner loop: nested in another, its launch's sole loop, or not.
+  const std::vector<lower::Strategy>& loop_strategies(bool nested, bool sole) const {
+    if (nested && !nested_inner_loop_strategies.empty()) return nested_inner_loop_strategies;
+    if (sole && !sole_inner_loop_strategies.empty()) return sole_inner_loop_strategies;
+    return inner_loop_strategies;
   }
 };
 

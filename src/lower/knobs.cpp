@@ -58,6 +58,15 @@ bool nested_in_loop(const std::vector<Op>& body, const Op& loop) {
   return nested;
 }
 
+// Whether `loop` is the only loop in `launch` and a direct child of its body.
+bool sole_loop(const Op& launch, const Op& loop) {
+  int loops = 0;
+  ir::walk(launch.body, [&](const Op& op) { loops += op.kind == OpKind::Loop; });
+  bool top = false;
+  for (const Op& op : launch.body) top |= &op == &loop;
+  return loops == 1 && top;
+}
+
 std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool every_block) {
   std::vector<InnerLoopSite> sites;
   for (const Op& launch : fn.body) {
@@ -72,7 +81,7 @@ std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool every_b
       // the staging plans (a slot per trip, a resident copy of a static extent) assume a fixed one.
       // So does a jagged loop: its range is known only when it is entered.
       if (fn.tiles[op.loop_tiles[0]].parent >= 0 || fn.tiles[op.loop_tiles[0]].is_jagged()) return;
-      InnerLoopSite s{&op, &launch, {}, nested_in_loop(launch.body, op)};
+      InnerLoopSite s{&op, &launch, {}, nested_in_loop(launch.body, op), sole_loop(launch, op)};
       std::set<int> defined_in_loop;
       ir::walk(op.body, [&](const Op& inner) {
         // (On a target that moves every block, a constant index is the same on every trip,

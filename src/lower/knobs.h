@@ -29,6 +29,9 @@ struct InnerLoopSite {
   // Inside another inner loop of its launch (a K loop in a jagged loop's trip): its strategies
   // are the backend's nested ones (Capabilities::nested_inner_loop_strategies).
   bool nested = false;
+  // The only loop of its launch, a direct child of the launch's body (not in a ph::when): its
+  // strategies are the backend's sole-loop ones (Capabilities::sole_inner_loop_strategies).
+  bool sole = false;
 };
 
 // A tensor (a root: not a view) that a launch updates atomically: one atomics knob each.

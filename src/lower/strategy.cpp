@@ -10,12 +10,14 @@ const char* strategy_name(Strategy s) {
       return "pipeline";
     case Strategy::Resident:
       return "resident";
+    case Strategy::Grid:
+      return "grid";
   }
   return "?";
 }
 
 std::optional<Strategy> parse_strategy(const std::string& name) {
-  for (Strategy s : {Strategy::Stream, Strategy::Pipeline, Strategy::Resident})
+  for (Strategy s : {Strategy::Stream, Strategy::Pipeline, Strategy::Resident, Strategy::Grid})
     if (name == strategy_name(s)) return s;
   return std::nullopt;
 }

@@ -187,7 +187,8 @@ class LaunchModel {
   double dma_s(double bytes) const { return bytes > 0 ? bytes / hw_.dma_rate(bytes) : 0; }
 
   void simulate(Prediction& r) {
-    const size_t nd = L_.grid.size();
+    const std::vector<lower::GridDim>& grid = pl_.grid;  // (with a loop on the grid: its trips last)
+    const size_t nd = grid.size();
     // Per grid-level and resident slot: the grid positions its block index depends on.
     struct Move {
       std::vector<int> deps;
@@ -208,10 +209,11 @@ class LaunchModel {
              static_cast<double>(s.block_bytes),
              s.read || s.atomic != ir::AtomicFn::none,
              s.buffers == 1 && !s.written};
+      // (a slot of a loop on the grid moves with that grid dim; a resident one spans its loop)
       for (const ir::IndexItem& ix : s.first->index)
-        if (ix.kind == ir::IndexItem::Tile && ix.tile != s.loop_tile)
+        if (ix.kind == ir::IndexItem::Tile && (ix.tile != s.loop_tile || s.mode == backend::pallas::PallasSlot::Grid))
           for (size_t g = 0; g < nd; ++g)
-            if (L_.grid[g].tile == ix.tile) m.deps.push_back(static_cast<int>(g));
+            if (grid[g].tile == ix.tile) m.deps.push_back(static_cast<int>(g));
       moves.push_back(m);
       if (m.in && s.written) moves.push_back({m.deps, m.bytes, false});
     }
@@ -222,7 +224,11 @@ class LaunchModel {
     double overhead_inner = 0, dma_inner = 0;
     for (const LoopWork& lw : loops_) {
       const ir::TileInfo& t = fn_.tiles[lw.tile];
-      int64_t trips = (t.extent() + block(lw.tile) - 1) / block(lw.tile);
+      // A loop on the grid: each step is one of its trips, its copies the grid's (moves). The
+      // step's own ops are charged at every step: those the trips read run there, and the
+      // first and last trips' few are taken as the same.
+      const int64_t trips =
+          pl_.grid_loop && pl_.grid.back().tile == lw.tile ? 1 : (t.extent() + block(lw.tile) - 1) / block(lw.tile);
       // DMAs issued together overlap their latencies: one transfer of their total size.
       double trip_bytes = 0;
       for (auto& [tile, bytes] : piped)
@@ -247,14 +253,14 @@ class LaunchModel {
     // is dim l and every faster dim wraps; a block is copied in (and the previous one written
     // back) when one of the dims its index depends on changes. Steps at the same level cost the
     // same: per level, max(compute, copy-in, write-back) + the step's fixed cost.
-    const int64_t steps = L_.total_steps;
+    const int64_t steps = pl_.total_steps;
     // (exposed: only the single-buffered copies, which wait for the step before them)
     auto moves_at = [&](int level, bool in, bool exposed = false) {  // level -1: the first step
       double bytes = 0;
       for (const Move& m : moves) {
         if (m.in != in || (exposed && !m.exposed)) continue;
         bool moved = level < 0;
-        for (int g : m.deps) moved |= g == level || (g > level && L_.grid[g].steps > 1);
+        for (int g : m.deps) moved |= g == level || (g > level && grid[g].steps > 1);
         if (m.deps.empty() && level >= 0) moved = false;
         if (moved) bytes += m.bytes;
       }
@@ -265,7 +271,7 @@ class LaunchModel {
     double dma_sum = first_in;
     int64_t before = 1;  // steps of the dims slower than the current level
     for (size_t l = 0; l < nd; ++l) {
-      int64_t upto = before * L_.grid[l].steps;
+      int64_t upto = before * grid[l].steps;
       int64_t count = upto - before;  // steps (after the first) where dim l is the slowest to change
       before = upto;
       if (count <= 0) continue;

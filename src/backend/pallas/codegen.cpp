@@ -486,16 +486,9 @@ class Emitter {
     line("def _kernel_" + std::to_string(L.index) + "(" + join(params) + "):");
     ++depth_;
     line("# launch " + std::to_string(L.index) + " at " + L.op->loc.str());
-    for (size_t i = 0; i < L.grid.size(); ++i) {
-      const lower::GridDim& g = L.grid[i];
-      std::string t = tname(g.tile);
-      line("g_" + t + " = pl.program_id(" + std::to_string(i) + ")");
-      // (a tile over ph::range(b, e) starts at b)
-      const std::string begin = g.begin ? std::to_string(g.begin) + " + " : "";
-      line("off_" + t + " = " + begin + "g_" + t + (unit(g.tile) ? "" : " * " + std::to_string(g.block)));
-      if (!unit(g.tile))
-        line("n_" + t + " = jnp.minimum(" + std::to_string(g.block) + ", " + std::to_string(g.begin + g.extent) +
-             " - off_" + t + ")");
+    for (size_t i = 0; i < pl.grid.size(); ++i) {
+      line("g_" + tname(pl.grid[i].tile) + " = pl.program_id(" + std::to_string(i) + ")");
+      grid_offsets(pl.grid[i]);
     }
     for (const std::string& note : pl.order_notes) line("# " + note);
     for (size_t i = 0; i < pl.slots.size(); ++i)
@@ -513,7 +506,7 @@ class Emitter {
       const std::string copy = slot_ref(s, true) + "[...] = " + slot_ref(s, false) + "[...]";
       if (!slot.revisit_dims.empty()) {
         std::vector<std::string> first;
-        for (int g : slot.revisit_dims) first.push_back("(g_" + tname(L.grid[g].tile) + " == 0)");
+        for (int g : slot.revisit_dims) first.push_back("(g_" + tname(pl.grid[g].tile) + " == 0)");
         line("@pl.when(" + join(first, " & ") + ")");
         line("def _prior_" + std::to_string(s) + "():");
         line("    " + copy + "  # prior contents: " +
@@ -523,10 +516,65 @@ class Emitter {
       }
       line(copy + "  # prior contents: masked and slice stores keep the rest");
     }
-    body(L.op->body, nullptr);
+    if (pl.grid_loop)
+      grid_loop_body(pl);
+    else
+      body(L.op->body, nullptr);
     --depth_;
     infos_.push_back(info);
     for (int s : info.outputs) has_value_.insert(pl.slots[s].tensor);
+  }
+
+  // A grid dim's offset off_<tile> and valid length n_<tile>, from its index g_<tile>.
+  void grid_offsets(const lower::GridDim& g) {
+    const std::string t = tname(g.tile);
+    // (a tile over ph::range(b, e) starts at b)
+    const std::string begin = g.begin ? std::to_string(g.begin) + " + " : "";
+    line("off_" + t + " = " + begin + "g_" + t + (unit(g.tile) ? "" : " * " + std::to_string(g.block)));
+    if (!unit(g.tile))
+      line("n_" + t + " = jnp.minimum(" + std::to_string(g.block) + ", " + std::to_string(g.begin + g.extent) +
+           " - off_" + t + ")");
+  }
+
+  // A launch whose sole loop runs on the grid (plan.h, PallasLaunch::grid_loop): each step is
+  // one trip. The ops before the loop that the trips read run at every step; the state's set-up
+  // (and what only it reads) at the first trip; the loop's body at every step; the ops after
+  // the loop, which read the state out, at the last trip. The Vars' scratch persists across
+  // steps, and an output block indexed by the launch tiles only stays in VMEM across the trips
+  // of one outer block: it is written back when the next outer block begins.
+  void grid_loop_body(const PallasLaunch& pl) {
+    const Op& loop = *pl.grid_loop;
+    const lower::GridDim& g = pl.grid.back();
+    const std::string k = "g_" + tname(g.tile);
+    std::vector<const Op*> first, last;
+    bool after = false;
+    for (const Op& op : pl.plan->op->body) {
+      if (&op == &loop) {
+        after = true;
+      } else if (after) {
+        last.push_back(&op);
+      } else if (pl.first_trip_ops.count(&op)) {
+        first.push_back(&op);
+      } else {
+        statement(op, nullptr);
+      }
+    }
+    auto region = [&](const std::vector<const Op*>& ops, const std::string& cond, const std::string& name,
+                      const std::string& what) {
+      if (ops.empty()) return;
+      line("");
+      line("@pl.when(" + cond + ")  # " + what);
+      line("def " + name + "():");
+      ++depth_;
+      for (const Op* op : ops) statement(*op, nullptr);
+      --depth_;
+      line("");
+    };
+    region(first, k + " == 0", "_first_trip", "the state's set-up, at the first trip");
+    line("# loop at " + loop.loc.str() + ": " + std::to_string(g.steps) + " trips of " + std::to_string(g.block) +
+         ", on the grid (its last dim: one trip per step)");
+    body(loop.body, pl.plan->inner_loop(g.tile));
+    region(last, k + " == " + std::to_string(g.steps - 1), "_last_trip", "after the loop, at the last trip");
   }
 
   // Host views (views.h): a view the launch uses gets its value from its root's first (when the
@@ -764,7 +812,7 @@ class Emitter {
         // A launch tile's grid index; a loop's trip, counted from its range's start (the
         // enclosing block's offset for a tile within another).
         const ir::TileInfo& t = fn_.tiles[op.tile];
-        for (const lower::GridDim& g : cur_->plan->grid)
+        for (const lower::GridDim& g : cur_->grid)
           if (g.tile == op.tile) return def("g_" + tname(op.tile));
         if (jagged_tiles_.count(op.tile)) return def("j_" + tname(op.tile));
         const std::string base = t.parent >= 0 ? "off_" + tname(t.parent) : std::to_string(t.begin);
@@ -1320,7 +1368,7 @@ class Emitter {
       else if (std::count(s.trip_tiles.begin(), s.trip_tiles.end(), ix.tile))  // (an enclosing loop's extent)
         index.push_back("0");
       else if (ix.tile == s.loop_tile)
-        index.push_back(loop_index + (s.mode == PallasSlot::Pipeline ? range_blocks(s, d, ix.tile) : ""));
+        index.push_back(loop_index + (s.mode != PallasSlot::Resident ? range_blocks(s, d, ix.tile) : ""));
       else if (fn_.tiles[ix.tile].parent >= 0)  // the enclosing block
         index.push_back("g_" + tname(fn_.tiles[ix.tile].parent) + range_blocks(s, d, fn_.tiles[ix.tile].parent));
       else
@@ -1625,11 +1673,35 @@ class Emitter {
     cur_ = &pl;  // (its BlockSpecs' index maps name its grid)
     const lower::LaunchPlan& L = *pl.plan;
     std::vector<std::string> grid, gargs;
-    for (const lower::GridDim& g : L.grid) {
+    for (const lower::GridDim& g : pl.grid) {
       grid.push_back(std::to_string(g.steps));
       gargs.push_back("g_" + tname(g.tile));
     }
     std::string lam = "lambda " + join(gargs) + ": ";
+    // A loop on the grid: its blocks' index along it is the step's trip, clamped to the last
+    // trip whose body runs when the body is one ph::when(t.begin() < e) (see inner_loop: the
+    // launch's pipeline copies a block only when its index changes, so the skipped trips move
+    // nothing). Not with outputs along the loop, whose skipped trips would write back garbage.
+    std::string trip = pl.grid_loop ? "g_" + tname(pl.grid.back().tile) : "0";
+    if (pl.grid_loop) {
+      bool writes = false;
+      for (const PallasSlot& s : pl.slots) writes |= s.written && s.loop_tile == pl.grid.back().tile;
+      if (const std::string e = trip_guard_bound(*pl.grid_loop); !e.empty() && !writes) {
+        const lower::GridDim& g = pl.grid.back();
+        const std::string fn = "_last_" + tname(g.tile);
+        line("");
+        line("def " + fn + "(" + join(gargs) + "):");
+        ++depth_;
+        line("\"\"\"The last trip of the loop at " + pl.grid_loop->loc.str() + " whose body runs (when at " +
+             pl.grid_loop->body.back().loc.str() + ").\"\"\"");
+        for (size_t i = 0; i + 1 < pl.grid.size(); ++i) grid_offsets(pl.grid[i]);
+        line("return jnp.maximum((" + e + " - " + std::to_string(g.begin) + " + " + std::to_string(g.block - 1) +
+             ") // " + std::to_string(g.block) + " - 1, 0)");
+        --depth_;
+        line("");
+        trip = "jnp.minimum(" + trip + ", " + fn + "(" + join(gargs) + "))";
+      }
+    }
     auto spec = [&](const PallasSlot& s) {
       // A pipelined operand stays in HBM; a resident one spans its loop (block index 0 there).
       // (A dma gather's table too: its rows are copied by the kernel.)
@@ -1638,6 +1710,8 @@ class Emitter {
       if (s.mode == PallasSlot::Smem) return std::string("pl.BlockSpec(memory_space=pltpu.SMEM)");
       // (a resident input whose block changes only at outer grid dims keeps one buffer: plan.cpp,
       // single_buffer_resident)
+      if (s.mode == PallasSlot::Grid && s.loop_tile >= 0)  // (a loop on the grid)
+        return block_spec(s, lam, s.written ? "g_" + tname(s.loop_tile) : trip, false);
       return block_spec(s, lam, "0", s.mode == PallasSlot::Resident && s.buffers == 1);
     };
     std::vector<std::string> in_specs, operands, out_specs, out_shapes, scratch, aliases;

@@ -75,6 +75,9 @@ PallasBackend::PallasBackend(const TpuGeneration& generation) : generation_(gene
   // trace time: the enclosing trip's blocks are resident (an emit_pipeline inside a fori_loop
   // trip would restart its copies at every trip).
   caps_.nested_inner_loop_strategies = {lower::Strategy::Resident};
+  // A launch's sole loop may also run on the grid: its trips as the last grid dim ("arbitrary"),
+  // the state in VMEM scratch across them (plan.h, PallasLaunch::grid_loop).
+  caps_.sole_inner_loop_strategies = {lower::Strategy::Pipeline, lower::Strategy::Resident, lower::Strategy::Grid};
   caps_.inner_loops_move_every_block = true;
   caps_.lowering_plans_staged_copies = false;
   caps_.runs_on_host = false;

@@ -137,8 +137,12 @@ class Planner {
   PallasLaunch run() {
     out_.index = L_.index;
     out_.plan = &L_;
+    out_.grid = L_.grid;
+    find_grid_loop();
+    for (const lower::GridDim& g : out_.grid) out_.total_steps *= g.steps;
     visit(L_.op->body, nullptr);
     check_outputs();
+    if (out_.grid_loop) plan_grid_loop();
     plan_order();
     single_buffer_resident();
     share_resident_copies();
@@ -203,6 +207,109 @@ class Planner {
                       "] = pipeline): emit_pipeline holds one trip's block, and a nested loop slices blocks that "
                       "span the enclosing loop's extent; give that loop the strategy \"resident\" (kernel " +
                       fn_.name + ")");
+  }
+
+  // --- an inner loop on the grid (strategy `grid`) -------------------------------------------
+  // The launch's sole loop (the config space offers `grid` nowhere else) becomes the last grid
+  // dim: one trip per step, its trips' blocks the BlockSpecs of the launch's own pipeline.
+  void find_grid_loop() {
+    for (const Op& op : L_.op->body) {
+      if (op.kind != OpKind::Loop) continue;
+      const InnerLoop* il = L_.inner_loop(op.loop_tiles[0]);
+      if (!il || il->strategy != Strategy::Grid) continue;
+      out_.grid_loop = &op;
+      out_.grid.push_back({il->tile, il->begin, il->extent, il->block, il->trips});
+    }
+    int grid_loops = 0;
+    ir::walk(L_.op->body, [&](const Op& op) {
+      const InnerLoop* il = op.kind == OpKind::Loop ? L_.inner_loop(op.loop_tiles[0]) : nullptr;
+      grid_loops += il && il->strategy == Strategy::Grid;
+    });
+    PH_CHECK(grid_loops == (out_.grid_loop ? 1 : 0), "a grid-strategy loop that is not its launch's sole loop");
+  }
+
+  [[noreturn]] void grid_loop_error(const Op& at, const std::string& why) {
+    const InnerLoop* il = L_.inner_loop(out_.grid_loop->loop_tiles[0]);
+    throw UserError(at.loc.str() + ": the pallas backend cannot run the loop over " +
+                    ir::tile_name(fn_, il->tile) + " at " + out_.grid_loop->loc.str() + " on the grid (config inner_loops[" +
+                    std::to_string(il->knob) + "] = grid): " + why +
+                    "; give that loop the strategy \"pipeline\" or \"resident\" (kernel " + fn_.name + ")");
+  }
+
+  // The blocks: each step's own (a trip's) or, for the launch tiles' blocks, kept across the
+  // trips of one outer block. What a grid step cannot keep apart from the next is refused: a
+  // block read-modify-written by several steps in order (atomics, whole tensors), SMEM stores
+  // and row DMAs. Then the body's ops before the loop are split into those that run at every
+  // step and those that run at the first trip only (plan.h, first_trip_ops).
+  void plan_grid_loop() {
+    const int tile = out_.grid_loop->loop_tiles[0];
+    const int pos = static_cast<int>(out_.grid.size()) - 1;
+    for (PallasSlot& s : out_.slots) {
+      if (s.whole_tensor || s.atomic != ir::AtomicFn::none)
+        grid_loop_error(*s.first, "its blocks would be updated in order across the launch (" +
+                                      fn_.tensors[s.tensor].name + ")");
+      if (s.mode == PallasSlot::Smem || s.mode == PallasSlot::Dma)
+        grid_loop_error(*s.first, std::string("a ") + mode_name(s.mode) + " access of " + fn_.tensors[s.tensor].name +
+                                      " in a launch whose steps are trips");
+      bool by_loop = false;
+      for (const ir::IndexItem& ix : s.first->index) by_loop |= ix.kind == ir::IndexItem::Tile && ix.tile == tile;
+      // A launch-level block that keeps its prior contents takes them at the first trip only:
+      // later trips see what the earlier ones stored.
+      if (s.keeps_prior && !by_loop) s.revisit_dims = {pos};
+    }
+    std::vector<const Op*> before;
+    for (const Op& op : L_.op->body) {
+      if (&op == out_.grid_loop) break;
+      before.push_back(&op);
+    }
+    // Every value an op reads, in its regions too.
+    auto uses = [](const Op& op, const auto& f) {
+      std::vector<const Op*> stack{&op};
+      while (!stack.empty()) {
+        const Op* o = stack.back();
+        stack.pop_back();
+        for (int v : o->operands) f(v);
+        for (const ir::IndexItem& ix : o->index)
+          if (ix.has_value()) f(ix.value);
+        for (const Op& b : o->body) stack.push_back(&b);
+      }
+    };
+    // First-trip ops: effects (stores, the state's set-up), reads of the state, and what they feed.
+    std::map<int, const Op*> first_values;
+    for (const Op* op : before) {
+      bool first = op->kind == OpKind::Store || op->kind == OpKind::VarDecl || op->kind == OpKind::VarSet ||
+                   op->kind == OpKind::VarGet || !op->body.empty();
+      uses(*op, [&](int v) { first |= first_values.count(v) > 0; });
+      if (!first) continue;
+      out_.first_trip_ops.insert(op);
+      if (op->result >= 0) first_values[op->result] = op;
+    }
+    // The loop's body and the ops after it run at other steps than the first trip's ops.
+    bool after = false;
+    std::vector<const Op*> later;
+    for (const Op& op : L_.op->body) {
+      if (after || &op == out_.grid_loop) later.push_back(&op);
+      after |= &op == out_.grid_loop;
+    }
+    std::set<int> needed;
+    for (const Op* op : later)
+      uses(*op, [&](int v) {
+        if (auto f = first_values.find(v); f != first_values.end())
+          grid_loop_error(*op, "it reads a value computed at " + f->second->loc.str() +
+                                   " from the loop's state or after a store, which runs at the first trip only");
+        needed.insert(v);
+      });
+    // A pure op before the loop that only first-trip ops read runs there too (a Var's initial
+    // block is not rebuilt at every step).
+    for (auto it = before.rbegin(); it != before.rend(); ++it) {
+      const Op* op = *it;
+      if (out_.first_trip_ops.count(op)) continue;
+      if (op->result >= 0 && needed.count(op->result)) {
+        uses(*op, [&](int v) { needed.insert(v); });
+        continue;
+      }
+      out_.first_trip_ops.insert(op);
+    }
   }
 
   // The inner loops open around the access being visited (outermost first).
@@ -703,11 +810,11 @@ class Planner {
   // ("arbitrary"); D may stay "parallel" (a core takes whole runs). A whole-tensor block (a
   // jagged store, an atomic update at data-dependent indices) is shared by every step.
   void plan_order() {
-    const size_t nd = L_.grid.size();
+    const size_t nd = out_.grid.size();
     out_.arbitrary.assign(nd, false);
     auto names = [&](const std::vector<int>& pos) {
       std::string s;
-      for (int g : pos) s += (s.empty() ? "" : ", ") + ir::tile_name(fn_, L_.grid[g].tile);
+      for (int g : pos) s += (s.empty() ? "" : ", ") + ir::tile_name(fn_, out_.grid[g].tile);
       return "(" + s + ")";
     };
     std::vector<int> all(nd);
@@ -735,17 +842,25 @@ class Planner {
       std::set<int> tiles;
       atomic_block_tiles(fn_, *L_.op, *s.first, &tiles);
       std::vector<int> dep, rest;
-      for (size_t g = 0; g < nd; ++g) (tiles.count(L_.grid[g].tile) ? dep : rest).push_back(static_cast<int>(g));
+      for (size_t g = 0; g < nd; ++g) (tiles.count(out_.grid[g].tile) ? dep : rest).push_back(static_cast<int>(g));
       // (a dim of one step never revisits: it may sit anywhere)
       for (int r : rest)
         for (int d : dep)
-          if (r < d && L_.grid[r].steps > 1 && L_.grid[d].steps > 1) order_error(s, what, dep, rest);
+          if (r < d && out_.grid[r].steps > 1 && out_.grid[d].steps > 1) order_error(s, what, dep, rest);
       s.revisit_dims = rest;
       for (int r : rest) out_.arbitrary[r] = true;
       out_.order_notes.push_back(what + " at " + s.first->loc.str() + ": " +
                                  (rest.empty() ? std::string("every grid step has its own block")
                                                : "grid dims " + names(rest) + " run in order (\"arbitrary\")") +
                                  "; each block is read-modify-written in VMEM");
+    }
+    // A loop on the grid carries its state in VMEM from trip to trip: its trips run in order.
+    if (out_.grid_loop) {
+      out_.arbitrary.back() = true;
+      out_.order_notes.push_back("the loop over " + ir::tile_name(fn_, out_.grid.back().tile) + " at " +
+                                 out_.grid_loop->loc.str() +
+                                 " runs on the grid: its trips run in order (\"arbitrary\"), its state in VMEM "
+                                 "scratch, set up at the first trip and read out at the last");
     }
     // Mosaic takes "parallel" dims only as a prefix of the grid (a dim of one step may sit before
     // D): after an "arbitrary" dim, every dim runs in order.
@@ -756,13 +871,13 @@ class Planner {
                                 const std::vector<int>& rest) {
     auto tiles_of = [&](const std::vector<int>& pos) {
       std::string r;
-      for (int g : pos) r += (r.empty() ? "" : ", ") + ir::tile_name(fn_, L_.grid[g].tile);
+      for (int g : pos) r += (r.empty() ? "" : ", ") + ir::tile_name(fn_, out_.grid[g].tile);
       return r;
     };
-    std::vector<int> order, grid_pos(L_.grid.size());
-    for (size_t g = 0; g < L_.grid.size(); ++g) {
+    std::vector<int> order, grid_pos(out_.grid.size());
+    for (size_t g = 0; g < out_.grid.size(); ++g) {
       const auto& lt = L_.op->loop_tiles;
-      order.push_back(static_cast<int>(std::find(lt.begin(), lt.end(), L_.grid[g].tile) - lt.begin()));
+      order.push_back(static_cast<int>(std::find(lt.begin(), lt.end(), out_.grid[g].tile) - lt.begin()));
       grid_pos[g] = static_cast<int>(g);
     }
     auto list = [](const std::vector<int>& v) {
@@ -1085,10 +1200,10 @@ class Planner {
   // model charges it so).
   void single_buffer_resident() {
     int fastest = -1;
-    for (size_t g = 0; g < L_.grid.size(); ++g)
-      if (L_.grid[g].steps > 1) fastest = static_cast<int>(g);
+    for (size_t g = 0; g < out_.grid.size(); ++g)
+      if (out_.grid[g].steps > 1) fastest = static_cast<int>(g);
     if (fastest < 0) return;
-    const int fast_tile = L_.grid[fastest].tile;
+    const int fast_tile = out_.grid[fastest].tile;
     for (PallasSlot& s : out_.slots) {
       if (s.mode != PallasSlot::Resident || s.written || s.loop_tile < 0) continue;
       bool depends = false;

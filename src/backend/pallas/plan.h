@@ -86,6 +86,18 @@ struct DmaRows {
 struct PallasLaunch {
   int index = 0;
   const lower::LaunchPlan* plan = nullptr;
+  // The pallas_call's grid: the launch's tile dims in loop order (plan->grid), then, when its
+  // sole inner loop has the strategy `grid`, that loop's trips as the last, fastest dim. Its
+  // slots are then grid-level BlockSpecs indexed by that dim too (mode Grid, loop_tile set), so
+  // the launch's own pipeline fetches the next trip's blocks, across outer blocks as well.
+  std::vector<lower::GridDim> grid;
+  int64_t total_steps = 1;
+  // That loop (nullptr: none), and how the launch's body runs around it: the ops before the loop
+  // run at every step (loads, arithmetic the trips read), except these, which run at the first
+  // trip only (the state's initial values, stores, what reads the state); the loop's body is
+  // each step's; the ops after it run at the last trip. Vars live in VMEM scratch across steps.
+  const ir::Op* grid_loop = nullptr;
+  std::set<const ir::Op*> first_trip_ops;
   std::vector<PallasSlot> slots;
   std::map<const ir::Op*, int> slot_of;  // load/store -> slot
   std::vector<DmaRows> dma_rows;

@@ -40,6 +40,14 @@ std::string print(const lower::BlockProgram& p, const std::vector<PallasLaunch>&
       for (size_t d = 0; d < g.buffer.size(); ++d) os << (d ? ", " : "") << g.buffer[d];
       os << "] " << format_bytes(g.buffer_bytes) << "\n";
     }
+    // The pallas_call's grid (a loop on the grid last), its steps and dimension semantics.
+    os << "    grid [";
+    for (size_t i = 0; i < pl.grid.size(); ++i)
+      os << (i ? ", " : "") << ir::tile_name(fn, pl.grid[i].tile) << " " << pl.grid[i].steps << " "
+         << (pl.arbitrary[i] ? "arbitrary" : "parallel");
+    os << "]";
+    if (pl.grid_loop) os << " (the loop over " << ir::tile_name(fn, pl.grid.back().tile) << " on the grid)";
+    os << "\n";
   }
   return os.str();
 }
