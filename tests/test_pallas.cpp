@@ -784,8 +784,37 @@ TEST(Pallas, ASoleLoopRunsOnTheGrid) {
   EXPECT_HAS(m, "return jnp.maximum(((off_t2 + n_t2) - 0 + 127) // 128 - 1, 0)");
   EXPECT_HAS(m, "lambda g_t0, g_t1, g_t2, g_t3: (g_t0, g_t1, jnp.minimum(g_t3, _last_t3(g_t0, g_t1, g_t2, g_t3)), 0)");
   // (the output's block is the query block's: kept in VMEM across the trips)
-  EXPECT_HAS(m, "out_specs=[pl.BlockSpec((None, None, 128, 64), lambda g_t0, g_t1, g_t2, g_t3: (g_t0, g_t1, g_t2, 0))]");
+  EXPECT_HAS(m,
+             "out_specs=[pl.BlockSpec((None, None, 128, 64), lambda g_t0, g_t1, g_t2, g_t3: (g_t0, g_t1, g_t2, 0))]");
   EXPECT_EQ(m.find("emit_pipeline("), std::string::npos) << m;
+}
+
+// Row statistics stay 2-D (row_stats.h): attention's running max and sum live in VMEM as
+// [rows, 128] with every lane equal, the per-trip maxima and sums are taken with keepdims, and
+// the statistics broadcast over a row by whole registers (_lanes), so no value of the trip is
+// 1-D; the output's division reads the sum's first lane. The numbers are checked with every
+// library kernel in EmittedKernelsMatchTheirReferencesInInterpretMode.
+TEST(Pallas, RowStatisticsStayLaneDense) {
+  const auto& e = ph::kernels::find_kernel("attention");
+  auto in = e.make_specs({1, 2, 512, 256}, ph::DType::bf16);
+  ph::Config c = ph::Config::from_json(
+      R"({"block_sizes":[128,256],"inner_loops":[{"strategy":"grid"}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})");
+  const std::string m = e.kernel->emit_pallas(in.args(), "v7x", &c).source;
+  EXPECT_HAS(m,
+             "scratch_shapes=[pltpu.VMEM((128, 128), jnp.float32), pltpu.VMEM((128, 128), jnp.float32), "
+             "pltpu.VMEM((128, 256), jnp.float32)]");
+  EXPECT_HAS(m, "axis=1, keepdims=True)");
+  EXPECT_HAS(m, ", 256)");  // (a statistic over a row of 256 keys or 256 head dims)
+  EXPECT_HAS(m, "def _lanes(x, w):");
+  const size_t trip = m.find("# loop at "), last = m.find("def _last_trip():");
+  ASSERT_NE(trip, std::string::npos);
+  ASSERT_NE(last, std::string::npos);
+  const std::string body = m.substr(trip, last - trip);
+  EXPECT_EQ(body.find("jnp.expand_dims("), std::string::npos) << body;
+  EXPECT_EQ(body.find("[..., 0]"), std::string::npos) << body;
+  EXPECT_HAS(body, "_lanes(");
+  // (the VMEM count holds the lane-dense scratch: 2 x 64 KiB + the accumulator's 128 KiB)
+  EXPECT_HAS(m, "scratch 1 x 256.0 KiB");
 }
 
 // Where a loop cannot run on the grid, the config is refused: a kernel with two loops is not

@@ -225,6 +225,9 @@ class Emitter {
       line("");
     }
     if (has_dot()) dot_helper();
+    bool lane_dense = false;
+    for (const PallasLaunch& pl : launches_) lane_dense |= !pl.row_stats.vars.empty();
+    if (lane_dense) lanes_helper();
     line("def _mask(x, axis, valid, fill):");
     line("    \"\"\"Elements at index >= valid along axis (a ragged block's padding) become fill.\"\"\"");
     line("    idx = jax.lax.broadcasted_iota(jnp.int32, x.shape, axis)");
@@ -352,6 +355,19 @@ class Emitter {
   }
 
   // (printed as part of header())
+  // A lane-dense row statistic [..., rows, 128] (every lane equal: row_stats.h) broadcast over a
+  // row of w elements: whole registers repeated (as JAX's flash attention does), its first w
+  // lanes, or, for another width, its first lane, which the consumer broadcasts.
+  void lanes_helper() {
+    line("def _lanes(x, w):");
+    line("    \"\"\"A lane-replicated block [..., 128] as [..., w] (or [..., 1] to broadcast).\"\"\"");
+    line("    if w % 128 == 0:");
+    line("        return jnp.tile(x, (1,) * (x.ndim - 1) + (w // 128,))");
+    line("    return x[..., :w] if w < 128 else x[..., :1]");
+    line("");
+    line("");
+  }
+
   void dot_helper() {
     const char* text[] = {
         "def _dot(a, b, dims):",
@@ -448,6 +464,7 @@ class Emitter {
   void kernel(const PallasLaunch& pl) {
     const lower::LaunchPlan& L = *pl.plan;
     cur_slots_ = &pl.slots;
+    rows_ = &pl.row_stats;
     LaunchInfo info;
     // A slot whose stores keep the rest of the block (masked, slice stores) reads the block's
     // prior contents in through the same BlockSpec, when the tensor has any (before its first
@@ -827,19 +844,22 @@ class Emitter {
       case OpKind::Arange:
         return def("jax.lax.broadcasted_iota(jnp.int32, (" + std::to_string(rt->shape[0].size) + ",), 0)");
       case OpKind::Unary:
-        return def(unary(op));
       case OpKind::Binary:
-        return def(binary(op));
       case OpKind::Where:
-        return def("jnp.where(" + operand(op.operands[0]) + ", " + operand(op.operands[1]) + ", " +
-                   operand(op.operands[2]) + ")" + (rt->dtype == DType::f32 ? ".astype(jnp.float32)" : ""));
       case OpKind::Cast:
-        return def(cast(op));
+        return elementwise(op);
       case OpKind::Reduce:
         return def(reduce(op));
       case OpKind::Scan:
         return scan(op, loop);
       case OpKind::Unsqueeze:
+        // A column gains its trailing dim for free: [..., rows, 1] is already that shape, and a
+        // lane-dense [..., rows, 128] broadcasts over the row (operand(): _lanes).
+        if (column(op.operands[0]) &&
+            static_cast<size_t>(kept_axis(rt->shape, op.axis)) + 1 == kept(rt->shape).size()) {
+          if (width_.at(op.operands[0]) > 1) lane_rows_[op.result] = width_.at(op.operands[0]);
+          return def(v(op.operands[0]));
+        }
         return def("jnp.expand_dims(" + operand(op.operands[0]) + ", " + std::to_string(kept_axis(rt->shape, op.axis)) +
                    ")");
       case OpKind::Transpose:
@@ -860,10 +880,16 @@ class Emitter {
         const ir::Type& vt = fn_.vars[op.var].type;
         std::string ref = "var" + std::to_string(op.var) + "_ref";
         if (vt.rank() == 0) return line(ref + "[0] = " + operand(op.operands[0]));
+        if (rows_->vars.count(op.var)) {  // lane-dense: every lane of a row the row's value
+          const int x = op.operands[0];
+          const std::string col = column(x) ? v(x) : "jnp.expand_dims(" + v(x) + ", -1)";
+          return line(ref + "[...] = jnp.broadcast_to(" + col + ", " + lane_dense_shape(vt) + ")");
+        }
         return line(ref + "[...] = jnp.broadcast_to(" + operand(op.operands[0]) + ", " + shape_str(vt.shape) + ")");
       }
       case OpKind::VarGet: {
         std::string ref = "var" + std::to_string(op.var) + "_ref";
+        if (rows_->vars.count(op.var)) width_[op.result] = 128;
         return def(rt->rank() == 0 ? ref + "[0]" : ref + "[...]");
       }
       default:
@@ -872,7 +898,55 @@ class Emitter {
     (void)loop;
   }
 
-  std::string operand(int id) { return v(id); }
+  // A value as the op being emitted reads it. A column (row_stats.h) is read back in its Tile IR
+  // shape, except by an elementwise op that makes a column (col_mode_), whose operands are all
+  // columns or scalars, read as they are. A lane-dense column given a trailing dim (lane_rows_)
+  // is cut to the row width of the op that broadcasts it (lanes_to_).
+  std::string operand(int id) {
+    if (col_mode_) return v(id);
+    if (column(id)) return v(id) + "[..., 0]";
+    if (lane_rows_.count(id))
+      return lanes_to_.empty() ? v(id) + "[..., :1]" : "_lanes(" + v(id) + ", " + lanes_to_ + ")";
+    return v(id);
+  }
+  bool column(int id) const { return rows_ && rows_->columns.count(id); }
+
+  // Unary, binary, where and cast: as a column (the widest of its column operands: 1, or 128
+  // for a lane-dense one), or in the Tile IR shape.
+  void elementwise(const Op& op) {
+    const ir::Type& rt = type(op.result);
+    const bool col = column(op.result);
+    const std::vector<Dim> k = kept(rt.shape);
+    col_mode_ = col;
+    if (!col && !k.empty()) lanes_to_ = dim_size(k.back());
+    std::string e;
+    if (op.kind == OpKind::Unary)
+      e = unary(op);
+    else if (op.kind == OpKind::Binary)
+      e = binary(op);
+    else if (op.kind == OpKind::Cast)
+      e = cast(op);
+    else
+      e = "jnp.where(" + operand(op.operands[0]) + ", " + operand(op.operands[1]) + ", " + operand(op.operands[2]) +
+          ")" + (rt.dtype == DType::f32 ? ".astype(jnp.float32)" : "");
+    col_mode_ = false;
+    lanes_to_.clear();
+    if (col) {
+      int w = 1;
+      for (int x : op.operands)
+        if (column(x)) w = std::max(w, width_.at(x));
+      width_[op.result] = w;
+    }
+    line(v(op.result) + " = " + e);
+  }
+
+  // A lane-dense Var's scratch shape: its value's, then 128 lanes.
+  std::string lane_dense_shape(const ir::Type& vt) const {
+    std::vector<std::string> s;
+    for (const Dim& d : kept(vt.shape)) s.push_back(dim_size(d));
+    s.push_back("128");
+    return tuple_str(s);
+  }
 
   // An atomic update's combine of the block's contents `a` with the value `b` (compute dtype).
   static std::string combine(ir::AtomicFn f, const std::string& a, const std::string& b) {
@@ -1260,7 +1334,9 @@ class Emitter {
     if (d.kind == Dim::Tile && unit(d.tile))
       return op.keepdim ? "jnp.expand_dims(" + x + ", " + std::to_string(ax) + ")" : x;
     bool m = masked(d);
-    std::string kd = op.keepdim ? ", keepdims=True" : "";
+    // (a row statistic stays a column: row_stats.h)
+    if (column(op.result)) width_[op.result] = 1;
+    std::string kd = op.keepdim || column(op.result) ? ", keepdims=True" : "";
     if (m) {
       std::string fill = f == ReduceFn::max ? "-jnp.inf" : f == ReduceFn::min ? "jnp.inf" : "0";
       if (in.dtype != DType::f32 && f != ReduceFn::sum && f != ReduceFn::mean)
@@ -1296,7 +1372,7 @@ class Emitter {
       src = def_op(id)->operands[0];
       a.transposed = true;
     }
-    a.e = v(src);
+    a.e = operand(src);
     a.rank = static_cast<int>(kept(type(src).shape).size());
     if (auto r = raw_.find(src); r != raw_.end()) a.raw = r->second;
     return a;
@@ -1749,6 +1825,8 @@ class Emitter {
       // Scalar state lives in SMEM (Mosaic cannot store scalars to VMEM), blocks in VMEM.
       if (vt.rank() == 0)
         scratch.push_back("pltpu.SMEM((1,), " + jnp_dtype(vt.dtype) + ")");
+      else if (pl.row_stats.vars.count(var))  // (lane-dense: row_stats.h)
+        scratch.push_back("pltpu.VMEM(" + lane_dense_shape(vt) + ", " + jnp_dtype(vt.dtype) + ")");
       else
         scratch.push_back("pltpu.VMEM(" + shape_str(vt.shape) + ", " + jnp_dtype(vt.dtype) + ")");
     }
@@ -1797,11 +1875,16 @@ class Emitter {
   std::set<int> has_value_;  // tensors with a value before the current launch
   std::set<int> prior_in_;   // slots of the current launch whose prior contents come in
   const std::vector<PallasSlot>* cur_slots_ = nullptr;
-  std::set<int> resident_tiles_;   // tiles of the trace-time loops being emitted
-  std::set<int> jagged_tiles_;     // tiles of the jagged loops being emitted
-  int when_counter_ = 0;           // names the pl.when regions apart
-  std::map<int, DType> raw_;       // load result -> its storage dtype (`vN_raw` holds it)
-  std::map<int, const Op*> defs_;  // value -> its op, as statements are emitted
+  std::set<int> resident_tiles_;    // tiles of the trace-time loops being emitted
+  std::set<int> jagged_tiles_;      // tiles of the jagged loops being emitted
+  int when_counter_ = 0;            // names the pl.when regions apart
+  std::map<int, DType> raw_;        // load result -> its storage dtype (`vN_raw` holds it)
+  const RowStats* rows_ = nullptr;  // the current launch's row statistics (row_stats.h)
+  std::map<int, int> width_;        // a column's trailing lane dim: 1 or 128
+  std::map<int, int> lane_rows_;    // a lane-dense column given its trailing dim: its width (128)
+  bool col_mode_ = false;           // emitting an elementwise op that makes a column
+  std::string lanes_to_;            // emitting an op whose rows are this wide (a dim_size)
+  std::map<int, const Op*> defs_;   // value -> its op, as statements are emitted
   std::ostringstream os_;
   int depth_ = 0;
 };

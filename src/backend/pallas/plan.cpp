@@ -143,6 +143,7 @@ class Planner {
     visit(L_.op->body, nullptr);
     check_outputs();
     if (out_.grid_loop) plan_grid_loop();
+    out_.row_stats = plan_row_stats(p_, *L_.op);
     plan_order();
     single_buffer_resident();
     share_resident_copies();
@@ -230,8 +231,8 @@ class Planner {
 
   [[noreturn]] void grid_loop_error(const Op& at, const std::string& why) {
     const InnerLoop* il = L_.inner_loop(out_.grid_loop->loop_tiles[0]);
-    throw UserError(at.loc.str() + ": the pallas backend cannot run the loop over " +
-                    ir::tile_name(fn_, il->tile) + " at " + out_.grid_loop->loc.str() + " on the grid (config inner_loops[" +
+    throw UserError(at.loc.str() + ": the pallas backend cannot run the loop over " + ir::tile_name(fn_, il->tile) +
+                    " at " + out_.grid_loop->loc.str() + " on the grid (config inner_loops[" +
                     std::to_string(il->knob) + "] = grid): " + why +
                     "; give that loop the strategy \"pipeline\" or \"resident\" (kernel " + fn_.name + ")");
   }
@@ -246,8 +247,8 @@ class Planner {
     const int pos = static_cast<int>(out_.grid.size()) - 1;
     for (PallasSlot& s : out_.slots) {
       if (s.whole_tensor || s.atomic != ir::AtomicFn::none)
-        grid_loop_error(*s.first, "its blocks would be updated in order across the launch (" +
-                                      fn_.tensors[s.tensor].name + ")");
+        grid_loop_error(*s.first,
+                        "its blocks would be updated in order across the launch (" + fn_.tensors[s.tensor].name + ")");
       if (s.mode == PallasSlot::Smem || s.mode == PallasSlot::Dma)
         grid_loop_error(*s.first, std::string("a ") + mode_name(s.mode) + " access of " + fn_.tensors[s.tensor].name +
                                       " in a launch whose steps are trips");
@@ -1280,7 +1281,8 @@ class Planner {
     for (const ir::VarInfo& v : fn_.vars) {
       bool here = false;
       ir::walk(L_.op->body, [&](const Op& op) { here |= op.kind == OpKind::VarDecl && op.var == v.id; });
-      if (here) vars += value_bytes(v.type);
+      // (a lane-dense Var holds 128 lanes per row: row_stats.h)
+      if (here) vars += value_bytes(v.type) * (out_.row_stats.vars.count(v.id) ? 128 : 1);
     }
     ir::walk(L_.op->body, [&](const Op& op) {
       if (op.result < 0 || op.kind == OpKind::Load) return;

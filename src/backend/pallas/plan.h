@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/pallas/row_stats.h"
 #include "lower/block_ir.h"
 
 namespace parhelion::backend::pallas {
@@ -112,6 +113,9 @@ struct PallasLaunch {
   // why (one line per reason, printed at the kernel).
   std::vector<bool> arbitrary;
   std::vector<std::string> order_notes;
+  // Per-row values kept lane-dense (row_stats.h): the Vars held as [..., rows, 128] in scratch
+  // and the values held with a trailing lane dim.
+  RowStats row_stats;
 };
 
 // True for a tile whose blocks are single elements (grid loops, fixed block 1): its dims are
