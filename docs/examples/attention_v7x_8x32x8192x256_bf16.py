@@ -77,6 +77,13 @@ def _dot(a, b, dims):
     return jax.lax.dot_general(a, b, dims, preferred_element_type=jnp.float32)
 
 
+def _lanes(x, w):
+    """A lane-replicated block [..., 128] as [..., w] (or [..., 1] to broadcast)."""
+    if w % 128 == 0:
+        return jnp.tile(x, (1,) * (x.ndim - 1) + (w // 128,))
+    return x[..., :w] if w < 128 else x[..., :1]
+
+
 def _mask(x, axis, valid, fill):
     """Elements at index >= valid along axis (a ragged block's padding) become fill."""
     idx = jax.lax.broadcasted_iota(jnp.int32, x.shape, axis)
@@ -112,9 +119,9 @@ def _kernel_0(scalars_ref, s0_ref, s1_ref, s2_ref, o3_ref, var0_ref, var1_ref, v
     off_t2 = g_t2 * 512
     n_t2 = jnp.minimum(512, 8192 - off_t2)
     v0 = jnp.full((512,), float("-inf"), jnp.float32)
-    var0_ref[...] = jnp.broadcast_to(v0, (512,))
+    var0_ref[...] = jnp.broadcast_to(jnp.expand_dims(v0, -1), (512, 128))
     v1 = jnp.full((512,), 0.0, jnp.float32)
-    var1_ref[...] = jnp.broadcast_to(v1, (512,))
+    var1_ref[...] = jnp.broadcast_to(jnp.expand_dims(v1, -1), (512, 128))
     v2 = jnp.full((512, 256), 0.0, jnp.float32)
     var2_ref[...] = jnp.broadcast_to(v2, (512, 256))
     v3 = scalars_ref[0]
@@ -133,36 +140,36 @@ def _kernel_0(scalars_ref, s0_ref, s1_ref, s2_ref, o3_ref, var0_ref, var1_ref, v
         v9 = v9_raw.astype(jnp.float32)
         v10 = jnp.swapaxes(v9, -1, -2)
         v11 = _dot(v8.astype(jnp.bfloat16), v9_raw, (((1,), (1,)), ((), ())))
-        v12 = jnp.max(v11, axis=1)
+        v12 = jnp.max(v11, axis=1, keepdims=True)
         v13 = var0_ref[...]
         v14 = jnp.maximum(v13, v12)
-        v15 = jnp.expand_dims(v14, 1)
-        v16 = (v11 - v15)
+        v15 = v14
+        v16 = (v11 - _lanes(v15, 512))
         v17 = jnp.exp2(v16)
-        v18 = jnp.sum(v17, axis=1)
+        v18 = jnp.sum(v17, axis=1, keepdims=True)
         v19 = var0_ref[...]
         v20 = (v19 - v14)
         v21 = jnp.exp2(v20)
         v22 = var1_ref[...]
         v23 = (v22 * v21)
         v24 = (v23 + v18)
-        var1_ref[...] = jnp.broadcast_to(v24, (512,))
+        var1_ref[...] = jnp.broadcast_to(v24, (512, 128))
         v25_raw = b2i[...]
         v25 = v25_raw.astype(jnp.float32)
         v26 = jnp.asarray(v17, jnp.float32).astype(jnp.bfloat16).astype(jnp.float32)
         v27 = _dot(v26.astype(jnp.bfloat16), v25_raw, (((1,), (0,)), ((), ())))
-        v28 = jnp.expand_dims(v21, 1)
+        v28 = v21
         v29 = var2_ref[...]
-        v30 = (v29 * v28)
+        v30 = (v29 * _lanes(v28, 256))
         v31 = (v30 + v27)
         var2_ref[...] = jnp.broadcast_to(v31, (512, 256))
-        var0_ref[...] = jnp.broadcast_to(v14, (512,))
+        var0_ref[...] = jnp.broadcast_to(v14, (512, 128))
     
     pltpu.emit_pipeline(_trip_t3, grid=(16,), in_specs=[pl.BlockSpec((None, None, 512, 256), lambda i: (g_t0, g_t1, i, 0), pipeline_mode=pl.Buffered(2)), pl.BlockSpec((None, None, 512, 256), lambda i: (g_t0, g_t1, i, 0), pipeline_mode=pl.Buffered(2))], out_specs=[])(s1_ref, s2_ref)
     v32 = var1_ref[...]
-    v33 = jnp.expand_dims(v32, 1)
+    v33 = v32
     v34 = var2_ref[...]
-    v35 = (v34 / v33)
+    v35 = (v34 / _lanes(v33, 256))
     o3_ref[...] = jnp.broadcast_to(v35, (512, 256)).astype(jnp.bfloat16)
 
 
@@ -178,7 +185,7 @@ def attention(arg0, arg1, arg2, arg3, *, interpret=False):
         raise ValueError(f"attention: arg2 must be {SIGNATURE[2]}, got {tuple(arg2.shape)} {arg2.dtype}")
     t2 = arg2
     scalars = jnp.asarray([arg3], jnp.float32)
-    # launch 0: VMEM 4.5 MiB (arg0 2 x 256.0 KiB, arg1 pipeline 2 x 256.0 KiB, arg2 pipeline 2 x 256.0 KiB, buf0 2 x 256.0 KiB, scratch 1 x 516.0 KiB, intermediates 1 x 2.0 MiB)
+    # launch 0: VMEM 5.0 MiB (arg0 2 x 256.0 KiB, arg1 pipeline 2 x 256.0 KiB, arg2 pipeline 2 x 256.0 KiB, buf0 2 x 256.0 KiB, scratch 1 x 1.0 MiB, intermediates 1 x 2.0 MiB)
     with _tpu_context(interpret):
         out0 = pl.pallas_call(
             _kernel_0,
@@ -189,7 +196,7 @@ def attention(arg0, arg1, arg2, arg3, *, interpret=False):
                       pl.BlockSpec(memory_space=pl.ANY),
                       pl.BlockSpec(memory_space=pl.ANY)],
             out_specs=[pl.BlockSpec((None, None, 512, 256), lambda g_t0, g_t1, g_t2: (g_t0, g_t1, g_t2, 0))],
-            scratch_shapes=[pltpu.VMEM((512,), jnp.float32), pltpu.VMEM((512,), jnp.float32), pltpu.VMEM((512, 256), jnp.float32)],
+            scratch_shapes=[pltpu.VMEM((512, 128), jnp.float32), pltpu.VMEM((512, 128), jnp.float32), pltpu.VMEM((512, 256), jnp.float32)],
             compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "parallel"), vmem_limit_bytes=33554432),
             interpret=interpret,
             name="attention_0",
