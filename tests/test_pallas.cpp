@@ -192,6 +192,28 @@ std::vector<Case> cases() {
             R"(,"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})",
         R"({"block_sizes":[64,64],)" + il("resident") +
             R"(,"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})"}},
+      // Long resident loops as fori_loops (more than 8 whole trips): the trips slice the
+      // resident blocks at run-time offsets, the ragged last trip follows at a static one
+      // (12 keys of 64; 48 columns of 128); causal trips stop at the diagonal; two loops over
+      // one shared copy of x.
+      {"attention",
+       {1, 2, 1100, 128},
+       ph::DType::bf16,
+       {R"({"block_sizes":[128,64],)" + il("resident") +
+        R"(,"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})"}},
+      {"causal_attention",
+       {1, 2, 1100, 64},
+       ph::DType::f32,
+       {R"({"block_sizes":[64,64],)" + il("resident") +
+        R"(,"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})"}},
+      {"matmul",
+       {64, 1200, 128},
+       ph::DType::f32,
+       {R"({"block_sizes":[64,128,128],)" + il("resident") + R"(,"loop_orders":[[0,1]],"micro_kernels":[0],"num_threads":1})"}},
+      {"softmax_two_pass",
+       {16, 1200},
+       ph::DType::f32,
+       {R"({"block_sizes":[16,128,128],"inner_loops":[{"strategy":"resident"},{"strategy":"resident"}],"loop_orders":[],"num_threads":1})"}},
       // A sole inner loop on the grid (its trips the last grid dim, "arbitrary"; the state in
       // VMEM scratch, set up at the first trip, read out at the last): ragged key blocks (1025
       // keys: a last block of one row), causal blocks above the diagonal clamped, K loops of
@@ -787,6 +809,70 @@ TEST(Pallas, ASoleLoopRunsOnTheGrid) {
   EXPECT_HAS(m,
              "out_specs=[pl.BlockSpec((None, None, 128, 64), lambda g_t0, g_t1, g_t2, g_t3: (g_t0, g_t1, g_t2, 0))]");
   EXPECT_EQ(m.find("emit_pipeline("), std::string::npos) << m;
+}
+
+// Row sums of x's columns from kStart on.
+template <int kStart>
+ph::Tensor sums_from(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m});
+  for (auto tm : ph::tile(m)) {
+    ph::Var acc = ph::zeros({tm});
+    for (auto tn : ph::tile(ph::range(kStart, n))) acc = acc + ph::sum(x[tm, tn], -1);
+    out[tm] = acc;
+  }
+  return out;
+}
+
+// A resident loop of more than 8 whole trips runs as a fori_loop (plan.h, rolled_loops): its
+// trips slice the resident K and V at pl.ds offsets aligned to the block, its ragged last trip
+// follows at a static offset, and causal trips stop at the diagonal. A loop whose trips would
+// slice a block's lane dim at an offset that is not a multiple of 128 stays unrolled (Mosaic
+// takes dynamic offsets there at whole tiles only). The numbers: the rolled cases of
+// EmittedKernelsMatchTheirReferencesInInterpretMode.
+TEST(Pallas, LongResidentLoopsRunAsAForiLoop) {
+  const auto& e = ph::kernels::find_kernel("causal_attention");
+  auto in = e.make_specs({1, 2, 1100, 64}, ph::DType::bf16);
+  ph::Config c = ph::Config::from_json(
+      R"({"block_sizes":[128,64],"inner_loops":[{"strategy":"resident"}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})");
+  const std::string m = e.kernel->emit_pallas(in.args(), "v7x", &c).source;
+  EXPECT_HAS(m, "18 trips of 64, resident, a fori_loop");
+  EXPECT_HAS(m, "def _trip_t3(j_t3, carry):");
+  EXPECT_HAS(m, "off_t3 = pl.multiple_of(j_t3 * 64, 64)");
+  EXPECT_HAS(m, "s1_ref[pl.ds(off_t3, n_t3), :]");
+  EXPECT_HAS(m, "last_t3 = jnp.clip(((off_t2 + n_t2) - 0 + 63) // 64, 0, 17)");
+  EXPECT_HAS(m, "jax.lax.fori_loop(0, last_t3, _trip_t3, 0)");
+  EXPECT_HAS(m, "# the last trip, 12 of 64");
+  EXPECT_HAS(m, "off_t3 = 1088");
+  EXPECT_EQ(m.find("for off_t3 in range("), std::string::npos) << m;
+  // Eight whole trips (and a ragged ninth): unrolled.
+  ph::Config eight = ph::Config::from_json(
+      R"({"block_sizes":[128,128],"inner_loops":[{"strategy":"resident"}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})");
+  EXPECT_HAS(e.kernel->emit_pallas(in.args(), "v7x", &eight).source, "for off_t3 in range(0, 1100, 128):");
+  // Trips over a range from column 256 in blocks of 128 (aligned: rolled, at 256 + 128 j) and
+  // from column 3 (unaligned along the lane dim: unrolled, at static offsets); both right.
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  ph::Array x = ph::Array::random({16, 1600}, ph::DType::f32, 3);
+  ph::Config sc = ph::Config::from_json(
+      R"({"block_sizes":[16,128],"inner_loops":[{"strategy":"resident"}],"loop_orders":[],"num_threads":1})");
+  std::vector<pallas::InterpretCase> runs;
+  std::vector<ph::Array> want;
+  ph::Kernel from_256("sums_from_256", sums_from<256>), from_3("sums_from_3", sums_from<3>);
+  for (auto* k : {&from_256, &from_3}) {
+    const std::string src = k->emit_pallas({x}, "v7x", &sc).source;
+    if (k == &from_256) {
+      EXPECT_HAS(src, "off_t1 = pl.multiple_of(256 + j_t1 * 128, 128)");
+      EXPECT_HAS(src, "# the last trip, 64 of 128");
+    } else {
+      EXPECT_EQ(src.find("fori_loop"), std::string::npos) << src;
+      EXPECT_HAS(src, "for off_t1 in range(3, 1600, 128):");
+    }
+    runs.push_back({k->name(), src, k->name(), {x}, {}, true});
+    want.push_back(k->compile({x}).run({x}).at(0));
+  }
+  check_interpreted(runs, 1, [&](size_t i, const pallas::InterpretResult& r) {
+    EXPECT_LT(ph::max_abs_diff(r.outputs[0], want[i]), 1e-3) << runs[i].name;
+  });
 }
 
 // Row statistics stay 2-D (row_stats.h): attention's running max and sum live in VMEM as

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -681,7 +682,12 @@ class Emitter {
       } else if ((own && slot.mode == PallasSlot::Resident) || (enclosing && resident_tiles_.count(ix.tile))) {
         std::string t = tname(ix.tile);
         // (a unit tile indexes one element: its dim is squeezed out of the value)
-        idx.push_back(unit(ix.tile) ? "off_" + t : "off_" + t + ":off_" + t + " + n_" + t);
+        if (unit(ix.tile))
+          idx.push_back("off_" + t);
+        else if (dynamic_tiles_.count(ix.tile))  // (a fori_loop's trip: an offset known at run time)
+          idx.push_back("pl.ds(off_" + t + ", n_" + t + ")");
+        else
+          idx.push_back("off_" + t + ":off_" + t + " + n_" + t);
         sliced = true;
       } else if (ix.kind == ir::IndexItem::Tile && fn_.tiles[ix.tile].parent >= 0 && block(ix.tile) < slot.block[d]) {
         // A tile over the launch tile's block: the trip's rows of that block (a static offset).
@@ -1619,7 +1625,9 @@ class Emitter {
     for (size_t i = 0; i < cur_->slots.size(); ++i)
       if (cur_->slots[i].loop_tile == tile) slots.push_back(static_cast<int>(i));
     line("# loop at " + op.loc.str() + ": " + std::to_string(trips) + " trips of " + std::to_string(b) + ", " +
-         (slots.empty() ? "no blocks" : lower::strategy_name(il->strategy)));
+         (slots.empty() ? "no blocks" : lower::strategy_name(il->strategy)) +
+         (cur_->rolled_loops.count(tile) ? ", a fori_loop" : ""));
+    if (cur_->rolled_loops.count(tile)) return rolled_loop(op, il);
     if (slots.empty() || il->strategy == lower::Strategy::Resident) {
       // A trace-time loop: each trip slices the resident blocks at static offsets.
       resident_tiles_.insert(tile);
@@ -1683,6 +1691,45 @@ class Emitter {
     refs.insert(refs.end(), out_refs.begin(), out_refs.end());
     line("pltpu.emit_pipeline(_trip_" + n + ", grid=(" + std::to_string(trips) + ",), in_specs=[" + join(in_specs) +
          "], out_specs=[" + join(out_specs) + "])(" + join(refs) + ")");
+  }
+
+  // A long trace-time loop as a fori_loop (plan.h, rolled_loops): its whole trips slice the
+  // resident blocks with pl.ds at an offset aligned as the plan checked; the ragged last trip,
+  // if any, follows at its static offset (its length is static: values keep static shapes). A
+  // loop whose trips past a bound do nothing (causal attention) stops at that bound.
+  void rolled_loop(const Op& op, const lower::InnerLoop* il) {
+    const int tile = op.loop_tiles[0];
+    const ir::TileInfo& t = fn_.tiles[tile];
+    const std::string n = tname(tile);
+    const int64_t b = block(tile), whole = t.extent() / b, rest = t.extent() % b;
+    const int64_t align = std::gcd(b, t.begin);  // (gcd(b, 0) = b)
+    resident_tiles_.insert(tile);
+    dynamic_tiles_.insert(tile);
+    line("def _trip_" + n + "(j_" + n + ", carry):");
+    ++depth_;
+    line("off_" + n + " = pl.multiple_of(" + (t.begin ? std::to_string(t.begin) + " + " : "") + "j_" + n + " * " +
+         std::to_string(b) + ", " + std::to_string(align) + ")");
+    line("n_" + n + " = " + std::to_string(b));
+    body(op.body, il);
+    line("return carry");
+    --depth_;
+    dynamic_tiles_.erase(tile);
+    line("");
+    std::string trips = std::to_string(whole);
+    if (const std::string e = trip_guard_bound(op); !e.empty()) {
+      line("last_" + n + " = jnp.clip((" + e + " - " + std::to_string(t.begin) + " + " + std::to_string(b - 1) +
+           ") // " + std::to_string(b) + ", 0, " + trips + ")  # the trips whose body runs (when at " +
+           op.body.back().loc.str() + ")");
+      trips = "last_" + n;
+    }
+    line("jax.lax.fori_loop(0, " + trips + ", _trip_" + n + ", 0)");
+    if (rest > 0) {
+      line("# the last trip, " + std::to_string(rest) + " of " + std::to_string(b));
+      line("off_" + n + " = " + std::to_string(t.begin + whole * b));
+      line("n_" + n + " = " + std::to_string(rest));
+      body(op.body, il);
+    }
+    resident_tiles_.erase(tile);
   }
 
   // --- the host function ---
@@ -1876,6 +1923,7 @@ class Emitter {
   std::set<int> prior_in_;   // slots of the current launch whose prior contents come in
   const std::vector<PallasSlot>* cur_slots_ = nullptr;
   std::set<int> resident_tiles_;    // tiles of the trace-time loops being emitted
+  std::set<int> dynamic_tiles_;     // of those, the fori_loops' (offsets known at run time)
   std::set<int> jagged_tiles_;      // tiles of the jagged loops being emitted
   int when_counter_ = 0;            // names the pl.when regions apart
   std::map<int, DType> raw_;        // load result -> its storage dtype (`vN_raw` holds it)

@@ -147,6 +147,7 @@ class Planner {
     plan_order();
     single_buffer_resident();
     share_resident_copies();
+    plan_rolled_loops();
     account();
     return std::move(out_);
   }
@@ -927,7 +928,9 @@ class Planner {
     if (ti.begin % r != 0)
       unsupported(op, "a tile over ph::range(" + std::to_string(ti.begin) + ", " + std::to_string(ti.end) +
                           ") whose start is not a multiple of its block (" + std::to_string(r) + ") " +
-                          (il ? "in a pipelined loop" : "at grid level") +
+                          (!il ? "at grid level"
+                           : il->strategy == Strategy::Grid ? "in a loop on the grid"
+                                                            : "in a pipelined loop") +
                           " (a TPU BlockSpec moves whole blocks: use a block size that divides " +
                           std::to_string(ti.begin) + (il ? ", or the resident strategy)" : ")"));
     return ti.end < dim && (ti.extent() % v != 0 || r > v);
@@ -1239,6 +1242,46 @@ class Planner {
         break;
       }
     }
+  }
+
+  // A trace-time loop (resident, or with no blocks of its own) of more than kMaxUnrolledTrips
+  // trips runs as a fori_loop over its whole trips (then its ragged last trip, if any, at a
+  // static offset): the S=8192 resident attention would otherwise be 128 unrolled dots. Its
+  // trips slice the resident blocks at an offset known at run time only, which Mosaic takes
+  // along a block's last two dims only at a multiple of the VMEM tile (128 lanes; 8 rows of 32
+  // bits, 16 of 16 bits): a loop whose range start or block is not is left unrolled (static
+  // slices may sit anywhere). Row DMAs (gather.h) slice their buffers statically: unrolled too.
+  void plan_rolled_loops() {
+    ir::walk(L_.op->body, [&](const Op& op) {
+      if (op.kind != OpKind::Loop || &op == out_.grid_loop) return;
+      const int tile = op.loop_tiles[0];
+      const ir::TileInfo& t = fn_.tiles[tile];
+      const InnerLoop* il = L_.inner_loop(tile);
+      if (t.is_jagged() || t.parent >= 0 || !il) return;
+      const int64_t b = std::min(p_.block_of_tile(tile), t.extent());
+      if (t.extent() / b <= kMaxUnrolledTrips) return;
+      bool own_blocks = false, aligned = true;
+      for (const PallasSlot& s : out_.slots) {
+        const bool own = s.loop_tile == tile;
+        own_blocks |= own;
+        if (!(own && s.mode == PallasSlot::Resident) &&
+            std::find(s.trip_tiles.begin(), s.trip_tiles.end(), tile) == s.trip_tiles.end())
+          continue;
+        for (size_t d = 0; d < s.first->index.size(); ++d) {
+          const ir::IndexItem& ix = s.first->index[d];
+          if (ix.kind != ir::IndexItem::Tile || ix.tile != tile || s.block[d] < 0) continue;
+          int rank_pos = 0;
+          for (size_t e = d + 1; e < s.block.size(); ++e) rank_pos += s.block[e] >= 0;
+          const int64_t align =
+              rank_pos == 0 ? 128 : rank_pos == 1 ? tpu_sublane_tile(vmem_dtype_bytes(fn_.tensors[s.tensor].dtype)) : 1;
+          aligned &= t.begin % align == 0 && b % align == 0;
+        }
+      }
+      if (own_blocks && il->strategy != Strategy::Resident) return;  // (pipelined: emit_pipeline)
+      bool row_dmas = false;
+      ir::walk(op.body, [&](const Op& o) { row_dmas |= out_.dma_rows_of.count(&o) > 0; });
+      if (aligned && !row_dmas) out_.rolled_loops.insert(tile);
+    });
   }
 
   bool same_block_index(const PallasSlot& a, const PallasSlot& b) {

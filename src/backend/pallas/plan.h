@@ -116,7 +116,15 @@ struct PallasLaunch {
   // Per-row values kept lane-dense (row_stats.h): the Vars held as [..., rows, 128] in scratch
   // and the values held with a trailing lane dim.
   RowStats row_stats;
+  // The tiles of trace-time loops (resident, or without blocks of their own) that run as a
+  // jax.lax.fori_loop over their whole trips rather than unrolled: those of more than
+  // kMaxUnrolledTrips trips whose offsets may be dynamic (plan.cpp, plan_rolled_loops).
+  std::set<int> rolled_loops;
 };
+
+// The longest trace-time loop emitted unrolled (a Python loop at trace time; each trip its own
+// code, which the scheduler may interleave); longer ones run as a fori_loop.
+constexpr int64_t kMaxUnrolledTrips = 8;
 
 // True for a tile whose blocks are single elements (grid loops, fixed block 1): its dims are
 // squeezed out of pallas blocks and values.

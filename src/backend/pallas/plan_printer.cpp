@@ -48,6 +48,7 @@ std::string print(const lower::BlockProgram& p, const std::vector<PallasLaunch>&
     os << "]";
     if (pl.grid_loop) os << " (the loop over " << ir::tile_name(fn, pl.grid.back().tile) << " on the grid)";
     os << "\n";
+    for (int t : pl.rolled_loops) os << "    loop over " << ir::tile_name(fn, t) << ": a fori_loop\n";
   }
   return os.str();
 }
