@@ -209,7 +209,8 @@ std::vector<Case> cases() {
       {"matmul",
        {64, 1200, 128},
        ph::DType::f32,
-       {R"({"block_sizes":[64,128,128],)" + il("resident") + R"(,"loop_orders":[[0,1]],"micro_kernels":[0],"num_threads":1})"}},
+       {R"({"block_sizes":[64,128,128],)" + il("resident") +
+        R"(,"loop_orders":[[0,1]],"micro_kernels":[0],"num_threads":1})"}},
       {"softmax_two_pass",
        {16, 1200},
        ph::DType::f32,

@@ -622,7 +622,14 @@ class Generator {
     int b = chance(0.5) ? tensor({n}, in_dtype()) : -1;
     int tm = new_tile();
     int out = tensor({m}, data_dtype(), true);
-    Stmt launch = loop({dim(m)}, {tm});
+    // Sometimes a causal loop: each trip's work under ph::when(tn.begin() < tm.begin() + c),
+    // which the backends turn into a bound on the trips (ir/trip_guard.h). Fixed blocks keep
+    // the result the same at every config.
+    const bool causal = chance(0.2);
+    LoopDim dm = dim(m);
+    if (causal) dm.fixed_block = choose<int64_t>({8, 16});
+    const int64_t reach = dm.fixed_block + choose<int64_t>({0, 3, -5, 40});
+    Stmt launch = loop({dm}, {tm});
     auto pass = [&](ReduceFn f, std::function<int(int)> transform) {
       int tn = new_tile();
       std::vector<Leaf> leaves = {[=, this] { return load(x, {tile_ix(tm), tile_ix(tn)}); }};
@@ -632,14 +639,24 @@ class Generator {
       int v = new_var();
       double init = f == ReduceFn::max ? -INFINITY : f == ReduceFn::min ? INFINITY : 0.0;
       launch.body.push_back(var_decl(v, add_full({tm}, init)));
-      Stmt inner = loop({dim(n)}, {tn});
+      LoopDim dn = dim(n);
+      if (causal) dn.fixed_block = choose<int64_t>({8, 16, 128});
+      Stmt inner = loop({dn}, {tn});
       int blk = transform(anchored(fexpr(leaves, exact, 3), leaves[0]));
       int r = reduce(f == ReduceFn::mean ? ReduceFn::sum : f, blk, -1, false);
       int acc = var_read(v);
       int next = f == ReduceFn::max   ? bin(BinaryFn::maximum, acc, r)
                  : f == ReduceFn::min ? bin(BinaryFn::minimum, acc, r)
                                       : bin(BinaryFn::add, acc, r);
-      inner.body.push_back(var_set(v, next));
+      Stmt set = var_set(v, next);
+      if (causal) {
+        Stmt w;
+        w.kind = Stmt::When;
+        w.expr = bin(BinaryFn::lt, tile_index(tn, true), bin(BinaryFn::add, tile_index(tm, true), inum(reach)));
+        w.body.push_back(std::move(set));
+        set = std::move(w);
+      }
+      inner.body.push_back(std::move(set));
       launch.body.push_back(std::move(inner));
       return v;
     };

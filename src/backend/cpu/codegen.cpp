@@ -176,6 +176,7 @@ namespace {
 const char* kPrelude = R"(
 static constexpr int kLanes = 32;  // partial accumulators per reduction (two AVX-512 vectors of f32)
 static inline int64_t ph_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t ph_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t ph_abs_i64(int64_t a) { return a < 0 ? -a : a; }
 // maximum/minimum (and amax/amin) propagate NaN, as torch does, whichever operand holds it.
 template <class T> static inline T ph_max(T a, T b) { return (a > b || a != a) ? a : b; }

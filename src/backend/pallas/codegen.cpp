@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <functional>
 #include <map>
-#include <numeric>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -14,6 +14,7 @@
 #include "backend/pallas/scan.h"
 #include "backend/pallas/views.h"
 #include "ir/printer.h"
+#include "ir/trip_guard.h"
 #include "ir/type_rules.h"
 #include "parhelion/error.h"
 #include "runtime/format_bytes.h"
@@ -1505,65 +1506,17 @@ class Emitter {
     depth_ -= 2;
   }
 
-  // For a loop whose body is one ph::when on `t.begin() < e` (t the loop's tile; ops before it
-  // only compute that condition), e as an expression of the launch's tile offsets and constants,
-  // evaluable before the loop; "" otherwise.
+  // e of a loop whose trips past e do nothing (ir/trip_guard.h), as Python over the kernel's
+  // off_/n_ variables of the launch tiles; "" when it has no such guard.
   std::string trip_guard_bound(const Op& loop) {
-    if (loop.body.empty() || loop.body.back().kind != OpKind::If) return "";
-    std::map<int, const Op*> local;
-    for (size_t i = 0; i + 1 < loop.body.size(); ++i) {
-      const Op& o = loop.body[i];
-      if (o.result < 0 || o.kind == OpKind::Load || o.kind == OpKind::Store || !o.body.empty()) return "";
-      local[o.result] = &o;
-    }
-    auto it = local.find(loop.body.back().operands[0]);
-    if (it == local.end()) return "";
-    const Op& cond = *it->second;
-    if (cond.kind != OpKind::Binary || static_cast<ir::BinaryFn>(cond.fn) != ir::BinaryFn::lt) return "";
-    auto begin = local.find(cond.operands[0]);
-    if (begin == local.end() || begin->second->kind != OpKind::TileBegin || begin->second->tile != loop.loop_tiles[0])
-      return "";
-    return invariant_expr(cond.operands[1], local);
-  }
-
-  // A scalar computed from launch tiles' offsets and ends, constants, + - * min max, as Python
-  // over the kernel's off_/n_ variables; "" when it reads anything else.
-  std::string invariant_expr(int v, const std::map<int, const Op*>& local) {
-    auto it = local.find(v);
-    const Op* d = it != local.end() ? it->second : def_op(v);
-    if (!d) return "";
-    const auto& launch = cur_->plan->op->loop_tiles;
-    const bool launch_tile = d->tile >= 0 && std::find(launch.begin(), launch.end(), d->tile) != launch.end();
-    switch (d->kind) {
-      case OpKind::Constant:
-        return std::to_string(static_cast<int64_t>(d->number));
-      case OpKind::TileBegin:
-        return launch_tile ? "off_" + tname(d->tile) : "";
-      case OpKind::TileEnd:
-        if (!launch_tile) return "";
-        return unit(d->tile) ? "(off_" + tname(d->tile) + " + 1)"
-                             : "(off_" + tname(d->tile) + " + n_" + tname(d->tile) + ")";
-      case OpKind::Binary: {
-        const std::string a = invariant_expr(d->operands[0], local), b = invariant_expr(d->operands[1], local);
-        if (a.empty() || b.empty()) return "";
-        switch (static_cast<ir::BinaryFn>(d->fn)) {
-          case ir::BinaryFn::add:
-            return "(" + a + " + " + b + ")";
-          case ir::BinaryFn::sub:
-            return "(" + a + " - " + b + ")";
-          case ir::BinaryFn::mul:
-            return "(" + a + " * " + b + ")";
-          case ir::BinaryFn::minimum:
-            return "jnp.minimum(" + a + ", " + b + ")";
-          case ir::BinaryFn::maximum:
-            return "jnp.maximum(" + a + ", " + b + ")";
-          default:
-            return "";
-        }
-      }
-      default:
-        return "";
-    }
+    ir::ScalarSyntax py;
+    py.begin = [&](int t) { return "off_" + tname(t); };
+    py.end = [&](int t) {
+      return unit(t) ? "(off_" + tname(t) + " + 1)" : "(off_" + tname(t) + " + n_" + tname(t) + ")";
+    };
+    py.min = "jnp.minimum";
+    py.max = "jnp.maximum";
+    return ir::trip_guard_bound(fn_, loop, cur_->plan->op->loop_tiles, py);
   }
 
   bool has_jagged_loop() const {

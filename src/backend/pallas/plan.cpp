@@ -928,7 +928,7 @@ class Planner {
     if (ti.begin % r != 0)
       unsupported(op, "a tile over ph::range(" + std::to_string(ti.begin) + ", " + std::to_string(ti.end) +
                           ") whose start is not a multiple of its block (" + std::to_string(r) + ") " +
-                          (!il ? "at grid level"
+                          (!il                              ? "at grid level"
                            : il->strategy == Strategy::Grid ? "in a loop on the grid"
                                                             : "in a pipelined loop") +
                           " (a TPU BlockSpec moves whole blocks: use a block size that divides " +
@@ -1272,8 +1272,9 @@ class Planner {
           if (ix.kind != ir::IndexItem::Tile || ix.tile != tile || s.block[d] < 0) continue;
           int rank_pos = 0;
           for (size_t e = d + 1; e < s.block.size(); ++e) rank_pos += s.block[e] >= 0;
-          const int64_t align =
-              rank_pos == 0 ? 128 : rank_pos == 1 ? tpu_sublane_tile(vmem_dtype_bytes(fn_.tensors[s.tensor].dtype)) : 1;
+          const int64_t align = rank_pos == 0   ? 128
+                                : rank_pos == 1 ? tpu_sublane_tile(vmem_dtype_bytes(fn_.tensors[s.tensor].dtype))
+                                                : 1;
           aligned &= t.begin % align == 0 && b % align == 0;
         }
       }

@@ -87,6 +87,7 @@ class LaunchEmitter : private EmitContext {
   void fill_resident(const lower::InnerLoop& il);
   void pipeline_trip(const lower::InnerLoop& il);
   void prefetch_block(int k);
+  std::map<int, std::string> trip_stop_;  // an inner loop's tile -> where its trips stop
 
   // --- atomic updates and the partials function (atomics.cpp) ---
   void atomic_update(const Op& op);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/cpu/emit/launch_emitter.h"
+#include "ir/trip_guard.h"
 #include "parhelion/dtype.h"
 #include "parhelion/error.h"
 
@@ -28,7 +29,23 @@ void LaunchEmitter::loop(const Op& op) {
       end = "(off_" + pn + " + n_" + pn + ")";
     }
     if (t.is_jagged()) jagged_range(tile, &begin, &end);
-    line("for (int64_t off_" + n + " = " + begin + "; off_" + n + " < " + end + "; off_" + n +
+    // A loop whose trips past a bound do nothing (causal attention's key blocks above the
+    // diagonal: ir/trip_guard.h) stops there, so the skipped trips stage and prefetch nothing.
+    std::string stop = end;
+    if (t.parent < 0 && !t.is_jagged()) {
+      ir::ScalarSyntax c;
+      c.begin = [&](int g) { return "off_" + tname(g); };
+      c.end = [&](int g) { return "(off_" + tname(g) + " + n_" + tname(g) + ")"; };
+      c.min = "ph_min_i64";
+      c.max = "ph_max_i64";
+      if (const std::string e = ir::trip_guard_bound(fn_, op, L_.op->loop_tiles, c); !e.empty()) {
+        stop = "stop_" + n;
+        line("const int64_t " + stop + " = ph_min_i64(" + end + ", " + e +
+             ");  // the trips whose body runs (when at " + op.body.back().loc.str() + ")");
+      }
+    }
+    trip_stop_[tile] = stop;
+    line("for (int64_t off_" + n + " = " + begin + "; off_" + n + " < " + stop + "; off_" + n +
          " += " + std::to_string(b) + ") {");
     ++depth_;
     line("const int64_t n_" + n + " = ph_min_i64(" + std::to_string(b) + ", " + end + " - off_" + n + ");");
@@ -164,8 +181,8 @@ void LaunchEmitter::pipeline_trip(const lower::InnerLoop& il) {
   }
   if (il.buffers < 2) return;
   int64_t ahead = (il.buffers - 1) * il.block;
-  line("if (off_" + t + " + " + std::to_string(ahead) + " < " + std::to_string(il.begin + il.extent) +
-       ") {  // prefetch " + std::to_string(il.buffers - 1) + " trip(s) ahead");
+  line("if (off_" + t + " + " + std::to_string(ahead) + " < " + trip_stop_.at(il.tile) + ") {  // prefetch " +
+       std::to_string(il.buffers - 1) + " trip(s) ahead");
   ++depth_;
   line("const int64_t ph_ahead = off_" + t + " + " + std::to_string(ahead) + ";");
   line("const int64_t off_" + t + " = ph_ahead, n_" + t + " = ph_min_i64(" + std::to_string(il.block) + ", " +
