@@ -672,6 +672,20 @@ TEST(Pallas, TpuRulesAreEnforcedBeforeEmitting) {
   bad.block_sizes = {24, 512};
   EXPECT_THROW(e.kernel->emit_pallas(in.args(), "v7x", &bad), ph::UserError);
   EXPECT_THROW(e.kernel->emit_pallas(in.args(), "v9", &c), ph::UserError);
+  // So are inner DMA windows (an emit_pipeline's or a grid loop's blocks of K and V, rows on
+  // the sublane dim): multiples of the VMEM tile's rows (16 for bf16, 8 for f32), or whole.
+  bad.block_sizes = {512, 24};
+  EXPECT_THROW(e.kernel->emit_pallas(in.args(), "v7x", &bad), ph::UserError);
+  const std::string kv16 = e.kernel->trace(in.args(), "pallas:v7x")->spec.describe();
+  EXPECT_NE(kv16.find("block_sizes[1]: {16, 32, "), std::string::npos) << kv16;
+  auto f32 = e.make_specs({1, 1, 1000, 64}, ph::DType::f32);
+  const std::string kv8 = e.kernel->trace(f32.args(), "pallas:v7x")->spec.describe();
+  EXPECT_NE(kv8.find("block_sizes[1]: {8, 16, "), std::string::npos) << kv8;
+  // (and a K loop over A's lane dim: multiples of 128, or the whole dim)
+  const auto& mm = ph::kernels::find_kernel("matmul");
+  auto mk = mm.make_specs({64, 1000, 128}, ph::DType::f32);
+  const std::string k128 = mm.kernel->trace(mk.args(), "pallas:v7x")->spec.describe();
+  EXPECT_NE(k128.find("block_sizes[2]: {128, 256, 512, 1024}"), std::string::npos) << k128;
   // (Ragged blocks are legal: the library cases run them in interpret mode with padded buffers.)
   // Rank-1 blocks (Mosaic's _check_block_mappings): the whole dim, a multiple of 1024, or a power
   // of two of at least 128 x the packing; rank 2 and more, multiples of 128 on the lane dim.
