@@ -93,12 +93,39 @@ TEST(TpuModel, TunerChoosesResidentWhereItFitsAndSaysWhy) {
   EXPECT_EQ(r6.why.find("resident does not fit"), std::string::npos) << r6.why;
 }
 
+// Causal attention's key blocks above the diagonal are neither computed nor copied, in every
+// strategy (ir/trip_guard.h): at 16 key blocks a query block runs (16 + 1) / 2 of them on
+// average, 53% of the non-causal work (dot FLOPs and the trips' compute).
+TEST(TpuModel, CausalBlocksAboveTheDiagonalCostNothing) {
+  const auto& full = ph::kernels::find_kernel("attention");
+  const auto& causal = ph::kernels::find_kernel("causal_attention");
+  auto in = full.make_specs({8, 32, 8192, 256}, ph::DType::bf16);
+  for (const char* strategy : {"pipeline", "resident", "grid"}) {
+    ph::Config c = attention_config(strategy, 512);
+    ph::TpuPrediction f = ph::predict_tpu(*full.kernel, in.args(), "v7x", &c);
+    ph::TpuPrediction k = ph::predict_tpu(*causal.kernel, in.args(), "v7x", &c);
+    // (plus the step's own ops, q's scaling and the output's division, which every query block
+    // runs; on the grid, at every step, the skipped ones too)
+    EXPECT_GT(k.compute_s / f.compute_s, 17.0 / 32) << strategy;
+    EXPECT_LT(k.compute_s / f.compute_s, std::string(strategy) == "grid" ? 0.62 : 0.57) << strategy;
+    EXPECT_NEAR(k.flops / f.flops, 17.0 / 32, 0.01) << strategy;
+    EXPECT_LT(k.seconds, f.seconds * 0.85) << strategy;
+    if (std::string(strategy) != "resident")  // (resident K/V move once per head either way)
+      EXPECT_LT(k.dma_s, f.dma_s * 0.7) << strategy;
+  }
+}
+
 TEST(TpuModel, PredictionJsonAndErrors) {
   const auto& e = ph::kernels::find_kernel("softmax");
   auto in = e.make_specs({4096, 4096}, ph::DType::bf16);
   ph::TpuPrediction p = ph::predict_tpu(*e.kernel, in.args(), "v6e");
   auto j = nlohmann::json::parse(p.to_json());
   for (const char* k : {"predicted_ms", "tflops", "strategy", "fits", "bound"}) EXPECT_TRUE(j.contains(k)) << k;
+  // What it rests on: device time, a host call's dispatch apart, and no measurement.
+  EXPECT_DOUBLE_EQ(j["dispatch_ms"].get<double>(), 0.18);
+  EXPECT_NEAR(j["call_ms"].get<double>(), j["predicted_ms"].get<double>() + 0.18, 1e-9);
+  EXPECT_FALSE(j["measured"].get<bool>());
+  EXPECT_NE(p.basis.find("no TPU has confirmed"), std::string::npos) << p.basis;
   EXPECT_TRUE(p.fits);
   EXPECT_EQ(p.strategy, "none");
   // softmax moves 2 x 32 MiB: at 1.64 TB/s, at least 41 us; the model must not beat HBM.

@@ -104,9 +104,14 @@ void print_prediction(const ph::TpuPrediction& t) {
     return;
   }
   std::printf(
-      "predicted   %.4f ms, %.1f TFLOP/s, %s-bound (compute %.3f ms, DMA %.3f ms, fixed costs %.3f ms "
-      "before overlap)\n",
+      "predicted   %.4f ms of device time, %.1f TFLOP/s, %s-bound (compute %.3f ms, DMA %.3f ms, fixed costs "
+      "%.3f ms before overlap)\n",
       t.seconds * 1e3, t.tflops, t.bound.c_str(), t.compute_s * 1e3, t.dma_s * 1e3, t.overhead_s * 1e3);
+  std::printf(
+      "per call    %.4f ms timed from a host: + %.3f ms of dispatch and sync (a framework's; the torch_tpu "
+      "figure)\n",
+      t.call_seconds() * 1e3, t.dispatch_s * 1e3);
+  std::printf("basis       %s\n", t.basis.c_str());
   std::printf("strategy    %s; VMEM %s of %s\n", t.strategy.c_str(), ph::format_bytes(t.vmem_bytes).c_str(),
               ph::format_bytes(t.vmem_capacity).c_str());
 }

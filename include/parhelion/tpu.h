@@ -25,7 +25,12 @@ struct TpuPrediction {
                          // ("gathers:dma"), or "none"
   int64_t vmem_bytes = 0, vmem_capacity = 0;
   double compute_s = 0, dma_s = 0, overhead_s = 0;  // summed over steps, before overlap
-  std::string to_json() const;                      // predicted_ms, tflops, strategy, fits, bound, ...
+  // `seconds` is device time. A call from a framework adds its host's dispatch and sync, which
+  // the model takes from a published figure (the hardware table's dispatch_s): `call_seconds`.
+  double dispatch_s = 0;
+  double call_seconds() const { return seconds + dispatch_s; }
+  std::string basis;            // what the figure rests on, and that no TPU has confirmed it
+  std::string to_json() const;  // predicted_ms (device), dispatch_ms, call_ms, tflops, bound, ...
 };
 
 // The model's time for `config` (default: the pallas default) of the kernel at these arguments'

@@ -8,6 +8,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "ir/ir.h"
 
@@ -25,5 +26,11 @@ struct ScalarSyntax {
 // tiles `launch_tiles`, constants, + - * min max.
 std::string trip_guard_bound(const Function& fn, const Op& loop, const std::vector<int>& launch_tiles,
                              const ScalarSyntax& syntax);
+
+// e of `loop`'s guard evaluated with the launch tiles' offsets and ends that `tile_at(tile,
+// end)` gives (the TPU model averages the trips that run over the outer blocks); false when the
+// loop has no such guard.
+bool trip_guard_value(const Function& fn, const Op& loop, const std::vector<int>& launch_tiles,
+                      const std::function<int64_t(int tile, bool end)>& tile_at, int64_t* value);
 
 }  // namespace parhelion::ir

@@ -14,6 +14,9 @@ constexpr double kDmaLatency = 0.5e-6;     // calibrated: v5e matmul at 128^3 bl
 constexpr double kDmaHalf = 96.0 * 1024;   // calibrated: v5e matmul at 128^3 blocks
 constexpr double kDmaPeak = 0.92;          // Ironwood HBM microbenchmark: large copies near peak
 constexpr double kF32Ratio = 1.0 / 3;      // f32 matmul as 3 bf16 passes (XLA precision HIGH)
+// pytorch/helion benchmarks/run_tpu.py: "~180 us torch_tpu sync overhead floor" per timed call
+// (each sample: synchronize, call, synchronize; the median).
+constexpr double kDispatch = 180e-6;
 
 TpuHardware make(const std::string& name, double bf16, double hbm, int mxu, std::vector<std::string> sources) {
   TpuHardware h;
@@ -33,10 +36,12 @@ TpuHardware make(const std::string& name, double bf16, double hbm, int mxu, std:
   h.dma_latency_s = kDmaLatency;
   h.dma_half_bytes = kDmaHalf;
   h.dma_peak_fraction = kDmaPeak;
+  h.dispatch_s = kDispatch;
   sources.push_back("VMEM: backend/pallas/tpu.cpp (Cloud TPU docs; jax tpu_info)");
   sources.push_back("grid step 0.35 us: jax docs/pallas/tpu/matmul.ipynb, v5e 128^3 blocks (0.0918 s / 64^3 steps)");
   sources.push_back("VPU/EUP rates: 8x128 lanes x 4 ALUs (jax tpu_info, scaling book), scaled by peak from v5e");
   sources.push_back("f32 matmul at 1/3 of bf16: three bf16 passes (XLA precision HIGH)");
+  sources.push_back("dispatch 180 us per call: the torch_tpu sync floor in pytorch/helion benchmarks/run_tpu.py");
   sources.push_back("DMA size curve, latency, emit_pipeline trip cost: calibrated (tests/test_tpu_model.cpp)");
   h.sources = std::move(sources);
   return h;

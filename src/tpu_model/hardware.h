@@ -23,6 +23,9 @@ struct TpuHardware {
   double dma_latency_s = 0;      // a DMA that nothing overlaps (pipeline prologues)
   double dma_half_bytes = 0;     // transfer size at which a DMA reaches half its peak rate
   double dma_peak_fraction = 0;  // the fraction of HBM bandwidth large DMAs reach
+  // A host call's dispatch and synchronization through the framework (not the chip's: the
+  // stack's), added to device time where a call is timed from the host as users time it.
+  double dispatch_s = 0;
   std::vector<std::string> sources;
 
   // Achieved HBM rate for one transfer of `bytes`.

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "backend/pallas/plan.h"
+#include "ir/trip_guard.h"
 #include "ir/type_rules.h"
 
 namespace parhelion::tpu_model {
@@ -40,7 +42,7 @@ class LaunchModel {
       if (op.kind == OpKind::Loop) {
         Work w;
         for (const Op& inner : op.body) account(inner, w);
-        loops_.push_back({op.loop_tiles[0], w});
+        loops_.push_back({op.loop_tiles[0], w, runs_fraction(op)});
       } else {
         account(op, step_);
       }
@@ -53,7 +55,53 @@ class LaunchModel {
   struct LoopWork {
     int tile;
     Work trip;
+    double runs = 1;  // the fraction of its trips whose body runs (causal loops: ir/trip_guard.h)
   };
+
+  // A loop whose trips past a bound e do nothing (causal attention's key blocks above the
+  // diagonal): the fraction of its trips that run, averaged over the outer blocks. Every
+  // backend bounds such a loop at e: the skipped trips compute nothing and copy nothing (a
+  // pipeline's or a grid loop's index maps stop at the last trip that runs).
+  double runs_fraction(const Op& loop) const {
+    const ir::TileInfo& t = fn_.tiles[loop.loop_tiles[0]];
+    const int64_t b = block(t.id), trips = (t.extent() + b - 1) / b;
+    const std::vector<int>& launch = L_.op->loop_tiles;
+    // The launch tiles e reads (found by evaluating it once), then every combination of their
+    // blocks (at most kMaxCombinations; more are sampled evenly).
+    std::vector<int64_t> at(fn_.tiles.size(), 0);
+    std::set<int> read;
+    auto tile_at = [&](int tile, bool end) {
+      read.insert(tile);
+      const ir::TileInfo& g = fn_.tiles[tile];
+      const int64_t gb = unit(tile) ? 1 : block(tile), off = g.begin + at[tile] * gb;
+      return end ? std::min(off + gb, g.end) : off;
+    };
+    int64_t e = 0;
+    if (!ir::trip_guard_value(fn_, loop, launch, tile_at, &e)) return 1;
+    std::vector<int> dims(read.begin(), read.end());
+    std::vector<int64_t> steps;
+    int64_t combinations = 1;
+    for (int d : dims) {
+      const ir::TileInfo& g = fn_.tiles[d];
+      const int64_t gb = unit(d) ? 1 : block(d);
+      steps.push_back((g.extent() + gb - 1) / gb);
+      combinations *= steps.back();
+    }
+    constexpr int64_t kMaxCombinations = 1 << 16;
+    const int64_t stride = std::max<int64_t>(1, combinations / kMaxCombinations);
+    double runs = 0, counted = 0;
+    for (int64_t c = 0; c < combinations; c += stride) {
+      int64_t rest = c;
+      for (size_t i = 0; i < dims.size(); ++i) {
+        at[dims[i]] = rest % steps[i];
+        rest /= steps[i];
+      }
+      ir::trip_guard_value(fn_, loop, launch, tile_at, &e);
+      runs += static_cast<double>(std::clamp<int64_t>((e - t.begin + b - 1) / b, 0, trips));
+      counted += 1;
+    }
+    return runs / counted / static_cast<double>(trips);
+  }
 
   bool unit(int tile) const { return backend::pallas::pallas_unit_tile(p_, tile); }
   int64_t block(int tile) const { return std::min(p_.block_of_tile(tile), fn_.tiles[tile].extent()); }
@@ -195,6 +243,7 @@ class LaunchModel {
       double bytes;
       bool in;
       bool exposed = false;  // one buffer: the copy cannot overlap the previous step's compute
+      bool trips = false;    // a block of the loop on the grid, read only (a causal loop's stop moving)
     };
     std::vector<Move> moves;
     std::vector<std::pair<int, double>> piped;  // pipeline slots: loop tile, bytes per trip
@@ -208,7 +257,8 @@ class LaunchModel {
       Move m{{},
              static_cast<double>(s.block_bytes),
              s.read || s.atomic != ir::AtomicFn::none,
-             s.buffers == 1 && !s.written};
+             s.buffers == 1 && !s.written,
+             s.mode == backend::pallas::PallasSlot::Grid && s.loop_tile >= 0 && !s.written};
       // (a slot of a loop on the grid moves with that grid dim; a resident one spans its loop)
       for (const ir::IndexItem& ix : s.first->index)
         if (ix.kind == ir::IndexItem::Tile && (ix.tile != s.loop_tile || s.mode == backend::pallas::PallasSlot::Grid))
@@ -222,33 +272,41 @@ class LaunchModel {
     // `pure` only its arithmetic, for the bound.
     double compute = step_.seconds() + step_.gather_dma_s, pure = step_.seconds(), flops = step_.flops;
     double overhead_inner = 0, dma_inner = 0;
+    double grid_loop_runs = 1;  // a causal loop on the grid: the share of its steps that copy
     for (const LoopWork& lw : loops_) {
       const ir::TileInfo& t = fn_.tiles[lw.tile];
       // A loop on the grid: each step is one of its trips, its copies the grid's (moves). The
       // step's own ops are charged at every step: those the trips read run there, and the
       // first and last trips' few are taken as the same.
-      const int64_t trips =
-          pl_.grid_loop && pl_.grid.back().tile == lw.tile ? 1 : (t.extent() + block(lw.tile) - 1) / block(lw.tile);
+      const bool on_grid = pl_.grid_loop && pl_.grid.back().tile == lw.tile;
+      const int64_t trips = on_grid ? 1 : (t.extent() + block(lw.tile) - 1) / block(lw.tile);
+      // (the trips that run: all, or a causal loop's share; on the grid, each step runs one
+      // trip with that probability)
+      const double runs = trips * lw.runs;
       // DMAs issued together overlap their latencies: one transfer of their total size.
       double trip_bytes = 0;
       for (auto& [tile, bytes] : piped)
         if (tile == lw.tile) trip_bytes += bytes;
       double trip_bytes_s = dma_s(trip_bytes);
       const lower::InnerLoop* il = L_.inner_loop(lw.tile);
-      flops += lw.trip.flops * trips;
-      compute += trips * lw.trip.gather_dma_s;  // a dma gather's or scatter's rows, every trip
-      dma_inner += trips * lw.trip.gather_dma_s;
+      flops += lw.trip.flops * runs;
+      compute += runs * lw.trip.gather_dma_s;  // a dma gather's or scatter's rows, every trip
+      dma_inner += runs * lw.trip.gather_dma_s;
       if (il && il->strategy == lower::Strategy::Pipeline && trip_bytes_s > 0) {
+        // (emit_pipeline still walks a causal loop's skipped trips: their fixed cost, no copy)
         double bubble = hw_.dma_latency_s + trip_bytes_s;
-        compute += bubble + trips * (std::max(lw.trip.seconds(), trip_bytes_s) + hw_.pipeline_trip_s) -
+        compute += bubble + runs * std::max(lw.trip.seconds(), trip_bytes_s) + trips * hw_.pipeline_trip_s -
                    trip_bytes_s;  // the last trip fetches nothing ahead
         overhead_inner += trips * hw_.pipeline_trip_s;
-        dma_inner += bubble + (trips - 1) * trip_bytes_s;
+        dma_inner += bubble + std::max(0.0, runs - 1) * trip_bytes_s;
       } else {
-        compute += trips * lw.trip.seconds();
+        compute += runs * lw.trip.seconds();
       }
-      pure += trips * lw.trip.seconds();
+      if (on_grid) grid_loop_runs = lw.runs;
+      pure += runs * lw.trip.seconds();
     }
+    for (Move& m : moves)
+      if (m.trips) m.bytes *= grid_loop_runs;
     // Walk the grid by "level": between consecutive steps, the slowest grid dim that changes
     // is dim l and every faster dim wraps; a block is copied in (and the previous one written
     // back) when one of the dims its index depends on changes. Steps at the same level cost the
@@ -306,6 +364,9 @@ class LaunchModel {
 Prediction predict(const lower::BlockProgram& p, const TpuHardware& hw) {
   Prediction r;
   r.vmem_capacity = hw.vmem_bytes;
+  r.basis = "the timing model of one TPU " + hw.name +
+            " TensorCore replaying the pallas lowering's schedule (docs/tpu-model.md), with published and "
+            "calibrated figures; no TPU has confirmed this prediction";
   // The inner loops' strategies in knob order: "pipelinex2,resident".
   std::vector<std::string> by_knob(p.knobs.inner_loops.size());
   for (const lower::LaunchPlan& L : p.launches)
@@ -338,6 +399,7 @@ Prediction predict(const lower::BlockProgram& p, const TpuHardware& hw) {
     r.overhead_s += one.overhead_s;
   }
   r.tflops = r.seconds > 0 ? r.flops / r.seconds / 1e12 : 0;
+  r.dispatch_s = hw.dispatch_s;
   double most = std::max({r.compute_s, r.dma_s, r.overhead_s});
   r.bound = most == r.compute_s ? "compute" : most == r.dma_s ? "HBM" : "per-step overhead";
   return r;
@@ -349,6 +411,10 @@ namespace parhelion {
 
 std::string TpuPrediction::to_json() const {
   nlohmann::json j{{"predicted_ms", fits ? seconds * 1e3 : -1.0},
+                   {"dispatch_ms", dispatch_s * 1e3},
+                   {"call_ms", fits ? call_seconds() * 1e3 : -1.0},
+                   {"measured", false},
+                   {"basis", basis},
                    {"tflops", tflops},
                    {"strategy", strategy},
                    {"fits", fits},
