@@ -167,6 +167,24 @@ TEST(Cli, PallasEmitPredictAndModelTune) {
   Result bad_target = cli("emit add --target gpu --shape 8,128");
   EXPECT_NE(bad_target.status, 0);
   EXPECT_HAS(bad_target, "--target must be cpu or pallas");
+  // What a prediction rests on: device time, a call's dispatch apart, and no TPU's confirmation.
+  Result text = cli("emit attention --target pallas --tpu v7x --shape 1,2,1024,128 --dtype bf16 --predict");
+  EXPECT_HAS(text, "ms of device time");
+  EXPECT_HAS(text, "per call    ");
+  EXPECT_HAS(text, "no TPU has confirmed this prediction");
+  EXPECT_FALSE(nlohmann::json::parse(p.out)["measured"].get<bool>());
+  // The seed's published table beside the model's tuned predictions.
+  Result table = cli("bench --tpu-table --json");
+  ASSERT_EQ(table.status, 0) << table.out;
+  auto tj2 = nlohmann::json::parse(table.out);
+  EXPECT_EQ(tj2["rows"].size(), 16u);
+  EXPECT_FALSE(tj2["measured"].get<bool>());
+  Result table_flag = cli("bench --tpu-table --threads 2");
+  EXPECT_NE(table_flag.status, 0);
+  EXPECT_HAS(table_flag, "does not apply to --tpu-table");
+  Result table_file = cli("bench --tpu-table --suite-file /nonexistent/table.json");
+  EXPECT_NE(table_file.status, 0);
+  EXPECT_HAS(table_file, "cannot read the published TPU table /nonexistent/table.json");
 }
 
 }  // namespace

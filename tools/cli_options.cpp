@@ -24,6 +24,9 @@ const char* const kUsage = R"(usage:
   parhelion bench --suite [KERNEL] [--threads 2] [--rounds 3] [--budget SECONDS] [--png FILE] [--json]
                  [--suite-file FILE]
                  the kernel table against PyTorch eager and torch.compile (bench/suite.json)
+  parhelion bench --tpu-table [--suite-file FILE] [--json]
+                 the seed's published TPU v7x table beside the TPU model's tuned predictions
+                 (bench/tpu_published.json; no TPU, no timing here)
 
   parhelion opt FILE.tir [--stage ir|fusion|spec|block|pallas-plan|code] [--target cpu|pallas] [--tpu v7x]
                 [--config JSON] [--fast-memory 1M] [--threads 2]
@@ -39,7 +42,7 @@ const char* const kUsage = R"(usage:
 
 namespace {
 
-const std::set<std::string> kSwitches = {"quick", "tuned", "predict", "model", "suite", "no-minimize"};
+const std::set<std::string> kSwitches = {"quick", "tuned", "predict", "model", "suite", "tpu-table", "no-minimize"};
 const std::set<std::string> kValued = {"shape",  "dtype",   "config",       "seed",       "stage",   "reps",
                                        "tune",   "effort",  "budget",       "threads",    "target",  "tpu",
                                        "output", "png",     "rounds",       "suite-file", "seconds", "programs",
@@ -130,7 +133,7 @@ void check_flags_apply(const Options& o) {
       {"run", {"shape", "dtype", "config", "seed", "reps", "tune", "budget", "threads", "target"}},
       {"emit", {"shape", "dtype", "config", "stage", "target", "tpu", "output", "predict"}},
       {"tune", {"shape", "dtype", "effort", "budget", "seed", "target", "tpu", "model"}},
-      {"bench", {"threads", "quick", "tuned", "suite", "png", "rounds", "budget", "suite-file"}},
+      {"bench", {"threads", "quick", "tuned", "suite", "tpu-table", "png", "rounds", "budget", "suite-file"}},
       {"fuzz", {"seconds", "programs", "seed", "family", "configs", "pallas-every", "no-minimize"}},
       {"opt", {"stage", "target", "tpu", "config", "fast-memory", "threads"}},
   };
@@ -181,6 +184,14 @@ void check_flags_apply(const Options& o) {
   }
   if (o.command == "bench") {
     bool suite = o.has("suite");
+    if (o.has("tpu-table")) {
+      // (the seed's published TPU table beside the timing model: no timing on this machine)
+      for (const auto& [flag, value] : o.flags)
+        if (flag != "tpu-table" && flag != "suite-file")
+          refuse(flag, "does not apply to --tpu-table (it tunes each row against the TPU model)");
+      if (!o.extra.empty()) throw UserError("bench --tpu-table takes no KERNEL (the table file lists them)");
+      return;
+    }
     for (const char* flag : {"png", "rounds", "budget", "suite-file"})
       if (o.has(flag) && !suite) refuse(flag, "needs --suite");
     for (const char* flag : {"quick", "tuned"})

@@ -32,6 +32,7 @@
 #include "tools/opt_command.h"
 #include "tools/suite_command.h"
 #include "tools/timing.h"
+#include "tools/tpu_table.h"
 
 namespace ph = parhelion;
 using nlohmann::json;
@@ -324,6 +325,16 @@ int main(int argc, char** argv) {
         unsetenv("OPENBLAS_CORETYPE");
         unsetenv("OPENBLAS_L2_SIZE");
         execv("/proc/self/exe", argv);
+      }
+      if (o.flags.count("tpu-table")) {
+        const std::string file = o.has("suite-file") ? o.flags.at("suite-file")
+                                                     : std::string(PARHELION_SOURCE_DIR) + "/bench/tpu_published.json";
+        const std::vector<ph::tools::TpuTableRow> rows = ph::tools::model_published_table(file);
+        std::cout << (o.json ? ph::tools::table_json(rows) + "\n" : ph::tools::table_markdown(rows));
+        if (!o.json)
+          std::cout << "(* another kernel than Helion's. The TPU timing model's predictions, not measurements: "
+                       "docs/tpu-model.md)\n";
+        return 0;
       }
       if (o.flags.count("suite")) {
         ph::tools::SuiteOptions so;
