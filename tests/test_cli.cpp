@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "backend/pallas/interpret.h"
+
 namespace {
 
 struct Result {
@@ -182,6 +184,34 @@ TEST(Cli, PallasEmitPredictAndModelTune) {
   Result table_flag = cli("bench --tpu-table --threads 2");
   EXPECT_NE(table_flag.status, 0);
   EXPECT_HAS(table_flag, "does not apply to --tpu-table");
+  // The script that times an emitted module on a TPU beside its prediction (for users with a
+  // TPU, to recalibrate the model): its path checked here in interpret mode.
+  const std::string py = parhelion::backend::pallas::interpret_python();
+  ASSERT_FALSE(py.empty()) << "no Python with jax (run `make test`)";
+  const std::string dir = testing::TempDir();
+  ASSERT_EQ(cli("emit softmax --target pallas --tpu v7x --shape 64,512 -o " + dir + "/sm.py").status, 0);
+  ASSERT_EQ(cli("emit softmax --target pallas --tpu v7x --shape 64,512 --predict --json > " + dir + "/sm.json").status,
+            0);
+  const std::string script = py + " " + PARHELION_SOURCE_DIR + "/scripts/tpu_time.py " + dir + "/sm.py";
+  auto shell = [](const std::string& command) {
+    std::string out;
+    FILE* f = popen((command + " 2>&1").c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    const int st = pclose(f);
+    return Result{WIFEXITED(st) ? WEXITSTATUS(st) : -1, out, 0};
+  };
+  Result timed = shell(script + " --predicted " + dir + "/sm.json --interpret --reps 2 --json");
+  ASSERT_EQ(timed.status, 0) << timed.out;
+  auto row = nlohmann::json::parse(timed.out.substr(timed.out.rfind("{\"kernel\"")));
+  EXPECT_EQ(row["kernel"], "softmax");
+  EXPECT_EQ(row["tpu"], "v7x");
+  for (const char* k : {"measured_call_ms", "measured_device_ms", "predicted_device_ms", "device_ratio"})
+    EXPECT_TRUE(row.contains(k)) << k;
+  Result no_tpu = shell(script);
+  EXPECT_NE(no_tpu.status, 0);
+  EXPECT_HAS(no_tpu, "JAX sees no TPU");
   Result table_file = cli("bench --tpu-table --suite-file /nonexistent/table.json");
   EXPECT_NE(table_file.status, 0);
   EXPECT_HAS(table_file, "cannot read the published TPU table /nonexistent/table.json");
