@@ -785,6 +785,16 @@ TEST(Pallas, ModuleTextShowsTheStrategy) {
   EXPECT_NE(pipe.find("def attention(arg0, arg1, arg2, arg3, *, interpret=False):"), std::string::npos);
   std::string res = e.kernel->emit_pallas(in.args(), "v7x", &rc).source;
   EXPECT_EQ(res.find("emit_pipeline("), std::string::npos);
+  // K and V reach their dots as stored (bf16), K's transpose as dimension numbers: no f32 copy
+  // of either and no swapaxes in the trip; only q, which is scaled, is converted.
+  for (const std::string* m : {&pipe, &res}) {
+    EXPECT_EQ(m->find("jnp.swapaxes("), std::string::npos) << *m;
+    size_t converted = 0;
+    for (size_t at = m->find("_raw.astype(jnp.float32)"); at != std::string::npos;
+         at = m->find("_raw.astype(jnp.float32)", at + 1))
+      ++converted;
+    EXPECT_EQ(converted, 1u) << *m;
+  }
   EXPECT_NE(res.find("for off_t3 in range(0, 256, 128):"), std::string::npos) << res;
   // (K and V change per head only: one buffer each)
   EXPECT_NE(res.find("pl.BlockSpec((None, None, 256, 128), lambda g_t0, g_t1, g_t2: (g_t0, g_t1, 0, 0), "

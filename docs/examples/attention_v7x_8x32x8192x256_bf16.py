@@ -137,8 +137,6 @@ def _kernel_0(scalars_ref, s0_ref, s1_ref, s2_ref, o3_ref, var0_ref, var1_ref, v
         off_t3 = 0 + pl.program_id(0) * 512  # the pipeline's own trip index
         n_t3 = jnp.minimum(512, 8192 - off_t3)
         v9_raw = b1i[...]
-        v9 = v9_raw.astype(jnp.float32)
-        v10 = jnp.swapaxes(v9, -1, -2)
         v11 = _dot(v8.astype(jnp.bfloat16), v9_raw, (((1,), (1,)), ((), ())))
         v12 = jnp.max(v11, axis=1, keepdims=True)
         v13 = var0_ref[...]
@@ -155,7 +153,6 @@ def _kernel_0(scalars_ref, s0_ref, s1_ref, s2_ref, o3_ref, var0_ref, var1_ref, v
         v24 = (v23 + v18)
         var1_ref[...] = jnp.broadcast_to(v24, (512, 128))
         v25_raw = b2i[...]
-        v25 = v25_raw.astype(jnp.float32)
         v26 = jnp.asarray(v17, jnp.float32).astype(jnp.bfloat16).astype(jnp.float32)
         v27 = _dot(v26.astype(jnp.bfloat16), v25_raw, (((1,), (0,)), ((), ())))
         v28 = v21

@@ -467,6 +467,7 @@ class Emitter {
     const lower::LaunchPlan& L = *pl.plan;
     cur_slots_ = &pl.slots;
     rows_ = &pl.row_stats;
+    find_folded(*L.op, pl);
     LaunchInfo info;
     // A slot whose stores keep the rest of the block (masked, slice stores) reads the block's
     // prior contents in through the same BlockSpec, when the tensor has any (before its first
@@ -545,6 +546,51 @@ class Emitter {
   }
 
   // A grid dim's offset off_<tile> and valid length n_<tile>, from its index g_<tile>.
+  // Values that only dots read, which take them as they are stored: a transpose (a dot folds
+  // it into its dimension numbers: dot_arg) and a 16-bit or fp8 load's conversion to f32 (a dot
+  // reads the stored dtype: the load's `_raw`). Their code would compute what nobody reads
+  // (attention's K block, converted and transposed at every trip), so it is not emitted.
+  void find_folded(const Op& launch, const PallasLaunch& pl) {
+    folded_.clear();
+    std::map<int, std::vector<std::pair<const Op*, size_t>>> readers;  // value -> (op, operand position)
+    std::set<int> pinned;  // read other than as an operand: an index, a range bound
+    std::function<void(const std::vector<Op>&)> visit = [&](const std::vector<Op>& ops) {
+      for (const Op& o : ops) {
+        for (size_t k = 0; k < o.operands.size(); ++k) readers[o.operands[k]].push_back({&o, k});
+        for (const ir::IndexItem& ix : o.index)
+          if (ix.value >= 0) pinned.insert(ix.value);
+        for (const ir::ScanCombine& c : o.combine) visit(c.ops);
+        visit(o.body);
+      }
+    };
+    visit(launch.body);
+    for (const ir::TileInfo& t : fn_.tiles) {
+      if (t.begin_value >= 0) pinned.insert(t.begin_value);
+      if (t.end_value >= 0) pinned.insert(t.end_value);
+    }
+    auto dot_operand = [](const std::pair<const Op*, size_t>& r) {
+      return r.first->kind == OpKind::Dot && r.second < 2;
+    };
+    auto only = [&](int v, const std::function<bool(const std::pair<const Op*, size_t>&)>& ok) {
+      auto it = readers.find(v);
+      return !pinned.count(v) && it != readers.end() && std::all_of(it->second.begin(), it->second.end(), ok);
+    };
+    std::vector<const Op*> loads;
+    ir::walk(launch.body, [&](const Op& o) {
+      if (o.kind == OpKind::Transpose && only(o.result, dot_operand)) folded_.insert(o.result);
+      if (o.kind == OpKind::Load) loads.push_back(&o);
+    });
+    for (const Op* o : loads) {
+      const DType d = fn_.tensors[o->tensor].dtype;
+      const bool stored_dtype_feeds_dots = d == DType::bf16 || d == DType::f16 || is_fp8(d);
+      if (!stored_dtype_feeds_dots || ir::has_gather(*o) || ir::is_masked(*o) || pl.dma_rows_of.count(o)) continue;
+      if (only(o->result, [&](const std::pair<const Op*, size_t>& r) {
+            return dot_operand(r) || (r.first->kind == OpKind::Transpose && folded_.count(r.first->result));
+          }))
+        folded_.insert(o->result);
+    }
+  }
+
   void grid_offsets(const lower::GridDim& g) {
     const std::string t = tname(g.tile);
     // (a tile over ph::range(b, e) starts at b)
@@ -755,7 +801,8 @@ class Emitter {
         if (cur_->dma_rows_of.count(&op)) return dma_gather(op);
         line(v(op.result) + "_raw = " + access(op));
         if (!ir::has_gather(op) && !ir::is_masked(op)) {
-          raw_[op.result] = t.dtype;  // a dot may read the stored dtype directly
+          raw_[op.result] = t.dtype;             // a dot may read the stored dtype directly
+          if (folded_.count(op.result)) return;  // (only dots read it: the stored dtype)
           return def(compute_cast(t.dtype, v(op.result) + "_raw"));
         }
         std::string e = compute_cast(t.dtype, v(op.result) + "_raw");
@@ -870,6 +917,7 @@ class Emitter {
         return def("jnp.expand_dims(" + operand(op.operands[0]) + ", " + std::to_string(kept_axis(rt->shape, op.axis)) +
                    ")");
       case OpKind::Transpose:
+        if (folded_.count(op.result)) return;  // (its dots take it as dimension numbers)
         return def("jnp.swapaxes(" + operand(op.operands[0]) + ", -1, -2)");
       case OpKind::Dot:
         return def(dot(op));
@@ -1877,6 +1925,7 @@ class Emitter {
   const std::vector<PallasSlot>* cur_slots_ = nullptr;
   std::set<int> resident_tiles_;    // tiles of the trace-time loops being emitted
   std::set<int> dynamic_tiles_;     // of those, the fori_loops' (offsets known at run time)
+  std::set<int> folded_;            // values only dots read, as stored (find_folded): not emitted
   std::set<int> jagged_tiles_;      // tiles of the jagged loops being emitted
   int when_counter_ = 0;            // names the pl.when regions apart
   std::map<int, DType> raw_;        // load result -> its storage dtype (`vN_raw` holds it)
