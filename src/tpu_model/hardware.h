@@ -13,6 +13,7 @@ struct TpuHardware {
   std::string name;
   double bf16_flops = 0;         // peak MXU FLOP/s per TensorCore, bf16 inputs
   double f32_matmul_ratio = 0;   // f32 x f32 matmul rate / bf16 rate (multi-pass on the MXU)
+  double mxu_sustained = 1;      // the fraction of bf16_flops that long matmuls sustain
   double hbm_bytes_per_s = 0;    // HBM bandwidth available to one TensorCore
   int64_t vmem_bytes = 0;        // per TensorCore
   int mxu = 128;                 // MXU tile edge: matmul N and K are padded to it

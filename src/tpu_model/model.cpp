@@ -24,7 +24,10 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 struct Work {
   double mxu_s = 0, vpu_s = 0, eup_s = 0, flops = 0;
   double gather_dma_s = 0;  // dma gathers' row copies, issued and waited for within the step
-  double seconds() const { return mxu_s + std::max(vpu_s, eup_s); }
+  // The MXU and the vector units run side by side: the scheduler interleaves one block's
+  // vector work (attention's softmax, an accumulator's adds) with the next block's matmul, so a
+  // region takes its slowest unit's time.
+  double seconds() const { return std::max(mxu_s, std::max(vpu_s, eup_s)); }
 };
 
 class LaunchModel {
@@ -182,7 +185,7 @@ class LaunchModel {
     const double padded = 2.0 * round_up(static_cast<int64_t>(rows), 8) *
                           round_up(static_cast<int64_t>(table_rows), hw_.mxu) *
                           round_up(static_cast<int64_t>(width), hw_.mxu);
-    w.mxu_s += padded / (hw_.bf16_flops * hw_.f32_matmul_ratio / 2);
+    w.mxu_s += padded / (hw_.bf16_flops * hw_.mxu_sustained * hw_.f32_matmul_ratio / 2);
     const double onehot = round_up(static_cast<int64_t>(rows), 8) * round_up(static_cast<int64_t>(table_rows), 128);
     w.vpu_s += (2 * onehot + vector_elems(fn_.type_of(op.result))) / hw_.vpu_ops_per_s;
   }
@@ -203,7 +206,7 @@ class LaunchModel {
       w.flops += 2.0 * batch * m * n * k;
       double padded = 2.0 * batch * round_up(m, 8) * round_up(n, hw_.mxu) * round_up(k, hw_.mxu);
       bool bf16 = low_precision_load(op.operands[0]) || low_precision_load(op.operands[1]);
-      w.mxu_s += padded / (hw_.bf16_flops * (bf16 ? 1.0 : hw_.f32_matmul_ratio));
+      w.mxu_s += padded / (hw_.bf16_flops * hw_.mxu_sustained * (bf16 ? 1.0 : hw_.f32_matmul_ratio));
       if (op.operands.size() > 2) w.vpu_s += vector_elems(r) / hw_.vpu_ops_per_s;
       return;
     }
