@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 
 DTYPES = {"f32": jnp.float32, "bf16": jnp.bfloat16, "f16": jnp.float16, "i32": jnp.int32, "i64": jnp.int32,
-          "i8": jnp.int8, "bool": jnp.bool_, "f8e4m3": jnp.float8_e4m3fn, "f8e5m2": jnp.float8_e5m2}
+          "i8": jnp.int8, "u8": jnp.uint8, "bool": jnp.bool_, "f8e4m3": jnp.float8_e4m3fn, "f8e5m2": jnp.float8_e5m2}
 
 
 def load(path):
