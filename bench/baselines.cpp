@@ -7,8 +7,13 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <initializer_list>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -65,6 +70,31 @@ std::string openblas_core() {
 #else
   return "absent";
 #endif
+}
+
+std::string best_openblas_coretype(const std::string& host_features, const std::string& detected) {
+  auto has = [&](const char* f) {
+    return (" " + host_features + " ").find(std::string(" ") + f + " ") != std::string::npos;
+  };
+  auto one_of = [&](std::initializer_list<const char*> cores) {
+    std::string d = detected;
+    for (char& c : d) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const char* c : cores)
+      if (d == c) return true;
+    return false;
+  };
+  if (detected == "absent") return "";
+  // (every CPU with AVX-512 BW has DQ and VL too, which SkylakeX's kernels use; Knights Landing's
+  // AVX-512 has neither BW nor them)
+  if (has("avx512f") && has("avx512bw")) return one_of({"skylakex", "cooperlake", "sapphirerapids"}) ? "" : "SkylakeX";
+  if (has("avx2") && has("fma"))
+    return one_of({"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"}) ? "" : "Haswell";
+  return "";
+}
+
+std::string openblas_core_note() {
+  const char* from = std::getenv("PH_OPENBLAS_DETECTED");
+  return from ? std::string("set by parhelion: OpenBLAS detected ") + from + " on this CPU" : "";
 }
 
 void openblas_sgemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, int threads) {
@@ -207,6 +237,43 @@ double fma_peak_bf16(int threads) {
   double best = 0;
   for (int i = 0; has_bf16() && i < 3; ++i) best = std::max(best, run_threads(threads, bf16_loop, 16 * 32 * 2));
   return best;
+}
+
+double MemoryRoof::gbps() const { return std::max({copy, triad, read}); }
+const char* MemoryRoof::kind() const { return gbps() == copy ? "copy" : gbps() == triad ? "triad" : "read"; }
+
+MemoryRoof memory_roof(int threads) {
+  MemoryRoof r;
+  const int64_t n = int64_t{16} << 20;  // 64 MiB per array
+  Array a = Array::full({n}, 1.0, DType::f32), b = Array::full({n}, 2.0, DType::f32);
+  float *A = a.data_as<float>(), *B = b.data_as<float>();
+  std::vector<double> sums(static_cast<size_t>(threads));
+  auto best_of = [&](double bytes, const std::function<void(int)>& body) {
+    double best = 0;
+    for (int rep = 0; rep < 10; ++rep) {
+      auto t0 = std::chrono::steady_clock::now();
+      runtime::parallel_run(threads, body);
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best = std::max(best, bytes / s / 1e9);
+    }
+    return best;
+  };
+  r.copy = best_of(2.0 * n * 4, [&](int t) {
+    const int64_t lo = n * t / threads, hi = n * (t + 1) / threads;
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) A[i] = B[i];
+  });
+  r.read = best_of(1.0 * n * 4, [&](int t) {
+    const int64_t lo = n * t / threads, hi = n * (t + 1) / threads;
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = lo; i < hi; ++i) s += B[i];
+    sums[static_cast<size_t>(t)] = s;  // (kept: the sum is read below)
+  });
+  volatile double sink = sums[0];
+  (void)sink;
+  r.triad = stream_triad_gbps(threads);
+  return r;
 }
 
 double stream_triad_gbps(int threads) {

@@ -19,6 +19,14 @@ std::vector<MissingBaseline> missing_baselines();
 // What OpenBLAS says it is (openblas_get_config: version, core, threading), or "absent".
 std::string openblas_config();
 std::string openblas_core();  // the kernel set OpenBLAS picked, e.g. "Cooperlake"
+// The kernel set to make OpenBLAS run on this host (OPENBLAS_CORETYPE), or "" to keep `detected`:
+// OpenBLAS's own detection misses CPUs newer than its release (0.3.21 runs its generic Prescott
+// kernels on a Xeon with AVX-512), so a generic set on a host with AVX-512 (F and BW) becomes
+// SkylakeX, and on one with AVX2 and FMA, Haswell. `host_features` as Host::detect() gives them.
+std::string best_openblas_coretype(const std::string& host_features, const std::string& detected);
+// What `parhelion bench` did about OpenBLAS's kernel set, for its output: "" when nothing, else
+// e.g. "set by parhelion: OpenBLAS detected Prescott on this CPU".
+std::string openblas_core_note();
 
 // C[M,N] = A[M,K] . B[K,N], row-major f32.
 void openblas_sgemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, int threads);
@@ -40,8 +48,17 @@ class OneDnnMatmul {
 // (vdpbf16ps; 0 where absent).
 double fma_peak_f32(int threads);
 // STREAM triad (a = b + s*c over 3 x 64 MiB, counted as 3 arrays moved) in GB/s on `threads`
-// threads of the runtime's pool: the memory roof the benchmarks compare against.
+// threads of the runtime's pool.
 double stream_triad_gbps(int threads);
+// The memory roof the benchmarks compare against: the best of copy (a = b, 2 arrays moved),
+// triad and read (a sum over one array) at `threads` threads, measured together, since which
+// one a host runs fastest differs (an Intel Xeon here: copy 51.5 GB/s, triad 28-40).
+struct MemoryRoof {
+  double copy = 0, triad = 0, read = 0;
+  double gbps() const;
+  const char* kind() const;  // "copy", "triad" or "read": the best
+};
+MemoryRoof memory_roof(int threads);
 double fma_peak_bf16(int threads);
 
 }  // namespace parhelion::bench

@@ -223,9 +223,11 @@ int run_bench(const BenchOptions& o) {
       for (Impl& i : c.impls) i.ms.push_back(i.timed ? i.timed() : time_it(i.run, 1, 3, 0.2).median_ms);
 
   if (!o.json) {
-    std::printf("# parhelion bench: %s; OpenBLAS: %s (core %s); oneDNN: %s\n",
+    const std::string note = bench::openblas_core_note();
+    std::printf("# parhelion bench: %s; OpenBLAS: %s (core %s%s); oneDNN: %s\n",
                 backend::cpu::Host::detect().cpu_model.c_str(), bench::openblas_config().c_str(),
-                bench::openblas_core().c_str(), dnnl_impls.empty() ? "absent" : dnnl_impls.c_str());
+                bench::openblas_core().c_str(), note.empty() ? "" : ("; " + note).c_str(),
+                dnnl_impls.empty() ? "absent" : dnnl_impls.c_str());
     if (torch)
       std::printf("# torch baselines: %s; threads set per case, not pinned\n", torch->settings().c_str());
     else if (!torch_why.empty())

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/cpu/host.h"
+#include "bench/baselines.h"
 #include "driver/compiled_kernel_impl.h"
 #include "interp/interpreter.h"
 #include "kernels/registry.h"
@@ -319,12 +320,24 @@ int main(int argc, char** argv) {
     if (o.command == "fuzz") return ph::tools::run_fuzz(o);
     if (o.command == "opt") return ph::tools::run_opt(o);
     if (o.command == "bench") {
-      // OpenBLAS reads OPENBLAS_CORETYPE when it loads: restart once without it (and without
-      // OPENBLAS_L2_SIZE), in this process only, so that it runs its best kernels.
-      if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("OPENBLAS_L2_SIZE")) {
-        unsetenv("OPENBLAS_CORETYPE");
-        unsetenv("OPENBLAS_L2_SIZE");
-        execv("/proc/self/exe", argv);
+      // OpenBLAS reads OPENBLAS_CORETYPE when it loads. A value from the environment (a sandbox
+      // forcing AVX2 kernels): restart once without it and without OPENBLAS_L2_SIZE, in this
+      // process only, to see what OpenBLAS detects; then, where that is a generic kernel set
+      // on a CPU OpenBLAS does not know, restart once with the best set this host supports
+      // (bench::best_openblas_coretype), which the output names.
+      if (!std::getenv("PH_OPENBLAS_DETECTED")) {
+        if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("OPENBLAS_L2_SIZE")) {
+          unsetenv("OPENBLAS_CORETYPE");
+          unsetenv("OPENBLAS_L2_SIZE");
+          execv("/proc/self/exe", argv);
+        }
+        const std::string detected = ph::bench::openblas_core();
+        const std::string best = ph::bench::best_openblas_coretype(ph::backend::cpu::Host::detect().features, detected);
+        if (!best.empty()) {
+          setenv("OPENBLAS_CORETYPE", best.c_str(), 1);
+          setenv("PH_OPENBLAS_DETECTED", detected.c_str(), 1);
+          execv("/proc/self/exe", argv);
+        }
       }
       if (o.flags.count("tpu-table")) {
         const std::string file = o.has("suite-file") ? o.flags.at("suite-file")

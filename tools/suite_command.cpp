@@ -80,7 +80,9 @@ int run_suite(const SuiteOptions& o) {
   if (!torch) throw UserError("the suite needs the torch baselines: " + why);
   const int T = o.threads;
   const double peak_f32 = bench::fma_peak_f32(T), peak_bf16 = bench::fma_peak_bf16(T);
-  double triad = bench::stream_triad_gbps(T);  // re-measured every round; the best is the roof
+  // The memory roof: the best of copy, triad and read, each re-measured every round (the best
+  // of each is kept: the machine is shared).
+  bench::MemoryRoof roof = bench::memory_roof(T);
 
   std::vector<Row> rows;
   std::vector<std::unique_ptr<kernels::Inputs>> inputs;
@@ -160,7 +162,10 @@ int run_suite(const SuiteOptions& o) {
   // Interleaved rounds: every implementation of every case once per round.
   for (int r = 0; r < o.rounds; ++r) {
     std::fprintf(stderr, "suite: round %d of %d\n", r + 1, o.rounds);
-    triad = std::max(triad, bench::stream_triad_gbps(T));
+    const bench::MemoryRoof again = bench::memory_roof(T);
+    roof.copy = std::max(roof.copy, again.copy);
+    roof.triad = std::max(roof.triad, again.triad);
+    roof.read = std::max(roof.read, again.read);
     for (Row& row : rows)
       if (row.skipped.empty())
         for (Impl& i : row.impls) i.ms.push_back(i.time_ms());
@@ -170,11 +175,12 @@ int run_suite(const SuiteOptions& o) {
   auto roofline_ms = [&](const Row& r) {
     double peak = r.dtype == DType::bf16 && peak_bf16 > 0 ? peak_bf16 : peak_f32;
     double flops = r.entry->flops(r.shape), bytes = r.entry->bytes(r.shape, r.dtype);
-    return std::max(flops / (peak * 1e9), bytes / (triad * 1e9)) * 1e3;
+    return std::max(flops / (peak * 1e9), bytes / (roof.gbps() * 1e9)) * 1e3;
   };
   auto bound_by = [&](const Row& r) {
     double peak = r.dtype == DType::bf16 && peak_bf16 > 0 ? peak_bf16 : peak_f32;
-    return r.entry->flops(r.shape) / (peak * 1e9) > r.entry->bytes(r.shape, r.dtype) / (triad * 1e9) ? "FMA" : "memory";
+    return r.entry->flops(r.shape) / (peak * 1e9) > r.entry->bytes(r.shape, r.dtype) / (roof.gbps() * 1e9) ? "FMA"
+                                                                                                           : "memory";
   };
   std::vector<double> over_eager, over_compile;
   json all = json::array();
@@ -225,7 +231,13 @@ int run_suite(const SuiteOptions& o) {
                              {"speedup_vs_compile", geomean(over_compile)},
                              {"fma_peak_f32", peak_f32},
                              {"fma_peak_bf16", peak_bf16},
-                             {"triad_gbps", triad},
+                             {"memory_roof_gbps", roof.gbps()},
+                             {"memory_roof", roof.kind()},
+                             {"copy_gbps", roof.copy},
+                             {"triad_gbps", roof.triad},
+                             {"read_gbps", roof.read},
+                             {"openblas_core", bench::openblas_core()},
+                             {"openblas_core_note", bench::openblas_core_note()},
                              {"torch", torch->settings()}}
                             .dump()
                             .c_str());
@@ -236,8 +248,12 @@ int run_suite(const SuiteOptions& o) {
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   std::printf("# parhelion bench --suite, %s: %s, %d threads (not pinned); %s\n", date,
               backend::cpu::Host::detect().cpu_model.c_str(), T, torch->settings().c_str());
-  std::printf("# FMA peak %.0f GFLOP/s f32, %.0f bf16; STREAM triad %.1f GB/s; OpenBLAS core %s\n\n", peak_f32,
-              peak_bf16, triad, bench::openblas_core().c_str());
+  const std::string note = bench::openblas_core_note();
+  std::printf(
+      "# FMA peak %.0f GFLOP/s f32, %.0f bf16; memory roof %.1f GB/s (%s; copy %.1f, triad %.1f, read %.1f); OpenBLAS "
+      "core %s%s\n\n",
+      peak_f32, peak_bf16, roof.gbps(), roof.kind(), roof.copy, roof.triad, roof.read, bench::openblas_core().c_str(),
+      note.empty() ? "" : (" (" + note + ")").c_str());
   std::printf(
       "| kernel | shape | dtype | eager ms | compile ms | Parhelion ms | vs eager | vs compile | vendor | %% of "
       "roofline |\n");

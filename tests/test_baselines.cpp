@@ -1,0 +1,40 @@
+// The benchmarks' baselines: which OpenBLAS kernel set a host should run, and the memory roof
+// as the best of three bandwidths measured together (docs/benchmarks.md).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "bench/baselines.h"
+
+namespace bench = parhelion::bench;
+
+namespace {
+
+// OpenBLAS's detection misses CPUs newer than its release and falls back to generic kernels:
+// those become the best set the host's ISA supports; a set it detected itself is kept.
+TEST(Baselines, OpenBlasRunsTheBestKernelSetTheHostSupports) {
+  const std::string avx512 = "avx2 fma avx512f avx512bw avx512bf16", avx2 = "avx2 fma";
+  EXPECT_EQ(bench::best_openblas_coretype(avx512, "Prescott"), "SkylakeX");
+  EXPECT_EQ(bench::best_openblas_coretype(avx512, "Haswell"), "SkylakeX");
+  EXPECT_EQ(bench::best_openblas_coretype(avx512, "Cooperlake"), "");
+  EXPECT_EQ(bench::best_openblas_coretype(avx512, "SkylakeX"), "");
+  EXPECT_EQ(bench::best_openblas_coretype(avx2, "Prescott"), "Haswell");
+  EXPECT_EQ(bench::best_openblas_coretype(avx2, "Zen"), "");
+  EXPECT_EQ(bench::best_openblas_coretype("", "Prescott"), "");  // nothing better to offer
+  EXPECT_EQ(bench::best_openblas_coretype(avx512, "absent"), "");
+  // (AVX-512 without BW, as on Knights Landing, cannot run SkylakeX's kernels)
+  EXPECT_EQ(bench::best_openblas_coretype("avx2 fma avx512f", "Prescott"), "Haswell");
+}
+
+TEST(Baselines, MemoryRoofIsTheBestOfCopyTriadAndRead) {
+  const bench::MemoryRoof r = bench::memory_roof(1);
+  EXPECT_GT(r.copy, 0);
+  EXPECT_GT(r.triad, 0);
+  EXPECT_GT(r.read, 0);
+  EXPECT_EQ(r.gbps(), std::max({r.copy, r.triad, r.read}));
+  const std::string kind = r.kind();
+  EXPECT_TRUE(kind == "copy" || kind == "triad" || kind == "read") << kind;
+}
+
+}  // namespace
