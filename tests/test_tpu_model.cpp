@@ -111,8 +111,9 @@ TEST(TpuModel, CausalBlocksAboveTheDiagonalCostNothing) {
     EXPECT_LT(k.compute_s / f.compute_s, std::string(strategy) == "grid" ? 0.62 : 0.57) << strategy;
     EXPECT_NEAR(k.flops / f.flops, 17.0 / 32, 0.01) << strategy;
     EXPECT_LT(k.seconds, f.seconds * 0.85) << strategy;
-    if (std::string(strategy) != "resident")  // (resident K/V move once per head either way)
+    if (std::string(strategy) != "resident") {  // (resident K/V move once per head either way)
       EXPECT_LT(k.dma_s, f.dma_s * 0.7) << strategy;
+    }
   }
 }
 

@@ -14,6 +14,7 @@
 #include "kernels/references.h"
 #include "tune/accuracy.h"
 #include "tune/cache.h"
+#include "tune/conditions.h"
 #include "tune/search.h"
 
 namespace ph = parhelion;
@@ -175,6 +176,10 @@ TEST(Tuner, CacheRoundTripKeysAndCorruptFiles) {
   EXPECT_TRUE(second.cache_hit);
   EXPECT_EQ(second.best_config, first.best_config);
   EXPECT_EQ(second.candidates, 0);
+  // The machine's conditions while tuning are reported and kept with the entry.
+  EXPECT_NE(first.conditions.find("reference loop"), std::string::npos) << first.conditions;
+  EXPECT_EQ(second.conditions, first.conditions);
+  EXPECT_EQ(second.noisy, first.noisy);
 
   // A new shape or dtype is a new entry.
   ph::Array y = ph::Array::random({16, 101}, ph::DType::f32, 1);
@@ -214,6 +219,27 @@ TEST(Tuner, CacheRoundTripKeysAndCorruptFiles) {
   setenv("PARHELION_FORCE_TUNE", "1", 1);
   EXPECT_FALSE(ph::kernels::exp.tune({x}, fast_options()).cache_hit);
   unsetenv("PARHELION_FORCE_TUNE");
+}
+
+// A noisy machine is told apart from a quiet one by the reference loop's drift and the
+// winner's spread over its rounds, either over 10%.
+TEST(Tuner, MachineConditionsTellNoiseApart) {
+  ph::tune::MachineConditions quiet;
+  quiet.reference_before_ms = 2.0;
+  quiet.reference_after_ms = 2.1;
+  quiet.spread = ph::tune::spread_of({1.00, 1.02, 1.05});
+  quiet.rounds = 3;
+  EXPECT_NEAR(quiet.spread, 0.05 / 1.02, 1e-9);
+  EXPECT_FALSE(quiet.noisy());
+  EXPECT_EQ(quiet.describe(), "quiet: reference loop 2.00 -> 2.10 ms, winner's spread 5% over 3 rounds");
+  ph::tune::MachineConditions drifted = quiet;
+  drifted.reference_after_ms = 2.5;
+  EXPECT_TRUE(drifted.noisy());
+  ph::tune::MachineConditions spread = quiet;
+  spread.spread = ph::tune::spread_of({1.0, 1.3, 1.1});
+  EXPECT_TRUE(spread.noisy());
+  EXPECT_EQ(ph::tune::spread_of({1.0}), 0);
+  EXPECT_GT(ph::tune::reference_loop_ms(), 0);
 }
 
 TEST(Tuner, EffortNoneCompilesAtMostOneConfig) {

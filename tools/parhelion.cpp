@@ -156,6 +156,9 @@ int cmd_tune(const Options& o) {
                 f.c_str());
   std::printf("default     %.4f ms  %s\n", r.default_ms, r.default_config.to_json().c_str());
   std::printf("best        %.4f ms  (%.2fx the default)\n", r.best_ms, r.speedup());
+  if (!r.conditions.empty())
+    std::printf("machine     %s%s\n", r.conditions.c_str(),
+                r.noisy ? " (more rounds timed; the winner may differ on a quiet machine)" : "");
   std::printf("pin it with --config '%s'\n", r.best_config.to_json().c_str());
   return 0;
 }

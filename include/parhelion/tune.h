@@ -49,6 +49,11 @@ struct TuneReport {
   int too_slow = 0;    // stopped at 10x the best time so far (not failures)
   bool cache_hit = false;
   double seconds = 0;
+  // How quiet the machine was while measuring (tune/conditions.h), e.g. "quiet: reference loop
+  // 2.01 -> 2.03 ms, winner's spread 3% over 3 rounds"; noisy: more rounds were timed, and the
+  // winner may differ on a quiet machine. (A cache hit gives the conditions it was tuned under.)
+  std::string conditions;
+  bool noisy = false;
   std::vector<std::string> failures;  // one line per failed candidate: config and reason
   double speedup() const { return best_ms > 0 ? default_ms / best_ms : 1; }
   std::string to_json() const;

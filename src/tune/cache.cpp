@@ -50,6 +50,8 @@ static std::optional<CacheEntry> read_entry(const fs::path& path, bool* corrupt)
     e.best_ms = j.at("best_ms").get<double>();
     e.default_ms = j.at("default_ms").get<double>();
     e.signature = j.at("signature").get<std::string>();
+    e.conditions = j.value("conditions", "");
+    e.noisy = j.value("noisy", false);
     if (!(e.best_ms > 0)) throw std::runtime_error("best_ms");
     return e;
   } catch (const std::exception&) {
@@ -74,6 +76,8 @@ void cache_store(const CacheKey& key, const CacheEntry& e) {
   j["best_ms"] = e.best_ms;
   j["default_ms"] = e.default_ms;
   j["signature"] = e.signature;
+  j["conditions"] = e.conditions;
+  j["noisy"] = e.noisy;
   fs::path tmp = path.string() + ".tmp." + std::to_string(getpid());
   {
     std::ofstream f(tmp);

@@ -29,6 +29,8 @@ struct CacheEntry {
   Config best_config;
   double best_ms = 0, default_ms = 0;
   std::string signature;
+  std::string conditions;  // the machine's while tuning (tune/conditions.h); "" in older entries
+  bool noisy = false;
 };
 
 std::string tune_cache_dir();

@@ -27,6 +27,7 @@
 #include "parhelion/error.h"
 #include "parhelion/kernel.h"
 #include "tune/cache.h"
+#include "tune/conditions.h"
 #include "tune/isolate.h"
 #include "tune/search.h"
 #include "tune/tuner.h"
@@ -76,6 +77,8 @@ std::string TuneReport::to_json() const {
   j["cache_key"] = cache_key;
   j["seconds"] = seconds;
   j["failures"] = failures;
+  j["conditions"] = conditions;
+  j["noisy"] = noisy;
   return j.dump();
 }
 
@@ -219,6 +222,8 @@ TuneReport tune::tune(KernelBase& kernel, const std::vector<Arg>& args, const Tu
         R.best_ms = e->best_ms;
         R.default_ms = e->default_ms;
         R.cache_hit = true;
+        R.conditions = e->conditions;
+        R.noisy = e->noisy;
         R.seconds = since(t0);
         return R;
       } catch (const UserError&) {
@@ -231,6 +236,8 @@ TuneReport tune::tune(KernelBase& kernel, const std::vector<Arg>& args, const Tu
   const DType tol = tolerance_dtype(*traced);
   const double tol_scale = tolerance_scale(*traced);
   tune::TimingPlan plan;
+  tune::MachineConditions conditions;
+  conditions.reference_before_ms = tune::reference_loop_ms();
 
   driver::load(*default_kernel);
   std::vector<Array> expected = expected_outputs(*traced, default_kernel, args, opt);
@@ -337,7 +344,9 @@ TuneReport tune::tune(KernelBase& kernel, const std::vector<Arg>& args, const Tu
                     std::to_string(R.rejected) + " did not fit)" +
                     (R.failures.empty() ? "" : "; first failure: " + R.failures.front()));
 
-  // Re-time the finalists (and the default) interleaved, three rounds; keep the median.
+  // Re-time the finalists (and the default) interleaved, three rounds, and the reference loop
+  // after them; on a noisy machine (the winner's rounds or the reference moved by over 10%),
+  // four rounds more. Keep the median.
   std::sort(measured.begin(), measured.end(), [](const Measured& a, const Measured& b) { return a.ms < b.ms; });
   std::vector<Measured> finalists(measured.begin(), measured.begin() + std::min<size_t>(3, measured.size()));
   bool default_in = false;
@@ -346,25 +355,43 @@ TuneReport tune::tune(KernelBase& kernel, const std::vector<Arg>& args, const Tu
     for (const Measured& m : measured)
       if (m.config == traced->config) finalists.push_back(m);
   std::vector<std::vector<double>> times(finalists.size());
-  for (int round = 0; round < 3; ++round)
-    for (size_t i = 0; i < finalists.size(); ++i) {
-      tune::RunResult r = tune::run_isolated(CompiledKernel(finalists[i].kernel), args, expected, tol, tol_scale,
-                                             Fault::none, timeout, plan);
-      times[i].push_back(r.good() ? r.ms : INFINITY);
-    }
+  auto retime = [&](int rounds) {
+    for (int round = 0; round < rounds; ++round)
+      for (size_t i = 0; i < finalists.size(); ++i) {
+        tune::RunResult r = tune::run_isolated(CompiledKernel(finalists[i].kernel), args, expected, tol, tol_scale,
+                                               Fault::none, timeout, plan);
+        times[i].push_back(r.good() ? r.ms : INFINITY);
+      }
+    conditions.rounds += rounds;
+  };
   size_t best = 0;
   std::vector<double> med(finalists.size());
-  for (size_t i = 0; i < finalists.size(); ++i) {
-    std::sort(times[i].begin(), times[i].end());
-    med[i] = times[i][1];
-    if (finalists[i].config == traced->config) R.default_ms = med[i];
-    if (med[i] < med[best]) best = i;
+  auto choose = [&] {
+    best = 0;
+    for (size_t i = 0; i < finalists.size(); ++i) {
+      std::vector<double> t = times[i];
+      std::sort(t.begin(), t.end());
+      med[i] = t[t.size() / 2];
+      if (finalists[i].config == traced->config) R.default_ms = med[i];
+      if (med[i] < med[best]) best = i;
+    }
+    conditions.spread = tune::spread_of(times[best]);
+    conditions.reference_after_ms = tune::reference_loop_ms();
+  };
+  retime(3);
+  choose();
+  if (conditions.noisy()) {
+    retime(4);
+    choose();
   }
+  R.conditions = conditions.describe();
+  R.noisy = conditions.noisy();
   R.best_config = finalists[best].config;
   R.best_ms = med[best];
   if (R.default_ms <= 0) R.default_ms = R.best_ms;  // the default failed: nothing to compare with
   R.seconds = since(t0);
-  if (opt.use_cache) tune::cache_store(key, {R.best_config, R.best_ms, R.default_ms, R.signature});
+  if (opt.use_cache)
+    tune::cache_store(key, {R.best_config, R.best_ms, R.default_ms, R.signature, R.conditions, R.noisy});
   return R;
 }
 
