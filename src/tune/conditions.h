@@ -14,8 +14,8 @@ namespace parhelion::tune {
 struct MachineConditions {
   static constexpr double kNoisy = 0.10;
   double reference_before_ms = 0, reference_after_ms = 0;
-  double spread = 0;  // the winner's (slowest - fastest) / median over its re-timing rounds
-  int rounds = 0;     // re-timing rounds of the finalists
+  double spread = 0;     // the winner's (slowest - fastest) / median over its re-timing rounds
+  int rounds = 0;        // re-timing rounds of the finalists
   double drift() const;  // |after / before - 1| of the reference loop
   bool noisy() const;
   std::string describe() const;  // "quiet: reference loop 2.01 -> 2.03 ms, winner's spread 3% over 3 rounds"
