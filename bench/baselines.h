@@ -47,16 +47,15 @@ class OneDnnMatmul {
 // Peak FMA throughput in GFLOP/s on `threads` threads: f32 (AVX-512 or AVX2) and bf16
 // (vdpbf16ps; 0 where absent).
 double fma_peak_f32(int threads);
-// STREAM triad (a = b + s*c over 3 x 64 MiB, counted as 3 arrays moved) in GB/s on `threads`
-// threads of the runtime's pool.
-double stream_triad_gbps(int threads);
-// The memory roof the benchmarks compare against: the best of copy (a = b, 2 arrays moved),
-// triad and read (a sum over one array) at `threads` threads, measured together, since which
-// one a host runs fastest differs (an Intel Xeon here: copy 51.5 GB/s, triad 28-40).
+// The memory roof the benchmarks compare against, in GB/s at `threads` threads of the runtime's
+// pool, over 64 MiB arrays: the best of copy (a = b, 2 arrays moved), STREAM triad (a = b + s*c,
+// 3) and read (a sum over one array, 1), each the best of 10 runs, measured together, since
+// which one a host runs fastest differs (an Intel Xeon here: copy 51.5 GB/s, triad 28-40).
 struct MemoryRoof {
   double copy = 0, triad = 0, read = 0;
   double gbps() const;
-  const char* kind() const;  // "copy", "triad" or "read": the best
+  const char* kind() const;                 // "copy", "triad" or "read": the best
+  void keep_best(const MemoryRoof& other);  // each bandwidth's best of the two (a re-measure)
 };
 MemoryRoof memory_roof(int threads);
 double fma_peak_bf16(int threads);

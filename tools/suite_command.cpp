@@ -162,10 +162,7 @@ int run_suite(const SuiteOptions& o) {
   // Interleaved rounds: every implementation of every case once per round.
   for (int r = 0; r < o.rounds; ++r) {
     std::fprintf(stderr, "suite: round %d of %d\n", r + 1, o.rounds);
-    const bench::MemoryRoof again = bench::memory_roof(T);
-    roof.copy = std::max(roof.copy, again.copy);
-    roof.triad = std::max(roof.triad, again.triad);
-    roof.read = std::max(roof.read, again.read);
+    roof.keep_best(bench::memory_roof(T));
     for (Row& row : rows)
       if (row.skipped.empty())
         for (Impl& i : row.impls) i.ms.push_back(i.time_ms());

@@ -2,123 +2,102 @@
 
 #include <algorithm>
 #include <map>
-#include <optional>
 
 namespace parhelion::ir {
 namespace {
 
-// e as a tree over the launch tiles' offsets and ends and integer constants.
-struct Bound {
-  enum Kind { Constant, Begin, End, Add, Sub, Mul, Min, Max } kind = Constant;
-  int64_t value = 0;  // Constant
-  int tile = -1;      // Begin, End
-  std::vector<Bound> args;
-};
+using Node = TripBound::Node;
+
+bool bound_fn(BinaryFn f) {
+  return f == BinaryFn::add || f == BinaryFn::sub || f == BinaryFn::mul || f == BinaryFn::minimum ||
+         f == BinaryFn::maximum;
+}
 
 struct Builder {
   const Function& fn;
   const std::map<int, const Op*>& defs;
   const std::vector<int>& launch_tiles;
 
-  bool launch_tile(int t) const { return std::find(launch_tiles.begin(), launch_tiles.end(), t) != launch_tiles.end(); }
-
-  std::optional<Bound> build(int v) const {
+  std::optional<Node> build(int v) const {
     auto it = defs.find(v);
     if (it == defs.end()) return std::nullopt;
     const Op& d = *it->second;
     // (integers only: a bound written as an integer must be one)
     const DType dt = fn.type_of(v).dtype;
     if (fn.type_of(v).rank() != 0 || (dt != DType::i64 && dt != DType::i32)) return std::nullopt;
-    Bound b;
-    switch (d.kind) {
-      case OpKind::Constant:
-        b.value = static_cast<int64_t>(d.number);
-        return b;
-      case OpKind::TileBegin:
-      case OpKind::TileEnd:
-        if (!launch_tile(d.tile)) return std::nullopt;
-        b.kind = d.kind == OpKind::TileBegin ? Bound::Begin : Bound::End;
-        b.tile = d.tile;
-        return b;
-      case OpKind::Binary: {
-        switch (static_cast<BinaryFn>(d.fn)) {
-          case BinaryFn::add:
-            b.kind = Bound::Add;
-            break;
-          case BinaryFn::sub:
-            b.kind = Bound::Sub;
-            break;
-          case BinaryFn::mul:
-            b.kind = Bound::Mul;
-            break;
-          case BinaryFn::minimum:
-            b.kind = Bound::Min;
-            break;
-          case BinaryFn::maximum:
-            b.kind = Bound::Max;
-            break;
-          default:
-            return std::nullopt;
-        }
-        for (int operand : d.operands) {
-          std::optional<Bound> a = build(operand);
-          if (!a) return std::nullopt;
-          b.args.push_back(std::move(*a));
-        }
-        return b;
-      }
-      default:
-        return std::nullopt;
+    Node n;
+    if (d.kind == OpKind::Constant) {
+      n.value = static_cast<int64_t>(d.number);
+      return n;
     }
+    if (d.kind == OpKind::TileBegin || d.kind == OpKind::TileEnd) {
+      if (std::find(launch_tiles.begin(), launch_tiles.end(), d.tile) == launch_tiles.end()) return std::nullopt;
+      n.kind = d.kind == OpKind::TileBegin ? Node::Begin : Node::End;
+      n.tile = d.tile;
+      return n;
+    }
+    if (d.kind != OpKind::Binary || !bound_fn(static_cast<BinaryFn>(d.fn))) return std::nullopt;
+    n.kind = Node::Binary;
+    n.fn = static_cast<BinaryFn>(d.fn);
+    for (int operand : d.operands) {
+      std::optional<Node> a = build(operand);
+      if (!a) return std::nullopt;
+      n.args.push_back(std::move(*a));
+    }
+    return n;
   }
 };
 
-std::string write(const Bound& b, const ScalarSyntax& syntax) {
-  switch (b.kind) {
-    case Bound::Constant:
-      return std::to_string(b.value);
-    case Bound::Begin:
-      return syntax.begin(b.tile);
-    case Bound::End:
-      return syntax.end(b.tile);
-    case Bound::Min:
-    case Bound::Max:
-      return (b.kind == Bound::Min ? syntax.min : syntax.max) + "(" + write(b.args[0], syntax) + ", " +
-             write(b.args[1], syntax) + ")";
-    default: {
-      const char* op = b.kind == Bound::Add ? " + " : b.kind == Bound::Sub ? " - " : " * ";
-      return "(" + write(b.args[0], syntax) + op + write(b.args[1], syntax) + ")";
-    }
+std::string write(const Node& n, const ScalarSyntax& syntax) {
+  switch (n.kind) {
+    case Node::Constant:
+      return std::to_string(n.value);
+    case Node::Begin:
+      return syntax.begin(n.tile);
+    case Node::End:
+      return syntax.end(n.tile);
+    case Node::Binary:
+      break;
+  }
+  const std::string a = write(n.args[0], syntax), b = write(n.args[1], syntax);
+  if (n.fn == BinaryFn::minimum || n.fn == BinaryFn::maximum)
+    return (n.fn == BinaryFn::minimum ? syntax.min : syntax.max) + "(" + a + ", " + b + ")";
+  return "(" + a + (n.fn == BinaryFn::add ? " + " : n.fn == BinaryFn::sub ? " - " : " * ") + b + ")";
+}
+
+int64_t evaluate(const Node& n, const std::function<int64_t(int tile, bool end)>& tile_at) {
+  switch (n.kind) {
+    case Node::Constant:
+      return n.value;
+    case Node::Begin:
+    case Node::End:
+      return tile_at(n.tile, n.kind == Node::End);
+    case Node::Binary:
+      break;
+  }
+  const int64_t x = evaluate(n.args[0], tile_at), y = evaluate(n.args[1], tile_at);
+  switch (n.fn) {
+    case BinaryFn::add:
+      return x + y;
+    case BinaryFn::sub:
+      return x - y;
+    case BinaryFn::mul:
+      return x * y;
+    case BinaryFn::minimum:
+      return std::min(x, y);
+    default:
+      return std::max(x, y);
   }
 }
 
-int64_t evaluate(const Bound& b, const std::function<int64_t(int tile, bool end)>& tile_at) {
-  switch (b.kind) {
-    case Bound::Constant:
-      return b.value;
-    case Bound::Begin:
-    case Bound::End:
-      return tile_at(b.tile, b.kind == Bound::End);
-    default: {
-      const int64_t x = evaluate(b.args[0], tile_at), y = evaluate(b.args[1], tile_at);
-      switch (b.kind) {
-        case Bound::Add:
-          return x + y;
-        case Bound::Sub:
-          return x - y;
-        case Bound::Mul:
-          return x * y;
-        case Bound::Min:
-          return std::min(x, y);
-        default:
-          return std::max(x, y);
-      }
-    }
-  }
+void collect_tiles(const Node& n, std::set<int>* out) {
+  if (n.kind == Node::Begin || n.kind == Node::End) out->insert(n.tile);
+  for (const Node& a : n.args) collect_tiles(a, out);
 }
 
-// e of `loop`'s guard as a tree; none when the loop has no such guard or e reads anything else.
-std::optional<Bound> guard_bound(const Function& fn, const Op& loop, const std::vector<int>& launch_tiles) {
+}  // namespace
+
+std::optional<TripBound> TripBound::of(const Function& fn, const Op& loop, const std::vector<int>& launch_tiles) {
   if (loop.kind != OpKind::Loop || loop.loop_tiles.size() != 1 || loop.body.empty() ||
       loop.body.back().kind != OpKind::If)
     return std::nullopt;
@@ -144,22 +123,27 @@ std::optional<Bound> guard_bound(const Function& fn, const Op& loop, const std::
   auto begin = defs.find(cond.operands[0]);
   if (begin == defs.end() || begin->second->kind != OpKind::TileBegin || begin->second->tile != loop.loop_tiles[0])
     return std::nullopt;
-  return Builder{fn, defs, launch_tiles}.build(cond.operands[1]);
+  std::optional<Node> e = Builder{fn, defs, launch_tiles}.build(cond.operands[1]);
+  if (!e) return std::nullopt;
+  return TripBound(std::move(*e));
 }
 
-}  // namespace
+std::string TripBound::write(const ScalarSyntax& syntax) const { return parhelion::ir::write(root_, syntax); }
+
+int64_t TripBound::evaluate(const std::function<int64_t(int tile, bool end)>& tile_at) const {
+  return parhelion::ir::evaluate(root_, tile_at);
+}
+
+std::set<int> TripBound::tiles() const {
+  std::set<int> out;
+  collect_tiles(root_, &out);
+  return out;
+}
 
 std::string trip_guard_bound(const Function& fn, const Op& loop, const std::vector<int>& launch_tiles,
                              const ScalarSyntax& syntax) {
-  const std::optional<Bound> e = guard_bound(fn, loop, launch_tiles);
-  return e ? write(*e, syntax) : "";
-}
-
-bool trip_guard_value(const Function& fn, const Op& loop, const std::vector<int>& launch_tiles,
-                      const std::function<int64_t(int tile, bool end)>& tile_at, int64_t* value) {
-  const std::optional<Bound> e = guard_bound(fn, loop, launch_tiles);
-  if (e) *value = evaluate(*e, tile_at);
-  return e.has_value();
+  const std::optional<TripBound> e = TripBound::of(fn, loop, launch_tiles);
+  return e ? e->write(syntax) : "";
 }
 
 }  // namespace parhelion::ir

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,16 +22,34 @@ struct ScalarSyntax {
   std::string min, max;
 };
 
-// e of `loop`'s guard written in `syntax`, evaluable before the loop where the launch tiles'
-// offsets are known; "" when the loop has no such guard, or e reads anything but the launch
-// tiles `launch_tiles`, constants, + - * min max.
+// e of a loop's guard, found once, then written in a backend's syntax or evaluated at given
+// launch-tile offsets (the TPU model, at every outer block).
+class TripBound {
+ public:
+  // None when the loop has no such guard, or e reads anything but the launch tiles
+  // `launch_tiles`, integer constants, + - * min max.
+  static std::optional<TripBound> of(const Function& fn, const Op& loop, const std::vector<int>& launch_tiles);
+
+  // Evaluable before the loop, where the launch tiles' offsets are known.
+  std::string write(const ScalarSyntax& syntax) const;
+  int64_t evaluate(const std::function<int64_t(int tile, bool end)>& tile_at) const;
+  std::set<int> tiles() const;  // the launch tiles e reads
+
+  struct Node {
+    enum Kind { Constant, Begin, End, Binary } kind = Constant;
+    int64_t value = 0;            // Constant
+    int tile = -1;                // Begin, End
+    BinaryFn fn = BinaryFn::add;  // Binary: add, sub, mul, minimum or maximum
+    std::vector<Node> args;       // Binary
+  };
+
+ private:
+  explicit TripBound(Node root) : root_(std::move(root)) {}
+  Node root_;
+};
+
+// TripBound::of(...)->write(syntax), or "" when the loop has no such guard.
 std::string trip_guard_bound(const Function& fn, const Op& loop, const std::vector<int>& launch_tiles,
                              const ScalarSyntax& syntax);
-
-// e of `loop`'s guard evaluated with the launch tiles' offsets and ends that `tile_at(tile,
-// end)` gives (the TPU model averages the trips that run over the outer blocks); false when the
-// loop has no such guard.
-bool trip_guard_value(const Function& fn, const Op& loop, const std::vector<int>& launch_tiles,
-                      const std::function<int64_t(int tile, bool end)>& tile_at, int64_t* value);
 
 }  // namespace parhelion::ir

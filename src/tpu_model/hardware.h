@@ -29,6 +29,8 @@ struct TpuHardware {
   double dispatch_s = 0;
   std::vector<std::string> sources;
 
+  // The bf16 rate long matmuls reach.
+  double sustained_bf16_flops() const { return bf16_flops * mxu_sustained; }
   // Achieved HBM rate for one transfer of `bytes`.
   double dma_rate(double bytes) const { return hbm_bytes_per_s * dma_peak_fraction * bytes / (bytes + dma_half_bytes); }
 };

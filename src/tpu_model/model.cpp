@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "backend/pallas/plan.h"
@@ -68,21 +69,18 @@ class LaunchModel {
   double runs_fraction(const Op& loop) const {
     const ir::TileInfo& t = fn_.tiles[loop.loop_tiles[0]];
     const int64_t b = block(t.id), trips = (t.extent() + b - 1) / b;
-    const std::vector<int>& launch = L_.op->loop_tiles;
-    // The launch tiles e reads (found by evaluating it once), then every combination of their
-    // blocks (at most kMaxCombinations; more are sampled evenly).
-    std::vector<int64_t> at(fn_.tiles.size(), 0);
-    std::set<int> read;
+    const std::optional<ir::TripBound> bound = ir::TripBound::of(fn_, loop, L_.op->loop_tiles);
+    if (!bound) return 1;
+    // Every combination of the blocks of the launch tiles e reads (at most kMaxCombinations;
+    // more are sampled evenly).
+    const std::set<int> read = bound->tiles();
+    const std::vector<int> dims(read.begin(), read.end());
+    std::vector<int64_t> at(fn_.tiles.size(), 0), steps;
     auto tile_at = [&](int tile, bool end) {
-      read.insert(tile);
       const ir::TileInfo& g = fn_.tiles[tile];
       const int64_t gb = unit(tile) ? 1 : block(tile), off = g.begin + at[tile] * gb;
       return end ? std::min(off + gb, g.end) : off;
     };
-    int64_t e = 0;
-    if (!ir::trip_guard_value(fn_, loop, launch, tile_at, &e)) return 1;
-    std::vector<int> dims(read.begin(), read.end());
-    std::vector<int64_t> steps;
     int64_t combinations = 1;
     for (int d : dims) {
       const ir::TileInfo& g = fn_.tiles[d];
@@ -99,7 +97,7 @@ class LaunchModel {
         at[dims[i]] = rest % steps[i];
         rest /= steps[i];
       }
-      ir::trip_guard_value(fn_, loop, launch, tile_at, &e);
+      const int64_t e = bound->evaluate(tile_at);
       runs += static_cast<double>(std::clamp<int64_t>((e - t.begin + b - 1) / b, 0, trips));
       counted += 1;
     }
@@ -185,7 +183,7 @@ class LaunchModel {
     const double padded = 2.0 * round_up(static_cast<int64_t>(rows), 8) *
                           round_up(static_cast<int64_t>(table_rows), hw_.mxu) *
                           round_up(static_cast<int64_t>(width), hw_.mxu);
-    w.mxu_s += padded / (hw_.bf16_flops * hw_.mxu_sustained * hw_.f32_matmul_ratio / 2);
+    w.mxu_s += padded / (hw_.sustained_bf16_flops() * hw_.f32_matmul_ratio / 2);
     const double onehot = round_up(static_cast<int64_t>(rows), 8) * round_up(static_cast<int64_t>(table_rows), 128);
     w.vpu_s += (2 * onehot + vector_elems(fn_.type_of(op.result))) / hw_.vpu_ops_per_s;
   }
@@ -206,7 +204,7 @@ class LaunchModel {
       w.flops += 2.0 * batch * m * n * k;
       double padded = 2.0 * batch * round_up(m, 8) * round_up(n, hw_.mxu) * round_up(k, hw_.mxu);
       bool bf16 = low_precision_load(op.operands[0]) || low_precision_load(op.operands[1]);
-      w.mxu_s += padded / (hw_.bf16_flops * hw_.mxu_sustained * (bf16 ? 1.0 : hw_.f32_matmul_ratio));
+      w.mxu_s += padded / (hw_.sustained_bf16_flops() * (bf16 ? 1.0 : hw_.f32_matmul_ratio));
       if (op.operands.size() > 2) w.vpu_s += vector_elems(r) / hw_.vpu_ops_per_s;
       return;
     }

@@ -545,7 +545,6 @@ class Emitter {
     for (int s : info.outputs) has_value_.insert(pl.slots[s].tensor);
   }
 
-  // A grid dim's offset off_<tile> and valid length n_<tile>, from its index g_<tile>.
   // Values that only dots read, which take them as they are stored: a transpose (a dot folds
   // it into its dimension numbers: dot_arg) and a 16-bit or fp8 load's conversion to f32 (a dot
   // reads the stored dtype: the load's `_raw`). Their code would compute what nobody reads
@@ -591,6 +590,7 @@ class Emitter {
     }
   }
 
+  // A grid dim's offset off_<tile> and valid length n_<tile>, from its index g_<tile>.
   void grid_offsets(const lower::GridDim& g) {
     const std::string t = tname(g.tile);
     // (a tile over ph::range(b, e) starts at b)
@@ -1567,6 +1567,12 @@ class Emitter {
     return ir::trip_guard_bound(fn_, loop, cur_->plan->op->loop_tiles, py);
   }
 
+  // How many trips of blocks of b from `begin` start before the bound e (unclamped: e may sit
+  // before the range or past it), as a Python floor division (binds tighter than + and -).
+  static std::string trips_that_run(const std::string& e, int64_t begin, int64_t b) {
+    return "(" + e + " - " + std::to_string(begin) + " + " + std::to_string(b - 1) + ") // " + std::to_string(b);
+  }
+
   bool has_jagged_loop() const {
     bool any = false;
     ir::walk(fn_.body, [&](const Op& op) {
@@ -1653,9 +1659,8 @@ class Emitter {
     bool writes = false;
     for (int s : slots) writes |= cur_->slots[s].written;
     if (const std::string e = trip_guard_bound(op); !e.empty() && !writes) {
-      line("last_" + n + " = jnp.maximum((" + e + " - " + std::to_string(t.begin) + " + " + std::to_string(b - 1) +
-           ") // " + std::to_string(b) + " - 1, 0)  # the last trip whose body runs (when at " +
-           op.body.back().loc.str() + ")");
+      line("last_" + n + " = jnp.maximum(" + trips_that_run(e, t.begin, b) +
+           " - 1, 0)  # the last trip whose body runs (when at " + op.body.back().loc.str() + ")");
       trip_index = "jnp.minimum(i, last_" + n + ")";
     }
     for (int s : slots) {
@@ -1718,9 +1723,8 @@ class Emitter {
     line("");
     std::string trips = std::to_string(whole);
     if (const std::string e = trip_guard_bound(op); !e.empty()) {
-      line("last_" + n + " = jnp.clip((" + e + " - " + std::to_string(t.begin) + " + " + std::to_string(b - 1) +
-           ") // " + std::to_string(b) + ", 0, " + trips + ")  # the trips whose body runs (when at " +
-           op.body.back().loc.str() + ")");
+      line("last_" + n + " = jnp.clip(" + trips_that_run(e, t.begin, b) + ", 0, " + trips +
+           ")  # the trips whose body runs (when at " + op.body.back().loc.str() + ")");
       trips = "last_" + n;
     }
     line("jax.lax.fori_loop(0, " + trips + ", _trip_" + n + ", 0)");
@@ -1819,8 +1823,7 @@ class Emitter {
         line("\"\"\"The last trip of the loop at " + pl.grid_loop->loc.str() + " whose body runs (when at " +
              pl.grid_loop->body.back().loc.str() + ").\"\"\"");
         for (size_t i = 0; i + 1 < pl.grid.size(); ++i) grid_offsets(pl.grid[i]);
-        line("return jnp.maximum((" + e + " - " + std::to_string(g.begin) + " + " + std::to_string(g.block - 1) +
-             ") // " + std::to_string(g.block) + " - 1, 0)");
+        line("return jnp.maximum(" + trips_that_run(e, g.begin, g.block) + " - 1, 0)");
         --depth_;
         line("");
         trip = "jnp.minimum(" + trip + ", " + fn + "(" + join(gargs) + "))";
