@@ -26,6 +26,19 @@ std::string describe(const std::vector<fz::Finding>& findings) {
   return s;
 }
 
+// A fuzzing run of one family decided by its program count (not a time budget): `programs`
+// programs from `seed`, each at `configs` configs, every `pallas_every`-th in TPU interpret mode.
+fz::FuzzOptions counted_sample(const std::string& family, uint64_t seed, int programs, int configs, int pallas_every) {
+  fz::FuzzOptions o;
+  o.seed = seed;
+  o.family = family;
+  o.max_programs = programs;
+  o.seconds = 1e9;  // the count decides
+  o.configs_per_program = configs;
+  o.pallas_every = pallas_every;
+  return o;
+}
+
 TEST(Fuzz, SeededSampleAgreesWithTheInterpreter) {
   ASSERT_FALSE(parhelion::backend::pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
   fz::FuzzOptions o;
@@ -142,13 +155,7 @@ TEST(Fuzz, GeneratorDrawsJaggedLoopsThatAgreeWithTheInterpreter) {
   EXPECT_TRUE(std::regex_search(
       all, std::regex(R"(ph::Var v\d+ = ph::full\(\{t\d+, t\d+\}, 0\.0f\);\n\s+for \(auto t\d+ : ph::tile\()")))
       << "no generated program nests a loop in a jagged trip";
-  fz::FuzzOptions o;
-  o.seed = 20261203;
-  o.family = "jagged";
-  o.max_programs = 24;
-  o.seconds = 1e9;
-  o.configs_per_program = 3;
-  o.pallas_every = 2;
+  fz::FuzzOptions o = counted_sample("jagged", 20261203, 24, 3, 2);
   fz::FuzzReport r = fz::fuzz(o);
   EXPECT_EQ(r.programs, 24);
   EXPECT_GE(r.cpu_runs, 50);
@@ -178,13 +185,7 @@ TEST(Fuzz, GeneratorDrawsCausalLoopsThatStopAtTheirBound) {
     std::vector<fz::Finding> f = fz::check_on_cpu(fz::generate(seed, "loop_reduce"), seed, 3);
     EXPECT_TRUE(f.empty()) << describe(f);
   }
-  fz::FuzzOptions o;
-  o.seed = 20261204;
-  o.family = "loop_reduce";
-  o.max_programs = 24;
-  o.seconds = 1e9;
-  o.configs_per_program = 3;
-  o.pallas_every = 2;
+  fz::FuzzOptions o = counted_sample("loop_reduce", 20261204, 24, 3, 2);
   fz::FuzzReport r = fz::fuzz(o);
   EXPECT_GE(r.pallas_runs, 4);
   EXPECT_TRUE(r.findings.empty()) << describe(r.findings);
@@ -213,13 +214,7 @@ TEST(Fuzz, GeneratorDrawsAtomicUpdatesThatAgreeWithTheInterpreter) {
                         ".begin()", "ph::Extent(t"})
     EXPECT_NE(all.find(s), std::string::npos) << "no generated program has " << s;
   EXPECT_GE(masked, 5) << "masked atomic updates are drawn";
-  fz::FuzzOptions o;
-  o.seed = 20261204;
-  o.family = "atomics";
-  o.max_programs = 30;
-  o.seconds = 1e9;
-  o.configs_per_program = 4;
-  o.pallas_every = 2;
+  fz::FuzzOptions o = counted_sample("atomics", 20261204, 30, 4, 2);
   fz::FuzzReport r = fz::fuzz(o);
   EXPECT_EQ(r.programs, 30);
   EXPECT_GE(r.cpu_runs, 90);
@@ -255,13 +250,7 @@ TEST(Fuzz, PallasTakesSliceStoresComputedStartsAndMaskedStores) {
   EXPECT_GE(masked, 3) << "masked stores reach pallas";
   ASSERT_FALSE(parhelion::backend::pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
   for (const char* family : {"slices", "indexed"}) {
-    fz::FuzzOptions o;
-    o.seed = 20261202;
-    o.max_programs = 12;
-    o.seconds = 1e9;
-    o.configs_per_program = 1;
-    o.pallas_every = 1;
-    o.family = family;
+    fz::FuzzOptions o = counted_sample(family, 20261202, 12, 1, 1);
     o.minimize = false;
     fz::FuzzReport r = fz::fuzz(o);
     EXPECT_GE(r.pallas_runs, 6) << family;
@@ -279,13 +268,7 @@ TEST(Fuzz, GeneratorDrawsTheScansAndTheyAgree) {
                         ", true)", ", 0, [", ", -1"})
     EXPECT_NE(all.find(s), std::string::npos) << "no generated program has " << s;
   ASSERT_FALSE(parhelion::backend::pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
-  fz::FuzzOptions o;
-  o.seed = 20261203;
-  o.max_programs = 16;
-  o.seconds = 1e9;
-  o.configs_per_program = 2;
-  o.pallas_every = 1;
-  o.family = "scans";
+  fz::FuzzOptions o = counted_sample("scans", 20261203, 16, 2, 1);
   o.minimize = false;
   fz::FuzzReport r = fz::fuzz(o);
   EXPECT_GE(r.cpu_runs, 24);

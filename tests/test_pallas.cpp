@@ -38,6 +38,13 @@ struct Case {
 };
 
 // Shapes with ragged blocks where the TPU allows them, and both strategies per inner loop.
+// An attention config: query and key blocks, the key loop's strategy, the grid in its order.
+ph::Config attention_config(int64_t bq, int64_t bk, const std::string& strategy) {
+  return ph::Config::from_json(R"({"block_sizes":[)" + std::to_string(bq) + "," + std::to_string(bk) +
+                               R"(],"inner_loops":[{"strategy":")" + strategy +
+                               R"("}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})");
+}
+
 std::vector<Case> cases() {
   auto il = [](const std::string& s) { return R"("inner_loops":[{"strategy":")" + s + R"(","buffers":2}])"; };
   return {
@@ -642,8 +649,7 @@ TEST(Pallas, TpuRulesAreEnforcedBeforeEmitting) {
   // [8,32,32768,256] bf16 resident: K and V change per head only, so they keep one buffer each
   // (pl.Buffered(1)): 32 MiB, which fits v7x's 64 MiB (double-buffered they would not).
   // (A smaller head count keeps the test's inputs small; VMEM holds one head's K and V.)
-  ph::Config c = ph::Config::from_json(
-      R"({"block_sizes":[512,512],"inner_loops":[{"strategy":"resident"}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})");
+  ph::Config c = attention_config(512, 512, "resident");
   {
     auto fits = e.make_specs({1, 1, 32768, 256}, ph::DType::bf16);
     ph::PallasModule m = e.kernel->emit_pallas(fits.args(), "v7x", &c);
@@ -820,8 +826,7 @@ TEST(Pallas, ModuleTextShowsTheStrategy) {
 TEST(Pallas, ASoleLoopRunsOnTheGrid) {
   const auto& e = ph::kernels::find_kernel("causal_attention");
   auto in = e.make_specs({1, 2, 300, 64}, ph::DType::f32);
-  ph::Config c = ph::Config::from_json(
-      R"({"block_sizes":[128,128],"inner_loops":[{"strategy":"grid"}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})");
+  ph::Config c = attention_config(128, 128, "grid");
   const std::string m = e.kernel->emit_pallas(in.args(), "v7x", &c).source;
   EXPECT_HAS(m, "grid=(1, 2, 3, 3),");
   EXPECT_HAS(m, "dimension_semantics=(\"parallel\", \"parallel\", \"parallel\", \"arbitrary\")");
@@ -858,8 +863,7 @@ ph::Tensor sums_from(ph::Tensor x) {
 TEST(Pallas, LongResidentLoopsRunAsAForiLoop) {
   const auto& e = ph::kernels::find_kernel("causal_attention");
   auto in = e.make_specs({1, 2, 1100, 64}, ph::DType::bf16);
-  ph::Config c = ph::Config::from_json(
-      R"({"block_sizes":[128,64],"inner_loops":[{"strategy":"resident"}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})");
+  ph::Config c = attention_config(128, 64, "resident");
   const std::string m = e.kernel->emit_pallas(in.args(), "v7x", &c).source;
   EXPECT_HAS(m, "18 trips of 64, resident, a fori_loop");
   EXPECT_HAS(m, "def _trip_t3(j_t3, carry):");
@@ -871,8 +875,7 @@ TEST(Pallas, LongResidentLoopsRunAsAForiLoop) {
   EXPECT_HAS(m, "off_t3 = 1088");
   EXPECT_EQ(m.find("for off_t3 in range("), std::string::npos) << m;
   // Eight whole trips (and a ragged ninth): unrolled.
-  ph::Config eight = ph::Config::from_json(
-      R"({"block_sizes":[128,128],"inner_loops":[{"strategy":"resident"}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})");
+  ph::Config eight = attention_config(128, 128, "resident");
   EXPECT_HAS(e.kernel->emit_pallas(in.args(), "v7x", &eight).source, "for off_t3 in range(0, 1100, 128):");
   // Trips over a range from column 256 in blocks of 128 (aligned: rolled, at 256 + 128 j) and
   // from column 3 (unaligned along the lane dim: unrolled, at static offsets); both right.
@@ -908,8 +911,7 @@ TEST(Pallas, LongResidentLoopsRunAsAForiLoop) {
 TEST(Pallas, RowStatisticsStayLaneDense) {
   const auto& e = ph::kernels::find_kernel("attention");
   auto in = e.make_specs({1, 2, 512, 256}, ph::DType::bf16);
-  ph::Config c = ph::Config::from_json(
-      R"({"block_sizes":[128,256],"inner_loops":[{"strategy":"grid"}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})");
+  ph::Config c = attention_config(128, 256, "grid");
   const std::string m = e.kernel->emit_pallas(in.args(), "v7x", &c).source;
   EXPECT_HAS(m,
              "scratch_shapes=[pltpu.VMEM((128, 128), jnp.float32), pltpu.VMEM((128, 128), jnp.float32), "
