@@ -3,6 +3,8 @@
 #include "backend/pallas/tpu.h"
 #include "parhelion/error.h"
 
+#include <cmath>
+
 namespace parhelion::tpu_model {
 
 namespace {
@@ -59,7 +61,7 @@ constexpr double kV7xMxuSustained = 0.78;
 
 TpuHardware with_sustained_mxu(TpuHardware h, double fraction) {
   h.mxu_sustained = fraction;
-  h.sources.push_back("sustained MXU rate " + std::to_string(static_cast<int>(fraction * 100 + 0.5)) +
+  h.sources.push_back("sustained MXU rate " + std::to_string(std::lround(fraction * 100)) +
                       "% of nominal: fitted to the published v7x attention, matmul, bmm and broadcast_matmul");
   return h;
 }
