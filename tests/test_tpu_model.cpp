@@ -7,6 +7,7 @@
 
 #include "kernels/registry.h"
 #include "tools/tpu_table.h"
+#include "tpu_model/hardware.h"
 
 namespace ph = parhelion;
 
@@ -50,6 +51,36 @@ TEST(TpuModel, SeedAttentionOnV7x) {
   EXPECT_LT(r8.dma_s * 4, p8.dma_s);
 }
 
+// The vector core runs at the clock the MXU peak implies with 4 MXUs per TensorCore: v5e's is
+// its published 1.5 GHz; the VPU kept its (8, 128) vreg and 4 ALUs when the MXU grew to 256^2,
+// so from v6e on its rate is a quarter of v5e's share of the MXU peak.
+TEST(TpuModel, VectorCoreRatesFollowTheClock) {
+  const auto& v5e = ph::tpu_model::tpu_hardware("v5e");
+  const auto& v7x = ph::tpu_model::tpu_hardware("v7x");
+  EXPECT_NEAR(v5e.clock_hz, 1.5e9, 0.01e9);
+  EXPECT_NEAR(v7x.clock_hz, 2.2e9, 0.01e9);
+  EXPECT_NEAR(v5e.vpu_ops_per_s, v5e.bf16_flops / 32, 1e9);
+  EXPECT_NEAR(v7x.vpu_ops_per_s, v7x.bf16_flops / 128, 1e9);
+  EXPECT_DOUBLE_EQ(v7x.vst_per_s, v7x.clock_hz);
+  EXPECT_DOUBLE_EQ(v7x.vld_per_s, 3 * v7x.clock_hz);
+  EXPECT_EQ(v7x.vreg_file_bytes, 64 * 4096);
+}
+
+// A value larger than the register file (64 vregs, 256 KiB) that is needed after a reduction
+// over itself (softmax's x - max(x)) is written to VMEM and read back; one that fits stays in
+// registers. Same work per element, so the same compute per row while the block fits.
+TEST(TpuModel, IntermediatesLargerThanTheRegisterFileCostVmemTraffic) {
+  const auto& e = ph::kernels::find_kernel("softmax");
+  auto in = e.make_specs({4096, 1024}, ph::DType::f32);
+  auto compute = [&](int rows) {
+    ph::Config c =
+        ph::Config::from_json(R"({"block_sizes":[)" + std::to_string(rows) + R"(],"loop_orders":[],"num_threads":1})");
+    return ph::predict_tpu(*e.kernel, in.args(), "v7x", &c).compute_s;
+  };
+  EXPECT_NEAR(compute(8), compute(32), compute(8) * 1e-6);  // 8 and 32 vregs per row block
+  EXPECT_GT(compute(512), compute(32) * 1.4);               // 512 vregs: stored, read twice
+}
+
 // jax docs/pallas/tpu/matmul.ipynb, TPU v5e, bf16 8192^3.
 TEST(TpuModel, PallasMatmulOnV5e) {
   const auto& e = ph::kernels::find_kernel("matmul");
@@ -78,6 +109,13 @@ TEST(TpuModel, TunerChoosesResidentWhereItFitsAndSaysWhy) {
   EXPECT_EQ(r8.best_config.inner_loops.at(0).strategy, "resident") << r8.why;
   EXPECT_NE(r8.why.find("chose resident"), std::string::npos) << r8.why;
   EXPECT_NE(r8.why.find("best pipeline"), std::string::npos) << r8.why;
+  // Blocks an engineer would pick: within 15% of the seed's 892 TFLOP/s, and, among configs
+  // the model cannot tell apart (within 5% of the fastest), the one that leaves VMEM headroom;
+  // never a footprint filled to the byte.
+  EXPECT_LT(std::abs(r8.best.tflops / 892 - 1), 0.15) << r8.why;
+  EXPECT_LE(r8.best.vmem_bytes, r8.best.vmem_capacity / 2) << r8.why;
+  for (const auto& s : r8.per_strategy)
+    if (s.best.fits) EXPECT_LE(r8.best.seconds, s.best.seconds * 1.05) << s.strategy << ": " << r8.why;
   // At S=65536 one head's K and V are 64 MiB even single-buffered: resident does not fit v7x.
   auto in64 = e.make_specs({8, 32, 65536, 256}, ph::DType::bf16);
   ph::TpuTuneReport r64 = ph::tune_tpu(*e.kernel, in64.args(), "v7x");
@@ -106,9 +144,10 @@ TEST(TpuModel, CausalBlocksAboveTheDiagonalCostNothing) {
     ph::TpuPrediction f = ph::predict_tpu(*full.kernel, in.args(), "v7x", &c);
     ph::TpuPrediction k = ph::predict_tpu(*causal.kernel, in.args(), "v7x", &c);
     // (plus the step's own ops, q's scaling and the output's division, which every query block
-    // runs; on the grid, at every step, the skipped ones too)
+    // runs; on the grid, at every step, the skipped ones too: q's scaled block is stored to
+    // VMEM for the trips at every grid step, 256 of a trip's 656 MXU cycles at 512 x 512)
     EXPECT_GT(k.compute_s / f.compute_s, 17.0 / 32) << strategy;
-    EXPECT_LT(k.compute_s / f.compute_s, std::string(strategy) == "grid" ? 0.62 : 0.57) << strategy;
+    EXPECT_LT(k.compute_s / f.compute_s, std::string(strategy) == "grid" ? 0.68 : 0.57) << strategy;
     EXPECT_NEAR(k.flops / f.flops, 17.0 / 32, 0.01) << strategy;
     EXPECT_LT(k.seconds, f.seconds * 0.85) << strategy;
     if (std::string(strategy) != "resident") {  // (resident K/V move once per head either way)

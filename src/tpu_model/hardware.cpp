@@ -28,11 +28,20 @@ TpuHardware make(const std::string& name, double bf16, double hbm, int mxu, std:
   h.hbm_bytes_per_s = hbm;
   h.vmem_bytes = backend::pallas::tpu_generation(name).vmem_bytes;
   h.mxu = mxu;
-  // VPU: 8 x 128 lanes x 4 ALUs per cycle on v5 (jax tpu_info, scaling book) = 6.1e12 ops/s on
-  // v5e at 1.5 GHz, i.e. peak bf16 / 32; the clocks of v6e and v7x are unpublished, so the same
-  // ratio to the MXU peak is assumed. EUP: one transcendental per lane per cycle (a quarter).
-  h.vpu_ops_per_s = bf16 / 32;
-  h.eup_ops_per_s = bf16 / 128;
+  // The vector core's clock is unpublished past v5p. Every generation has 4 MXUs per
+  // TensorCore (v5e: 197 TFLOP/s = 4 x 128^2 x 2 x 1.5 GHz, its published clock); with 4 MXUs
+  // of 256^2, v6e's peak gives 1.75 GHz and v7x's 2.2 GHz, where 2 MXUs would need 3.5 and
+  // 4.4 GHz (implausible). The vector unit kept its (8, 128) vreg and 4 ALUs when the MXU grew
+  // to 256^2, so its rate follows the clock, not the MXU peak: peak/32 ops/s on v5e, peak/128
+  // on v6e and v7x.
+  constexpr double kMxus = 4, kLanes = 8 * 128;
+  h.clock_hz = bf16 / (kMxus * 2.0 * mxu * mxu);
+  h.vpu_ops_per_s = 4 * kLanes * h.clock_hz;  // 4 VALUs per cycle (jax tpu_info, scaling book)
+  h.eup_ops_per_s = kLanes * h.clock_hz;      // one transcendental vreg per cycle
+  h.vld_per_s = 3 * h.clock_hz;               // 3 vector loads and 1 store per cycle (v5p, scaling book)
+  h.vst_per_s = h.clock_hz;
+  h.mxu_pop_per_s = h.clock_hz;   // one result vreg per cycle: an assumption, no public figure
+  h.vreg_file_bytes = 64 * 4096;  // 64 vregs of 4 KiB (v5p, jax tpu_info)
   h.grid_step_s = kGridStep;
   h.pipeline_trip_s = kPipelineTrip;
   h.dma_latency_s = kDmaLatency;
@@ -41,7 +50,11 @@ TpuHardware make(const std::string& name, double bf16, double hbm, int mxu, std:
   h.dispatch_s = kDispatch;
   sources.push_back("VMEM: backend/pallas/tpu.cpp (Cloud TPU docs; jax tpu_info)");
   sources.push_back("grid step 0.35 us: jax docs/pallas/tpu/matmul.ipynb, v5e 128^3 blocks (0.0918 s / 64^3 steps)");
-  sources.push_back("VPU/EUP rates: 8x128 lanes x 4 ALUs (jax tpu_info, scaling book), scaled by peak from v5e");
+  sources.push_back(
+      "vector core: 4 ALUs, 1 EUP, 3 vld, 1 vst per cycle on (8,128) vregs, 64 vregs (jax tpu_info, "
+      "scaling book); clock " +
+      std::to_string(std::lround(h.clock_hz / 1e6)) +
+      " MHz from the MXU peak with 4 MXUs per TensorCore (v5e: its published 1.5 GHz)");
   sources.push_back("f32 matmul at 1/3 of bf16: three bf16 passes (XLA precision HIGH)");
   sources.push_back("dispatch 180 us per call: the torch_tpu sync floor in pytorch/helion benchmarks/run_tpu.py");
   sources.push_back("DMA size curve, latency, emit_pipeline trip cost: calibrated (tests/test_tpu_model.cpp)");
@@ -51,13 +64,14 @@ TpuHardware make(const std::string& name, double bf16, double hbm, int mxu, std:
 
 }  // namespace
 
-// v7x sustains 78% of its nominal MXU rate in every published compute-bound figure: Helion's
+// v7x sustains about 80% of its nominal MXU rate in the published compute-bound figures: Helion's
 // attention at 892 and 838 TFLOP/s ("~79% MFU of one tensor core", the seed article), and the
 // seed table's matmul, bmm and broadcast_matmul (torch's own matmul 8192^3 runs at 70%). Fitted
-// to those four kernels together (docs/tpu-model.md), not to one. v5e's published Pallas matmul
+// to those four kernels and the three attention calibrations together (docs/tpu-model.md), with
+// the vector core's costs in place, not to one kernel. v5e's published Pallas matmul
 // runs at 91.5% of its nominal rate with the model's other costs: 1 there; v6e and v5p have no
 // published figure: 1, an assumption.
-constexpr double kV7xMxuSustained = 0.78;
+constexpr double kV7xMxuSustained = 0.80;
 
 TpuHardware with_sustained_mxu(TpuHardware h, double fraction) {
   h.mxu_sustained = fraction;

@@ -11,14 +11,20 @@ namespace parhelion::tpu_model {
 
 struct TpuHardware {
   std::string name;
-  double bf16_flops = 0;         // peak MXU FLOP/s per TensorCore, bf16 inputs
-  double f32_matmul_ratio = 0;   // f32 x f32 matmul rate / bf16 rate (multi-pass on the MXU)
-  double mxu_sustained = 1;      // the fraction of bf16_flops that long matmuls sustain
-  double hbm_bytes_per_s = 0;    // HBM bandwidth available to one TensorCore
-  int64_t vmem_bytes = 0;        // per TensorCore
-  int mxu = 128;                 // MXU tile edge: matmul N and K are padded to it
-  double vpu_ops_per_s = 0;      // f32 elementwise ops/s on the vector unit (8 x 128 lanes)
-  double eup_ops_per_s = 0;      // transcendental ops/s (exp, log, tanh, rsqrt: the EUP)
+  double bf16_flops = 0;        // peak MXU FLOP/s per TensorCore, bf16 inputs
+  double f32_matmul_ratio = 0;  // f32 x f32 matmul rate / bf16 rate (multi-pass on the MXU)
+  double mxu_sustained = 1;     // the fraction of bf16_flops that long matmuls sustain
+  double hbm_bytes_per_s = 0;   // HBM bandwidth available to one TensorCore
+  int64_t vmem_bytes = 0;       // per TensorCore
+  int mxu = 128;                // MXU tile edge: matmul N and K are padded to it
+  // The vector core, per cycle of `clock_hz`: a vreg is 8 x 128 x 32 bit (4 KiB).
+  double clock_hz = 0;           // derived from the MXU peak (hardware.cpp says how)
+  double vpu_ops_per_s = 0;      // f32 elementwise ops/s: 4 ALUs x 1024 lanes per cycle
+  double eup_ops_per_s = 0;      // transcendental ops/s (exp, log, tanh, rsqrt: the EUP), a vreg per cycle
+  double vld_per_s = 0;          // vregs loaded from VMEM per second (3 load slots)
+  double vst_per_s = 0;          // vregs stored to VMEM per second (1 store slot)
+  double mxu_pop_per_s = 0;      // result vregs drained from the MXUs per second
+  int64_t vreg_file_bytes = 0;   // 64 vregs: a value larger than this lives in VMEM
   double grid_step_s = 0;        // fixed cost of one pallas_call grid step
   double pipeline_trip_s = 0;    // fixed cost of one emit_pipeline trip (DMA issue and wait)
   double dma_latency_s = 0;      // a DMA that nothing overlaps (pipeline prologues)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -24,11 +25,13 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // Work of a region (a grid step's own ops, or one trip of an inner loop).
 struct Work {
   double mxu_s = 0, vpu_s = 0, eup_s = 0, flops = 0;
+  // The vector core's VMEM traffic (vector_memory below) and the MXU result drains.
+  double vld_s = 0, vst_s = 0, pop_s = 0;
   double gather_dma_s = 0;  // dma gathers' row copies, issued and waited for within the step
-  // The MXU and the vector units run side by side: the scheduler interleaves one block's
-  // vector work (attention's softmax, an accumulator's adds) with the next block's matmul, so a
-  // region takes its slowest unit's time.
-  double seconds() const { return std::max(mxu_s, std::max(vpu_s, eup_s)); }
+  // The MXU and the vector core's slots (ALUs, EUP, loads, stores, drains) run side by side:
+  // the scheduler interleaves one block's vector work (attention's softmax, an accumulator's
+  // adds) with the next block's matmul, so a region takes its busiest unit's time.
+  double seconds() const { return std::max({mxu_s, vpu_s, eup_s, vld_s, vst_s, pop_s}); }
 };
 
 class LaunchModel {
@@ -42,15 +45,22 @@ class LaunchModel {
       if (o.result >= 0) defs_[o.result] = &o;
     });
     // Regions: the step's own ops, and one trip of each inner loop.
+    ir::walk(L_.op->body, [&](const Op& o) {
+      for (int v : o.operands) consumers_[v].push_back(&o);
+    });
+    std::vector<const Op*> step_ops;
     for (const Op& op : L_.op->body) {
       if (op.kind == OpKind::Loop) {
         Work w;
-        for (const Op& inner : op.body) account(inner, w);
+        std::vector<const Op*> trip;
+        for (const Op& inner : op.body) trip.push_back(&inner);
+        account_region(trip, w);
         loops_.push_back({op.loop_tiles[0], w, runs_fraction(op)});
       } else {
-        account(op, step_);
+        step_ops.push_back(&op);
       }
     }
+    account_region(step_ops, step_);
     simulate(r);
     return r;
   }
@@ -102,6 +112,131 @@ class LaunchModel {
       counted += 1;
     }
     return runs / counted / static_cast<double>(trips);
+  }
+
+  void account_region(const std::vector<const Op*>& ops, Work& w) {
+    for (const Op* op : ops) account(*op, w);
+    vector_memory(ops, w);
+  }
+
+  // Vregs a value of type t takes at `bytes` per element: (8, 128) tiles of 32-bit data,
+  // (16, 128) of 16-bit.
+  double vregs(const ir::Type& t, int64_t bytes) const {
+    std::vector<int64_t> d = dims(t);
+    const int64_t b = std::clamp<int64_t>(bytes, 1, 4);
+    double n = 1;
+    for (size_t i = 0; i < d.size(); ++i) {
+      int64_t x = d[i];
+      if (i + 1 == d.size()) x = round_up(x, 128);
+      if (i + 2 == d.size()) x = round_up(x, 8 * 4 / b);
+      n *= static_cast<double>(x);
+    }
+    return n * static_cast<double>(b) / 4096;
+  }
+
+  // The vector core's VMEM traffic in a region (a step's own ops, or one trip of a loop).
+  // Blocks are read from and written to VMEM refs (vld, vst). A value small enough for the
+  // register file stays there. A larger one streams through the registers vreg by vreg where
+  // its consumers allow (an elementwise chain, a reduction that accumulates as it goes), and
+  // is written to VMEM and read back by each consumer where they do not:
+  //   - a consumer needs a reduction over the value first (softmax's s - max(s), a norm's
+  //     x * rsqrt(mean(x^2))): the whole tile must be kept until the reduction is done;
+  //   - it is a computed operand of a dot (the MXU takes whole operand tiles);
+  //   - it is read outside the region (a step's value that a loop's trips read), or carried
+  //     from trip to trip (a Var: attention's accumulator is read and written every trip).
+  // This is what keeps the seed's attention MXU-bound at 512 x 512 blocks (published 892
+  // TFLOP/s): materializing every intermediate, as an op-by-op schedule would, makes it
+  // store-bound at about half that rate.
+  void vector_memory(const std::vector<const Op*>& ops, Work& w) {
+    std::vector<const Op*> flat;
+    std::function<void(const Op*)> add = [&](const Op* o) {
+      flat.push_back(o);
+      if (o->kind == OpKind::If)
+        for (const Op& inner : o->body) add(&inner);
+    };
+    for (const Op* o : ops) add(o);
+    std::set<const Op*> in_region(flat.begin(), flat.end());
+    std::map<int, size_t> producer;
+    for (size_t i = 0; i < flat.size(); ++i)
+      if (flat[i]->result >= 0) producer[flat[i]->result] = i;
+    // Per op: the region's values it depends on, and those some reduction it depends on reads.
+    std::vector<std::set<int>> ancestors(flat.size()), after_reduction(flat.size());
+    for (size_t i = 0; i < flat.size(); ++i)
+      for (int o : flat[i]->operands) {
+        auto p = producer.find(o);
+        if (p == producer.end()) continue;
+        ancestors[i].insert(o);
+        ancestors[i].insert(ancestors[p->second].begin(), ancestors[p->second].end());
+        after_reduction[i].insert(after_reduction[p->second].begin(), after_reduction[p->second].end());
+        if (flat[p->second]->kind == OpKind::Reduce)
+          after_reduction[i].insert(ancestors[p->second].begin(), ancestors[p->second].end());
+      }
+    const double file = static_cast<double>(hw_.vreg_file_bytes) / 4096;
+    auto bf16_dot = [&](const Op* c) {
+      return c->kind == OpKind::Dot && (low_precision_load(c->operands[0]) || low_precision_load(c->operands[1]));
+    };
+    // Where a value lives: registers (streamed), or VMEM at `bytes` per element.
+    double vld = 0, vst = 0, pops = 0;
+    std::map<int, double> in_vmem;  // value -> its vregs in VMEM (each consumer loads them)
+    for (size_t i = 0; i < flat.size(); ++i) {
+      const Op& op = *flat[i];
+      if (op.kind == OpKind::Dot) pops += vregs(fn_.type_of(op.result), 4);
+      if (op.kind == OpKind::Store && !ir::has_gather(op) && !op.operands.empty()) {
+        const ir::Type& t = fn_.type_of(op.operands[0]);
+        if (t.rank() > 0) vst += vregs(t, dtype_size(fn_.tensors[op.tensor].dtype));
+      }
+      if ((op.kind == OpKind::VarSet || op.kind == OpKind::VarDecl) && !op.operands.empty() &&
+          fn_.type_of(op.operands[0]).rank() > 0) {
+        const double n = vregs(fn_.type_of(op.operands[0]), 4);
+        if (n > file) vst += n;
+      }
+      if (op.result < 0) continue;
+      const ir::Type& t = fn_.type_of(op.result);
+      if (t.rank() == 0) continue;
+      if (op.kind == OpKind::Load && !ir::has_gather(op)) {
+        const double n = vregs(t, dtype_size(fn_.tensors[op.tensor].dtype));
+        if (n > file)
+          in_vmem[op.result] = n;  // read from its ref by each consumer
+        else
+          vld += n;
+        continue;
+      }
+      if (vregs(t, 4) <= file) continue;
+      if (op.kind == OpKind::VarGet) {
+        in_vmem[op.result] = vregs(t, 4);
+        continue;
+      }
+      bool kept = false, only_bf16_dots = true;
+      for (const Op* c : consumers_[op.result]) {
+        only_bf16_dots &= bf16_dot(c);
+        if (!in_region.count(c)) {
+          kept = true;
+          continue;
+        }
+        auto ci = std::find(flat.begin(), flat.end(), c) - flat.begin();
+        kept |= after_reduction[ci].count(op.result) > 0 || c->kind == OpKind::Dot;
+      }
+      if (!kept) continue;
+      const double n = vregs(t, only_bf16_dots && !consumers_[op.result].empty() ? 2 : 4);
+      vst += n;
+      in_vmem[op.result] = n;
+    }
+    // Each consumer reads a VMEM value once; so does a region reading a value from outside it
+    // (a step's value, kept there, that the trips read).
+    for (const Op* c : flat) {
+      std::set<int> read(c->operands.begin(), c->operands.end());
+      for (int o : read) {
+        if (auto v = in_vmem.find(o); v != in_vmem.end()) {
+          vld += v->second;
+        } else if (!producer.count(o) && defs_.count(o) && fn_.type_of(o).rank() > 0) {
+          const double n = vregs(fn_.type_of(o), bf16_dot(c) ? 2 : 4);
+          if (n > file) vld += n;
+        }
+      }
+    }
+    w.vld_s += vld / hw_.vld_per_s;
+    w.vst_s += vst / hw_.vst_per_s;
+    w.pop_s += pops / hw_.mxu_pop_per_s;
   }
 
   bool unit(int tile) const { return backend::pallas::pallas_unit_tile(p_, tile); }
@@ -216,6 +351,16 @@ class LaunchModel {
     double e = vector_elems(op.kind == OpKind::Reduce ? fn_.type_of(op.operands[0]) : t);
     if (ir::is_atomic(op)) w.vpu_s += 2 * e / hw_.vpu_ops_per_s;  // the block's read and the combine
     switch (op.kind) {
+      case OpKind::Load:  // VMEM traffic (vector_memory); a masked load selects
+        if (!op.operands.empty()) w.vpu_s += e / hw_.vpu_ops_per_s;
+        return;
+      case OpKind::Store:
+        if (op.operands.size() > 1) w.vpu_s += e / hw_.vpu_ops_per_s;
+        return;
+      case OpKind::VarDecl:  // a register move, or VMEM traffic (vector_memory)
+      case OpKind::VarSet:
+      case OpKind::VarGet:
+        return;
       case OpKind::Unary: {
         auto f = static_cast<ir::UnaryFn>(op.fn);
         bool transcendental = !ir::is_cheap_unary(f);
@@ -228,7 +373,7 @@ class LaunchModel {
       case OpKind::Constant:
       case OpKind::ScalarParam:
         return;
-      default:  // arithmetic, compares, selects, casts, reductions, VMEM loads/stores of blocks
+      default:  // arithmetic, compares, selects, casts, reductions, views
         w.vpu_s += e / hw_.vpu_ops_per_s;
     }
   }
@@ -357,7 +502,8 @@ class LaunchModel {
   const TpuHardware& hw_;
   Work step_;
   std::vector<LoopWork> loops_;
-  std::map<int, const Op*> defs_;  // value -> its op in this launch
+  std::map<int, const Op*> defs_;                    // value -> its op in this launch
+  std::map<int, std::vector<const Op*>> consumers_;  // value -> the ops that read it
 };
 
 }  // namespace
