@@ -10,7 +10,8 @@
 // loops that read tensors add "inner_loops":[{"strategy":"pipeline","buffers":2}], one per loop;
 // kernels with gathers, on a backend with gather strategies, add "gathers":["dma"], one per
 // gather load; kernels with atomic updates, on a backend with atomic strategies, add
-// "atomics":["partials"], one per tensor a launch updates atomically)
+// "atomics":["partials"], one per tensor a launch updates atomically; a GPU backend adds
+// "num_warps":4, the warps of one program)
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,9 @@ struct Config {
   std::vector<std::string> gathers = {};
   // per ConfigSpec::atomics entry: "atomic" or "partials"
   std::vector<std::string> atomics = {};
+  // The warps that run one program (one grid step) on a GPU backend; 0 where the backend has
+  // no such knob (ConfigSpec::num_warps empty).
+  int num_warps = 0;
   // Integer indices computed in the kernel (loaded from tensors, tile offsets) are checked
   // against their dimension before use, and an out-of-range one fails the call with a
   // UserError. `"index_checks":false` opts out for speed: an out-of-range index is then
@@ -112,6 +116,7 @@ struct ConfigSpec {
   std::vector<InnerLoopSpec> inner_loops;
   std::vector<GatherSpec> gathers;
   std::vector<AtomicSpec> atomics;
+  std::vector<int> num_warps;  // the choices of Config::num_warps (a GPU backend's), the default first
   int max_threads = 1;
 
   // Throws UserError naming the key and its domain if `c` is not a point of this space.
@@ -127,6 +132,7 @@ struct ConfigSpec {
       for (const GatherSpec& g : gathers) c.gathers.push_back(g.choices.front());
     if (c.atomics.empty())
       for (const AtomicSpec& a : atomics) c.atomics.push_back(a.choices.front());
+    if (c.num_warps == 0 && !num_warps.empty()) c.num_warps = num_warps.front();
     return c;
   }
   // A readable description of the space (one knob per line).

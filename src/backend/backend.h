@@ -61,6 +61,9 @@ struct Capabilities {
   bool atomics_have_strategies = false;
   // The generated code can be compiled and run in this process (load() works).
   bool runs_on_host = false;
+  // The choices of the config knob num_warps (a GPU's warps per program), the default first;
+  // empty: no such knob.
+  std::vector<int> num_warps;
 
   // The strategies offered to an inner loop: nested in another, its launch's sole loop, or not.
   const std::vector<lower::Strategy>& loop_strategies(bool nested, bool sole) const {

@@ -28,6 +28,7 @@ std::string Config::to_json() const {
   }
   if (!gathers.empty()) j["gathers"] = gathers;
   if (!atomics.empty()) j["atomics"] = atomics;
+  if (num_warps != 0) j["num_warps"] = num_warps;
   if (!index_checks) j["index_checks"] = false;
   return j.dump();
 }
@@ -78,12 +79,14 @@ Config Config::from_json(const std::string& text) {
         c.gathers = value.get<std::vector<std::string>>();
       else if (key == "atomics")
         c.atomics = value.get<std::vector<std::string>>();
+      else if (key == "num_warps")
+        c.num_warps = value.get<int>();
       else if (key == "index_checks")
         c.index_checks = value.get<bool>();
       else
         throw UserError("invalid config: unknown key '" + key +
                         "' (known: block_sizes, loop_orders, num_threads, micro_kernels, inner_loops, gathers, "
-                        "atomics, index_checks)");
+                        "atomics, num_warps, index_checks)");
     } catch (const json::exception&) {
       throw UserError("invalid config: '" + key + "' has the wrong type (" + value.dump() + "); expected " +
                       (key == "block_sizes"     ? "a list of integers"
@@ -177,6 +180,14 @@ void ConfigSpec::validate(const Config& c) const {
                 [](const GatherSpec& g) { return "the gather from " + g.tensor + " at " + g.defined_at; });
   check_choices("atomics", c.atomics, atomics, "atomically updated tensors",
                 [](const AtomicSpec& a) { return "the updates of " + a.tensor + ", first at " + a.defined_at; });
+  if (num_warps.empty() && c.num_warps != 0)
+    throw UserError("invalid config: num_warps = " + std::to_string(c.num_warps) +
+                    " is a GPU knob; this backend runs no warps (leave it out)");
+  if (!num_warps.empty() && std::find(num_warps.begin(), num_warps.end(), c.num_warps) == num_warps.end()) {
+    std::string known;
+    for (int w : num_warps) known += (known.empty() ? "" : ", ") + std::to_string(w);
+    throw UserError("invalid config: num_warps = " + std::to_string(c.num_warps) + " is not one of " + known);
+  }
   if (c.num_threads < 1 || c.num_threads > max_threads)
     throw UserError("invalid config: num_threads = " + std::to_string(c.num_threads) + " is out of its domain 1.." +
                     std::to_string(max_threads));
@@ -212,6 +223,11 @@ std::string ConfigSpec::describe() const {
     for (size_t j = 0; j < atomics[i].choices.size(); ++j) os << (j ? ", " : "") << atomics[i].choices[j];
     os << "  (atomic updates of " << atomics[i].tensor << ", first at " << atomics[i].defined_at << ")\n";
   }
+  if (!num_warps.empty()) {
+    os << "num_warps: ";
+    for (size_t j = 0; j < num_warps.size(); ++j) os << (j ? ", " : "") << num_warps[j];
+    os << "\n";
+  }
   os << "num_threads: 1.." << max_threads << "\n";
   return os.str();
 }
@@ -225,6 +241,7 @@ int64_t ConfigSpec::size() const {
     n *= static_cast<int64_t>(l.offers_pipeline() ? l.strategies.size() - 1 + l.max_buffers : l.strategies.size());
   for (const auto& g : gathers) n *= static_cast<int64_t>(g.choices.size());
   for (const auto& a : atomics) n *= static_cast<int64_t>(a.choices.size());
+  if (!num_warps.empty()) n *= static_cast<int64_t>(num_warps.size());
   for (const auto& l : loop_orders)
     for (int k = 2; k <= l.dims; ++k) n *= k;
   return n > INT64_MAX ? INT64_MAX : static_cast<int64_t>(n);

@@ -58,6 +58,7 @@ ConfigSpec derive_config_spec(const ir::Function& fn, const KnobTable& knobs, co
     spec.atomics.push_back(
         {a.first->loc.str(), fn.tensors[a.tensor].name,
          a.through_view ? std::vector<std::string>{"atomic"} : std::vector<std::string>{"atomic", "partials"}});
+  spec.num_warps = caps.num_warps;
   spec.max_threads = backend.machine().threads;
   return spec;
 }

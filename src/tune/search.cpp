@@ -27,6 +27,7 @@ ConfigCodec::ConfigCodec(const ConfigSpec& spec) : spec_(spec) {
   }
   for (const GatherSpec& g : spec.gathers) sizes_.push_back(static_cast<int>(g.choices.size()));
   for (const AtomicSpec& a : spec.atomics) sizes_.push_back(static_cast<int>(a.choices.size()));
+  if (!spec.num_warps.empty()) sizes_.push_back(static_cast<int>(spec.num_warps.size()));
   sizes_.push_back(spec.max_threads);
 }
 
@@ -46,6 +47,7 @@ Config ConfigCodec::decode(const Point& p) const {
   }
   for (const GatherSpec& g : spec_.gathers) c.gathers.push_back(g.choices[p[k++]]);
   for (const AtomicSpec& a : spec_.atomics) c.atomics.push_back(a.choices[p[k++]]);
+  if (!spec_.num_warps.empty()) c.num_warps = spec_.num_warps[p[k++]];
   c.num_threads = p[k] + 1;
   return c;
 }
@@ -84,6 +86,10 @@ ConfigCodec::Point ConfigCodec::encode(const Config& c) const {
     const std::vector<std::string>& ch = spec_.atomics[i].choices;
     auto it = i < c.atomics.size() ? std::find(ch.begin(), ch.end(), c.atomics[i]) : ch.end();
     p[k] = it == ch.end() ? 0 : static_cast<int>(it - ch.begin());
+  }
+  if (!spec_.num_warps.empty()) {
+    auto it = std::find(spec_.num_warps.begin(), spec_.num_warps.end(), c.num_warps);
+    p[k++] = it == spec_.num_warps.end() ? 0 : static_cast<int>(it - spec_.num_warps.begin());
   }
   p[k] = std::clamp(c.num_threads - 1, 0, sizes_.back() - 1);
   return p;
