@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Creates the project's Python venvs with pinned packages, if missing or out of date.
-#   install-python.sh          .venv: jax (CPU jaxlib) + numpy, for the pallas backend's tests
+#   install-python.sh          .venv: jax (CPU jaxlib) + numpy, for the pallas backend's tests, and
+#                              torch + triton, for the triton backend's (its interpreter runs on
+#                              torch CPU tensors; the wheel's ptxas compiles for GPUs ahead of time)
 #   install-python.sh --bench  .venv-bench: torch + numpy, for the benchmark baselines
 # Debian's python3-venv is installed when `python3 -m venv` is not available.
 set -euo pipefail
@@ -28,5 +30,6 @@ venv_for() {  # dir, pins...
 if [ "${1:-}" = "--bench" ]; then
   venv_for .venv-bench "$TORCH_PIN" numpy matplotlib
 else
-  venv_for .venv "$JAX_PIN" numpy
+  # (PyPI's Linux torch is its CUDA build: its CUDA libraries come along, unused here.)
+  venv_for .venv "$JAX_PIN" numpy "$TORCH_PIN"
 fi

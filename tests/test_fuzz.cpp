@@ -53,8 +53,24 @@ TEST(Fuzz, SeededSampleAgreesWithTheInterpreter) {
   EXPECT_EQ(r.programs, 60);
   EXPECT_EQ(r.by_family.size(), fz::families().size()) << "every family is drawn";
   EXPECT_GE(r.cpu_runs, 120) << "most configs compile and run";
-  EXPECT_GE(r.pallas_runs, 8) << "a sample runs in TPU interpret mode";
+  EXPECT_GE(r.by_backend["pallas"].runs, 8) << "a sample runs in TPU interpret mode";
   EXPECT_TRUE(r.findings.empty()) << describe(r.findings);
+}
+
+// Every program also emitted as Triton (its default config and a random one) and run in
+// Triton's interpreter against the Tile IR interpreter: what the backend supports must agree,
+// what it does not is refused with a reason, never run wrong.
+TEST(Fuzz, TritonSamplesAgreeWithTheInterpreter) {
+  ASSERT_FALSE(parhelion::backend::pallas::interpret_python().empty()) << "no project Python (run `make test`)";
+  fz::FuzzOptions o = counted_sample("", 20261203, 48, 1, 0);
+  o.triton_every = 1;
+  fz::FuzzReport r = fz::fuzz(o);
+  EXPECT_EQ(r.programs, 48);
+  EXPECT_GE(r.by_backend["triton"].runs, 30) << "most programs run in Triton's interpreter";
+  EXPECT_TRUE(r.findings.empty()) << describe(r.findings);
+  for (const auto& [why, n] : r.by_backend["triton"].refusals)
+    EXPECT_TRUE(why.find("does not support") != std::string::npos || why.find("does not fit") != std::string::npos)
+        << n << " x " << why;
 }
 
 TEST(Fuzz, GeneratorIsDeterministicAndVaried) {
@@ -159,7 +175,7 @@ TEST(Fuzz, GeneratorDrawsJaggedLoopsThatAgreeWithTheInterpreter) {
   fz::FuzzReport r = fz::fuzz(o);
   EXPECT_EQ(r.programs, 24);
   EXPECT_GE(r.cpu_runs, 50);
-  EXPECT_GE(r.pallas_runs, 4) << "jagged programs run in TPU interpret mode";
+  EXPECT_GE(r.by_backend["pallas"].runs, 4) << "jagged programs run in TPU interpret mode";
   EXPECT_TRUE(r.findings.empty()) << describe(r.findings);
 }
 
@@ -187,7 +203,7 @@ TEST(Fuzz, GeneratorDrawsCausalLoopsThatStopAtTheirBound) {
   }
   fz::FuzzOptions o = counted_sample("loop_reduce", 20261204, 24, 3, 2);
   fz::FuzzReport r = fz::fuzz(o);
-  EXPECT_GE(r.pallas_runs, 4);
+  EXPECT_GE(r.by_backend["pallas"].runs, 4);
   EXPECT_TRUE(r.findings.empty()) << describe(r.findings);
 }
 
@@ -218,7 +234,7 @@ TEST(Fuzz, GeneratorDrawsAtomicUpdatesThatAgreeWithTheInterpreter) {
   fz::FuzzReport r = fz::fuzz(o);
   EXPECT_EQ(r.programs, 30);
   EXPECT_GE(r.cpu_runs, 90);
-  EXPECT_GE(r.pallas_runs, 6) << "atomic programs run in TPU interpret mode";
+  EXPECT_GE(r.by_backend["pallas"].runs, 6) << "atomic programs run in TPU interpret mode";
   EXPECT_TRUE(r.findings.empty()) << describe(r.findings);
 }
 
@@ -253,7 +269,7 @@ TEST(Fuzz, PallasTakesSliceStoresComputedStartsAndMaskedStores) {
     fz::FuzzOptions o = counted_sample(family, 20261202, 12, 1, 1);
     o.minimize = false;
     fz::FuzzReport r = fz::fuzz(o);
-    EXPECT_GE(r.pallas_runs, 6) << family;
+    EXPECT_GE(r.by_backend["pallas"].runs, 6) << family;
     EXPECT_TRUE(r.findings.empty()) << family << "\n" << describe(r.findings);
   }
 }
@@ -272,7 +288,7 @@ TEST(Fuzz, GeneratorDrawsTheScansAndTheyAgree) {
   o.minimize = false;
   fz::FuzzReport r = fz::fuzz(o);
   EXPECT_GE(r.cpu_runs, 24);
-  EXPECT_GE(r.pallas_runs, 8);
+  EXPECT_GE(r.by_backend["pallas"].runs, 8);
   EXPECT_TRUE(r.findings.empty()) << describe(r.findings);
 }
 

@@ -114,8 +114,11 @@ TEST(TpuModel, TunerChoosesResidentWhereItFitsAndSaysWhy) {
   // never a footprint filled to the byte.
   EXPECT_LT(std::abs(r8.best.tflops / 892 - 1), 0.15) << r8.why;
   EXPECT_LE(r8.best.vmem_bytes, r8.best.vmem_capacity / 2) << r8.why;
-  for (const auto& s : r8.per_strategy)
-    if (s.best.fits) EXPECT_LE(r8.best.seconds, s.best.seconds * 1.05) << s.strategy << ": " << r8.why;
+  for (const auto& s : r8.per_strategy) {
+    if (s.best.fits) {
+      EXPECT_LE(r8.best.seconds, s.best.seconds * 1.05) << s.strategy << ": " << r8.why;
+    }
+  }
   // At S=65536 one head's K and V are 64 MiB even single-buffered: resident does not fit v7x.
   auto in64 = e.make_specs({8, 32, 65536, 256}, ph::DType::bf16);
   ph::TpuTuneReport r64 = ph::tune_tpu(*e.kernel, in64.args(), "v7x");

@@ -17,6 +17,8 @@ const char* const kUsage = R"(usage:
   parhelion emit KERNEL --target pallas [--tpu v5e|v6e|v5p|v7x] --shape ... [--dtype ...] [--config JSON]
                  [--stage spec|block|code] [-o FILE]     a JAX Pallas TPU module (see docs/pallas.md)
   parhelion emit KERNEL --target pallas --tpu v7x --shape ... --predict [--json]   modelled TPU time
+  parhelion emit KERNEL --target triton [--gpu h100|h200|b200] --shape ... [--dtype ...] [--config JSON]
+                 [--stage spec|block|code] [-o FILE]     a Triton module for an NVIDIA GPU (see docs/triton.md)
   parhelion tune KERNEL --target pallas --tpu v7x --shape ... --model [--json]     tune against the model
   parhelion tune KERNEL --shape D0,D1,... [--dtype ...] [--effort quick|full] [--budget SECONDS] [--seed N] [--json]
 
@@ -28,11 +30,11 @@ const char* const kUsage = R"(usage:
                  the seed's published TPU v7x table beside the TPU model's tuned predictions
                  (bench/tpu_published.json; no TPU, no timing here)
 
-  parhelion opt FILE.tir [--stage ir|fusion|spec|block|pallas-plan|code] [--target cpu|pallas] [--tpu v7x]
+  parhelion opt FILE.tir [--stage ir|fusion|spec|block|pallas-plan|code] [--target cpu|pallas|triton] [--tpu v7x] [--gpu h100]
                 [--config JSON] [--fast-memory 1M] [--threads 2]
                 one compiler stage on a Tile IR file; the cpu target is fixed, not this host (docs/testing.md)
 
-  parhelion fuzz [--seconds N] [--programs N] [--seed S] [--family NAME] [--configs N] [--pallas-every N]
+  parhelion fuzz [--seconds N] [--programs N] [--seed S] [--family NAME] [--configs N] [--pallas-every N] [--triton-every N]
                  [--no-minimize] [--json]
                  random kernels on every backend against the reference interpreter (docs/testing.md)
 
@@ -43,10 +45,10 @@ const char* const kUsage = R"(usage:
 namespace {
 
 const std::set<std::string> kSwitches = {"quick", "tuned", "predict", "model", "suite", "tpu-table", "no-minimize"};
-const std::set<std::string> kValued = {"shape",  "dtype",   "config",       "seed",       "stage",   "reps",
-                                       "tune",   "effort",  "budget",       "threads",    "target",  "tpu",
-                                       "output", "png",     "rounds",       "suite-file", "seconds", "programs",
-                                       "family", "configs", "pallas-every", "fast-memory"};
+const std::set<std::string> kValued = {"shape",    "dtype",  "config",  "seed",         "stage",        "reps",
+                                       "tune",     "effort", "budget",  "threads",      "target",       "tpu",
+                                       "gpu",      "output", "png",     "rounds",       "suite-file",   "seconds",
+                                       "programs", "family", "configs", "pallas-every", "triton-every", "fast-memory"};
 
 std::string flag_name(const std::string& key) { return key == "output" ? "-o" : "--" + key; }
 
@@ -131,11 +133,11 @@ void check_flags_apply(const Options& o) {
   static const std::map<std::string, std::set<std::string>> takes = {
       {"list", {}},
       {"run", {"shape", "dtype", "config", "seed", "reps", "tune", "budget", "threads", "target"}},
-      {"emit", {"shape", "dtype", "config", "stage", "target", "tpu", "output", "predict"}},
+      {"emit", {"shape", "dtype", "config", "stage", "target", "tpu", "gpu", "output", "predict"}},
       {"tune", {"shape", "dtype", "effort", "budget", "seed", "target", "tpu", "model"}},
       {"bench", {"threads", "quick", "tuned", "suite", "tpu-table", "png", "rounds", "budget", "suite-file"}},
-      {"fuzz", {"seconds", "programs", "seed", "family", "configs", "pallas-every", "no-minimize"}},
-      {"opt", {"stage", "target", "tpu", "config", "fast-memory", "threads"}},
+      {"fuzz", {"seconds", "programs", "seed", "family", "configs", "pallas-every", "triton-every", "no-minimize"}},
+      {"opt", {"stage", "target", "tpu", "gpu", "config", "fast-memory", "threads"}},
   };
   auto it = takes.find(o.command);
   if (it == takes.end()) return;  // help, or an unknown command (refused by the caller)
@@ -162,17 +164,20 @@ void check_flags_apply(const Options& o) {
       refuse("threads", "and --tune exclude each other (tuning chooses num_threads)");
   }
   if (o.command == "emit") {
-    for (const char* flag : {"tpu", "predict", "output"})
+    for (const char* flag : {"tpu", "predict"})
       if (o.has(flag) && !pallas) refuse(flag, "needs --target pallas");
+    if (o.has("gpu") && target != "triton") refuse("gpu", "needs --target triton");
+    if (o.has("output") && target == "cpu") refuse("output", "needs --target pallas or triton");
     if (o.json && !o.has("predict")) throw UserError("--json for emit needs --predict (emitted code is printed as is)");
     if (o.has("predict") && (o.has("stage") || o.has("output")))
       refuse("predict", "prints the modelled time; it takes neither --stage nor -o");
   }
   if (o.command == "opt") {
     if (o.has("tpu") && !pallas) refuse("tpu", "needs --target pallas");
+    if (o.has("gpu") && target != "triton") refuse("gpu", "needs --target triton");
     for (const char* flag : {"fast-memory", "threads"})
-      if (o.has(flag) && pallas)
-        refuse(flag, "describes the cpu target; --target pallas takes the TPU's VMEM and one core (--tpu)");
+      if (o.has(flag) && target != "cpu")
+        refuse(flag, "describes the cpu target; --target " + target + " takes its machine's own (--tpu, --gpu)");
   }
   if (o.command == "tune") {
     for (const char* flag : {"tpu", "model"})

@@ -17,6 +17,7 @@ int run_fuzz(const Options& o) {
   f.max_programs = o.integer("programs", 1, int64_t{1} << 40, -1);
   f.configs_per_program = static_cast<int>(o.integer("configs", 1, 1000, f.configs_per_program));
   f.pallas_every = static_cast<int>(o.integer("pallas-every", 0, 1 << 20, f.pallas_every));
+  f.triton_every = static_cast<int>(o.integer("triton-every", 0, 1 << 20, f.triton_every));
   f.minimize = !o.has("no-minimize");
   f.family = o.get("family", "");
   if (!f.family.empty()) {
@@ -31,14 +32,13 @@ int run_fuzz(const Options& o) {
   f.log = [](const std::string& line) { std::cerr << "fuzz: " << line << "\n"; };
   fuzz::FuzzReport r = fuzz::fuzz(f);
   if (o.json) {
-    nlohmann::json j = {{"programs", r.programs},
-                        {"cpu_runs", r.cpu_runs},
-                        {"pallas_runs", r.pallas_runs},
-                        {"not_fitting", r.not_fitting},
-                        {"pallas_unsupported", r.pallas_unsupported},
-                        {"by_family", r.by_family},
-                        {"seconds", r.seconds},
-                        {"findings", nlohmann::json::array()}};
+    nlohmann::json j = {{"programs", r.programs},   {"cpu_runs", r.cpu_runs}, {"not_fitting", r.not_fitting},
+                        {"by_family", r.by_family}, {"seconds", r.seconds},   {"findings", nlohmann::json::array()}};
+    for (const auto& [backend, c] : r.by_backend) {
+      j[backend + "_runs"] = c.runs;
+      j[backend + "_unsupported"] = c.unsupported;
+      j[backend + "_refusals"] = c.refusals;
+    }
     for (const fuzz::Finding& x : r.findings)
       j["findings"].push_back({{"kind", x.kind},
                                {"backend", x.backend},
@@ -54,17 +54,21 @@ int run_fuzz(const Options& o) {
                 << "// " << x.detail.substr(0, 2000) << "\n"
                 << "// config: " << (x.config.empty() ? "default" : x.config) << "\n"
                 << x.cpp << "\n";
-      if (!x.module.empty()) std::cout << "// the emitted Pallas module:\n/*\n" << x.module << "*/\n";
+      if (!x.module.empty()) std::cout << "// the emitted " << x.backend << " module:\n/*\n" << x.module << "*/\n";
     }
     std::cout << r.programs << " programs (";
     bool first = true;
     for (const auto& [fam, n] : r.by_family) std::cout << (first ? "" : ", ") << fam << " " << n, first = false;
-    std::cout << "), " << r.cpu_runs << " cpu runs, " << r.pallas_runs << " pallas runs in TPU interpret mode, "
-              << r.not_fitting << " configs refused for fast memory, " << r.pallas_unsupported << " refused by pallas; "
-              << r.findings.size() << " findings in " << static_cast<int>(r.seconds) << " s\n";
-    if (!r.pallas_refusals.empty()) {
-      std::cout << "refused by pallas, by reason:\n";
-      for (const auto& [why, n] : r.pallas_refusals) std::cout << "  " << n << " x " << why << "\n";
+    std::cout << "), " << r.cpu_runs << " cpu runs, " << r.not_fitting << " configs refused for fast memory";
+    for (const auto& [backend, c] : r.by_backend)
+      std::cout << ", " << c.runs << " " << backend << " runs"
+                << (backend == "pallas" ? " in TPU interpret mode" : " in Triton's interpreter") << " ("
+                << c.unsupported << " refused)";
+    std::cout << "; " << r.findings.size() << " findings in " << static_cast<int>(r.seconds) << " s\n";
+    for (const auto& [backend, c] : r.by_backend) {
+      if (c.refusals.empty()) continue;
+      std::cout << "refused by " << backend << ", by reason:\n";
+      for (const auto& [why, n] : c.refusals) std::cout << "  " << n << " x " << why << "\n";
     }
   }
   return r.findings.empty() ? 0 : 1;

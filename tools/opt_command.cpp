@@ -54,6 +54,7 @@ OptRequest opt_request(const Options& o) {
     throw UserError("--stage must be one of " + std::string(kStages) + "; got '" + r.stage + "'");
   r.target = o.get("target", r.target);
   r.tpu = o.get("tpu", r.tpu);
+  r.gpu = o.get("gpu", r.gpu);
   r.config_json = o.get("config", "");
   if (o.has("fast-memory")) r.fast_memory_bytes = parse_byte_size(o.get("fast-memory", ""), "--fast-memory");
   r.threads = static_cast<int>(o.integer("threads", 1, kMaxThreadsFlag, r.threads));
@@ -67,7 +68,8 @@ std::string run_opt_stage(const std::string& tir, const std::string& file_name, 
   if (r.stage == "ir") return ir::print(fn);
   if (r.stage == "fusion") return stage::fusion(fn);
   std::unique_ptr<backend::Backend> cpu = r.target == "cpu" ? stage::fixed_cpu(r) : nullptr;
-  const backend::Backend& backend = cpu ? *cpu : backend::for_target(r.target + ":" + r.tpu);
+  const backend::Backend& backend =
+      cpu ? *cpu : backend::for_target(r.target + ":" + (r.target == "triton" ? r.gpu : r.tpu));
   const ConfigSpec spec = lower::derive_config_spec(fn, backend);
   const Config default_config = backend.default_config(fn, spec);
   if (r.stage == "spec") return spec.describe() + "default: " + default_config.to_json() + "\n";

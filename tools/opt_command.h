@@ -22,8 +22,9 @@ namespace parhelion::tools {
 
 struct OptRequest {
   std::string stage = "ir";
-  std::string target = "cpu";                    // or "pallas"
+  std::string target = "cpu";                    // or "pallas", "triton"
   std::string tpu = "v7x";                       // pallas: the TPU generation
+  std::string gpu = "h100";                      // triton: the GPU model
   std::string config_json;                       // empty: the target's default config
   int64_t fast_memory_bytes = int64_t{1} << 20;  // cpu
   int threads = 2;                               // cpu

@@ -286,12 +286,39 @@ int cmd_emit_pallas(const Options& o, const Prepared& p, const std::string& stag
   return 0;
 }
 
+// emit --target triton: the kernel as a Triton module for an NVIDIA GPU model.
+int cmd_emit_triton(const Options& o, const Prepared& p, const std::string& stage) {
+  const std::string gpu = o.flags.count("gpu") ? o.flags.at("gpu") : "h100";
+  if (stage != "spec" && stage != "block" && stage != "code")
+    throw ph::UserError("--stage for --target triton must be spec, block or code; got '" + stage + "'");
+  ph::EmittedKernel m = p.entry->kernel->emit(p.inputs.args(), "triton:" + gpu, p.config.get());
+  if (stage == "spec") {
+    std::cout << m.config_spec << "default: " << m.config.to_json() << "\n";
+    return 0;
+  }
+  if (stage == "block") {
+    std::cout << m.block_ir;
+    return 0;
+  }
+  if (auto f = o.flags.find("output"); f != o.flags.end()) {
+    std::ofstream out(f->second);
+    if (!(out << m.source)) throw ph::UserError("cannot write " + f->second);
+    std::cerr << "wrote " << f->second << ": " << p.entry->name << " for NVIDIA " << gpu << ", config "
+              << m.config.to_json() << ", shared memory about " << ph::format_bytes(m.footprint_bytes)
+              << " per program\n";
+  } else {
+    std::cout << m.source;
+  }
+  return 0;
+}
+
 int cmd_emit(const Options& o) {
   Prepared p = prepare(o);
   std::string stage = o.flags.count("stage") ? o.flags.at("stage") : "code";
   std::string target = o.flags.count("target") ? o.flags.at("target") : "cpu";
   if (target == "pallas") return cmd_emit_pallas(o, p, stage);
-  if (target != "cpu") throw ph::UserError("--target must be cpu or pallas; got '" + target + "'");
+  if (target == "triton") return cmd_emit_triton(o, p, stage);
+  if (target != "cpu") throw ph::UserError("--target must be cpu, pallas or triton; got '" + target + "'");
   if (stage != "ir" && stage != "spec" && stage != "block" && stage != "code")
     throw ph::UserError("--stage must be one of ir, spec, block, code; got '" + stage + "'");
   ph::CompiledKernel k = p.entry->kernel->compile(p.inputs.args(), p.config.get());

@@ -6,6 +6,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/pallas/pallas_backend.h"
+#include "backend/triton/triton_backend.h"
 #include "parhelion/error.h"
 
 namespace parhelion::backend {
@@ -25,6 +26,12 @@ std::vector<std::string> tpu_names() {
   return v;
 }
 
+std::vector<std::string> gpu_names() {
+  std::vector<std::string> v;
+  for (const triton::GpuModel& g : triton::gpu_models()) v.push_back(g.name);
+  return v;
+}
+
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> e = {
       {"cpu",
@@ -36,6 +43,10 @@ const std::vector<Entry>& entries() {
       {"pallas", "v7x", tpu_names(),
        [](const std::string& v) -> std::unique_ptr<Backend> {
          return std::make_unique<pallas::PallasBackend>(pallas::tpu_generation(v));
+       }},
+      {"triton", "h100", gpu_names(),
+       [](const std::string& v) -> std::unique_ptr<Backend> {
+         return std::make_unique<triton::TritonBackend>(triton::gpu_model(v));
        }},
   };
   return e;

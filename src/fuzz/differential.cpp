@@ -11,11 +11,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 
 #include "backend/pallas/interpret.h"
+#include "backend/python_runner.h"
+#include "backend/triton/run.h"
 #include "driver/compiled_kernel_impl.h"
 #include "fuzz/generate.h"
 #include "parhelion/error.h"
@@ -371,28 +374,34 @@ Program minimize_cpu(Program p, uint64_t seed, const std::string& kind, const st
   return p;
 }
 
-// --- pallas -------------------------------------------------------------------------------------------
+// --- the backends whose modules run in Python ------------------------------------------------------
+// pallas in JAX's TPU interpret mode, triton in Triton's interpreter.
 
-struct PallasPending {
+struct ModulePending {
   Program program;
   uint64_t seed;
   std::string config;
   std::vector<Array> want;
   Tolerance tol;
+  std::string name, source;
+  std::vector<Array> inputs;
+  std::vector<double> scalars;
 };
 
-// In the child: the interpreter's outputs, and the module of the pallas default and of one
-// random config of the pallas space (a clear refusal counts as unsupported, not a finding).
-json prepare_pallas_here(const Program& p, uint64_t seed) {
+// In the child: the interpreter's outputs, and the module of the target's default config and
+// of one random config of its space (a clear refusal counts as unsupported, not a finding).
+json prepare_module_here(const Program& p, uint64_t seed, const std::string& target) {
   json r = {{"findings", json::array()},
             {"modules", json::array()},
             {"want", json::array()},
             {"unsupported", 0},
             {"refusals", json::array()}};
-  // (the reason, without the "file:line: " it names)
+  // (the reason, without the "file:line: " it names; a config that does not fit, as one reason)
   auto refused = [&](const UserError& e) {
     r["unsupported"] = r["unsupported"].get<int>() + 1;
     std::string m = e.what();
+    if (m.find(" does not fit ") != std::string::npos && m.rfind("config ", 0) == 0)
+      m = "a config that does not fit" + m.substr(m.find(" does not fit ") + 13, 40);
     if (size_t at = m.find(": "); at != std::string::npos && m.find(':') < at) m = m.substr(at + 2);
     r["refusals"].push_back(m.substr(0, 160));
   };
@@ -406,11 +415,11 @@ json prepare_pallas_here(const Program& p, uint64_t seed) {
     for (int64_t i = 0; i < w.numel(); ++i) data.push_back(w.get(i));
     r["want"].push_back({{"shape", w.shape()}, {"data", data}});
   }
-  // Configuring for pallas plans its default config, which refuses what the backend cannot
-  // express yet: that counts as unsupported, like a refused module.
+  // Configuring for the target plans its default config, which refuses what the backend
+  // cannot express yet: that counts as unsupported, like a refused module.
   std::shared_ptr<CompiledKernel::Impl> configured;
   try {
-    configured = kernel->trace(args, "pallas:v7x");
+    configured = kernel->trace(args, target);
   } catch (const UserError& e) {
     refused(e);
     return r;
@@ -418,8 +427,8 @@ json prepare_pallas_here(const Program& p, uint64_t seed) {
   tune::ConfigCodec codec(configured->spec);
   std::mt19937_64 gen(seed);
   Config random = codec.decode(codec.random(gen));
-  // Each gather with two strategies (onehot, dma) runs both: the default module takes the
-  // first, the random one the other.
+  // Each gather with two strategies (pallas: onehot, dma) runs both: the default module takes
+  // the first, the random one the other.
   for (size_t i = 0; i < configured->spec.gathers.size(); ++i) {
     const std::vector<std::string>& ch = configured->spec.gathers[i].choices;
     if (ch.size() > 1 && i < configured->config.gathers.size())
@@ -427,7 +436,7 @@ json prepare_pallas_here(const Program& p, uint64_t seed) {
   }
   for (const Config* c : {static_cast<const Config*>(nullptr), static_cast<const Config*>(&random)}) {
     try {
-      PallasModule m = kernel->emit_pallas(args, "v7x", c);
+      EmittedKernel m = kernel->emit(args, target, c);
       r["modules"].push_back({{"source", m.source}, {"config", m.config.to_json()}});
     } catch (const UserError& e) {
       refused(e);
@@ -435,6 +444,104 @@ json prepare_pallas_here(const Program& p, uint64_t seed) {
   }
   return r;
 }
+
+// One Python backend's share of the programs: prepared in a child, run in batches.
+class ModuleSampler {
+ public:
+  ModuleSampler(std::string backend, std::string target, int every)
+      : backend_(std::move(backend)), target_(std::move(target)), every_(every) {}
+
+  bool samples(int64_t n) const { return every_ > 0 && n % every_ == 0; }
+
+  void prepare(const Program& p, uint64_t seed, FuzzReport& report,
+               const std::function<void(const std::string&)>& log) {
+    // Emitted in a child, like the cpu runs: a crash there is a finding.
+    json r = in_child([&] { return prepare_module_here(p, seed, target_); }, 120);
+    BackendCounts& counts = report.by_backend[backend_];
+    counts.unsupported += r.value("unsupported", 0);
+    if (r.contains("refusals"))
+      for (const json& why : r["refusals"]) ++counts.refusals[why.get<std::string>()];
+    for (const Outcome& x : outcomes_of(r)) {
+      log("FOUND " + x.kind + " preparing " + backend_ + ", seed " + std::to_string(seed) + ": " +
+          x.detail.substr(0, 300));
+      report.findings.push_back({x.kind, backend_, x.config, x.detail, seed, p, to_cpp(p, "", seed), ""});
+    }
+    if (!r.contains("modules")) return;
+    std::vector<Array> inputs = make_inputs(p, seed), want;
+    for (const json& w : r["want"]) {
+      Array a = Array::empty(w["shape"].get<Shape>(), DType::f32);
+      const std::vector<double> data = w["data"].get<std::vector<double>>();
+      for (int64_t i = 0; i < a.numel(); ++i) a.set(i, data[static_cast<size_t>(i)]);
+      want.push_back(a);
+    }
+    std::vector<double> scalars;
+    if (p.has_scalar) scalars.push_back(p.scalar_value);
+    for (const json& m : r["modules"])
+      pending_.push_back({p, seed, m["config"], want, tolerance_of(p), p.family + " seed " + std::to_string(seed),
+                          m["source"], inputs, scalars});
+    if (pending_.size() >= 16) flush(report, log);
+  }
+
+  // Runs the pending modules (one Python process) and compares each with the interpreter.
+  void flush(FuzzReport& report, const std::function<void(const std::string&)>& log) {
+    if (pending_.empty()) return;
+    struct Result {
+      bool ok;
+      std::string error;
+      bool races;
+      std::vector<Array> outputs;
+    };
+    std::vector<Result> results;
+    try {
+      if (backend_ == "pallas") {
+        std::vector<backend::pallas::InterpretCase> cases;
+        for (const ModulePending& m : pending_)
+          cases.push_back({m.name, m.source, m.program.name, m.inputs, m.scalars, false});
+        for (auto& r : backend::pallas::run_in_interpret_mode(cases))
+          results.push_back({r.ok, r.error, r.races, std::move(r.outputs)});
+      } else {
+        std::vector<backend::triton::TritonCase> cases;
+        for (const ModulePending& m : pending_)
+          cases.push_back({m.name, m.source, m.program.name, m.inputs, m.scalars});
+        for (auto& r : backend::triton::run_in_triton_interpreter(cases))
+          results.push_back({r.ok, r.error, false, std::move(r.outputs)});
+      }
+    } catch (const UserError& e) {  // the runner died: one finding for the batch, the run goes on
+      const ModulePending& m = pending_[0];
+      log("FOUND the " + backend_ + " runner failing on a batch from seed " + std::to_string(m.seed));
+      report.findings.push_back(
+          {backend_ + " error", backend_, "", e.what(), m.seed, m.program, to_cpp(m.program, "", m.seed), m.source});
+      pending_.clear();
+      return;
+    }
+    for (size_t i = 0; i < results.size(); ++i) {
+      const ModulePending& m = pending_[i];
+      const Result& r = results[i];
+      ++report.by_backend[backend_].runs;
+      std::string kind, detail;
+      if (!r.ok) {
+        kind = backend_ + " error";
+        detail = r.error;
+      } else if (r.races) {
+        kind = backend_ + " race";
+        detail = "interpret mode detected a race";
+      } else {
+        detail = compare_outputs(r.outputs, m.want, m.tol);
+        if (!detail.empty()) kind = "mismatch";
+      }
+      if (kind.empty()) continue;
+      log("FOUND " + kind + " on " + backend_ + ", seed " + std::to_string(m.seed) + ": " + detail.substr(0, 300));
+      report.findings.push_back(
+          {kind, backend_, m.config, detail, m.seed, m.program, to_cpp(m.program, "", m.seed), m.source});
+    }
+    pending_.clear();
+  }
+
+ private:
+  std::string backend_, target_;
+  int every_;
+  std::vector<ModulePending> pending_;
+};
 
 }  // namespace
 
@@ -465,54 +572,14 @@ FuzzReport fuzz(const FuzzOptions& o) {
   auto log = [&](const std::string& s) {
     if (o.log) o.log(s);
   };
-  std::vector<PallasPending> pending;
-  std::vector<backend::pallas::InterpretCase> cases;
-  auto flush_pallas = [&] {
-    if (cases.empty()) return;
-    std::vector<backend::pallas::InterpretResult> results;
-    try {
-      results = backend::pallas::run_in_interpret_mode(cases);
-    } catch (const UserError& e) {  // the runner died: one finding for the batch, the run goes on
-      Finding f{"pallas error",
-                "pallas",
-                "",
-                e.what(),
-                pending[0].seed,
-                pending[0].program,
-                to_cpp(pending[0].program, "", pending[0].seed),
-                cases[0].source};
-      log("FOUND the pallas runner failing on a batch from seed " + std::to_string(pending[0].seed));
-      report.findings.push_back(std::move(f));
-      cases.clear();
-      pending.clear();
-      return;
-    }
-    for (size_t i = 0; i < results.size(); ++i) {
-      const PallasPending& pp = pending[i];
-      const backend::pallas::InterpretResult& r = results[i];
-      ++report.pallas_runs;
-      std::string kind, detail;
-      if (!r.ok) {
-        kind = "pallas error";
-        detail = r.error;
-      } else if (r.races) {
-        kind = "pallas race";
-        detail = "interpret mode detected a race";
-      } else {
-        detail = compare_outputs(r.outputs, pp.want, pp.tol);
-        if (!detail.empty()) kind = "mismatch";
-      }
-      if (kind.empty()) continue;
-      Finding f{kind,           "pallas", pp.config, detail, pp.seed, pp.program, to_cpp(pp.program, "", pp.seed),
-                cases[i].source};
-      log("FOUND " + kind + " on pallas, seed " + std::to_string(pp.seed) + ": " + detail.substr(0, 300));
-      report.findings.push_back(std::move(f));
-    }
-    cases.clear();
-    pending.clear();
-  };
-  const bool pallas = o.pallas_every > 0 && !backend::pallas::interpret_python().empty();
-  if (o.pallas_every > 0 && !pallas) log("no Python with jax (PARHELION_PYTHON or the project's .venv): cpu only");
+  const bool python = !backend::project_python().empty();
+  if ((o.pallas_every > 0 || o.triton_every > 0) && !python)
+    log("no project Python (PARHELION_PYTHON or the project's .venv): cpu only");
+  std::vector<ModuleSampler> samplers;
+  if (python) {
+    samplers.emplace_back("pallas", "pallas:v7x", o.pallas_every);
+    samplers.emplace_back("triton", "triton:h100", o.triton_every);
+  }
   for (int64_t n = 0; o.max_programs < 0 || n < o.max_programs; ++n) {
     if (elapsed() >= o.seconds) break;
     const uint64_t seed = o.seed + static_cast<uint64_t>(n);
@@ -528,39 +595,15 @@ FuzzReport fuzz(const FuzzOptions& o) {
       f.cpp = to_cpp(f.program, f.config, seed);
       report.findings.push_back(std::move(f));
     }
-    if (pallas && n % o.pallas_every == 0) {
-      // Emitted (and interpreted) in a child, like the cpu runs: a crash there is a finding.
-      json r = in_child([&] { return prepare_pallas_here(p, seed); }, 120);
-      report.pallas_unsupported += r.value("unsupported", 0);
-      if (r.contains("refusals"))
-        for (const json& why : r["refusals"]) ++report.pallas_refusals[why.get<std::string>()];
-      for (const Outcome& x : outcomes_of(r)) {
-        log("FOUND " + x.kind + " preparing pallas, seed " + std::to_string(seed) + ": " + x.detail.substr(0, 300));
-        report.findings.push_back({x.kind, "pallas", x.config, x.detail, seed, p, to_cpp(p, "", seed), ""});
-      }
-      if (r.contains("modules")) {
-        std::vector<Array> inputs = make_inputs(p, seed), want;
-        for (const json& w : r["want"]) {
-          Array a = Array::empty(w["shape"].get<Shape>(), DType::f32);
-          const std::vector<double> data = w["data"].get<std::vector<double>>();
-          for (int64_t i = 0; i < a.numel(); ++i) a.set(i, data[static_cast<size_t>(i)]);
-          want.push_back(a);
-        }
-        std::vector<double> scalars;
-        if (p.has_scalar) scalars.push_back(p.scalar_value);
-        for (const json& m : r["modules"]) {
-          cases.push_back({p.family + " seed " + std::to_string(seed), m["source"], p.name, inputs, scalars, false});
-          pending.push_back({p, seed, m["config"], want, tolerance_of(p)});
-        }
-      }
-      if (cases.size() >= 16) flush_pallas();
-    }
+    for (ModuleSampler& m : samplers)
+      if (m.samples(n)) m.prepare(p, seed, report, log);
     if ((n + 1) % 25 == 0)
       log(std::to_string(n + 1) + " programs, " + std::to_string(report.cpu_runs) + " cpu runs, " +
-          std::to_string(report.pallas_runs) + " pallas runs, " + std::to_string(report.findings.size()) +
+          std::to_string(report.by_backend["pallas"].runs) + " pallas runs, " +
+          std::to_string(report.by_backend["triton"].runs) + " triton runs, " + std::to_string(report.findings.size()) +
           " findings, " + std::to_string(static_cast<int>(elapsed())) + " s");
   }
-  flush_pallas();
+  for (ModuleSampler& m : samplers) m.flush(report, log);
   report.seconds = elapsed();
   return report;
 }

@@ -5,7 +5,8 @@
 // Each program runs in a child process (a crash or a hang is a finding, not the end of the
 // run): the interpreter's outputs, then the cpu backend at the default config and at random
 // ones, each compared with a tolerance that follows the program's dtypes and reduction
-// lengths. A sample of programs is also emitted for a TPU and run in JAX's TPU interpret mode.
+// lengths. A sample of programs is also emitted for a TPU and run in JAX's TPU interpret mode,
+// and another for a GPU and run in Triton's interpreter.
 // A failing program is minimized (subtrees replaced by their operands or by numbers, extents
 // shrunk) while it keeps failing the same way, and reported as a self-contained C++ kernel
 // with its shapes and config.
@@ -23,13 +24,13 @@ namespace parhelion::fuzz {
 
 struct Finding {
   std::string kind;     // mismatch, crash, timeout, internal error, compile error, rejected, pallas ...
-  std::string backend;  // cpu or pallas
+  std::string backend;  // cpu, pallas or triton
   std::string config;   // the config (JSON) it failed at
   std::string detail;   // the error text or the largest difference
   uint64_t seed = 0;    // the program's seed (`parhelion fuzz --seed S --programs 1` replays it)
   Program program;      // minimized
   std::string cpp;      // the minimized program as a C++ kernel
-  std::string module;   // pallas: the emitted module that failed
+  std::string module;   // pallas, triton: the emitted module that failed
 };
 
 struct FuzzOptions {
@@ -38,20 +39,26 @@ struct FuzzOptions {
   int64_t max_programs = -1;    // ...or after this many programs (-1: no limit)
   int configs_per_program = 3;  // the cpu default and random configs
   int pallas_every = 8;         // one program in this many also runs on pallas (0: never)
+  int triton_every = 8;         // one program in this many also runs on triton (0: never)
   bool minimize = true;
   double minimize_seconds = 120;                // per finding
   std::string family;                           // "": every family
   std::function<void(const std::string&)> log;  // progress lines
 };
 
+// A backend whose modules run in Python (pallas, triton): what its sample of programs gave.
+struct BackendCounts {
+  int64_t runs = 0;         // modules run (pallas: TPU interpret mode; triton: Triton's interpreter)
+  int64_t unsupported = 0;  // modules the backend refused with a clear error
+  // Those refusals by reason (the message without its source line): what to build next.
+  std::map<std::string, int64_t> refusals;
+};
+
 struct FuzzReport {
   int64_t programs = 0;
-  int64_t cpu_runs = 0;            // compiled configs compared with the interpreter
-  int64_t pallas_runs = 0;         // modules run in TPU interpret mode
-  int64_t not_fitting = 0;         // configs refused for fast memory (clean UserErrors, expected)
-  int64_t pallas_unsupported = 0;  // programs the pallas backend refuses with a clear error
-  // Those refusals by reason (the message without its source line): what to build next.
-  std::map<std::string, int64_t> pallas_refusals;
+  int64_t cpu_runs = 0;                             // compiled configs compared with the interpreter
+  int64_t not_fitting = 0;                          // configs refused for fast memory (clean UserErrors, expected)
+  std::map<std::string, BackendCounts> by_backend;  // "pallas", "triton"
   std::map<std::string, int64_t> by_family;
   std::vector<Finding> findings;
   double seconds = 0;

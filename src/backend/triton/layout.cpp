@@ -1,0 +1,38 @@
+#include "backend/triton/layout.h"
+
+namespace parhelion::backend::triton {
+
+int64_t next_pow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+bool unit_tile(const lower::BlockProgram& p, int tile) { return p.block_of_tile(tile) == 1; }
+
+bool tile_masked(const lower::BlockProgram& p, int tile) {
+  const ir::TileInfo& t = p.fn->tiles[tile];
+  return t.extent() % p.block_of_tile(tile) != 0;
+}
+
+std::vector<KeptDim> kept_dims(const lower::BlockProgram& p, const std::vector<ir::Dim>& shape) {
+  std::vector<KeptDim> out;
+  for (const ir::Dim& d : shape) {
+    if (d.kind == ir::Dim::Tile) {
+      if (unit_tile(p, d.tile)) continue;
+      out.push_back({d, p.block_of_tile(d.tile), tile_masked(p, d.tile)});
+    } else {
+      const int64_t size = next_pow2(d.size);
+      out.push_back({d, size, size != d.size});
+    }
+  }
+  return out;
+}
+
+int64_t padded_elements(const lower::BlockProgram& p, const std::vector<ir::Dim>& shape) {
+  int64_t n = 1;
+  for (const KeptDim& k : kept_dims(p, shape)) n *= k.size;
+  return n;
+}
+
+}  // namespace parhelion::backend::triton

@@ -1,0 +1,282 @@
+// The triton backend, end to end without a GPU: every library kernel it supports is emitted
+// as a Triton module at its default config and at another, run in Triton's interpreter
+// (TRITON_INTERPRET=1, on torch CPU tensors) on the same inputs as the kernel's C++ reference
+// and compared with it, and compiled ahead of time to PTX and a cubin for sm_90 (Hopper) and
+// sm_100 (Blackwell) with the toolchain the triton wheel ships. The kernels it does not
+// support yet are refused at the user's line, naming the construct.
+//
+// Needs the project venv with torch and triton (`make test` creates it; .venv/bin/python, or
+// PARHELION_PYTHON).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "backend/python_runner.h"
+#include "backend/triton/run.h"
+#include "kernels/registry.h"
+#include "tests/user_error.h"
+
+namespace ph = parhelion;
+namespace triton = ph::backend::triton;
+
+namespace {
+
+struct Case {
+  std::string kernel;
+  ph::Shape shape;
+  ph::DType dtype;
+  std::string config;  // JSON; "" = the triton default
+};
+
+// Ragged shapes (blocks that run past the range, whole dims rounded up to a power of two),
+// f32, f16 and bf16, a second config with other blocks, warps and stages where the kernel has
+// knobs, and dots too small for tl.dot.
+std::vector<Case> cases() {
+  return {
+      {"add", {1000}, ph::DType::f32, ""},
+      {"add", {1000}, ph::DType::f16, R"({"block_sizes":[256],"loop_orders":[],"num_threads":1,"num_warps":2})"},
+      {"exp", {777}, ph::DType::f32, ""},
+      {"swiglu", {37, 300}, ph::DType::f32, ""},
+      {"geglu", {37, 300}, ph::DType::f32, ""},
+      {"softmax", {37, 300}, ph::DType::f32, ""},
+      {"softmax", {37, 300}, ph::DType::f16, R"({"block_sizes":[8],"loop_orders":[],"num_threads":1,"num_warps":2})"},
+      {"softmax_two_pass", {37, 777}, ph::DType::f32, ""},
+      {"batch_softmax", {3, 37, 300}, ph::DType::f32, ""},
+      {"layer_norm", {37, 300}, ph::DType::f32, ""},
+      {"rms_norm", {37, 300}, ph::DType::f32, ""},
+      {"rms_norm", {37, 300}, ph::DType::f16, ""},
+      {"welford", {37, 300}, ph::DType::f32, ""},
+      {"cross_entropy", {16, 384}, ph::DType::f32, ""},
+      {"cross_entropy_ignore_index", {16, 384}, ph::DType::f32, ""},
+      {"layer_norm_looped", {24, 384}, ph::DType::f32, ""},
+      {"rms_norm_backward", {24, 256}, ph::DType::f32, ""},
+      {"attention", {1, 2, 100, 64}, ph::DType::f32, ""},
+      {"attention",
+       {1, 2, 100, 64},
+       ph::DType::f16,
+       R"({"block_sizes":[32,16],"inner_loops":[{"strategy":"pipeline","buffers":2}],"loop_orders":[[2,1,0]],"micro_kernels":[0,0],"num_threads":1,"num_warps":2})"},
+      {"causal_attention", {1, 2, 100, 64}, ph::DType::f32, ""},
+      {"matmul", {100, 300, 70}, ph::DType::f32, ""},
+      {"matmul",
+       {100, 300, 70},
+       ph::DType::f16,
+       R"({"block_sizes":[32,16,128],"inner_loops":[{"strategy":"pipeline","buffers":4}],"loop_orders":[[1,0]],"micro_kernels":[0],"num_threads":1,"num_warps":8})"},
+      {"bmm", {2, 64, 128, 128}, ph::DType::f32, ""},
+      {"broadcast_matmul", {2, 64, 128, 128}, ph::DType::f32, ""},
+      {"epilogue_subtiling", {64, 256, 128}, ph::DType::f32, ""},
+      {"matmul_layernorm", {64, 256, 128}, ph::DType::f32, ""},
+      {"fp8_matmul", {48, 256, 128}, ph::DType::f8e4m3, ""},
+      // bf16: casts and stores round to nearest even (_round_bf16; the interpreter itself
+      // truncates), and bf16 dots go in as f32 there (on a GPU as bf16).
+      {"softmax", {37, 300}, ph::DType::bf16, ""},
+      {"rms_norm", {37, 300}, ph::DType::bf16, ""},
+      {"layer_norm", {37, 300}, ph::DType::bf16, ""},
+      {"attention", {1, 2, 100, 64}, ph::DType::bf16, ""},
+      {"causal_attention", {1, 2, 100, 64}, ph::DType::bf16, ""},
+      {"matmul", {100, 300, 70}, ph::DType::bf16, ""},
+      {"bmm", {2, 64, 128, 128}, ph::DType::bf16, ""},
+      {"swiglu", {37, 300}, ph::DType::bf16, ""},
+      {"rms_norm_backward", {24, 256}, ph::DType::bf16, ""},
+      // Dots with a dim under 16 (7 rows, 5 columns; 7 queries and keys): products summed, not tl.dot.
+      {"matmul", {7, 300, 5}, ph::DType::f32, ""},
+      {"matmul", {7, 300, 5}, ph::DType::bf16, ""},
+      {"attention", {1, 2, 7, 64}, ph::DType::f32, ""},
+  };
+}
+
+// The library kernels the backend does not emit yet, and the construct each one's refusal names.
+const std::map<std::string, std::string>& unsupported() {
+  static const std::map<std::string, std::string> m = {
+      {"rotary", "block views"},
+      {"rotary_backward", "block views"},
+      {"int4_matmul", "block views"},
+      {"dropout", "random numbers"},
+      {"dropout_backward", "random numbers"},
+      {"layer_norm_backward", "loops over a tile's block"},
+      {"split_k_matmul", "loops over a tile's block"},
+      {"embedding", "gathers and scatters"},
+      {"concat", "gathers and scatters"},
+      {"segment_sum", "gathers and scatters"},
+      {"grouped_gemm", "an index computed in the kernel"},
+      {"jagged_mean", "an index computed in the kernel"},
+      {"moe_matmul", "an index computed in the kernel"},
+  };
+  return m;
+}
+
+struct Emitted {
+  std::vector<triton::TritonCase> runs;
+  struct Expect {
+    std::vector<ph::Array> want;
+    ph::DType dtype;
+    double tol;
+  };
+  std::vector<Expect> expect;
+};
+
+const Emitted& emitted() {
+  static const Emitted e = [] {
+    Emitted out;
+    for (const Case& c : cases()) {
+      const auto& k = ph::kernels::find_kernel(c.kernel);
+      auto in = k.make_inputs(c.shape, c.dtype, 5);
+      std::unique_ptr<ph::Config> config;
+      if (!c.config.empty()) config = std::make_unique<ph::Config>(ph::Config::from_json(c.config));
+      const std::string name = c.kernel + " " + ph::shape_to_string(c.shape) + " " +
+                               std::string(ph::dtype_name(c.dtype)) + " " + (c.config.empty() ? "default" : c.config);
+      try {
+        ph::EmittedKernel m = k.kernel->emit(in.args(), "triton:h100", config.get());
+        out.runs.push_back({name, m.source, c.kernel, in.tensors, in.scalars});
+        out.expect.push_back({k.reference(in), c.dtype, k.tolerance(c.shape)});
+      } catch (const ph::UserError& err) {
+        ADD_FAILURE() << name << ": " << err.what();
+      }
+    }
+    return out;
+  }();
+  return e;
+}
+
+}  // namespace
+
+TEST(Triton, LibraryKernelsMatchTheirReferencesInTheInterpreter) {
+  ASSERT_FALSE(ph::backend::project_python().empty()) << "no Python with torch and triton (run `make test`)";
+  const Emitted& e = emitted();
+  std::vector<triton::TritonRun> results = triton::run_in_triton_interpreter(e.runs);
+  ASSERT_EQ(results.size(), e.runs.size());
+  for (size_t k = 0; k < results.size(); ++k) {
+    SCOPED_TRACE(e.runs[k].name);
+    const triton::TritonRun& r = results[k];
+    if (!r.ok) {
+      ADD_FAILURE() << r.error;
+      continue;
+    }
+    const Emitted::Expect& x = e.expect[k];
+    ASSERT_EQ(r.outputs.size(), x.want.size());
+    for (size_t i = 0; i < x.want.size(); ++i) {
+      auto cmp = ph::kernels::compare(r.outputs[i], x.want[i], x.dtype, x.tol);
+      EXPECT_TRUE(cmp.ok) << "output " << i << " max abs error " << cmp.max_abs_err;
+    }
+  }
+}
+
+TEST(Triton, LibraryKernelsCompileForHopperAndBlackwell) {
+  ASSERT_FALSE(ph::backend::project_python().empty()) << "no Python with torch and triton (run `make test`)";
+  const Emitted& e = emitted();
+  std::vector<std::string> sources;
+  for (const triton::TritonCase& c : e.runs) sources.push_back(c.source);
+  std::vector<triton::TritonCompile> results = triton::compile_for_gpus(sources, {90, 100});
+  ASSERT_EQ(results.size(), sources.size());
+  for (size_t k = 0; k < results.size(); ++k) {
+    SCOPED_TRACE(e.runs[k].name);
+    EXPECT_TRUE(results[k].ok) << results[k].error;
+    // (every launch's kernel, for both architectures, gave PTX and a cubin)
+    size_t launches = 0;
+    for (size_t at = 0; (at = sources[k].find("\ndef _kernel_", at)) != std::string::npos; ++at) ++launches;
+    EXPECT_EQ(results[k].kernels, static_cast<int>(2 * launches));
+  }
+}
+
+// Every library kernel is either emitted and verified above or refused at the user's line with
+// the construct named; a new kernel must be one or the other.
+TEST(Triton, EveryLibraryKernelIsVerifiedOrRefusedWithItsReason) {
+  std::set<std::string> verified;
+  for (const Case& c : cases()) verified.insert(c.kernel);
+  for (const auto& k : ph::kernels::registry()) {
+    SCOPED_TRACE(k.name);
+    const bool refused = unsupported().count(k.name) > 0;
+    EXPECT_NE(verified.count(k.name) > 0, refused) << "list the kernel in cases() or unsupported()";
+    if (!refused) continue;
+    auto in = k.make_specs(k.default_shape, k.dtypes.front());
+    const std::string err = user_error_of([&] { k.kernel->emit(in.args(), "triton:h100"); });
+    EXPECT_HAS(err, "the triton backend does not support " + unsupported().at(k.name));
+    EXPECT_HAS(err, ".cpp:");
+  }
+}
+
+// scripts/gpu-check.sh's two steps, at small shapes: `emit` writes the suite's modules and the
+// tuning candidates; `run --interpret` runs each against torch eager in Triton's interpreter
+// (on a GPU it times them with CUDA events beside torch.compile and the vendor library) and
+// writes the Markdown table. What only a GPU shows (CUDA events, torch.compile) is not checked.
+TEST(Triton, GpuCheckScriptRunsItsPathInTheInterpreter) {
+  const std::string python = ph::backend::project_python();
+  ASSERT_FALSE(python.empty()) << "no Python with torch and triton (run `make test`)";
+  ph::backend::ScratchDir dir;
+  const std::string src = PARHELION_SOURCE_DIR;
+  const std::string d = (dir.path / "gpu-check").string();
+  const std::string emit = "'" + python + "' " + src + "/scripts/gpu_check.py emit " + d + " --small --parhelion " +
+                           PARHELION_CLI + " > " + d + ".emit.log 2>&1";
+  ASSERT_EQ(std::system(emit.c_str()), 0) << emit;
+  const std::string run =
+      "'" + python + "' " + src + "/scripts/gpu_check.py run " + d + " --interpret --reps 1 > " + d + ".log 2>&1";
+  const int status = std::system(run.c_str());
+  std::ifstream log(d + ".log");
+  std::stringstream text;
+  text << log.rdbuf();
+  ASSERT_EQ(status, 0) << text.str();
+  std::ifstream table(d + "/gpu-check.md");
+  std::stringstream md;
+  md << table.rdbuf();
+  EXPECT_HAS(md.str(), "| attention | [1, 2, 100, 64] | f32 |");
+  EXPECT_HAS(md.str(), "| fp8_matmul | [48, 256, 128] | f8e4m3 |");
+  EXPECT_HAS(md.str(), "- matmul [100, 300, 70] f32: ");
+  EXPECT_EQ(md.str().find("| NO |"), std::string::npos) << md.str();
+  EXPECT_EQ(md.str().find("no candidate ran correctly"), std::string::npos) << md.str();
+  EXPECT_HAS(md.str(), "18 cases in");
+}
+
+// The fit check refuses before any compile, with the numbers and what to change; num_warps is
+// a GPU knob, validated against its choices and refused on a backend without warps.
+TEST(Triton, FitCheckAndWarpsRefuseWithTheNumbers) {
+  const auto& mm = ph::kernels::find_kernel("matmul");
+  auto in = mm.make_specs({1024, 1024, 1024}, ph::DType::f32);
+  ph::Config big = ph::Config::from_json(
+      R"({"block_sizes":[256,256,256],"inner_loops":[{"strategy":"pipeline","buffers":4}],"loop_orders":[[0,1]],"micro_kernels":[0],"num_threads":1,"num_warps":16})");
+  std::string err = user_error_of([&] { mm.kernel->emit(in.args(), "triton:h100", &big); });
+  EXPECT_HAS(err, "does not fit the h100");
+  EXPECT_HAS(err, "2.0 MiB of shared memory per program");
+  EXPECT_HAS(err, "227.0 KiB");
+  EXPECT_HAS(err, "fewer stages");
+  EXPECT_HAS(err, "matmul.cpp:");
+
+  const auto& sm = ph::kernels::find_kernel("softmax");
+  auto rows = sm.make_specs({37, 3000}, ph::DType::f32);
+  ph::Config one_warp = ph::Config::from_json(R"({"block_sizes":[64],"loop_orders":[],"num_threads":1,"num_warps":1})");
+  err = user_error_of([&] { sm.kernel->emit(rows.args(), "triton:b200", &one_warp); });
+  EXPECT_HAS(err, "does not fit the b200");
+  EXPECT_HAS(err, "registers per thread");
+  EXPECT_HAS(err, "over 32 threads");
+  EXPECT_HAS(err, "a thread may hold 255; use smaller blocks or more warps (num_warps)");
+  // The default config fits (more warps, smaller blocks).
+  const ph::Config def = sm.kernel->emit(rows.args(), "triton:b200").config;
+  EXPECT_GE(def.num_warps, 4);
+
+  ph::Config three = ph::Config::from_json(R"({"block_sizes":[16],"loop_orders":[],"num_threads":1,"num_warps":3})");
+  EXPECT_HAS(user_error_of([&] { sm.kernel->emit(rows.args(), "triton:h100", &three); }),
+             "num_warps = 3 is not one of 4, 1, 2, 8, 16");
+  ph::Config cpu_warps =
+      ph::Config::from_json(R"({"block_sizes":[16],"loop_orders":[],"num_threads":1,"num_warps":4})");
+  EXPECT_HAS(user_error_of([&] { sm.kernel->emit(rows.args(), "cpu", &cpu_warps); }),
+             "num_warps = 4 is a GPU knob; this backend runs no warps");
+  EXPECT_HAS(user_error_of([&] { sm.kernel->emit(rows.args(), "triton:z100"); }),
+             "unknown GPU 'z100' (known: h100, h200, b200)");
+  // The config space says what it offers.
+  const std::string spec = sm.kernel->emit(rows.args(), "triton:h100").config_spec;
+  EXPECT_HAS(spec, "num_warps: 4, 1, 2, 8, 16");
+}
+
+// Causal attention's key loop stops at the diagonal (ir::TripBound): the key blocks above it
+// are neither loaded nor computed. Its numbers are checked in the interpreter above (causal
+// cases, f32 and bf16).
+TEST(Triton, CausalKeyLoopStopsAtTheDiagonal) {
+  const auto& e = ph::kernels::find_kernel("causal_attention");
+  auto in = e.make_specs({1, 2, 300, 64}, ph::DType::f32);
+  const std::string m = e.kernel->emit(in.args(), "triton:h100").source;
+  EXPECT_HAS(m, "for o_t3 in tl.range(0, tl.minimum(300, tl.minimum(o_t2 + 64, 300)), 64, num_stages=3):");
+  EXPECT_HAS(m, "# the trips from tl.minimum(o_t2 + 64, 300) on do nothing");
+  const auto& full = ph::kernels::find_kernel("attention");
+  EXPECT_HAS(full.kernel->emit(in.args(), "triton:h100").source, "for o_t3 in tl.range(0, 300, 64, num_stages=3):");
+}
