@@ -84,25 +84,31 @@ std::vector<Case> cases() {
       {"matmul", {7, 300, 5}, ph::DType::f32, ""},
       {"matmul", {7, 300, 5}, ph::DType::bf16, ""},
       {"attention", {1, 2, 7, 64}, ph::DType::f32, ""},
+      // Computed indices, checked against their dims (embedding's ids, concat's shifted columns),
+      // and block views (rotary's pairs: split and join; int4_matmul's nibbles).
+      {"embedding", {40, 300, 256}, ph::DType::f32, ""},
+      {"embedding", {24, 77, 128}, ph::DType::bf16, ""},
+      {"concat", {16, 128, 128}, ph::DType::f32, ""},
+      {"rotary", {2, 37, 3, 20}, ph::DType::f32, ""},
+      {"rotary_backward", {2, 37, 3, 20}, ph::DType::f32, ""},
+      {"rotary", {1, 16, 2, 256}, ph::DType::bf16, ""},
+      {"int4_matmul", {40, 256, 128, 64}, ph::DType::bf16, ""},
+      // Jagged loops: each entry's rows from offsets the kernel loads, checked against the bound.
+      {"jagged_mean", {7, 256, 20}, ph::DType::f32, ""},
+      {"grouped_gemm", {64, 128, 128, 2}, ph::DType::f32, ""},
+      {"grouped_gemm", {72, 256, 256, 3}, ph::DType::bf16, ""},
+      {"moe_matmul", {40, 256, 128, 4, 2}, ph::DType::f32, ""},
   };
 }
 
 // The library kernels the backend does not emit yet, and the construct each one's refusal names.
 const std::map<std::string, std::string>& unsupported() {
   static const std::map<std::string, std::string> m = {
-      {"rotary", "block views"},
-      {"rotary_backward", "block views"},
-      {"int4_matmul", "block views"},
       {"dropout", "random numbers"},
       {"dropout_backward", "random numbers"},
       {"layer_norm_backward", "loops over a tile's block"},
       {"split_k_matmul", "loops over a tile's block"},
-      {"embedding", "gathers and scatters"},
-      {"concat", "gathers and scatters"},
-      {"segment_sum", "gathers and scatters"},
-      {"grouped_gemm", "an index computed in the kernel"},
-      {"jagged_mean", "an index computed in the kernel"},
-      {"moe_matmul", "an index computed in the kernel"},
+      {"segment_sum", "scans"},
   };
   return m;
 }
@@ -277,6 +283,41 @@ TEST(Triton, CausalKeyLoopStopsAtTheDiagonal) {
   const std::string m = e.kernel->emit(in.args(), "triton:h100").source;
   EXPECT_HAS(m, "for o_t3 in tl.range(0, tl.minimum(300, tl.minimum(o_t2 + 64, 300)), 64, num_stages=3):");
   EXPECT_HAS(m, "# the trips from tl.minimum(o_t2 + 64, 300) on do nothing");
+  // (a trip's keys are valid below the range's end, not below the bound: the bound only says
+  // which trips run; a mask at the bound zeroed keys of the diagonal's block past a row's end)
+  EXPECT_HAS(m, "m_t3 = r_t3 < 300\n");
   const auto& full = ph::kernels::find_kernel("attention");
   EXPECT_HAS(full.kernel->emit(in.args(), "triton:h100").source, "for o_t3 in tl.range(0, 300, 64, num_stages=3):");
+}
+
+// A computed index out of its dim fails the call naming the user's line and the numbers, as on
+// the cpu; "index_checks":false turns the check (and its synchronization) off.
+TEST(Triton, AnIndexOutOfItsDimFailsTheCallAtTheUsersLine) {
+  ASSERT_FALSE(ph::backend::project_python().empty()) << "no Python with torch and triton (run `make test`)";
+  const auto& e = ph::kernels::find_kernel("embedding");
+  auto in = e.make_inputs({40, 300, 256}, ph::DType::f32, 3);
+  in.tensors[0].set(17, 300);  // one id past the table's 300 rows
+  const ph::EmittedKernel m = e.kernel->emit(in.args(), "triton:h100");
+  EXPECT_HAS(m.source, "SITES = {1: (");
+  std::vector<triton::TritonRun> r =
+      triton::run_in_triton_interpreter({{"oob", m.source, "embedding", in.tensors, {}}});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_FALSE(r[0].ok);
+  EXPECT_HAS(r[0].error, "IndexError: ");
+  EXPECT_HAS(r[0].error, "indexing.cpp:23: index 300 is out of bounds for dimension 0 of arg1 (size 300)");
+  // A jagged loop's range past the dims it indexes: the same, naming the tile's range.
+  const auto& j = ph::kernels::find_kernel("jagged_mean");
+  auto rows = j.make_inputs({7, 256, 20}, ph::DType::f32, 3);
+  rows.tensors[1].set(7, rows.tensors[0].shape()[0] + 5);  // the last entry ends 5 rows past the values
+  const std::string js = j.kernel->emit(rows.args(), "triton:h100").source;
+  std::vector<triton::TritonRun> jr =
+      triton::run_in_triton_interpreter({{"jagged", js, "jagged_mean", rows.tensors, {}}});
+  ASSERT_EQ(jr.size(), 1u);
+  EXPECT_FALSE(jr[0].ok);
+  EXPECT_HAS(jr[0].error, "is out of bounds for the range of jagged tile t2, which must lie within 0..");
+  ph::Config unchecked = m.config;
+  unchecked.index_checks = false;
+  const std::string src = e.kernel->emit(in.args(), "triton:h100", &unchecked).source;
+  EXPECT_HAS(src, "SITES = {}");
+  EXPECT_EQ(src.find("_flag(perr, b1"), std::string::npos) << src;
 }

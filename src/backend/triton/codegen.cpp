@@ -227,6 +227,14 @@ def _round_f8(x, M: tl.constexpr, BIAS: tl.constexpr, MAXF: tl.constexpr, HAS_IN
 
 
 @triton.jit
+def _flag(perr, bad, site, index):
+    # An index out of its dim: records (site, index) for the host to raise (any one of them).
+    zero = tl.zeros_like(bad.to(tl.int64))
+    tl.store(perr + zero, site + zero, mask=bad)
+    tl.store(perr + 1 + zero, index + zero, mask=bad)
+
+
+@triton.jit
 def _silu(x):
     return tl.where(x == float("-inf"), -0.0, x / (1.0 + tl.exp(-x)))
 
@@ -295,8 +303,15 @@ class Emitter {
   // The number of valid elements along a kept dim (a scalar expression).
   std::string dim_valid(const KeptDim& k) const {
     if (k.dim.kind != Dim::Tile) return std::to_string(k.dim.size);
-    const ir::TileInfo& t = fn_.tiles[k.dim.tile];
-    return "tl.minimum(" + std::to_string(t.end) + " - o_" + tname(k.dim.tile) + ", " + std::to_string(k.size) + ")";
+    return "tl.minimum(" + range_end(k.dim.tile) + " - o_" + tname(k.dim.tile) + ", " + std::to_string(k.size) + ")";
+  }
+  // A tile's range as the generated code knows it: its static bounds, or a jagged loop's
+  // lo_t..hi_t for the current entry.
+  std::string range_begin(int tile) const {
+    return fn_.tiles[tile].is_jagged() ? "lo_" + tname(tile) : std::to_string(fn_.tiles[tile].begin);
+  }
+  std::string range_end(int tile) const {
+    return fn_.tiles[tile].is_jagged() ? "hi_" + tname(tile) : std::to_string(fn_.tiles[tile].end);
   }
 
   void header() {
@@ -358,8 +373,13 @@ class Emitter {
       params.push_back("s" + std::to_string(s));
       sig.push_back("\"s" + std::to_string(s) + "\": \"" + (integer_param(s) ? "i64" : "fp32") + "\"");
     }
+    const bool checked = launch_checks(*L.op);
+    if (checked) {  // (where an out-of-range computed index is recorded: checked_index)
+      params.push_back("perr");
+      sig.push_back("\"perr\": \"*i64\"");
+    }
     const std::string name = "_kernel_" + std::to_string(L.index);
-    kernels_.push_back({name, "{" + join(sig) + "}", L.total_steps, a});
+    kernels_.push_back({name, "{" + join(sig) + "}", L.total_steps, a, checked});
     line("");
     line("");
     line("@triton.jit");
@@ -428,14 +448,12 @@ class Emitter {
         return;
       case OpKind::TileEnd:
         line(v(op.result) + " = tl.minimum(o_" + tname(op.tile) + " + " + std::to_string(block(op.tile)) + ", " +
-             std::to_string(fn_.tiles[op.tile].end) + ")");
+             range_end(op.tile) + ")");
         return;
-      case OpKind::TileId: {
-        const ir::TileInfo& t = fn_.tiles[op.tile];
-        line(v(op.result) + " = (o_" + tname(op.tile) + " - " + std::to_string(t.begin) + ") // " +
+      case OpKind::TileId:  // (the block's number from its range's start: a jagged one's lo)
+        line(v(op.result) + " = (o_" + tname(op.tile) + " - " + range_begin(op.tile) + ") // " +
              std::to_string(block(op.tile)));
         return;
-      }
       case OpKind::TileIndex:
         line(v(op.result) + " = " + (unit(op.tile) ? "o_" + tname(op.tile) : "r_" + tname(op.tile) + ".to(tl.int64)"));
         return;
@@ -472,6 +490,13 @@ class Emitter {
       }
       case OpKind::Transpose:
         return transpose(op);
+      case OpKind::Reshape:
+      case OpKind::Permute:
+      case OpKind::Expand:
+      case OpKind::Squeeze:
+      case OpKind::Split:
+      case OpKind::Join:
+        return block_view(op);
       case OpKind::Dot:
         return dot(op);
       case OpKind::VarDecl:
@@ -543,20 +568,44 @@ class Emitter {
     };
     syntax.min = "tl.minimum";
     syntax.max = "tl.maximum";
-    std::string end = std::to_string(t.end);
+    std::string begin = std::to_string(t.begin), end = std::to_string(t.end);
+    if (t.is_jagged()) jagged_range(op, &begin, &end);
     if (const std::string e = ir::trip_guard_bound(fn_, op, L_->op->loop_tiles, syntax); !e.empty()) {
       line("# the trips from " + e + " on do nothing (" + op.body.back().loc.str() + ")");
       end = "tl.minimum(" + end + ", " + e + ")";
     }
-    line("for o_" + tname(tile) + " in tl.range(" + std::to_string(t.begin) + ", " + end + ", " +
-         std::to_string(block(tile)) + stages + "):  # " + op.loc.str());
+    line("for o_" + tname(tile) + " in tl.range(" + begin + ", " + end + ", " + std::to_string(block(tile)) + stages +
+         "):  # " + op.loc.str());
     ++depth_;
     if (!unit(tile)) {
       line("r_" + tname(tile) + " = o_" + tname(tile) + " + tl.arange(0, " + std::to_string(block(tile)) + ")");
-      if (tile_masked(p_, tile)) line("m_" + tname(tile) + " = r_" + tname(tile) + " < " + std::to_string(t.end));
+      // (valid below the range's end; a trip bound only says which trips run)
+      if (tile_masked(p_, tile)) line("m_" + tname(tile) + " = r_" + tname(tile) + " < " + range_end(tile));
     }
     body(op.body);
     --depth_;
+  }
+
+  // A jagged loop's range for this entry, lo_t..hi_t (its operands): a non-empty one must lie
+  // within 0..bound (the dims the tile indexes), checked before any trip (an empty range
+  // otherwise, and the host raises), as on the cpu.
+  void jagged_range(const Op& op, std::string* begin, std::string* end) {
+    const int tile = op.loop_tiles[0];
+    const ir::TileInfo& t = fn_.tiles[tile];
+    const std::string n = tname(tile), lo = "lo_" + n, hi = "hi_" + n;
+    line(lo + " = " + operand(op.operands[0]));
+    line(hi + " = " + operand(op.operands[1]));
+    if (p_.config.index_checks && t.end < ir::kUnboundedRange) {
+      sites_.push_back({t.loc.str(), "the range of jagged tile " + n + ", which must lie within 0.." +
+                                         std::to_string(t.end) + " (the dimensions it indexes)"});
+      const std::string k = std::to_string(sites_.size());
+      line("b" + k + " = (" + lo + " < " + hi + ") & ((" + lo + " < 0) | (" + hi + " > " + std::to_string(t.end) +
+           "))");
+      line("_flag(perr, b" + k + ", " + k + ", tl.where(" + lo + " < 0, " + lo + ", " + hi + "))");
+      line(hi + " = tl.where(b" + k + ", " + lo + ", " + hi + ")");
+    }
+    *begin = lo;
+    *end = hi;
   }
 
   // --- memory ---
@@ -593,17 +642,22 @@ class Emitter {
           break;
         }
         case ir::IndexItem::Scalar:
-          items.push_back({operand(ix.value), "", false});
+          items.push_back({checked_index(op, d, operand(ix.value), ""), "", false});
           break;
         case ir::IndexItem::Slice: {
           const int64_t pn = next_pow2(ix.length);
           const std::string ar = "tl.arange(0, " + std::to_string(pn) + ")";
-          items.push_back({"(" + operand(ix.value) + " + " + ar + ")",
+          items.push_back({"(" + checked_index(op, d, operand(ix.value), "") + " + " + ar + ")",
                            pn != ix.length ? "(" + ar + " < " + std::to_string(ix.length) + ")" : "", true});
           break;
         }
-        case ir::IndexItem::Gather:
-          throw InternalError("triton emitter: gather at " + op.loc.str());
+        case ir::IndexItem::Gather: {
+          // The rows of an index block: its valid elements (the block's own mask) index the dim.
+          const std::vector<KeptDim> kd = kept_dims(p_, type(ix.value).shape);
+          const std::string m = kd.empty() ? "" : dim_mask(kd[0]);
+          items.push_back({checked_index(op, d, operand(ix.value), m), m, !kd.empty()});
+          break;
+        }
       }
     }
     int rank = 0;
@@ -619,12 +673,90 @@ class Emitter {
         if (!items[d].mask.empty()) masks.push_back(along(items[d].mask, axis, rank));
         ++axis;
       }
-      if (t.strides[d] != 0) terms.push_back(idx + (t.strides[d] == 1 ? "" : " * " + std::to_string(t.strides[d])));
+      // (a broadcast dim of an expanded view has stride 0: its index still shapes the block)
+      if (t.strides[d] != 0 || items[d].vector)
+        terms.push_back(idx + (t.strides[d] == 1 ? "" : " * " + std::to_string(t.strides[d])));
     }
     Access a;
     a.offsets = terms.empty() ? "0" : join(terms, " + ");
     a.mask = join(masks, " & ");
     return a;
+  }
+
+  // A masked load's or store's mask as a boolean of its block's shape (a scalar mask broadcast
+  // by arithmetic: Triton's interpreter refuses a 0-d comparison result combined with a block).
+  std::string user_mask(int mask, const ir::Type& block) const {
+    const std::string m = aligned(mask, block);
+    if (kept_dims(p_, type(mask).shape).empty() && !kept_dims(p_, block.shape).empty())
+      return "((tl.zeros(" + shape_list(kept_sizes(block.shape)) + ", tl.int32) + (" + m + ").to(tl.int32)) != 0)";
+    return "(" + m + " != 0)";
+  }
+
+  // Whether an index item of a load or store is checked against its dim: a value computed in
+  // the kernel (a constant was checked when traced), unless the config opts out.
+  bool checks(const Op& op, size_t d) const {
+    const ir::IndexItem& ix = op.index[d];
+    if (!p_.config.index_checks || !ix.has_value()) return false;
+    auto def = defs_.find(ix.value);
+    return ix.kind == ir::IndexItem::Gather || def == defs_.end() || def->second->kind != OpKind::Constant;
+  }
+  bool launch_checks(const Op& launch) const {
+    bool any = false;
+    ir::walk(launch.body, [&](const Op& o) {
+      if (o.kind == OpKind::Load || o.kind == OpKind::Store)
+        for (size_t d = 0; d < o.index.size(); ++d) any |= checks(o, d);
+      if (o.kind == OpKind::Loop && fn_.tiles[o.loop_tiles[0]].is_jagged())
+        any |= p_.config.index_checks && fn_.tiles[o.loop_tiles[0]].end < ir::kUnboundedRange;
+    });
+    return any;
+  }
+  // `index` (a scalar, or a 1-D block whose valid elements are `valid`) checked against dim d of
+  // the op's tensor: an out-of-range one is recorded for the host (`_flag`, a site of SITES)
+  // and replaced by 0, so that nothing reads or writes outside the tensor. For a slice start:
+  // 0 <= start <= size - length. For a masked op, only its active elements count.
+  std::string checked_index(const Op& op, size_t d, const std::string& index, const std::string& valid) {
+    if (!checks(op, d)) return index;
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    const ir::IndexItem& ix = op.index[d];
+    const int64_t bound = ix.kind == ir::IndexItem::Slice ? t.shape[d] - ix.length + 1 : t.shape[d];
+    const std::string what =
+        ix.kind == ir::IndexItem::Slice
+            ? "the start of a slice of length " + std::to_string(ix.length) + " of dimension " + std::to_string(d) +
+                  " of " + t.name + " (size " + std::to_string(t.shape[d]) + ")"
+            : "dimension " + std::to_string(d) + " of " + t.name + " (size " + std::to_string(t.shape[d]) + ")";
+    sites_.push_back({op.loc.str(), what});
+    const std::string k = std::to_string(sites_.size());
+    line("b" + k + " = (" + index + " < 0) | (" + index + " >= " + std::to_string(bound) + ")" +
+         (valid.empty() ? "" : " & " + valid));
+    std::string active = "b" + k, recorded = index;
+    if (ir::is_masked(op)) {  // (a load's mask is its first operand, a store's its second)
+      ir::Type block;
+      ir::load_type(fn_, op.tensor, op.index, &block);
+      // (by arithmetic: a 0-d check and a block mask, see user_mask)
+      active = "((" + along_block(op, d, "b" + k) + ").to(tl.int32) * " +
+               user_mask(op.operands[op.kind == OpKind::Load ? 0 : 1], block) + ".to(tl.int32) != 0)";
+      recorded = along_block(op, d, index);
+    }
+    line("_flag(perr, " + active + ", " + k + ", " + recorded + ")");
+    line("c" + k + " = tl.where(b" + k + ", 0, " + index + ")");
+    return "c" + k;
+  }
+  // A 1-D check of index item d broadcast over the op's block (for a masked op's active elements).
+  std::string along_block(const Op& op, size_t d, const std::string& e) const {
+    const ir::IndexItem& ix = op.index[d];
+    const bool vector = ix.kind == ir::IndexItem::Slice ||
+                        (ix.kind == ir::IndexItem::Gather && !kept_dims(p_, type(ix.value).shape).empty());
+    if (!vector) return e;
+    int axis = 0, rank = 0;
+    for (size_t i = 0; i < op.index.size(); ++i) {
+      const ir::IndexItem& it = op.index[i];
+      const bool v = it.kind == ir::IndexItem::All || it.kind == ir::IndexItem::Slice ||
+                     (it.kind == ir::IndexItem::Tile && !unit(it.tile)) ||
+                     (it.kind == ir::IndexItem::Gather && !kept_dims(p_, type(it.value).shape).empty());
+      if (i < d && v) ++axis;
+      rank += v;
+    }
+    return along(e, axis, rank);
   }
 
   void load(const Op& op) {
@@ -633,7 +765,10 @@ class Emitter {
     Access a = access(op);
     std::string mask = a.mask, other = "0";
     if (op.operands.size() >= 2) {  // a masked load: the user's mask and fill
-      mask = mask.empty() ? operand(op.operands[0]) : "(" + mask + ") & " + operand(op.operands[0]);
+      ir::Type block;
+      ir::load_type(fn_, op.tensor, op.index, &block);
+      const std::string user = user_mask(op.operands[0], block);
+      mask = mask.empty() ? user : "(" + mask + ") & " + user;
       other = operand(op.operands[1]);
     }
     std::string call = "tl.load(" + base + " + " + a.offsets;
@@ -656,12 +791,14 @@ class Emitter {
     const DType storage = fn_.tensors[op.tensor].dtype;
     const std::string base = "p" + std::to_string(root(op.tensor));
     Access a = access(op);
-    std::string mask = a.mask;
-    if (op.operands.size() >= 2)
-      mask = mask.empty() ? operand(op.operands[1]) : "(" + mask + ") & " + operand(op.operands[1]);
-    // (the value laid out as the block it is stored into)
+    // (the value and the mask laid out as the block it is stored into)
     ir::Type block;
     ir::load_type(fn_, op.tensor, op.index, &block);
+    std::string mask = a.mask;
+    if (op.operands.size() >= 2) {
+      const std::string user = user_mask(op.operands[1], block);
+      mask = mask.empty() ? user : "(" + mask + ") & " + user;
+    }
     std::string value = aligned(op.operands[0], block);
     const ir::Type& vt = type(op.operands[0]);
     // A scalar stored into a block broadcasts; every value takes the tensor's dtype.
@@ -675,7 +812,23 @@ class Emitter {
       value = "(" + value + ").to(" + tl_dtype(storage) + ")";
     // (a stored block of fewer kept dims than the access, e.g. a row value broadcast over a
     // whole dim, is broadcast by Triton's rules)
-    line("tl.store(" + base + " + " + a.offsets + ", " + value + (mask.empty() ? "" : ", mask=" + mask) + ")  # " +
+    // An atomic update (ph::atomic_add/max/min): every element with respect to every other
+    // program's, in no order (float sums may round differently from run to run).
+    std::string call = "tl.store";
+    switch (ir::atomic_fn(op)) {
+      case ir::AtomicFn::none:
+        break;
+      case ir::AtomicFn::add:
+        call = "tl.atomic_add";
+        break;
+      case ir::AtomicFn::max:
+        call = "tl.atomic_max";
+        break;
+      case ir::AtomicFn::min:
+        call = "tl.atomic_min";
+        break;
+    }
+    line(call + "(" + base + " + " + a.offsets + ", " + value + (mask.empty() ? "" : ", mask=" + mask) + ")  # " +
          op.loc.str());
   }
 
@@ -736,6 +889,12 @@ class Emitter {
       if (type(op.operands[1]).dtype != DType::f32) b = as_f32(op.operands[1], rt);
     }
     const bool floats = type(op.operands[0]).dtype == DType::f32 || type(op.operands[1]).dtype == DType::f32;
+    // An integer compared with a float: both as f32, as torch promotes (Triton's interpreter
+    // gives such a comparison a type its & and masks then refuse).
+    if (ir::is_comparison(f) && floats && type(op.operands[0]).dtype != type(op.operands[1]).dtype) {
+      a = as_f32(op.operands[0], rt);
+      b = as_f32(op.operands[1], rt);
+    }
     auto infix = [&](const char* o) { return "(" + a + " " + o + " " + b + ")"; };
     switch (f) {
       case BinaryFn::add:
@@ -877,6 +1036,60 @@ class Emitter {
     }
   }
 
+  // Block views (src/ir/views.h): index remaps of a block, as Triton's reshape, permute,
+  // broadcast, split and join on the kept dims (support.cpp refuses a reshape of a padded dim).
+  void block_view(const Op& op) {
+    const ir::Type& rt = type(op.result);
+    const ir::Type& in = type(op.operands[0]);
+    const std::string a = operand(op.operands[0]), r = v(op.result);
+    auto squeezed = [&](const Dim& d) { return d.kind == Dim::Tile && unit(d.tile); };
+    const std::vector<int64_t> out = kept_sizes(rt.shape);
+    switch (op.kind) {
+      case OpKind::Reshape:
+      case OpKind::Squeeze:
+        line(r + " = tl.reshape(" + a + ", " + shape_list(out) + ")");
+        return;
+      case OpKind::Permute: {
+        std::vector<int> kept_pos(in.shape.size(), -1);
+        int k = 0;
+        for (size_t d = 0; d < in.shape.size(); ++d)
+          if (!squeezed(in.shape[d])) kept_pos[d] = k++;
+        std::vector<int64_t> perm;
+        for (size_t i = 0; i < op.dims.size(); ++i)
+          if (!squeezed(rt.shape[i])) perm.push_back(kept_pos[static_cast<size_t>(op.dims[i])]);
+        line(r + " = " + (perm.size() < 2 ? a : "tl.permute(" + a + ", " + py_tuple(perm) + ")"));
+        return;
+      }
+      case OpKind::Expand: {
+        // The operand's dims laid out as the result's (size 1 where it broadcasts), then broadcast.
+        std::vector<int64_t> aligned_shape;
+        const size_t lead = rt.shape.size() - in.shape.size();
+        for (size_t i = 0; i < lead; ++i)
+          if (!squeezed(rt.shape[i])) aligned_shape.push_back(1);
+        for (size_t d = 0; d < in.shape.size(); ++d)
+          if (!squeezed(rt.shape[lead + d]))
+            aligned_shape.push_back(squeezed(in.shape[d]) ? 1 : kept_dims(p_, {in.shape[d]})[0].size);
+        std::string x = a;
+        if (kept_dims(p_, in.shape).empty()) x = "tl.full([], 0, " + tl_dtype(in.dtype) + ") + " + a;
+        line(r + " = tl.broadcast_to(tl.reshape(" + x + ", " + shape_list(aligned_shape) + "), " + shape_list(out) +
+             ")");
+        return;
+      }
+      case OpKind::Split:
+        line(r + "_0, " + r + "_1 = tl.split(" + a + ")");
+        line(r + " = " + r + "_" + std::to_string(op.axis));
+        return;
+      case OpKind::Join: {
+        std::vector<int64_t> each(out.begin(), out.end() - 1);
+        line(r + " = tl.join(tl.broadcast_to(" + aligned(op.operands[0], in) + ", " + shape_list(each) +
+             "), tl.broadcast_to(" + operand(op.operands[1]) + ", " + shape_list(each) + "))");
+        return;
+      }
+      default:
+        throw InternalError("triton emitter: not a block view at " + op.loc.str());
+    }
+  }
+
   // The permutation that swaps the last two kept dims, or none when one of them is squeezed.
   void transpose(const Op& op) {
     const ir::Type& in = type(op.operands[0]);
@@ -1007,6 +1220,12 @@ class Emitter {
       kernels.push_back("{\"fn\": " + k.name + ", \"name\": \"" + k.name + "\", \"signature\": " + k.signature +
                         ", \"grid\": " + std::to_string(k.programs) +
                         ", \"num_warps\": " + std::to_string(p_.config.num_warps) + "}");
+    std::vector<std::string> sites;
+    for (size_t k = 0; k < sites_.size(); ++k)
+      sites.push_back(std::to_string(k + 1) + ": (\"" + sites_[k].first + "\", \"" + sites_[k].second + "\")");
+    line("# The indices computed in the kernels that are checked against their dims: site -> (where, what).");
+    line("SITES = {" + join(sites, ",\n         ") + "}");
+    line("");
     line("# Per launch: the jit function, its argument types (triton.compile's signature), its programs, its warps.");
     line("KERNELS = [" + join(kernels, ",\n           ") + "]");
     line("");
@@ -1030,6 +1249,7 @@ class Emitter {
     const std::string device = fn_.num_tensor_params > 0 ? "t0.device" : "\"cuda\"";
     for (int i = 0; i < static_cast<int>(fn_.scalar_params.size()); ++i)
       line("s" + std::to_string(i) + " = " + fn_.scalar_params[i]);
+    if (!sites_.empty()) line("err = torch.zeros(2, dtype=torch.int64, device=" + device + ")");
     size_t launch = 0;
     for (const Op& op : fn_.body) {
       if (op.kind == OpKind::Alloc) {
@@ -1046,9 +1266,17 @@ class Emitter {
         std::vector<std::string> call;
         for (int t : k.args.tensors) call.push_back("t" + std::to_string(t));
         for (int s : k.args.scalars) call.push_back("s" + std::to_string(s));
+        if (k.checks_indices) call.push_back("err");
         line(k.name + "[(" + std::to_string(k.programs) + ",)](" + join(call) +
              ", num_warps=" + std::to_string(p_.config.num_warps) + ")");
       }
+    }
+    if (!sites_.empty()) {  // (one synchronization per call: config "index_checks":false skips it)
+      line("if int(err[0]) != 0:");
+      line("    where, what = SITES[int(err[0])]");
+      line(
+          "    raise IndexError(f\"{where}: index {int(err[1])} is out of bounds for {what} (computed indices are "
+          "checked; the config's \\\"index_checks\\\":false turns the check off)\")");
     }
     std::vector<std::string> outs;
     for (int t : fn_.outputs) {
@@ -1067,6 +1295,7 @@ class Emitter {
     std::string name, signature;
     int64_t programs;
     LaunchArgs args;
+    bool checks_indices;
   };
 
   const lower::BlockProgram& p_;
@@ -1075,6 +1304,7 @@ class Emitter {
   const lower::LaunchPlan* L_ = nullptr;
   std::vector<KernelInfo> kernels_;
   std::map<int, DType> raw_;  // a value with a 16-bit copy as stored (`vN_raw`): its dtype
+  std::vector<std::pair<std::string, std::string>> sites_;  // index checks: (where, what), site k at k-1
   std::map<int, const Op*> defs_;
   std::ostringstream os_;
   int depth_ = 0;

@@ -12,7 +12,7 @@ bool unit_tile(const lower::BlockProgram& p, int tile) { return p.block_of_tile(
 
 bool tile_masked(const lower::BlockProgram& p, int tile) {
   const ir::TileInfo& t = p.fn->tiles[tile];
-  return t.extent() % p.block_of_tile(tile) != 0;
+  return t.is_jagged() || t.extent() % p.block_of_tile(tile) != 0;  // (a jagged range ends anywhere)
 }
 
 std::vector<KeptDim> kept_dims(const lower::BlockProgram& p, const std::vector<ir::Dim>& shape) {

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "parhelion/dtype.h"
 #include "parhelion/error.h"
 
 namespace parhelion::backend::triton {
@@ -16,25 +17,15 @@ using ir::OpKind;
                   " yet (docs/triton.md lists what it emits); use --target cpu or --target pallas for this kernel");
 }
 
-// An index item the backend addresses: a tile, a whole dim, a scalar or slice start that the
-// kernel cannot compute out of range (a constant, or a block's first index).
-void check_index(const ir::Function& fn, const Op& op, const std::map<int, const Op*>& defs) {
+// An index item the backend addresses: a tile (not within another tile's block, not jagged),
+// a whole dim, a scalar, a slice or a block of indices (computed ones are checked against their
+// dim at run time: codegen.cpp, checked_index).
+void check_index(const ir::Function& fn, const Op& op) {
   for (const ir::IndexItem& ix : op.index) {
-    if (ix.kind == ir::IndexItem::Gather) refuse(op, "gathers and scatters (an index through a block of indices)");
-    if (ix.kind == ir::IndexItem::Tile) {
-      const ir::TileInfo& t = fn.tiles[ix.tile];
-      if (t.parent >= 0) refuse(op, "tiles within a tile's block (ph::tile(outer))");
-      if (ir::jagged_root(fn, ix.tile) >= 0) refuse(op, "jagged tiles (ranges computed in the kernel)");
-    }
-    if (ix.kind == ir::IndexItem::Scalar || ix.kind == ir::IndexItem::Slice) {
-      auto d = defs.find(ix.value);
-      const bool safe =
-          d != defs.end() && (d->second->kind == OpKind::Constant || d->second->kind == OpKind::TileBegin);
-      if (!safe)
-        refuse(op,
-               "an index computed in the kernel (it must be checked against its dim, which the generated code "
-               "cannot report yet)");
-    }
+    if (ix.kind != ir::IndexItem::Tile) continue;
+    const ir::TileInfo& t = fn.tiles[ix.tile];
+    if (t.parent >= 0) refuse(op, "tiles within a tile's block (ph::tile(outer))");
+    if (ir::jagged_root(fn, ix.tile) >= 0 && !t.is_jagged()) refuse(op, "tiles within a jagged tile's range");
   }
 }
 
@@ -42,19 +33,20 @@ void check_index(const ir::Function& fn, const Op& op, const std::map<int, const
 
 void check_supported(const lower::BlockProgram& p) {
   const ir::Function& fn = *p.fn;
-  std::map<int, const Op*> defs;
-  ir::walk(fn.body, [&](const Op& op) {
-    if (op.result >= 0) defs[op.result] = &op;
-  });
   ir::walk(fn.body, [&](const Op& op) {
     switch (op.kind) {
       case OpKind::Load:
       case OpKind::Store:
-        if (ir::is_atomic(op)) refuse(op, "atomic updates");
-        check_index(fn, op, defs);
+        if (ir::is_atomic(op)) {
+          const DType d = fn.tensors[op.tensor].dtype;
+          if (d != DType::f32 && d != DType::i32 && d != DType::i64)
+            refuse(op, "atomic updates of " + std::string(dtype_name(d)) + " tensors (f32, i32 and i64 ones are)");
+        }
+        check_index(fn, op);
         break;
       case OpKind::Loop:
-        if (!op.operands.empty() || op.loop_tiles.size() != 1) refuse(op, "jagged loops");
+        if (op.loop_tiles.size() != 1) refuse(op, "loops over several tiles at once");
+        if (!op.operands.empty() && !fn.tiles[op.loop_tiles[0]].is_jagged()) refuse(op, "this loop's range");
         if (fn.tiles[op.loop_tiles[0]].parent >= 0) refuse(op, "loops over a tile's block (ph::tile(outer))");
         break;
       case OpKind::Launch:
@@ -63,12 +55,12 @@ void check_supported(const lower::BlockProgram& p) {
         break;
       case OpKind::Scan:
         refuse(op, "scans");
-      case OpKind::Reshape:
-      case OpKind::Permute:
-      case OpKind::Expand:
-      case OpKind::Squeeze:
-      case OpKind::Split:
-      case OpKind::Join:
+      case OpKind::Reshape:  // (a dim of n, not a power of two, is padded: its elements would move)
+        for (int v : {op.operands[0], op.result})
+          for (const ir::Dim& d : fn.type_of(v).shape)
+            if (d.kind == ir::Dim::Const && (d.size & (d.size - 1)) != 0)
+              refuse(op, "reshaping a block with a dim of " + std::to_string(d.size) + " (not a power of two)");
+        break;
       case OpKind::Stack:
       case OpKind::Cat:
         refuse(op, "block views (" + std::string(ir::op_name(op)) + ")");
