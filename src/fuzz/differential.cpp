@@ -445,11 +445,39 @@ json prepare_module_here(const Program& p, uint64_t seed, const std::string& tar
   return r;
 }
 
+// A module's run in its backend's Python runner.
+struct ModuleRun {
+  bool ok;
+  std::string error;
+  bool races;
+  std::vector<Array> outputs;
+};
+using ModuleRunner = std::function<std::vector<ModuleRun>(const std::vector<ModulePending>&)>;
+
+std::vector<ModuleRun> run_pallas(const std::vector<ModulePending>& pending) {
+  std::vector<backend::pallas::InterpretCase> cases;
+  for (const ModulePending& m : pending)
+    cases.push_back({m.name, m.source, m.program.name, m.inputs, m.scalars, false});
+  std::vector<ModuleRun> out;
+  for (auto& r : backend::pallas::run_in_interpret_mode(cases))
+    out.push_back({r.ok, r.error, r.races, std::move(r.outputs)});
+  return out;
+}
+
+std::vector<ModuleRun> run_triton(const std::vector<ModulePending>& pending) {
+  std::vector<backend::triton::TritonCase> cases;
+  for (const ModulePending& m : pending) cases.push_back({m.name, m.source, m.program.name, m.inputs, m.scalars});
+  std::vector<ModuleRun> out;
+  for (auto& r : backend::triton::run_in_triton_interpreter(cases))
+    out.push_back({r.ok, r.error, false, std::move(r.outputs)});
+  return out;
+}
+
 // One Python backend's share of the programs: prepared in a child, run in batches.
 class ModuleSampler {
  public:
-  ModuleSampler(std::string backend, std::string target, int every)
-      : backend_(std::move(backend)), target_(std::move(target)), every_(every) {}
+  ModuleSampler(std::string backend, std::string target, int every, ModuleRunner run)
+      : backend_(std::move(backend)), target_(std::move(target)), every_(every), run_(std::move(run)) {}
 
   bool samples(int64_t n) const { return every_ > 0 && n % every_ == 0; }
 
@@ -485,27 +513,9 @@ class ModuleSampler {
   // Runs the pending modules (one Python process) and compares each with the interpreter.
   void flush(FuzzReport& report, const std::function<void(const std::string&)>& log) {
     if (pending_.empty()) return;
-    struct Result {
-      bool ok;
-      std::string error;
-      bool races;
-      std::vector<Array> outputs;
-    };
-    std::vector<Result> results;
+    std::vector<ModuleRun> results;
     try {
-      if (backend_ == "pallas") {
-        std::vector<backend::pallas::InterpretCase> cases;
-        for (const ModulePending& m : pending_)
-          cases.push_back({m.name, m.source, m.program.name, m.inputs, m.scalars, false});
-        for (auto& r : backend::pallas::run_in_interpret_mode(cases))
-          results.push_back({r.ok, r.error, r.races, std::move(r.outputs)});
-      } else {
-        std::vector<backend::triton::TritonCase> cases;
-        for (const ModulePending& m : pending_)
-          cases.push_back({m.name, m.source, m.program.name, m.inputs, m.scalars});
-        for (auto& r : backend::triton::run_in_triton_interpreter(cases))
-          results.push_back({r.ok, r.error, false, std::move(r.outputs)});
-      }
+      results = run_(pending_);
     } catch (const UserError& e) {  // the runner died: one finding for the batch, the run goes on
       const ModulePending& m = pending_[0];
       log("FOUND the " + backend_ + " runner failing on a batch from seed " + std::to_string(m.seed));
@@ -516,7 +526,7 @@ class ModuleSampler {
     }
     for (size_t i = 0; i < results.size(); ++i) {
       const ModulePending& m = pending_[i];
-      const Result& r = results[i];
+      const ModuleRun& r = results[i];
       ++report.by_backend[backend_].runs;
       std::string kind, detail;
       if (!r.ok) {
@@ -540,6 +550,7 @@ class ModuleSampler {
  private:
   std::string backend_, target_;
   int every_;
+  ModuleRunner run_;
   std::vector<ModulePending> pending_;
 };
 
@@ -577,8 +588,8 @@ FuzzReport fuzz(const FuzzOptions& o) {
     log("no project Python (PARHELION_PYTHON or the project's .venv): cpu only");
   std::vector<ModuleSampler> samplers;
   if (python) {
-    samplers.emplace_back("pallas", "pallas:v7x", o.pallas_every);
-    samplers.emplace_back("triton", "triton:h100", o.triton_every);
+    samplers.emplace_back("pallas", "pallas:v7x", o.pallas_every, run_pallas);
+    samplers.emplace_back("triton", "triton:h100", o.triton_every, run_triton);
   }
   for (int64_t n = 0; o.max_programs < 0 || n < o.max_programs; ++n) {
     if (elapsed() >= o.seconds) break;

@@ -155,7 +155,8 @@ class LaunchModel {
         for (const Op& inner : o->body) add(&inner);
     };
     for (const Op* o : ops) add(o);
-    std::set<const Op*> in_region(flat.begin(), flat.end());
+    std::map<const Op*, size_t> position;  // op -> its index in the region
+    for (size_t i = 0; i < flat.size(); ++i) position[flat[i]] = i;
     std::map<int, size_t> producer;
     for (size_t i = 0; i < flat.size(); ++i)
       if (flat[i]->result >= 0) producer[flat[i]->result] = i;
@@ -209,12 +210,12 @@ class LaunchModel {
       bool kept = false, only_bf16_dots = true;
       for (const Op* c : consumers_[op.result]) {
         only_bf16_dots &= bf16_dot(c);
-        if (!in_region.count(c)) {
+        auto ci = position.find(c);
+        if (ci == position.end()) {  // (read outside the region)
           kept = true;
           continue;
         }
-        auto ci = std::find(flat.begin(), flat.end(), c) - flat.begin();
-        kept |= after_reduction[ci].count(op.result) > 0 || c->kind == OpKind::Dot;
+        kept |= after_reduction[ci->second].count(op.result) > 0 || c->kind == OpKind::Dot;
       }
       if (!kept) continue;
       const double n = vregs(t, only_bf16_dots && !consumers_[op.result].empty() ? 2 : 4);

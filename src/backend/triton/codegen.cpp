@@ -24,85 +24,32 @@ using ir::OpKind;
 using ir::ReduceFn;
 using ir::UnaryFn;
 
-// Triton's element type of a tensor stored in `d` (torch's dtype maps to it).
-std::string tl_dtype(DType d) {
-  switch (d) {
-    case DType::f32:
-      return "tl.float32";
-    case DType::bf16:
-      return "tl.bfloat16";
-    case DType::f16:
-      return "tl.float16";
-    case DType::f8e4m3:
-      return "tl.float8e4nv";
-    case DType::f8e5m2:
-      return "tl.float8e5";
-    case DType::i64:
-      return "tl.int64";
-    case DType::i32:
-      return "tl.int32";
-    case DType::i8:
-      return "tl.int8";
-    case DType::u8:
-      return "tl.uint8";
-    case DType::boolean:
-      return "tl.int1";
-  }
-  return "?";
+// How a storage dtype is spelled: Triton's element type, the pointer type of triton.compile's
+// signature, and torch's dtype.
+struct DTypeNames {
+  DType dtype;
+  const char *tl, *signature, *torch;
+};
+constexpr DTypeNames kDTypeNames[] = {
+    {DType::f32, "tl.float32", "*fp32", "torch.float32"},
+    {DType::bf16, "tl.bfloat16", "*bf16", "torch.bfloat16"},
+    {DType::f16, "tl.float16", "*fp16", "torch.float16"},
+    {DType::f8e4m3, "tl.float8e4nv", "*fp8e4nv", "torch.float8_e4m3fn"},
+    {DType::f8e5m2, "tl.float8e5", "*fp8e5", "torch.float8_e5m2"},
+    {DType::i64, "tl.int64", "*i64", "torch.int64"},
+    {DType::i32, "tl.int32", "*i32", "torch.int32"},
+    {DType::i8, "tl.int8", "*i8", "torch.int8"},
+    {DType::u8, "tl.uint8", "*u8", "torch.uint8"},
+    {DType::boolean, "tl.int1", "*i1", "torch.bool"},
+};
+const DTypeNames& names_of(DType d) {
+  for (const DTypeNames& n : kDTypeNames)
+    if (n.dtype == d) return n;
+  throw InternalError("the triton emitter has no names for dtype " + std::string(dtype_name(d)));
 }
-
-// The argument type of a pointer to `d` in triton.compile's signature.
-std::string signature_type(DType d) {
-  switch (d) {
-    case DType::f32:
-      return "*fp32";
-    case DType::bf16:
-      return "*bf16";
-    case DType::f16:
-      return "*fp16";
-    case DType::f8e4m3:
-      return "*fp8e4nv";
-    case DType::f8e5m2:
-      return "*fp8e5";
-    case DType::i64:
-      return "*i64";
-    case DType::i32:
-      return "*i32";
-    case DType::i8:
-      return "*i8";
-    case DType::u8:
-      return "*u8";
-    case DType::boolean:
-      return "*i1";
-  }
-  return "?";
-}
-
-std::string torch_dtype(DType d) {
-  switch (d) {
-    case DType::f32:
-      return "torch.float32";
-    case DType::bf16:
-      return "torch.bfloat16";
-    case DType::f16:
-      return "torch.float16";
-    case DType::f8e4m3:
-      return "torch.float8_e4m3fn";
-    case DType::f8e5m2:
-      return "torch.float8_e5m2";
-    case DType::i64:
-      return "torch.int64";
-    case DType::i32:
-      return "torch.int32";
-    case DType::i8:
-      return "torch.int8";
-    case DType::u8:
-      return "torch.uint8";
-    case DType::boolean:
-      return "torch.bool";
-  }
-  return "?";
-}
+std::string tl_dtype(DType d) { return names_of(d).tl; }
+std::string signature_type(DType d) { return names_of(d).signature; }
+std::string torch_dtype(DType d) { return names_of(d).torch; }
 
 bool is_float_storage(DType d) { return d == DType::f32 || d == DType::bf16 || d == DType::f16 || is_fp8(d); }
 
@@ -814,20 +761,7 @@ class Emitter {
     // whole dim, is broadcast by Triton's rules)
     // An atomic update (ph::atomic_add/max/min): every element with respect to every other
     // program's, in no order (float sums may round differently from run to run).
-    std::string call = "tl.store";
-    switch (ir::atomic_fn(op)) {
-      case ir::AtomicFn::none:
-        break;
-      case ir::AtomicFn::add:
-        call = "tl.atomic_add";
-        break;
-      case ir::AtomicFn::max:
-        call = "tl.atomic_max";
-        break;
-      case ir::AtomicFn::min:
-        call = "tl.atomic_min";
-        break;
-    }
+    const std::string call = "tl." + std::string(ir::atomic_name(ir::atomic_fn(op)));  // tl.store, tl.atomic_add, ...
     line(call + "(" + base + " + " + a.offsets + ", " + value + (mask.empty() ? "" : ", mask=" + mask) + ")  # " +
          op.loc.str());
   }

@@ -1,12 +1,10 @@
 #include "backend/triton/layout.h"
 
+#include <bit>
+
 namespace parhelion::backend::triton {
 
-int64_t next_pow2(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
+int64_t next_pow2(int64_t n) { return n <= 1 ? 1 : static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(n))); }
 
 bool unit_tile(const lower::BlockProgram& p, int tile) { return p.block_of_tile(tile) == 1; }
 
