@@ -321,3 +321,27 @@ TEST(Triton, AnIndexOutOfItsDimFailsTheCallAtTheUsersLine) {
   EXPECT_HAS(src, "SITES = {}");
   EXPECT_EQ(src.find("_flag(perr, b1"), std::string::npos) << src;
 }
+
+// Unit blocks make 0-d values; a boolean one reshaped to 0-d meets a scalar boolean in `^`.
+// Triton's interpreter refused that (TypeError in bitwise_xor; found by the fuzzer), so the
+// emitter reshapes booleans to 0-d through int32.
+ph::Tensor flags_xor(ph::Tensor x, ph::Tensor y) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n}, ph::DType::f32);
+  for (auto [tm, tn] : ph::tile(m, n))
+    out[tm, tn] = ph::cast((y[tm].unsqueeze(1) >= 0.25f) ^ (x[tm, tn] > 0.0f), ph::DType::f32);
+  return out;
+}
+
+TEST(Triton, ZeroDimensionalBooleansCombineWithScalars) {
+  ASSERT_FALSE(ph::backend::project_python().empty()) << "no Python with torch and triton (run `make test`)";
+  ph::Kernel k("flags_xor", flags_xor);
+  ph::Array x = ph::Array::random({6, 5}, ph::DType::f32, 1), y = ph::Array::random({6}, ph::DType::f32, 2);
+  ph::Config c = ph::Config::from_json(R"({"block_sizes":[1,1],"loop_orders":[[0,1]],"num_threads":1})");
+  const std::string src = k.emit({x, y}, "triton:h100", &c).source;
+  EXPECT_HAS(src, ".to(tl.int32), []) != 0)");
+  std::vector<triton::TritonRun> r = triton::run_in_triton_interpreter({{"xor", src, "flags_xor", {x, y}, {}}});
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_TRUE(r[0].ok) << r[0].error << "\n" << src;
+  EXPECT_EQ(ph::max_abs_diff(r[0].outputs[0], k.interpret({x, y}).at(0)), 0.0);
+}

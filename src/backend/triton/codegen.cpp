@@ -486,7 +486,14 @@ class Emitter {
       }
     }
     if (same || kept_dims(p_, t.shape).empty()) return operand(id);
-    return "tl.reshape(" + operand(id) + ", " + shape_list(target) + ")";
+    return reshaped(operand(id), t.dtype, target);
+  }
+  // x reshaped to `shape`. A boolean block reshaped to 0-d goes through int32: Triton's
+  // interpreter keeps such a value in a form its bitwise ops refuse (found by the fuzzer:
+  // `tl.reshape(b, []) ^ c` raised TypeError); compiled, the conversions cancel.
+  static std::string reshaped(const std::string& x, DType dtype, const std::vector<int64_t>& shape) {
+    if (dtype == DType::boolean && shape.empty()) return "(tl.reshape(" + x + ".to(tl.int32), []) != 0)";
+    return "tl.reshape(" + x + ", " + shape_list(shape) + ")";
   }
   // An operand as f32 (an integer or boolean converted), laid out as `result` when given.
   std::string as_f32(int id, const ir::Type* result = nullptr) const {
@@ -981,7 +988,7 @@ class Emitter {
     switch (op.kind) {
       case OpKind::Reshape:
       case OpKind::Squeeze:
-        line(r + " = tl.reshape(" + a + ", " + shape_list(out) + ")");
+        line(r + " = " + reshaped(a, rt.dtype, out));
         return;
       case OpKind::Permute: {
         std::vector<int> kept_pos(in.shape.size(), -1);
