@@ -903,6 +903,83 @@ TEST(Pallas, LongResidentLoopsRunAsAForiLoop) {
   });
 }
 
+// Inner loops whose blocks the kernel fixes at sizes a TPU cannot copy (64 lanes, 4 rows of f32,
+// 8 rows of bf16): a DMA window's last two dims are multiples of (8, 128) or whole, so the
+// pipeline and grid strategies are refused naming the strategy that takes them, and the default
+// keeps the whole dim in the outer block (resident), each trip a static slice of it in VMEM.
+constexpr int kLineLaneWindow = __LINE__ + 6;
+ph::Tensor row_sums_by_64(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m}, ph::DType::f32);
+  for (auto tm : ph::tile(m)) {
+    ph::Var acc = ph::zeros({tm});
+    for (auto tn : ph::tile(ph::range(n).block(64))) acc = acc + ph::sum(ph::cast(x[tm, tn], ph::DType::f32), -1);
+    out[tm] = acc;
+  }
+  return out;
+}
+ph::Tensor column_sums_by_few_rows(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({n}, ph::DType::f32);
+  const int64_t rows = x.dtype() == ph::DType::f32 ? 4 : 8;  // half a sublane tile
+  for (auto tn : ph::tile(n)) {
+    ph::Var acc = ph::zeros({tn});
+    for (auto tm : ph::tile(ph::range(m).block(rows))) acc = acc + ph::sum(ph::cast(x[tm, tn], ph::DType::f32), 0);
+    out[tn] = acc;
+  }
+  return out;
+}
+constexpr int kLineGridWindow = __LINE__ + 4;
+ph::Tensor scaled_by_row_blocks_of_4(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n}, x.dtype());
+  for (auto tm : ph::tile(ph::range(m).block(4))) out[tm, ph::all] = x[tm, ph::all] * 2.0f;
+  return out;
+}
+
+TEST(Pallas, UnalignedInnerBlocksKeepTheirWholeDimInTheOuterBlock) {
+  ph::Kernel by_64("row_sums_by_64", row_sums_by_64), by_rows("column_sums_by_few_rows", column_sums_by_few_rows);
+  std::vector<pallas::InterpretCase> runs;
+  std::vector<ph::Array> want;
+  for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
+    ph::Array x = ph::Array::random({24, 1000}, dt, 5), y = ph::Array::random({37, 384}, dt, 6);
+    for (auto [k, in] : {std::pair{&by_64, x}, std::pair{&by_rows, y}}) {
+      const std::string src = k->emit_pallas({in}, "v7x").source;
+      EXPECT_HAS(src, R"("strategy":"resident")");
+      EXPECT_EQ(src.find("emit_pipeline("), std::string::npos) << src;
+      runs.push_back({k->name() + " " + std::string(ph::dtype_name(dt)), src, k->name(), {in}, {}, true});
+      want.push_back(k->compile({in}).run({in}).at(0));
+      for (const char* strategy : {"pipeline", "grid"}) {
+        ph::Config c = k->emit_pallas({in}, "v7x").config;
+        c.inner_loops[0].strategy = strategy;
+        const std::string err = user_error_of([&] { k->emit_pallas({in}, "v7x", &c); });
+        EXPECT_HAS(err, "cannot copy the block of ");
+        EXPECT_HAS(err, std::string("(config inner_loops[0] = ") + strategy + ")");
+        EXPECT_HAS(err, "multiples of (8, 128)");
+        EXPECT_HAS(err, "give that loop the strategy \"resident\"");
+      }
+    }
+  }
+  const std::string lane = user_error_of([&] {
+    ph::Array x = ph::Array::random({24, 1000}, ph::DType::f32, 5);
+    ph::Config c = by_64.emit_pallas({x}, "v7x").config;
+    c.inner_loops[0].strategy = "pipeline";
+    by_64.emit_pallas({x}, "v7x", &c);
+  });
+  EXPECT_HAS(lane, "test_pallas.cpp:" + std::to_string(kLineLaneWindow));
+  EXPECT_HAS(lane, "the block of 64 along dim 1 of arg0 (1000)");
+  // A launch tile's fixed block is a grid-level BlockSpec: no strategy holds its dim whole.
+  ph::Kernel rows4("scaled_by_row_blocks_of_4", scaled_by_row_blocks_of_4);
+  const std::string grid = user_error_of([&] {
+    rows4.emit_pallas({ph::Array::random({24, 256}, ph::DType::f32, 1)}, "v7x");
+  });
+  EXPECT_HAS(grid, "test_pallas.cpp:" + std::to_string(kLineGridWindow));
+  EXPECT_HAS(grid, "cannot use the block of 4 along dim 0 of arg0 (24), through t0 as a grid-level block");
+  check_interpreted(runs, 1, [&](size_t i, const pallas::InterpretResult& r) {
+    EXPECT_LT(ph::max_abs_diff(r.outputs[0], want[i]), 2e-2) << runs[i].name;
+  });
+}
+
 // Row statistics stay 2-D (row_stats.h): attention's running max and sum live in VMEM as
 // [rows, 128] with every lane equal, the per-trip maxima and sums are taken with keepdims, and
 // the statistics broadcast over a row by whole registers (_lanes), so no value of the trip is

@@ -112,13 +112,7 @@ Config PallasBackend::default_config(const ir::Function& fn, const ConfigSpec& s
 
 void PallasBackend::check(const lower::BlockProgram& p) const {
   const ir::Function& fn = *p.fn;
-  // The config space offers only legal TPU blocks; a block the kernel fixes must be legal too.
-  for (const ir::BlockSize& b : fn.block_sizes)
-    if (b.fixed > 0 && !block_size_legal(fn, b.id, b.fixed))
-      throw UserError(b.loc.str() + ": the pallas backend cannot use this loop's fixed block of " +
-                      std::to_string(b.fixed) +
-                      ": a TPU block's last two dims must be multiples of (8, 128) (16 rows for 16-bit data) "
-                      "or whole dims; leave the block size to the config, or fix a legal one");
+  // (A block the kernel fixes is checked per BlockSpec by the plan: check_block_shape.)
   // fp8 data needs a TPU with fp8 support (v7x); older generations have no fp8 types in their
   // vector units, so refuse rather than hope the Mosaic compiler emulates them.
   if (generation_.name != "v7x")

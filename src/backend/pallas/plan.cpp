@@ -325,6 +325,40 @@ class Planner {
     return std::find(L_.op->loop_tiles.begin(), L_.op->loop_tiles.end(), tile) != L_.op->loop_tiles.end();
   }
 
+  // Every block a BlockSpec copies between HBM and VMEM (a grid-level block, an emit_pipeline
+  // trip's, a grid-strategy trip's, a resident loop's whole extent) has legal TPU dims
+  // (tpu_block_legal: multiples of (8, 128) or whole). The config space offers only such block
+  // sizes; a block the kernel fixes (`.block(64)`) may not be. Inside a resident loop's block, a
+  // trip is a slice in VMEM, which may start anywhere: an unaligned inner block keeps its whole
+  // dim in the outer block. So a pipelined or grid-strategy loop whose window is unaligned is
+  // refused with the strategy that takes it, and the default config falls back to it.
+  void check_block_shape(const Op& op, const PallasSlot& s) {
+    if (s.mode == PallasSlot::Dma || s.mode == PallasSlot::Smem || s.whole_tensor) return;
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    const int rank = static_cast<int>(s.block.size());
+    for (int d = 0; d < rank; ++d) {
+      const int64_t b = s.block[d];
+      if (b <= 0 || tpu_block_legal(b, t.shape[d], rank - 1 - d, rank, dtype_size(t.dtype))) continue;
+      const ir::IndexItem& ix = op.index[d];
+      const std::string tile = ix.kind == ir::IndexItem::Tile ? ir::tile_name(fn_, ix.tile) : "?";
+      const std::string where = "the block of " + std::to_string(b) + " along dim " + std::to_string(d) + " of " +
+                                t.name + " (" + std::to_string(t.shape[d]) + "), through " + tile;
+      const std::string rule = rank == 1 ? "a rank-1 TPU block is the whole dim, a multiple of 1024, or a power of "
+                                           "two of at least 128 x the elements per 32-bit word"
+                                         : "a TPU block's last two dims are multiples of (8, 128) (16 rows for "
+                                           "16-bit data, 32 for 8-bit) or whole dims";
+      if (s.loop_tile >= 0 && ix.kind == ir::IndexItem::Tile && ix.tile == s.loop_tile) {
+        const InnerLoop* il = L_.inner_loop(s.loop_tile);
+        throw UserError(op.loc.str() + ": the pallas backend cannot copy " + where + " per trip of its loop (config " +
+                        "inner_loops[" + std::to_string(il->knob) + "] = " + lower::strategy_name(il->strategy) +
+                        "): " + rule + "; give that loop the strategy \"resident\" (the whole dim stays in VMEM " +
+                        "and each trip slices it), or a legal block (kernel " + fn_.name + ")");
+      }
+      throw UserError(op.loc.str() + ": the pallas backend cannot use " + where + " as a grid-level block: " + rule +
+                      "; leave the block size to the config, or fix a legal one (kernel " + fn_.name + ")");
+    }
+  }
+
   // A launch tile beside a jagged store's rows: the whole tensor is in VMEM, and each grid step
   // writes its block of this dim at the tile's offset, which Mosaic cuts dynamically along the
   // lane dim at multiples of 128 and along the sublane dim at whole tiles (8 rows of 32 bits,
@@ -714,6 +748,7 @@ class Planner {
       elems *= b;
     }
     s.block_bytes = elems * dtype_size(t.dtype);
+    check_block_shape(op, s);
     out_.slot_of[&op] = static_cast<int>(out_.slots.size());
     out_.slots.push_back(std::move(s));
   }
