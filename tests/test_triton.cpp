@@ -98,6 +98,19 @@ std::vector<Case> cases() {
       {"grouped_gemm", {64, 128, 128, 2}, ph::DType::f32, ""},
       {"grouped_gemm", {72, 256, 256, 3}, ph::DType::bf16, ""},
       {"moe_matmul", {40, 256, 128, 4, 2}, ph::DType::f32, ""},
+      // Loops over a launch tile's block (ph::tile(outer)): K split over the grid, each split's
+      // trips within it (the last split ragged, 44 of 128, its last trip 12 of 32); the
+      // partials' rows in blocks of 4 within blocks of 16 (the last outer block 5 rows).
+      {"split_k_matmul", {100, 300, 70}, ph::DType::f32, ""},
+      {"split_k_matmul",
+       {100, 300, 70},
+       ph::DType::bf16,
+       R"({"block_sizes":[32,16,128,32],"loop_orders":[[2,0,1]],"micro_kernels":[0],"num_threads":1,"num_warps":4})"},
+      {"layer_norm_backward", {37, 300}, ph::DType::f32, ""},
+      {"layer_norm_backward",
+       {37, 300},
+       ph::DType::f32,
+       R"({"block_sizes":[16,4,64,8],"loop_orders":[],"num_threads":1,"num_warps":2})"},
   };
 }
 
@@ -106,8 +119,6 @@ const std::map<std::string, std::string>& unsupported() {
   static const std::map<std::string, std::string> m = {
       {"dropout", "random numbers"},
       {"dropout_backward", "random numbers"},
-      {"layer_norm_backward", "loops over a tile's block"},
-      {"split_k_matmul", "loops over a tile's block"},
       {"segment_sum", "scans"},
   };
   return m;

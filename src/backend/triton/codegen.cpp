@@ -254,11 +254,21 @@ class Emitter {
   }
   // A tile's range as the generated code knows it: its static bounds, or a jagged loop's
   // lo_t..hi_t for the current entry.
+  // A tile over an enclosing tile's block (ph::tile(outer)) ranges over that block.
   std::string range_begin(int tile) const {
-    return fn_.tiles[tile].is_jagged() ? "lo_" + tname(tile) : std::to_string(fn_.tiles[tile].begin);
+    const ir::TileInfo& t = fn_.tiles[tile];
+    if (t.parent >= 0) return "o_" + tname(t.parent);
+    return t.is_jagged() ? "lo_" + tname(tile) : std::to_string(t.begin);
   }
   std::string range_end(int tile) const {
-    return fn_.tiles[tile].is_jagged() ? "hi_" + tname(tile) : std::to_string(fn_.tiles[tile].end);
+    const ir::TileInfo& t = fn_.tiles[tile];
+    if (t.parent >= 0) {
+      const std::string o = "o_" + tname(t.parent);
+      return unit(t.parent)
+                 ? "(" + o + " + 1)"
+                 : "tl.minimum(" + o + " + " + std::to_string(block(t.parent)) + ", " + range_end(t.parent) + ")";
+    }
+    return t.is_jagged() ? "hi_" + tname(tile) : std::to_string(t.end);
   }
 
   void header() {
@@ -522,9 +532,10 @@ class Emitter {
     };
     syntax.min = "tl.minimum";
     syntax.max = "tl.maximum";
-    std::string begin = std::to_string(t.begin), end = std::to_string(t.end);
+    std::string begin = range_begin(tile), end = range_end(tile);
     if (t.is_jagged()) jagged_range(op, &begin, &end);
-    if (const std::string e = ir::trip_guard_bound(fn_, op, L_->op->loop_tiles, syntax); !e.empty()) {
+    if (const std::string e = t.parent >= 0 ? "" : ir::trip_guard_bound(fn_, op, L_->op->loop_tiles, syntax);
+        !e.empty()) {
       line("# the trips from " + e + " on do nothing (" + op.body.back().loc.str() + ")");
       end = "tl.minimum(" + end + ", " + e + ")";
     }

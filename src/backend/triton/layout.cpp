@@ -10,7 +10,11 @@ bool unit_tile(const lower::BlockProgram& p, int tile) { return p.block_of_tile(
 
 bool tile_masked(const lower::BlockProgram& p, int tile) {
   const ir::TileInfo& t = p.fn->tiles[tile];
-  return t.is_jagged() || t.extent() % p.block_of_tile(tile) != 0;  // (a jagged range ends anywhere)
+  const int64_t b = p.block_of_tile(tile);
+  // (a jagged range ends anywhere; a tile over an enclosing block cuts blocks of that one's
+  // length, whole or ragged, which its own blocks divide only if they divide both)
+  if (t.parent >= 0) return tile_masked(p, t.parent) || p.block_of_tile(t.parent) % b != 0 || t.extent() % b != 0;
+  return t.is_jagged() || t.extent() % b != 0;
 }
 
 std::vector<KeptDim> kept_dims(const lower::BlockProgram& p, const std::vector<ir::Dim>& shape) {

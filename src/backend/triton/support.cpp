@@ -17,14 +17,13 @@ using ir::OpKind;
                   " yet (docs/triton.md lists what it emits); use --target cpu or --target pallas for this kernel");
 }
 
-// An index item the backend addresses: a tile (not within another tile's block, not jagged),
+// An index item the backend addresses: a tile (within a jagged tile's range only as that tile),
 // a whole dim, a scalar, a slice or a block of indices (computed ones are checked against their
 // dim at run time: codegen.cpp, checked_index).
 void check_index(const ir::Function& fn, const Op& op) {
   for (const ir::IndexItem& ix : op.index) {
     if (ix.kind != ir::IndexItem::Tile) continue;
     const ir::TileInfo& t = fn.tiles[ix.tile];
-    if (t.parent >= 0) refuse(op, "tiles within a tile's block (ph::tile(outer))");
     if (ir::jagged_root(fn, ix.tile) >= 0 && !t.is_jagged()) refuse(op, "tiles within a jagged tile's range");
   }
 }
@@ -47,7 +46,6 @@ void check_supported(const lower::BlockProgram& p) {
       case OpKind::Loop:
         if (op.loop_tiles.size() != 1) refuse(op, "loops over several tiles at once");
         if (!op.operands.empty() && !fn.tiles[op.loop_tiles[0]].is_jagged()) refuse(op, "this loop's range");
-        if (fn.tiles[op.loop_tiles[0]].parent >= 0) refuse(op, "loops over a tile's block (ph::tile(outer))");
         break;
       case OpKind::Launch:
         for (int t : op.loop_tiles)
