@@ -106,6 +106,10 @@ std::vector<Case> cases() {
        {100, 300, 70},
        ph::DType::bf16,
        R"({"block_sizes":[32,16,128,32],"loop_orders":[[2,0,1]],"micro_kernels":[0],"num_threads":1,"num_warps":4})"},
+      // Random numbers: the interpreter's Philox stream, bit for bit (the mask is exact).
+      {"dropout", {37, 300}, ph::DType::f32, ""},
+      {"dropout", {37, 300}, ph::DType::bf16, ""},
+      {"dropout_backward", {37, 300}, ph::DType::f32, ""},
       {"layer_norm_backward", {37, 300}, ph::DType::f32, ""},
       {"layer_norm_backward",
        {37, 300},
@@ -117,8 +121,6 @@ std::vector<Case> cases() {
 // The library kernels the backend does not emit yet, and the construct each one's refusal names.
 const std::map<std::string, std::string>& unsupported() {
   static const std::map<std::string, std::string> m = {
-      {"dropout", "random numbers"},
-      {"dropout_backward", "random numbers"},
       {"segment_sum", "scans"},
   };
   return m;
@@ -355,4 +357,40 @@ TEST(Triton, ZeroDimensionalBooleansCombineWithScalars) {
   ASSERT_EQ(r.size(), 1u);
   ASSERT_TRUE(r[0].ok) << r[0].error << "\n" << src;
   EXPECT_EQ(ph::max_abs_diff(r[0].outputs[0], k.interpret({x, y}).at(0)), 0.0);
+}
+
+// The Philox stream at 64-bit seeds and offsets (their high words are the counter's and key's
+// second words; Triton's own tl.rand would run Philox-4x64 on them): uniform bit for bit,
+// normal to a few ulps, against the reference interpreter.
+ph::Tensor philox_draws(ph::Tensor x, ph::Int seed) {
+  const int64_t n = x.size(0);
+  auto out = ph::empty({2, n}, ph::DType::f32);
+  for (auto t : ph::tile(n)) {
+    auto offset = t.index() * int64_t{4294967311} + int64_t{1} * (int64_t{1} << 40);
+    out[0, t] = ph::rand(seed, offset) + x[t] * 0.0f;
+    out[1, t] = ph::randn(seed, offset);
+  }
+  return out;
+}
+
+TEST(Triton, RandomNumbersFollowTheInterpretersStream) {
+  ASSERT_FALSE(ph::backend::project_python().empty()) << "no Python with torch and triton (run `make test`)";
+  ph::Kernel k("philox_draws", philox_draws);
+  ph::Array x = ph::Array::random({300}, ph::DType::f32, 1);
+  const std::vector<ph::Arg> args = {x, ph::Arg(int64_t{(int64_t{1} << 41) + 12345})};
+  const std::string src = k.emit(args, "triton:h100").source;
+  EXPECT_HAS(src, "def _philox(seed, offset):");
+  EXPECT_HAS(src, "s0 = int(arg1)");
+  std::vector<triton::TritonRun> r = triton::run_in_triton_interpreter(
+      {{"philox", src, "philox_draws", {x}, {static_cast<double>((int64_t{1} << 41) + 12345)}}});
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_TRUE(r[0].ok) << r[0].error;
+  const ph::Array want = k.interpret(args).at(0);
+  double uniform = 0, normal = 0;
+  for (int64_t i = 0; i < 300; ++i) {
+    uniform = std::max(uniform, std::abs(r[0].outputs[0].get(i) - want.get(i)));
+    normal = std::max(normal, std::abs(r[0].outputs[0].get(300 + i) - want.get(300 + i)));
+  }
+  EXPECT_EQ(uniform, 0.0);
+  EXPECT_LT(normal, 1e-5);
 }

@@ -198,6 +198,68 @@ def _gelu_exact(x):
     return tl.where(x == float("-inf"), -0.0, g)
 )PY";
 
+// ph::rand and ph::randn (include/parhelion/lang.h): Philox-4x32-10 at counter (offset lo,
+// offset hi, 0, 0) under key (seed lo, seed hi), the 64-bit values split into words, as the
+// interpreter computes it (Triton's tl.rand takes 64-bit offsets as Philox-4x64, another
+// stream). The uniform map is bit for bit the interpreter's; the normal one takes cos(2 pi u)
+// as the pallas backend does (reduced exactly in u, then polynomials), in f32.
+const char* kRandomHelpers = R"PY(
+@triton.jit
+def _philox(seed, offset):
+    s = tl.full([], 0, tl.int64) + seed
+    o = tl.full([], 0, tl.int64) + offset
+    c0 = (o & 0xFFFFFFFF).to(tl.uint32)
+    c1 = ((o >> 32) & 0xFFFFFFFF).to(tl.uint32)
+    c2 = c0 * 0
+    c3 = c2
+    k0 = (s & 0xFFFFFFFF).to(tl.uint32)
+    k1 = ((s >> 32) & 0xFFFFFFFF).to(tl.uint32)
+    for _ in tl.static_range(10):
+        n0 = tl.umulhi(c2, 0xCD9E8D57) ^ c1 ^ k0
+        n2 = tl.umulhi(c0, 0xD2511F53) ^ c3 ^ k1
+        c1 = c2 * 0xCD9E8D57
+        c3 = c0 * 0xD2511F53
+        c0 = n0
+        c2 = n2
+        k0 = k0 + 0x9E3779B9
+        k1 = k1 + 0xBB67AE85
+    return c0, c1
+
+
+@triton.jit
+def _uniform_of(w):
+    s = w.to(tl.int32, bitcast=True)
+    s = tl.where(s < 0, -s - 1, s)
+    return s.to(tl.float32) * 4.6566127342e-10
+
+
+@triton.jit
+def _cos_2pi(u):
+    a = tl.abs(u - _rint(u))
+    flip = a > 0.25
+    b = tl.where(flip, 0.5 - a, a)
+    use_sin = b > 0.125
+    x = tl.where(use_sin, 0.25 - b, b) * 6.28318530717958648
+    x2 = x * x
+    c = 1.0 + x2 * (-0.5 + x2 * (4.16666667e-2 + x2 * (-1.38888889e-3 + x2 * (2.48015873e-5 + x2 * -2.75573192e-7))))
+    s = x * (1.0 + x2 * (-0.166666667 + x2 * (8.33333333e-3 + x2 * (-1.98412698e-4 + x2 * 2.75573192e-6))))
+    r = tl.where(use_sin, s, c)
+    return tl.where(flip, -r, r)
+
+
+@triton.jit
+def _philox_uniform(seed, offset):
+    w0, w1 = _philox(seed, offset)
+    return _uniform_of(w0)
+
+
+@triton.jit
+def _philox_normal(seed, offset):
+    w0, w1 = _philox(seed, offset)
+    u1 = tl.maximum(_uniform_of(w0), 1.0e-7)
+    return tl.sqrt(-2.0 * tl.log(u1)) * _cos_2pi(_uniform_of(w1))
+)PY";
+
 class Emitter {
  public:
   Emitter(const lower::BlockProgram& p, const GpuModel& gpu) : p_(p), fn_(*p.fn), gpu_(gpu) {}
@@ -295,6 +357,12 @@ class Emitter {
                     "\")");
     line("SIGNATURE = [" + join(sig) + "]");
     os_ << kHelpers;
+    bool random = false;
+    ir::walk(fn_.body, [&](const Op& op) {
+      random |= op.kind == OpKind::Binary &&
+                (static_cast<BinaryFn>(op.fn) == BinaryFn::rand || static_cast<BinaryFn>(op.fn) == BinaryFn::randn);
+    });
+    if (random) os_ << kRandomHelpers;
   }
 
   // --- a launch's kernel ---
@@ -896,8 +964,9 @@ class Emitter {
       case BinaryFn::shr:
         return "_shr(" + a + ", " + b + ")";
       case BinaryFn::rand:
+        return "_philox_uniform(" + a + ", " + b + ")";
       case BinaryFn::randn:
-        break;
+        return "_philox_normal(" + a + ", " + b + ")";
     }
     throw InternalError("triton emitter: binary op at " + op.loc.str());
   }
@@ -1199,8 +1268,18 @@ class Emitter {
       line("t" + std::to_string(i) + " = " + n + ".contiguous()");
     }
     const std::string device = fn_.num_tensor_params > 0 ? "t0.device" : "\"cuda\"";
-    for (int i = 0; i < static_cast<int>(fn_.scalar_params.size()); ++i)
-      line("s" + std::to_string(i) + " = " + fn_.scalar_params[i]);
+    // (Triton specializes a launch on its scalars' Python types: an integer parameter passed
+    // as 3.0 would compile as fp32, a float one passed as 1 as i32 or i64.)
+    for (int i = 0; i < static_cast<int>(fn_.scalar_params.size()); ++i) {
+      const std::string s = "s" + std::to_string(i), n = fn_.scalar_params[i];
+      if (!integer_param(i)) {
+        line(s + " = float(" + n + ")");
+        continue;
+      }
+      line(s + " = int(" + n + ")");
+      line("if " + s + " != " + n + ":");
+      line("    raise TypeError(f\"" + fn_.name + ": " + n + " must be an integer, got {" + n + "!r}\")");
+    }
     if (!sites_.empty()) line("err = torch.zeros(2, dtype=torch.int64, device=" + device + ")");
     size_t launch = 0;
     for (const Op& op : fn_.body) {

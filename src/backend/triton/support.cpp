@@ -62,11 +62,6 @@ void check_supported(const lower::BlockProgram& p) {
       case OpKind::Stack:
       case OpKind::Cat:
         refuse(op, "block views (" + std::string(ir::op_name(op)) + ")");
-      case OpKind::Binary:
-        if (static_cast<ir::BinaryFn>(op.fn) == ir::BinaryFn::rand ||
-            static_cast<ir::BinaryFn>(op.fn) == ir::BinaryFn::randn)
-          refuse(op, "random numbers (ph::rand, ph::randn)");
-        break;
       default:
         break;
     }
