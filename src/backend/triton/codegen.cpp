@@ -273,7 +273,7 @@ class Emitter {
 
  private:
   // --- output ---
-  void line(const std::string& s) { os_ << std::string(depth_ * 4, ' ') << s << "\n"; }
+  void line(const std::string& s) { *out_ << std::string(depth_ * 4, ' ') << s << "\n"; }
   std::string tname(int tile) const { return ir::tile_name(fn_, tile); }
   const ir::Type& type(int v) const { return fn_.type_of(v); }
   std::string v(int id) const { return "v" + std::to_string(id); }
@@ -425,6 +425,8 @@ class Emitter {
                                std::to_string(fn_.tiles[d.tile].begin));
     body(L.op->body);
     --depth_;
+    os_ << combines_.str();
+    combines_.str("");
   }
 
   // o_t (the block's first index), and for a block of more than one: r_t (its indices) and
@@ -504,6 +506,8 @@ class Emitter {
         return;
       case OpKind::Reduce:
         return reduce(op);
+      case OpKind::Scan:
+        return scan(op);
       case OpKind::Unsqueeze: {
         const ir::Type& r = type(op.result);
         const int axis = kept_axis(r.shape, op.axis);
@@ -639,6 +643,76 @@ class Emitter {
     }
     *begin = lo;
     *end = hi;
+  }
+
+  // A scan: tl.associative_scan of the operands' tuple under the combine function, a
+  // @triton.jit function of its own after the kernel. Padding along the axis (a ragged block, a
+  // whole dim rounded up, a jagged trip's rows past its end) would enter a reverse scan's valid
+  // elements, and a forward one's in no order the language fixes: so a masked axis scans a
+  // validity flag with the tuple, and the combine keeps the valid side where only one is (an
+  // invalid element is the identity of the extended combine, which stays associative).
+  void scan(const Op& op) {
+    const ir::ScanCombine& c = op.combine.at(0);
+    const ir::Type& in = type(op.operands[0]);
+    const Dim& d = in.shape[op.axis];
+    line("# scan (component " + std::to_string(op.fn) + ") over axis " + std::to_string(op.axis) +
+         (op.reverse ? ", reversed," : "") + " at " + op.loc.str());
+    if (d.kind == Dim::Tile && unit(d.tile)) {  // one element (squeezed out of the value): itself
+      line(v(op.result) + " = " + operand(op.operands[op.fn]));
+      return;
+    }
+    const std::vector<KeptDim> kept = kept_dims(p_, in.shape);
+    const int axis = kept_axis(in.shape, op.axis);
+    const std::string valid_mask = dim_mask(kept[axis]);
+    const bool masked = !valid_mask.empty();
+    const size_t n = op.operands.size();
+    const std::string fn = "_combine" + std::to_string(op.result);
+    std::vector<std::string> params, xs, results;
+    if (masked) params.push_back("ok_a");
+    for (size_t i = 0; i < n; ++i) params.push_back(v(c.params[i]));
+    if (masked) params.push_back("ok_b");
+    for (size_t i = 0; i < n; ++i) params.push_back(v(c.params[n + i]));
+    // (the operands as the result is laid out; a literal broadcast to the block)
+    const std::string shape = shape_list(kept_sizes(in.shape));
+    if (masked)
+      xs.push_back("tl.broadcast_to(" + along(valid_mask, axis, static_cast<int>(kept.size())) + ", " + shape +
+                   ").to(tl.int32)");
+    for (int x : op.operands) {
+      std::string e = aligned(x, in);
+      if (kept_dims(p_, type(x).shape).size() != kept.size())
+        e = "tl.broadcast_to(tl.full([], 0, " + tl_dtype(type(x).dtype) + ") + " + e + ", " + shape + ")";
+      xs.push_back(e);
+    }
+    // The combine function, after the kernel (Triton compiles no nested functions).
+    std::ostringstream* saved = out_;
+    const int saved_depth = depth_;
+    out_ = &combines_;
+    depth_ = 0;
+    line("");
+    line("");
+    line("@triton.jit");
+    line("def " + fn + "(" + join(params) + "):");
+    ++depth_;
+    line("\"\"\"The combine of the scan at " + op.loc.str() + (masked ? ", extended by validity flags" : "") +
+         ".\"\"\"");
+    for (const Op& f : c.ops) statement(f);
+    for (size_t i = 0; i < n; ++i) {
+      const int r = c.results[i];
+      if (!masked) {
+        results.push_back(v(r));
+        continue;
+      }
+      const std::string a = v(c.params[i]), b = v(c.params[n + i]);
+      results.push_back("tl.where((ok_a != 0) & (ok_b != 0), " + v(r) + ", tl.where(ok_a != 0, " + a + ", " + b +
+                        ")).to(" + a + ".dtype)");
+    }
+    if (masked) results.insert(results.begin(), "tl.maximum(ok_a, ok_b)");
+    line("return " + join(results));
+    out_ = saved;
+    depth_ = saved_depth;
+    const std::string call = "tl.associative_scan((" + join(xs) + ",), " + std::to_string(axis) + ", " + fn +
+                             (op.reverse ? ", reverse=True" : "") + ")";
+    line(v(op.result) + " = " + call + "[" + std::to_string(op.fn + (masked ? 1 : 0)) + "]");
   }
 
   // --- memory ---
@@ -1338,6 +1412,8 @@ class Emitter {
   std::vector<std::pair<std::string, std::string>> sites_;  // index checks: (where, what), site k at k-1
   std::map<int, const Op*> defs_;
   std::ostringstream os_;
+  std::ostringstream combines_;  // the launch's scan combine functions, written after its kernel
+  std::ostringstream* out_ = &os_;
   int depth_ = 0;
 
  public:

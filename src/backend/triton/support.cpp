@@ -51,8 +51,6 @@ void check_supported(const lower::BlockProgram& p) {
         for (int t : op.loop_tiles)
           if (fn.tiles[t].parent >= 0 || fn.tiles[t].is_jagged()) refuse(op, "this launch's tiles");
         break;
-      case OpKind::Scan:
-        refuse(op, "scans");
       case OpKind::Reshape:  // (a dim of n, not a power of two, is padded: its elements would move)
         for (int v : {op.operands[0], op.result})
           for (const ir::Dim& d : fn.type_of(v).shape)
