@@ -106,6 +106,20 @@ std::vector<Case> cases() {
        {100, 300, 70},
        ph::DType::bf16,
        R"({"block_sizes":[32,16,128,32],"loop_orders":[[2,0,1]],"micro_kernels":[0],"num_threads":1,"num_warps":4})"},
+      // Grouped launch orders (launch_groups): groups of 4 row blocks of 10 (the last group 2),
+      // a group wider than its dim (16 of 3), and below a batch dim (bmm, order t0 t2 t1).
+      {"matmul",
+       {300, 256, 200},
+       ph::DType::f32,
+       R"({"block_sizes":[32,16,64],"inner_loops":[{"strategy":"pipeline","buffers":2}],"launch_groups":[4],"loop_orders":[[0,1]],"micro_kernels":[0],"num_threads":1,"num_warps":4})"},
+      {"matmul",
+       {100, 300, 70},
+       ph::DType::f32,
+       R"({"block_sizes":[16,32,64],"inner_loops":[{"strategy":"pipeline","buffers":2}],"launch_groups":[16],"loop_orders":[[1,0]],"micro_kernels":[0],"num_threads":1,"num_warps":4})"},
+      {"bmm",
+       {3, 64, 128, 128},
+       ph::DType::f32,
+       R"({"block_sizes":[1,16,32,64],"inner_loops":[{"strategy":"pipeline","buffers":2}],"launch_groups":[4],"loop_orders":[[0,2,1]],"micro_kernels":[0],"num_threads":1,"num_warps":4})"},
       // A segmented scan down ragged row blocks (padding flagged invalid inside the scan).
       {"segment_sum", {100, 64, 10}, ph::DType::f32, ""},
       {"segment_sum",
@@ -251,8 +265,9 @@ TEST(Triton, GpuCheckScriptRunsItsPathInTheInterpreter) {
   EXPECT_HAS(md.str(), "18 cases in");
 }
 
-// The fit check refuses before any compile, with the numbers and what to change; num_warps is
-// a GPU knob, validated against its choices and refused on a backend without warps.
+// The fit check refuses before any compile, with the numbers and what to change; num_warps and
+// launch_groups are GPU knobs, validated against their choices and refused on a backend
+// without them.
 TEST(Triton, FitCheckAndWarpsRefuseWithTheNumbers) {
   const auto& mm = ph::kernels::find_kernel("matmul");
   auto in = mm.make_specs({1024, 1024, 1024}, ph::DType::f32);
@@ -289,6 +304,19 @@ TEST(Triton, FitCheckAndWarpsRefuseWithTheNumbers) {
   // The config space says what it offers.
   const std::string spec = sm.kernel->emit(rows.args(), "triton:h100").config_spec;
   EXPECT_HAS(spec, "num_warps: 4, 1, 2, 8, 16");
+  // launch_groups: one per launch with a dot and a grid of two dims or more, on a GPU only.
+  const std::string mm_spec = mm.kernel->emit(in.args(), "triton:h100").config_spec;
+  EXPECT_HAS(mm_spec, "launch_groups[0]: 8, 1, 4, 16  (the order of launch 0's programs, at ");
+  EXPECT_EQ(spec.find("launch_groups"), std::string::npos) << spec;  // (softmax: no dot)
+  ph::Config groups = mm.kernel->emit(in.args(), "triton:h100").config;
+  EXPECT_EQ(ph::Config::from_json(groups.to_json()), groups);
+  groups.launch_groups = {3};
+  EXPECT_HAS(user_error_of([&] { mm.kernel->emit(in.args(), "triton:h100", &groups); }),
+             "launch_groups[0] = 3 is not one of 8, 1, 4, 16 (the launch at ");
+  ph::Config cpu_groups = mm.kernel->emit(in.args(), "cpu").config;
+  cpu_groups.launch_groups = {8};
+  EXPECT_HAS(user_error_of([&] { mm.kernel->emit(in.args(), "cpu", &cpu_groups); }),
+             "launch_groups has 1 entries; this kernel has 0 launches with a grouped order on this backend");
 }
 
 // Causal attention's key loop stops at the diagonal (ir::TripBound): the key blocks above it

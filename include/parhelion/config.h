@@ -11,7 +11,8 @@
 // kernels with gathers, on a backend with gather strategies, add "gathers":["dma"], one per
 // gather load; kernels with atomic updates, on a backend with atomic strategies, add
 // "atomics":["partials"], one per tensor a launch updates atomically; a GPU backend adds
-// "num_warps":4, the warps of one program)
+// "num_warps":4, the warps of one program, and "launch_groups":[8], one per launch with a dot and a
+// grid of two dims or more: its programs' grouped order)
 #pragma once
 
 #include <cstdint>
@@ -46,6 +47,10 @@ struct Config {
   // The warps that run one program (one grid step) on a GPU backend; 0 where the backend has
   // no such knob (ConfigSpec::num_warps empty).
   int num_warps = 0;
+  // per ConfigSpec::launch_groups entry: G, the launch's programs ordered in groups of G blocks
+  // of the grid's second-fastest dim, that dim fastest within a group (1: plain row-major order;
+  // a GPU backend's knob, for the reuse of a matmul's operands in the L2 cache)
+  std::vector<int> launch_groups = {};
   // Integer indices computed in the kernel (loaded from tensors, tile offsets) are checked
   // against their dimension before use, and an out-of-range one fails the call with a
   // UserError. `"index_checks":false` opts out for speed: an out-of-range index is then
@@ -109,6 +114,14 @@ struct LoopOrderSpec {
   int dims = 0;    // the launch's grid rank; an order is a permutation of 0..dims-1
 };
 
+// A launch with a dot and a grid of two dims or more, on a backend with grouped launch orders
+// (Capabilities::launch_groups): the group size of its programs' order (Config::launch_groups).
+struct LaunchGroupSpec {
+  int launch = 0;            // index among the kernel's launches
+  std::string defined_at;    // the user's source line of the launch
+  std::vector<int> choices;  // the default (1: ungrouped) first
+};
+
 struct ConfigSpec {
   std::vector<BlockSizeSpec> block_sizes;
   std::vector<LoopOrderSpec> loop_orders;
@@ -117,6 +130,7 @@ struct ConfigSpec {
   std::vector<GatherSpec> gathers;
   std::vector<AtomicSpec> atomics;
   std::vector<int> num_warps;  // the choices of Config::num_warps (a GPU backend's), the default first
+  std::vector<LaunchGroupSpec> launch_groups;
   int max_threads = 1;
 
   // Throws UserError naming the key and its domain if `c` is not a point of this space.
@@ -133,6 +147,8 @@ struct ConfigSpec {
     if (c.atomics.empty())
       for (const AtomicSpec& a : atomics) c.atomics.push_back(a.choices.front());
     if (c.num_warps == 0 && !num_warps.empty()) c.num_warps = num_warps.front();
+    if (c.launch_groups.empty())
+      for (const LaunchGroupSpec& g : launch_groups) c.launch_groups.push_back(g.choices.front());
     return c;
   }
   // A readable description of the space (one knob per line).

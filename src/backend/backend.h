@@ -64,6 +64,10 @@ struct Capabilities {
   // The choices of the config knob num_warps (a GPU's warps per program), the default first;
   // empty: no such knob.
   std::vector<int> num_warps;
+  // The choices of the config knob launch_groups (a grouped order of a launch's programs), the
+  // default first, offered to each launch with a dot and a grid of two dims or more; empty: no
+  // such knob.
+  std::vector<int> launch_groups;
 
   // The strategies offered to an inner loop: nested in another, its launch's sole loop, or not.
   const std::vector<lower::Strategy>& loop_strategies(bool nested, bool sole) const {

@@ -29,6 +29,7 @@ std::string Config::to_json() const {
   if (!gathers.empty()) j["gathers"] = gathers;
   if (!atomics.empty()) j["atomics"] = atomics;
   if (num_warps != 0) j["num_warps"] = num_warps;
+  if (!launch_groups.empty()) j["launch_groups"] = launch_groups;
   if (!index_checks) j["index_checks"] = false;
   return j.dump();
 }
@@ -81,12 +82,14 @@ Config Config::from_json(const std::string& text) {
         c.atomics = value.get<std::vector<std::string>>();
       else if (key == "num_warps")
         c.num_warps = value.get<int>();
+      else if (key == "launch_groups")
+        c.launch_groups = value.get<std::vector<int>>();
       else if (key == "index_checks")
         c.index_checks = value.get<bool>();
       else
         throw UserError("invalid config: unknown key '" + key +
                         "' (known: block_sizes, loop_orders, num_threads, micro_kernels, inner_loops, gathers, "
-                        "atomics, num_warps, index_checks)");
+                        "atomics, num_warps, launch_groups, index_checks)");
     } catch (const json::exception&) {
       throw UserError("invalid config: '" + key + "' has the wrong type (" + value.dump() + "); expected " +
                       (key == "block_sizes"     ? "a list of integers"
@@ -95,6 +98,7 @@ Config Config::from_json(const std::string& text) {
                        : key == "inner_loops"   ? "a list of objects like {\"strategy\":\"pipeline\",\"buffers\":2}"
                        : key == "gathers"       ? "a list of strings like [\"onehot\",\"dma\"]"
                        : key == "atomics"       ? "a list of strings like [\"partials\"]"
+                       : key == "launch_groups" ? "a list of integers"
                        : key == "index_checks"  ? "true or false"
                                                 : "an integer"));
     }
@@ -188,6 +192,18 @@ void ConfigSpec::validate(const Config& c) const {
     for (int w : num_warps) known += (known.empty() ? "" : ", ") + std::to_string(w);
     throw UserError("invalid config: num_warps = " + std::to_string(c.num_warps) + " is not one of " + known);
   }
+  if (c.launch_groups.size() != launch_groups.size())
+    throw UserError("invalid config: launch_groups has " + std::to_string(c.launch_groups.size()) +
+                    " entries; this kernel has " + std::to_string(launch_groups.size()) +
+                    " launches with a grouped order on this backend (a dot and a grid of two dims or more, on a GPU)");
+  for (size_t i = 0; i < launch_groups.size(); ++i) {
+    const std::vector<int>& ch = launch_groups[i].choices;
+    if (std::find(ch.begin(), ch.end(), c.launch_groups[i]) != ch.end()) continue;
+    std::string known;
+    for (int g : ch) known += (known.empty() ? "" : ", ") + std::to_string(g);
+    throw UserError("invalid config: launch_groups[" + std::to_string(i) + "] = " + std::to_string(c.launch_groups[i]) +
+                    " is not one of " + known + " (the launch at " + launch_groups[i].defined_at + ")");
+  }
   if (c.num_threads < 1 || c.num_threads > max_threads)
     throw UserError("invalid config: num_threads = " + std::to_string(c.num_threads) + " is out of its domain 1.." +
                     std::to_string(max_threads));
@@ -228,6 +244,12 @@ std::string ConfigSpec::describe() const {
     for (size_t j = 0; j < num_warps.size(); ++j) os << (j ? ", " : "") << num_warps[j];
     os << "\n";
   }
+  for (size_t i = 0; i < launch_groups.size(); ++i) {
+    os << "launch_groups[" << i << "]: ";
+    for (size_t j = 0; j < launch_groups[i].choices.size(); ++j) os << (j ? ", " : "") << launch_groups[i].choices[j];
+    os << "  (the order of launch " << launch_groups[i].launch << "'s programs, at " << launch_groups[i].defined_at
+       << ")\n";
+  }
   os << "num_threads: 1.." << max_threads << "\n";
   return os.str();
 }
@@ -242,6 +264,7 @@ int64_t ConfigSpec::size() const {
   for (const auto& g : gathers) n *= static_cast<int64_t>(g.choices.size());
   for (const auto& a : atomics) n *= static_cast<int64_t>(a.choices.size());
   if (!num_warps.empty()) n *= static_cast<int64_t>(num_warps.size());
+  for (const auto& g : launch_groups) n *= static_cast<int64_t>(g.choices.size());
   for (const auto& l : loop_orders)
     for (int k = 2; k <= l.dims; ++k) n *= k;
   return n > INT64_MAX ? INT64_MAX : static_cast<int64_t>(n);

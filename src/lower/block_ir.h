@@ -143,6 +143,9 @@ struct LaunchPlan {
   int index = 0;
   int loop_order_knob = -1;   // -1: a one-dimensional grid
   std::vector<GridDim> grid;  // in the launch's loop order, outermost first
+  // Its programs' grouped order (Config::launch_groups): the grid's last two dims taken in
+  // groups of `group` blocks of the second-to-last, that one fastest within a group; 1: plain.
+  int group = 1;
   int64_t total_steps = 1;
   int num_threads = 1;
   std::vector<BlockSpec> operands;

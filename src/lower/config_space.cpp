@@ -31,14 +31,16 @@ ConfigSpec derive_config_spec(const ir::Function& fn, const KnobTable& knobs, co
       if (backend.block_size_legal(fn, id, c)) s.choices.push_back(c);
     spec.block_sizes.push_back(s);
   }
-  for (const ir::Op* launch : knobs.loop_orders) {
+  auto launch_index = [&](const ir::Op* launch) {
     int index = 0;
     for (const ir::Op& op : fn.body) {
       if (&op == launch) break;
       index += op.kind == ir::OpKind::Launch;
     }
-    spec.loop_orders.push_back({index, static_cast<int>(launch->loop_tiles.size())});
-  }
+    return index;
+  };
+  for (const ir::Op* launch : knobs.loop_orders)
+    spec.loop_orders.push_back({launch_index(launch), static_cast<int>(launch->loop_tiles.size())});
   for (const ir::Op* dot : knobs.micro_kernels)
     spec.micro_kernels.push_back({backend.micro_kernels(fn, *dot), dot->loc.str()});
   const backend::Capabilities& caps = backend.capabilities();
@@ -59,6 +61,8 @@ ConfigSpec derive_config_spec(const ir::Function& fn, const KnobTable& knobs, co
         {a.first->loc.str(), fn.tensors[a.tensor].name,
          a.through_view ? std::vector<std::string>{"atomic"} : std::vector<std::string>{"atomic", "partials"}});
   spec.num_warps = caps.num_warps;
+  for (const ir::Op* launch : knobs.launch_groups)
+    spec.launch_groups.push_back({launch_index(launch), launch->loc.str(), caps.launch_groups});
   spec.max_threads = backend.machine().threads;
   return spec;
 }

@@ -113,6 +113,7 @@ int KnobTable::block_size_knob(int block_id) const { return position(block_sizes
 int KnobTable::loop_order_knob(const Op& launch) const { return position(loop_orders, &launch); }
 int KnobTable::micro_kernel_knob(const Op& dot) const { return position(micro_kernels, &dot); }
 int KnobTable::gather_knob(const Op& load) const { return position(gathers, &load); }
+int KnobTable::launch_group_knob(const Op& launch) const { return position(launch_groups, &launch); }
 int KnobTable::atomic_knob(const Op& launch, int root_tensor) const {
   for (size_t i = 0; i < atomics.size(); ++i)
     if (atomics[i].launch == &launch && atomics[i].tensor == root_tensor) return static_cast<int>(i);
@@ -142,6 +143,13 @@ KnobTable derive_knobs(const ir::Function& fn, const backend::Capabilities& caps
     for (const Op& op : fn.body)
       if (op.kind == OpKind::Launch)
         for (const AtomicSite& s : atomic_sites(fn, op)) t.atomics.push_back(s);
+  if (!caps.launch_groups.empty())
+    for (const Op& op : fn.body) {
+      if (op.kind != OpKind::Launch || op.loop_tiles.size() < 2) continue;
+      bool dot = false;
+      ir::walk(op.body, [&](const Op& o) { dot |= o.kind == OpKind::Dot; });
+      if (dot) t.launch_groups.push_back(&op);
+    }
   return t;
 }
 

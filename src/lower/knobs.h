@@ -52,6 +52,9 @@ struct KnobTable {
   std::vector<const ir::Op*> gathers;
   // atomics[i]: a tensor a launch updates atomically, on a backend with atomic strategies.
   std::vector<AtomicSite> atomics;
+  // launch_groups[i]: a launch with a dot and a grid of two dims or more, on a backend with
+  // grouped launch orders.
+  std::vector<const ir::Op*> launch_groups;
 
   // The knob of an op or symbol, or -1 when it has none (a fixed block size, a launch with a
   // one-dimensional grid, a loop that moves no blocks).
@@ -61,6 +64,7 @@ struct KnobTable {
   int inner_loop_knob(const ir::Op& loop) const;
   int gather_knob(const ir::Op& load) const;
   int atomic_knob(const ir::Op& launch, int root_tensor) const;
+  int launch_group_knob(const ir::Op& launch) const;
 };
 
 // The tensors `launch` updates atomically (AtomicSite per root tensor, in order of first update).

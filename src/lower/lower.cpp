@@ -74,6 +74,7 @@ class Planner {
       for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
       L.loop_order_knob = p_.knobs.loop_order_knob(op);
       if (L.loop_order_knob >= 0) order = p_.config.loop_orders.at(L.loop_order_knob);
+      if (const int g = p_.knobs.launch_group_knob(op); g >= 0) L.group = p_.config.launch_groups.at(g);
       for (int d : order) {
         const ir::TileInfo& t = fn.tiles[op.loop_tiles[d]];
         GridDim g{t.id, t.begin, t.extent(), p_.block_of_tile(t.id), 0};

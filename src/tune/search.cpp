@@ -28,6 +28,7 @@ ConfigCodec::ConfigCodec(const ConfigSpec& spec) : spec_(spec) {
   for (const GatherSpec& g : spec.gathers) sizes_.push_back(static_cast<int>(g.choices.size()));
   for (const AtomicSpec& a : spec.atomics) sizes_.push_back(static_cast<int>(a.choices.size()));
   if (!spec.num_warps.empty()) sizes_.push_back(static_cast<int>(spec.num_warps.size()));
+  for (const LaunchGroupSpec& g : spec.launch_groups) sizes_.push_back(static_cast<int>(g.choices.size()));
   sizes_.push_back(spec.max_threads);
 }
 
@@ -48,6 +49,7 @@ Config ConfigCodec::decode(const Point& p) const {
   for (const GatherSpec& g : spec_.gathers) c.gathers.push_back(g.choices[p[k++]]);
   for (const AtomicSpec& a : spec_.atomics) c.atomics.push_back(a.choices[p[k++]]);
   if (!spec_.num_warps.empty()) c.num_warps = spec_.num_warps[p[k++]];
+  for (const LaunchGroupSpec& g : spec_.launch_groups) c.launch_groups.push_back(g.choices[p[k++]]);
   c.num_threads = p[k] + 1;
   return c;
 }
@@ -90,6 +92,11 @@ ConfigCodec::Point ConfigCodec::encode(const Config& c) const {
   if (!spec_.num_warps.empty()) {
     auto it = std::find(spec_.num_warps.begin(), spec_.num_warps.end(), c.num_warps);
     p[k++] = it == spec_.num_warps.end() ? 0 : static_cast<int>(it - spec_.num_warps.begin());
+  }
+  for (size_t i = 0; i < spec_.launch_groups.size(); ++i, ++k) {
+    const std::vector<int>& ch = spec_.launch_groups[i].choices;
+    auto it = i < c.launch_groups.size() ? std::find(ch.begin(), ch.end(), c.launch_groups[i]) : ch.end();
+    p[k] = it == ch.end() ? 0 : static_cast<int>(it - ch.begin());
   }
   p[k] = std::clamp(c.num_threads - 1, 0, sizes_.back() - 1);
   return p;

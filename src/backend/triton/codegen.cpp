@@ -412,9 +412,27 @@ class Emitter {
     ++depth_;
     line("\"\"\"Launch " + std::to_string(L.index) + " of " + fn_.name + " (" + L.op->loc.str() +
          "): " + std::to_string(L.total_steps) + " programs.\"\"\"");
-    // The program's grid position, the innermost dim fastest.
+    // The program's grid position, the innermost dim fastest; with a grouped order
+    // (Config::launch_groups, G > 1) the last two dims A, B are walked in groups of G blocks of
+    // A, A fastest within a group, so that the programs running together share operand blocks
+    // in the L2 cache (a matmul's rows of x and columns of y).
     line("i = tl.program_id(0)");
-    for (size_t g = L.grid.size(); g-- > 0;) {
+    size_t decoded = L.grid.size();
+    if (L.group > 1 && L.grid.size() >= 2) {
+      const lower::GridDim &da = L.grid[L.grid.size() - 2], &db = L.grid.back();
+      const std::string ka = "k_" + tname(da.tile), kb = "k_" + tname(db.tile), na = std::to_string(da.steps),
+                        w = std::to_string(L.group * db.steps);
+      line("# programs in groups of " + std::to_string(L.group) + " blocks of " + tname(da.tile) + ", " +
+           tname(da.tile) + " fastest within a group (launch_groups)");
+      line("j = i % " + std::to_string(da.steps * db.steps));
+      line("i = i // " + std::to_string(da.steps * db.steps));
+      line("first = (j // " + w + ") * " + std::to_string(L.group));
+      line("rows = tl.minimum(" + na + " - first, " + std::to_string(L.group) + ")");
+      line(ka + " = first + (j % " + w + ") % rows");
+      line(kb + " = (j % " + w + ") // rows");
+      decoded -= 2;
+    }
+    for (size_t g = decoded; g-- > 0;) {
       const lower::GridDim& d = L.grid[g];
       const std::string t = tname(d.tile);
       line("k_" + t + " = i % " + std::to_string(d.steps));

@@ -49,6 +49,8 @@ TritonBackend::TritonBackend(const GpuModel& gpu) : gpu_(gpu) {
   caps_.lowering_plans_staged_copies = false;
   caps_.runs_on_host = false;
   caps_.num_warps = {4, 1, 2, 8, 16};
+  // (8 first: Triton's matmul tutorial's GROUP_SIZE_M; 1 is the plain row-major order)
+  caps_.launch_groups = {8, 1, 4, 16};
 }
 
 // Powers of two (the default), and at least 16 for the dims of a dot (tensor-core tiles),
