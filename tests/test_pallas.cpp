@@ -929,6 +929,16 @@ ph::Tensor column_sums_by_few_rows(ph::Tensor x) {
   }
   return out;
 }
+ph::Tensor row_sums_by_1(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m}, ph::DType::f32);
+  for (auto tm : ph::tile(m)) {
+    ph::Var acc = ph::zeros({tm});
+    for (auto tn : ph::tile(ph::range(n).block(1))) acc = acc + ph::sum(x[tm, tn], -1);
+    out[tm] = acc;
+  }
+  return out;
+}
 constexpr int kLineGridWindow = __LINE__ + 4;
 ph::Tensor scaled_by_row_blocks_of_4(ph::Tensor x) {
   auto [m, n] = x.sizes<2>();
@@ -968,6 +978,12 @@ TEST(Pallas, UnalignedInnerBlocksKeepTheirWholeDimInTheOuterBlock) {
   });
   EXPECT_HAS(lane, "test_pallas.cpp:" + std::to_string(kLineLaneWindow));
   EXPECT_HAS(lane, "the block of 64 along dim 1 of arg0 (1000)");
+  // Trips of one lane each would squeeze the lane dim the Tile IR keeps: refused, as before.
+  ph::Kernel by_1("row_sums_by_1", row_sums_by_1);
+  EXPECT_HAS(user_error_of([&] {
+               by_1.emit_pallas({ph::Array::random({24, 300}, ph::DType::f32, 5)}, "v7x");
+             }),
+             "a resident loop of block 1 along one of a block's last two dims (dim 1 of arg0;");
   // A launch tile's fixed block is a grid-level BlockSpec: no strategy holds its dim whole.
   ph::Kernel rows4("scaled_by_row_blocks_of_4", scaled_by_row_blocks_of_4);
   const std::string grid = user_error_of([&] {

@@ -337,9 +337,21 @@ class Planner {
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     const int rank = static_cast<int>(s.block.size());
     for (int d = 0; d < rank; ++d) {
-      const int64_t b = s.block[d];
-      if (b <= 0 || tpu_block_legal(b, t.shape[d], rank - 1 - d, rank, dtype_size(t.dtype))) continue;
       const ir::IndexItem& ix = op.index[d];
+      // A resident loop's trips of one element along a block's last two dims would squeeze a
+      // dim there that the Tile IR keeps (a tile of block 1, unlike a ph::grid index, which the
+      // IR drops too), beside values that keep theirs: refused as before (blocks of 2 or more
+      // slice; a block of 1 along a leading dim squeezes as everywhere).
+      if (s.mode == PallasSlot::Resident && ix.kind == ir::IndexItem::Tile && ix.tile == s.loop_tile &&
+          pallas_unit_tile(p_, ix.tile) && !fn_.tiles[ix.tile].is_grid && d + 2 >= rank && t.shape[d] > 1)
+        unsupported(op, "a resident loop of block 1 along one of a block's last two dims (dim " + std::to_string(d) +
+                            " of " + t.name + "; give the loop a block of 8 rows or 128 lanes, or more)");
+      // (A unit tile's dim is squeezed out of the block: a block of 1 there, as JAX counts it,
+      // unless the tile is a ph::grid index, whose squeeze, like a scalar index's, is checked
+      // where it is planned: one row per DMA is how emit_pipeline moves such a block.)
+      const bool unit_tile = s.block[d] < 0 && ix.kind == ir::IndexItem::Tile && !fn_.tiles[ix.tile].is_grid;
+      const int64_t b = unit_tile ? 1 : s.block[d];
+      if (b <= 0 || tpu_block_legal(b, t.shape[d], rank - 1 - d, rank, dtype_size(t.dtype))) continue;
       const std::string tile = ix.kind == ir::IndexItem::Tile ? ir::tile_name(fn_, ix.tile) : "?";
       const std::string where = "the block of " + std::to_string(b) + " along dim " + std::to_string(d) + " of " +
                                 t.name + " (" + std::to_string(t.shape[d]) + "), through " + tile;
