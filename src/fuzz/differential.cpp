@@ -464,12 +464,25 @@ std::vector<ModuleRun> run_pallas(const std::vector<ModulePending>& pending) {
   return out;
 }
 
-std::vector<ModuleRun> run_triton(const std::vector<ModulePending>& pending) {
+// Triton's interpreter runs the modules; `archs`, when given, compile them too (what the
+// interpreter does not check: tl.dot shapes, layouts, types), a failed compile failing the run.
+std::vector<ModuleRun> run_triton(const std::vector<ModulePending>& pending, const std::vector<int>& archs) {
   std::vector<backend::triton::TritonCase> cases;
-  for (const ModulePending& m : pending) cases.push_back({m.name, m.source, m.program.name, m.inputs, m.scalars});
+  std::vector<std::string> sources;
+  for (const ModulePending& m : pending) {
+    cases.push_back({m.name, m.source, m.program.name, m.inputs, m.scalars});
+    sources.push_back(m.source);
+  }
   std::vector<ModuleRun> out;
   for (auto& r : backend::triton::run_in_triton_interpreter(cases))
     out.push_back({r.ok, r.error, false, std::move(r.outputs)});
+  if (archs.empty()) return out;
+  const std::vector<backend::triton::TritonCompile> compiled = backend::triton::compile_for_gpus(sources, archs);
+  for (size_t i = 0; i < out.size() && i < compiled.size(); ++i)
+    if (out[i].ok && !compiled[i].ok) {
+      out[i].ok = false;
+      out[i].error = "the ahead-of-time compile failed: " + compiled[i].error;
+    }
   return out;
 }
 
@@ -589,7 +602,9 @@ FuzzReport fuzz(const FuzzOptions& o) {
   std::vector<ModuleSampler> samplers;
   if (python) {
     samplers.emplace_back("pallas", "pallas:v7x", o.pallas_every, run_pallas);
-    samplers.emplace_back("triton", "triton:h100", o.triton_every, run_triton);
+    samplers.emplace_back(
+        "triton", "triton:h100", o.triton_every,
+        [archs = o.triton_archs](const std::vector<ModulePending>& pending) { return run_triton(pending, archs); });
   }
   for (int64_t n = 0; o.max_programs < 0 || n < o.max_programs; ++n) {
     if (elapsed() >= o.seconds) break;

@@ -40,6 +40,9 @@ struct FuzzOptions {
   int configs_per_program = 3;  // the cpu default and random configs
   int pallas_every = 8;         // one program in this many also runs on pallas (0: never)
   int triton_every = 8;         // one program in this many also runs on triton (0: never)
+  // Triton modules are also compiled ahead of time for these architectures (sm_90, sm_100): a
+  // failed compile is a finding, as a failed run is (empty: interpreted only).
+  std::vector<int> triton_archs = {90, 100};
   bool minimize = true;
   double minimize_seconds = 120;                // per finding
   std::string family;                           // "": every family
