@@ -426,3 +426,48 @@ TEST(Triton, RandomNumbersFollowTheInterpretersStream) {
   EXPECT_EQ(uniform, 0.0);
   EXPECT_LT(normal, 1e-5);
 }
+
+// Atomic adds into f16 tensors (tl.atomic_add takes them; max and min of them it does not, and
+// bf16 ones its interpreter cannot run: both refused): column sums of small integers over row
+// blocks, exact in f16.
+ph::Tensor column_sums_atomic(ph::Tensor x, ph::Tensor out) {
+  auto [m, n] = x.sizes<2>();
+  for (auto [tm, tn] : ph::tile(m, n)) ph::atomic_add(out, {tn}, ph::sum(x[tm, tn], 0));
+  return out;
+}
+constexpr int kLineHalfMax = __LINE__ + 3;
+ph::Tensor column_max_atomic(ph::Tensor x, ph::Tensor out) {
+  auto [m, n] = x.sizes<2>();
+  for (auto [tm, tn] : ph::tile(m, n)) ph::atomic_max(out, {tn}, ph::amax(x[tm, tn], 0));
+  return out;
+}
+
+TEST(Triton, SixteenBitAtomicAddsAndTheirLimits) {
+  ASSERT_FALSE(ph::backend::project_python().empty()) << "no Python with torch and triton (run `make test`)";
+  ph::Kernel k("column_sums_atomic", column_sums_atomic), mx("column_max_atomic", column_max_atomic);
+  ph::Config c = ph::Config::from_json(R"({"block_sizes":[16,32],"loop_orders":[[0,1]],"num_threads":1})");
+  auto inputs = [](ph::DType dt) {
+    ph::Array x = ph::Array::empty({70, 100}, dt), out = ph::Array::zeros({100}, dt);
+    for (int64_t i = 0; i < x.numel(); ++i) x.set(i, static_cast<double>(i % 7) - 3);
+    return std::pair{x, out};
+  };
+  auto [x, out] = inputs(ph::DType::f16);
+  const std::string src = k.emit({x, out}, "triton:h100", &c).source;
+  EXPECT_HAS(src, "tl.atomic_add(");
+  std::vector<triton::TritonRun> r =
+      triton::run_in_triton_interpreter({{"f16", src, "column_sums_atomic", {x, out}, {}}});
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_TRUE(r[0].ok) << r[0].error;
+  EXPECT_EQ(ph::max_abs_diff(r[0].outputs[0], k.interpret({x, out}).at(0)), 0.0);
+  const std::vector<triton::TritonCompile> compiled = triton::compile_for_gpus({src}, {90, 100});
+  ASSERT_EQ(compiled.size(), 1u);
+  EXPECT_TRUE(compiled[0].ok) << compiled[0].error;
+  std::string err = user_error_of([&] { mx.emit({x, out}, "triton:h100", &c); });
+  EXPECT_HAS(err, "test_triton.cpp:" + std::to_string(kLineHalfMax));
+  EXPECT_HAS(err, "does not support atomic_max of f16 tensors");
+  auto [xb, outb] = inputs(ph::DType::bf16);
+  EXPECT_HAS(user_error_of([&] {
+               k.emit({xb, outb}, "triton:h100", &c);
+             }),
+             "does not support atomic updates of bf16 tensors");
+}

@@ -38,8 +38,14 @@ void check_supported(const lower::BlockProgram& p) {
       case OpKind::Store:
         if (ir::is_atomic(op)) {
           const DType d = fn.tensors[op.tensor].dtype;
-          if (d != DType::f32 && d != DType::i32 && d != DType::i64)
-            refuse(op, "atomic updates of " + std::string(dtype_name(d)) + " tensors (f32, i32 and i64 ones are)");
+          // (Triton has atomic adds of f16, not max or min of it; bf16 adds compile, but its
+          // interpreter cannot run them, so nothing here would verify them)
+          if (d == DType::f16 && ir::atomic_fn(op) != ir::AtomicFn::add)
+            refuse(op, std::string(ir::atomic_name(ir::atomic_fn(op))) +
+                           " of f16 tensors (Triton has atomic adds of them, and max and min of f32, i32 and i64)");
+          if (d != DType::f32 && d != DType::i32 && d != DType::i64 && d != DType::f16)
+            refuse(op, "atomic updates of " + std::string(dtype_name(d)) +
+                           " tensors (f32, i32 and i64 ones are, and atomic adds of f16)");
         }
         check_index(fn, op);
         break;
