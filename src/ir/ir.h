@@ -338,6 +338,9 @@ std::string_view binary_name(BinaryFn f);
 std::string_view reduce_name(ReduceFn f);
 std::string_view atomic_name(AtomicFn f);  // "atomic_add", "atomic_max", "atomic_min" ("store")
 bool is_comparison(BinaryFn f);
+// Whether a function draws random numbers (ph::rand, ph::randn): its module needs the
+// backend's Philox helpers.
+bool uses_random(const Function& fn);
 // Unary functions that cost an op or two (no transcendental): neg, abs, not, bit_not, the
 // roundings. Fusion and the TPU model treat the others as expensive.
 bool is_cheap_unary(UnaryFn f);

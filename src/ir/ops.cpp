@@ -99,6 +99,15 @@ std::string_view reduce_name(ReduceFn f) {
   return names[static_cast<int>(f)];
 }
 
+bool uses_random(const Function& fn) {
+  bool any = false;
+  walk(fn.body, [&](const Op& op) {
+    any |= op.kind == OpKind::Binary &&
+           (static_cast<BinaryFn>(op.fn) == BinaryFn::rand || static_cast<BinaryFn>(op.fn) == BinaryFn::randn);
+  });
+  return any;
+}
+
 bool is_comparison(BinaryFn f) {
   return f == BinaryFn::lt || f == BinaryFn::le || f == BinaryFn::gt || f == BinaryFn::ge || f == BinaryFn::eq ||
          f == BinaryFn::ne;

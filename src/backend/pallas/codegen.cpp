@@ -215,7 +215,7 @@ class Emitter {
     line("    return jnp.right_shift(a, jnp.where((n < 0) | (n > 31), 31, n))");
     line("");
     line("");
-    if (uses_random(fn_)) os_ << random_helpers();
+    if (ir::uses_random(fn_)) os_ << random_helpers();
     if (uses_scan(fn_)) os_ << scan_helpers();
     if (has_jagged_loop()) {
       line("def _mask_window(x, axis, start, valid, fill):");

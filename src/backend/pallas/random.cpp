@@ -2,16 +2,6 @@
 
 namespace parhelion::backend::pallas {
 
-bool uses_random(const ir::Function& fn) {
-  bool any = false;
-  for (const ir::Op& launch : fn.body)
-    ir::walk(launch.body, [&](const ir::Op& op) {
-      any |= op.kind == ir::OpKind::Binary && (static_cast<ir::BinaryFn>(op.fn) == ir::BinaryFn::rand ||
-                                               static_cast<ir::BinaryFn>(op.fn) == ir::BinaryFn::randn);
-    });
-  return any;
-}
-
 // Integers are int32 here: products wrap mod 2^32 as unsigned ones do, right shifts of words
 // are logical (lax.shift_right_logical), and constants above 2^31 are written as their signed
 // equivalents. The uniform and normal maps are lang.h's (and the cpu runtime's) operation for

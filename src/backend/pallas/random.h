@@ -9,9 +9,6 @@
 
 namespace parhelion::backend::pallas {
 
-// Whether `fn` draws random numbers (and its module needs random_helpers()).
-bool uses_random(const ir::Function& fn);
-
 // The helper functions `_philox_uniform(seed, offsets)` and `_philox_normal(seed, offsets)`.
 std::string random_helpers();
 

@@ -314,9 +314,8 @@ class Emitter {
     if (k.dim.kind != Dim::Tile) return std::to_string(k.dim.size);
     return "tl.minimum(" + range_end(k.dim.tile) + " - o_" + tname(k.dim.tile) + ", " + std::to_string(k.size) + ")";
   }
-  // A tile's range as the generated code knows it: its static bounds, or a jagged loop's
-  // lo_t..hi_t for the current entry.
-  // A tile over an enclosing tile's block (ph::tile(outer)) ranges over that block.
+  // A tile's range as the generated code knows it: its static bounds, a jagged loop's lo_t..hi_t
+  // for the current entry, or the enclosing tile's current block (ph::tile(outer)).
   std::string range_begin(int tile) const {
     const ir::TileInfo& t = fn_.tiles[tile];
     if (t.parent >= 0) return "o_" + tname(t.parent);
@@ -357,12 +356,7 @@ class Emitter {
                     "\")");
     line("SIGNATURE = [" + join(sig) + "]");
     os_ << kHelpers;
-    bool random = false;
-    ir::walk(fn_.body, [&](const Op& op) {
-      random |= op.kind == OpKind::Binary &&
-                (static_cast<BinaryFn>(op.fn) == BinaryFn::rand || static_cast<BinaryFn>(op.fn) == BinaryFn::randn);
-    });
-    if (random) os_ << kRandomHelpers;
+    if (ir::uses_random(fn_)) os_ << kRandomHelpers;
   }
 
   // --- a launch's kernel ---
