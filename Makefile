@@ -1,6 +1,6 @@
 # Parhelion: the two commands of the quick start, and a few more.
 #   make demo   install what is missing, build (Release), run the main job
-#   make test   install what is missing, build, run every test
+#   make test   install what is missing, build, run every test (C++, golden, Python: tests/python)
 #   make bench  memory-bound kernels against STREAM, the matmul family against OpenBLAS and
 #               oneDNN, attention against PyTorch eager and SDPA, and the FMA peak, each
 #               measured in one run; the attention strategy table
@@ -19,7 +19,8 @@ deps:
 	@bash scripts/install-python.sh
 
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DPARHELION_WERROR=$(WERROR) $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DPARHELION_WERROR=$(WERROR) \
+	  -DPARHELION_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(CURDIR)/.venv/bin/python $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
 demo: build

@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 
 JAX_PIN="jax==0.10.2"
 TORCH_PIN="torch==2.15.0"
+NANOBIND_PIN="nanobind==3.1.0"
+SKBUILD_PIN="scikit-build-core==1.1.2"
 
 venv_for() {  # dir, pins...
   local dir=$1; shift
@@ -31,5 +33,6 @@ if [ "${1:-}" = "--bench" ]; then
   venv_for .venv-bench "$TORCH_PIN" numpy matplotlib
 else
   # (PyPI's Linux torch is its CUDA build: its CUDA libraries come along, unused here.)
-  venv_for .venv "$JAX_PIN" numpy "$TORCH_PIN"
+  # scikit-build-core, nanobind and pytest: the Python package's build and tests (python/).
+  venv_for .venv "$JAX_PIN" numpy "$TORCH_PIN" "$NANOBIND_PIN" "$SKBUILD_PIN" "pytest==9.2.0"
 fi

@@ -60,6 +60,9 @@ struct Config {
   std::string to_json() const;
   // Parses a Config; throws UserError on malformed JSON, unknown keys or wrong types.
   static Config from_json(const std::string& json);
+  // This config with every knob it leaves out (an absent key: an empty list, a zero count)
+  // taken from `defaults`, so that a user may pin {"block_sizes":[64,64,32]} alone.
+  Config filled_from(const Config& defaults) const;
   bool operator==(const Config&) const = default;
 };
 

@@ -319,6 +319,8 @@ class Tensor {
                     const Index& g, const Index& h) const {
     return subscript({a, b, c, d, e, f, g, h});
   }
+  // A subscript built at run time (a frontend in another language: the Python one).
+  Tensor at(const std::vector<Index>& idx) const { return subscript(idx); }
   // Any other subscript is a compile error here. Without these, a subscript with an argument
   // that is not an index (or with more than eight) would fall back to the built-in comma
   // operator, and `W[ex, tk, tn]` would silently mean `W[tn]`.
@@ -445,6 +447,9 @@ Tensor zeros(const Shape& shape, DType dtype = DType::f32, Loc loc = Loc::curren
 Tensor full(std::initializer_list<DimSpec> shape, double value, DType dtype = DType::f32, Loc loc = Loc::current());
 Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Loc loc = Loc::current());
 Tensor zeros_like(const Tensor& t, Loc loc = Loc::current());
+// The same with a shape built at run time (the Python frontend's).
+Tensor full(const std::vector<DimSpec>& shape, double value, DType dtype = DType::f32, Loc loc = Loc::current());
+Tensor empty(const std::vector<DimSpec>& shape, DType dtype = DType::f32, Loc loc = Loc::current());
 // Host-side argument checks: throw a UserError at the caller's line when `ok` is false.
 void expect(bool ok, const std::string& what, Loc loc = Loc::current());
 void expect_dtype(const Tensor& t, std::initializer_list<DType> allowed, Loc loc = Loc::current());
@@ -670,6 +675,11 @@ Tensor load(const Tensor& x, std::initializer_list<Index> index, const Operand& 
             Loc loc = Loc::current());
 void store(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand& mask,
            Loc loc = Loc::current());
+// The same with indices built at run time (the Python frontend's).
+Tensor load(const Tensor& x, const std::vector<Index>& index, const Operand& mask, const Operand& other,
+            Loc loc = Loc::current());
+void store(const Tensor& x, const std::vector<Index>& index, const Operand& value, const Operand& mask,
+           Loc loc = Loc::current());
 
 // Atomic updates. atomic_add(x, {indices...}, value[, mask]): x[indices...] += value (broadcast
 // to the block), element by element, atomically with respect to every other update of the
@@ -699,6 +709,10 @@ void atomic_max(const Tensor& x, std::initializer_list<Index> index, const Opera
 void atomic_min(const Tensor& x, std::initializer_list<Index> index, const Operand& value, Loc loc = Loc::current());
 void atomic_min(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand& mask,
                 Loc loc = Loc::current());
+// Any of the three with indices built at run time (the Python frontend's); mask may be null.
+enum class Atomic { add, max, min };
+void atomic_update(Atomic fn, const Tensor& x, const std::vector<Index>& index, const Operand& value,
+                   const Operand* mask, Loc loc = Loc::current());
 
 Tensor unsqueeze(const Operand& x, int axis);
 Tensor transpose(const Operand& x);  // swaps the last two dimensions
@@ -710,6 +724,7 @@ Tensor reshape(const Operand& x, std::initializer_list<DimSpec> shape);
 Tensor reshape(const Operand& x, const std::vector<DimSpec>& shape);
 // permute: result dim i is dim perm[i] of x (transpose is permute of the last two).
 Tensor permute(const Operand& x, std::initializer_list<int> perm);
+Tensor permute(const Operand& x, const std::vector<int>& perm);
 // expand: size-1 constant dims broadcast to a tile or a size (right-aligned; new leading dims
 //   are added; -1 keeps a dim): expand(row /*[1, tn]*/, {tm, tn}).
 Tensor expand(const Operand& x, std::initializer_list<DimSpec> shape);
@@ -724,9 +739,11 @@ std::pair<Tensor, Tensor> split(const Operand& x);
 Tensor join(const Operand& a, const Operand& b);
 // stack: a new constant dim of size n at `axis` (0..rank; negative counts from the end).
 Tensor stack(std::initializer_list<Operand> xs, int axis);
+Tensor stack(const std::vector<Operand>& xs, int axis);
 // cat: concatenation along `axis`, which must be a constant dim of every operand; the others
 //   must be equal.
 Tensor cat(std::initializer_list<Operand> xs, int axis);
+Tensor cat(const std::vector<Operand>& xs, int axis);
 
 // Matrix products on blocks, accumulated in f32: a [..., M, K] . b [..., K, N] -> [..., M, N]
 // (leading batch dims broadcast). f32, bf16, f16 or fp8 data (fp8 blocks run as bf16: exact);

@@ -11,6 +11,20 @@ namespace parhelion {
 
 using nlohmann::json;
 
+Config Config::filled_from(const Config& defaults) const {
+  Config c = *this;
+  if (c.block_sizes.empty()) c.block_sizes = defaults.block_sizes;
+  if (c.loop_orders.empty()) c.loop_orders = defaults.loop_orders;
+  if (c.num_threads == 0) c.num_threads = defaults.num_threads;
+  if (c.micro_kernels.empty()) c.micro_kernels = defaults.micro_kernels;
+  if (c.inner_loops.empty()) c.inner_loops = defaults.inner_loops;
+  if (c.gathers.empty()) c.gathers = defaults.gathers;
+  if (c.atomics.empty()) c.atomics = defaults.atomics;
+  if (c.num_warps == 0) c.num_warps = defaults.num_warps;
+  if (c.launch_groups.empty()) c.launch_groups = defaults.launch_groups;
+  return c;
+}
+
 std::string Config::to_json() const {
   json j;
   j["block_sizes"] = block_sizes;

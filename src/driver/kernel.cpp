@@ -131,7 +131,7 @@ CompiledKernel KernelBase::compile(const std::vector<Arg>& args, const Config* c
   std::string key = signature_key(*this, args) + "|" + (config ? config->to_json() : "default");
   auto it = cache_->by_key.find(key);
   if (it != cache_->by_key.end()) return CompiledKernel(it->second);
-  auto K = driver::specialize(*traced, config ? *config : traced->config);
+  auto K = driver::specialize(*traced, config ? config->filled_from(traced->config) : traced->config);
   driver::load(*K);
   cache_->by_key[key] = K;
   return CompiledKernel(K);
@@ -139,7 +139,7 @@ CompiledKernel KernelBase::compile(const std::vector<Arg>& args, const Config* c
 
 EmittedKernel KernelBase::emit(const std::vector<Arg>& args, const std::string& target, const Config* config) {
   std::shared_ptr<CompiledKernel::Impl> configured = trace(args, target);
-  auto K = driver::specialize(*configured, config ? *config : configured->config);
+  auto K = driver::specialize(*configured, config ? config->filled_from(configured->config) : configured->config);
   EmittedKernel e;
   e.target = target;
   e.language = K->artifact.language;

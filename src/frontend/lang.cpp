@@ -8,6 +8,7 @@
 #include "ir/printer.h"
 #include "ir/type_rules.h"
 #include "parhelion/error.h"
+#include "runtime/source_line.h"
 
 namespace parhelion {
 
@@ -138,7 +139,7 @@ Tensor reduce(ir::ReduceFn f, const Operand& x, int axis, bool keepdim) {
   return Tensor::block(emit_value(T, op, t, x.loc));
 }
 
-std::vector<Dim> block_dims(Tracer& T, std::initializer_list<DimSpec> shape, const Loc& loc) {
+std::vector<Dim> block_dims(Tracer& T, const std::vector<DimSpec>& shape, const Loc& loc) {
   std::vector<Dim> dims;
   for (DimSpec d : shape) {
     if (d.count_block >= 0) T.fail("ph::num_blocks sizes host allocations, not blocks inside a tile loop", loc);
@@ -176,7 +177,7 @@ Tensor host_alloc(const Shape& shape, DType dtype, bool fill, double value, cons
 }
 
 // A host allocation from block-dim specs: sizes, and numbers of blocks (ph::num_blocks).
-Tensor host_alloc(std::initializer_list<DimSpec> shape, DType dtype, bool fill, double value, const Loc& loc) {
+Tensor host_alloc(const std::vector<DimSpec>& shape, DType dtype, bool fill, double value, const Loc& loc) {
   Tracer& T = tracer(loc);
   Shape s;
   std::vector<ir::BlockCount> counts;
@@ -481,8 +482,8 @@ Tensor Tensor::subscript(const std::vector<Index>& idx) const {
   r.store_tensor_ = id_;
   for (const ir::IndexItem& it : items)
     r.store_index_.insert(r.store_index_.end(), {it.kind, it.tile, it.value, it.length});
-  r.store_file_ = loc.file_name();
-  r.store_line_ = static_cast<int>(loc.line());
+  r.store_file_ = source_file(loc);
+  r.store_line_ = source_line(loc);
   return r;
 }
 
@@ -527,9 +528,13 @@ static int mask_value(Tracer& T, const Operand& mask, const Type& access, const 
 }
 
 Tensor load(const Tensor& x, std::initializer_list<Index> index, const Operand& mask, const Operand& other, Loc loc) {
+  return load(x, std::vector<Index>(index), mask, other, loc);
+}
+
+Tensor load(const Tensor& x, const std::vector<Index>& index, const Operand& mask, const Operand& other, Loc loc) {
   Tracer& T = tracer(loc);
   if (index.size() == 0) T.fail("ph::load needs one index per dimension of the tensor", loc);
-  std::vector<ir::IndexItem> items = index_items(T, x.kind(), x.id(), std::vector<Index>(index), loc);
+  std::vector<ir::IndexItem> items = index_items(T, x.kind(), x.id(), index, loc);
   Type t;
   std::string err = ir::load_type(T.fn(), x.id(), items, &t);
   if (!err.empty()) T.fail(err, loc);
@@ -546,12 +551,12 @@ Tensor load(const Tensor& x, std::initializer_list<Index> index, const Operand& 
 }
 
 // A store, masked (mask != nullptr) or not, or an atomic update (update != none).
-static void store_at(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand* mask,
+static void store_at(const Tensor& x, const std::vector<Index>& index, const Operand& value, const Operand* mask,
                      ir::AtomicFn update, const Loc& loc) {
   Tracer& T = tracer(loc);
   const std::string what = "ph::" + std::string(update == ir::AtomicFn::none ? "store" : ir::atomic_name(update));
   if (index.size() == 0) T.fail(what + " needs one index per dimension of the tensor", loc);
-  std::vector<ir::IndexItem> items = index_items(T, x.kind(), x.id(), std::vector<Index>(index), loc);
+  std::vector<ir::IndexItem> items = index_items(T, x.kind(), x.id(), index, loc);
   Type t;
   std::string err = ir::load_type(T.fn(), x.id(), items, &t);
   if (!err.empty()) T.fail(err, loc);
@@ -579,6 +584,9 @@ static void store_at(const Tensor& x, std::initializer_list<Index> index, const 
 void store(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand& mask, Loc loc) {
   store_at(x, index, value, &mask, ir::AtomicFn::none, loc);
 }
+void store(const Tensor& x, const std::vector<Index>& index, const Operand& value, const Operand& mask, Loc loc) {
+  store_at(x, index, value, &mask, ir::AtomicFn::none, loc);
+}
 
 // --- atomic updates ---------------------------------------------------------------------------
 
@@ -602,6 +610,13 @@ void atomic_min(const Tensor& x, std::initializer_list<Index> index, const Opera
 void atomic_min(const Tensor& x, std::initializer_list<Index> index, const Operand& value, const Operand& mask,
                 Loc loc) {
   store_at(x, index, value, &mask, ir::AtomicFn::min, loc);
+}
+void atomic_update(Atomic fn, const Tensor& x, const std::vector<Index>& index, const Operand& value,
+                   const Operand* mask, Loc loc) {
+  const ir::AtomicFn f = fn == Atomic::add   ? ir::AtomicFn::add
+                         : fn == Atomic::max ? ir::AtomicFn::max
+                                             : ir::AtomicFn::min;
+  store_at(x, index, value, mask, f, loc);
 }
 
 Tensor Tensor::unsqueeze(int axis, Loc loc) const {
@@ -711,12 +726,10 @@ Tensor zeros_like(const Tensor& t, Loc loc) {
 }
 
 Tensor full(std::initializer_list<DimSpec> shape, double value, DType dtype, Loc loc) {
-  Tracer& T = tracer(loc);
-  if (T.in_device()) return device_full(T, block_dims(T, shape, loc), value, dtype, loc);
-  return host_alloc(shape, dtype, true, value, loc);
+  return full(std::vector<DimSpec>(shape), value, dtype, loc);
 }
 Tensor empty(std::initializer_list<DimSpec> shape, DType dtype, Loc loc) {
-  return host_alloc(shape, dtype, false, 0, loc);
+  return empty(std::vector<DimSpec>(shape), dtype, loc);
 }
 Tensor full(const Shape& shape, double value, DType dtype, Loc loc) {
   Tracer& T = tracer(loc);
@@ -728,6 +741,14 @@ Tensor full(const Shape& shape, double value, DType dtype, Loc loc) {
   return host_alloc(shape, dtype, true, value, loc);
 }
 Tensor zeros(std::initializer_list<DimSpec> shape, DType dtype, Loc loc) { return full(shape, 0.0, dtype, loc); }
+Tensor full(const std::vector<DimSpec>& shape, double value, DType dtype, Loc loc) {
+  Tracer& T = tracer(loc);
+  if (T.in_device()) return device_full(T, block_dims(T, shape, loc), value, dtype, loc);
+  return host_alloc(shape, dtype, true, value, loc);
+}
+Tensor empty(const std::vector<DimSpec>& shape, DType dtype, Loc loc) {
+  return host_alloc(shape, dtype, false, 0, loc);
+}
 Tensor zeros(const Shape& shape, DType dtype, Loc loc) { return full(shape, 0.0, dtype, loc); }
 
 void expect(bool ok, const std::string& what, Loc loc) {

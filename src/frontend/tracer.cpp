@@ -7,15 +7,14 @@
 #include "ir/printer.h"
 #include "ir/views.h"
 #include "parhelion/error.h"
+#include "runtime/source_line.h"
 
 namespace parhelion::frontend {
 namespace {
 thread_local Tracer* g_active = nullptr;
 }
 
-ir::SourceLoc to_loc(const std::source_location& loc) {
-  return ir::SourceLoc{loc.file_name(), static_cast<int>(loc.line())};
-}
+ir::SourceLoc to_loc(const std::source_location& loc) { return ir::SourceLoc{source_file(loc), source_line(loc)}; }
 
 Tracer::Tracer(std::string kernel_name) : previous_(g_active) {
   fn_.name = std::move(kernel_name);

@@ -46,7 +46,7 @@ std::vector<Dim> dims_of(Tracer& T, const std::vector<DimSpec>& shape, const Loc
   return d;
 }
 
-Tensor multi(OpKind kind, std::initializer_list<Operand> xs, int axis, const char* what) {
+Tensor multi(OpKind kind, const std::vector<Operand>& xs, int axis, const char* what) {
   if (xs.size() == 0) throw UserError(std::string(what) + " of no blocks");
   const Loc& loc = xs.begin()->loc;
   Tracer& T = tracer(loc);
@@ -97,7 +97,9 @@ Tensor reshape(const Operand& x, const std::vector<DimSpec>& shape) {
   return emit(T, op, target, x.loc);
 }
 
-Tensor permute(const Operand& x, std::initializer_list<int> perm) {
+Tensor permute(const Operand& x, std::initializer_list<int> perm) { return permute(x, std::vector<int>(perm)); }
+
+Tensor permute(const Operand& x, const std::vector<int>& perm) {
   Tracer& T = tracer(x.loc);
   T.require_device("permute", x.loc);
   Op op{OpKind::Permute};
@@ -158,6 +160,8 @@ Tensor join(const Operand& a, const Operand& b) {
 
 Tensor stack(std::initializer_list<Operand> xs, int axis) { return multi(OpKind::Stack, xs, axis, "stack"); }
 Tensor cat(std::initializer_list<Operand> xs, int axis) { return multi(OpKind::Cat, xs, axis, "cat"); }
+Tensor stack(const std::vector<Operand>& xs, int axis) { return multi(OpKind::Stack, xs, axis, "stack"); }
+Tensor cat(const std::vector<Operand>& xs, int axis) { return multi(OpKind::Cat, xs, axis, "cat"); }
 
 // --- host views -------------------------------------------------------------------------------
 

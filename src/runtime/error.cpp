@@ -2,11 +2,13 @@
 
 #include <string_view>
 
+#include "runtime/source_line.h"
+
 namespace parhelion {
 
 std::string UserError::format_location(const std::source_location& loc) {
-  std::string_view file = loc.file_name();
-  return std::string(file) + ":" + std::to_string(loc.line());
+  std::string_view file = source_file(loc);
+  return std::string(file) + ":" + std::to_string(source_line(loc));
 }
 
 }  // namespace parhelion
