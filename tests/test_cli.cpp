@@ -1,13 +1,14 @@
 // The command-line tool: output formats and clear, non-zero exits on bad input.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "backend/pallas/interpret.h"
+#include "parhelion/config_table.h"
 
 namespace {
 
@@ -80,6 +81,42 @@ TEST(Cli, TuneJsonHasTheContractFields) {
   EXPECT_TRUE(k["ok"].get<bool>());
   EXPECT_NE(cli("tune softmax --shape 20,300 --effort fast").out.find("--effort must be none, quick or full"),
             std::string::npos);
+}
+
+TEST(Cli, TuneShapesWritesATableThatRunAndEmitApply) {
+  const std::string path = ::testing::TempDir() + "/cli-configs.json";
+  std::remove(path.c_str());
+  Result r = cli("tune softmax --shapes 20,300 64,1000 --budget 10 --seed 1 -o " + path);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_HAS(r, "wrote 2 entries to " + path);
+  // A second kernel's shapes go into the same file; its entries stay.
+  Result tpu = cli("tune rms_norm --shapes 256,1024 --dtype bf16 --target pallas --tpu v7x --model -o " + path);
+  ASSERT_EQ(tpu.status, 0) << tpu.out;
+  EXPECT_HAS(tpu, "wrote 3 entries");
+  parhelion::ConfigTable t = parhelion::ConfigTable::load(path);
+  ASSERT_EQ(t.entries.size(), 3u);
+  EXPECT_EQ(t.entries[2].target, "pallas:v7x");
+  Result exact = cli("run softmax --shape 64,1000 --reps 2 --config-table " + path);
+  ASSERT_EQ(exact.status, 0) << exact.out;
+  EXPECT_HAS(exact, "(table: exact)");
+  EXPECT_HAS(exact, ": ok");
+  Result nearest = cli("run softmax --shape 50,900 --reps 2 --config-table " + path);
+  ASSERT_EQ(nearest.status, 0) << nearest.out;
+  EXPECT_HAS(nearest, "(table: nearest (f32[64,1000]))");
+  Result emitted =
+      cli("emit rms_norm --target pallas --shape 256,1024 --dtype bf16 --stage spec --config-table " + path);
+  ASSERT_EQ(emitted.status, 0) << emitted.out;
+  EXPECT_HAS(emitted, "(table: exact, tuned on ");
+  // Refusals: no -o, --shape beside --shapes, a table that does not parse.
+  EXPECT_HAS(cli("tune softmax --shapes 20,300"), "name it with -o FILE");
+  EXPECT_HAS(cli("tune softmax --shape 1,2 --shapes 20,300 -o x.json"), "--shape and --shapes exclude each other");
+  {
+    std::ofstream bad(path);
+    bad << "{\"entries\": 3}";
+  }
+  Result broken = cli("run softmax --shape 64,1000 --config-table " + path);
+  EXPECT_EQ(broken.status, 2);
+  EXPECT_HAS(broken, path + ": config table: expected");
 }
 
 TEST(Cli, BenchJsonRowsHaveTheContractFields) {

@@ -21,6 +21,8 @@ const char* const kUsage = R"(usage:
                  [--stage spec|block|code] [-o FILE]     a Triton module for an NVIDIA GPU (see docs/triton.md)
   parhelion tune KERNEL --target pallas --tpu v7x --shape ... --model [--json]     tune against the model
   parhelion tune KERNEL --shape D0,D1,... [--dtype ...] [--effort quick|full] [--budget SECONDS] [--seed N] [--json]
+  parhelion tune KERNEL --shapes S1 S2 ... -o configs.json [--dtype ...] [--effort ...] [--target pallas --tpu v7x --model]
+                 a deployable table of tuned configs, one per shape (docs/configs.md)
 
   parhelion bench [KERNEL...] [--threads 1,2] [--quick] [--tuned] [--json]
   parhelion bench --suite [KERNEL] [--threads 2] [--rounds 3] [--budget SECONDS] [--png FILE] [--json]
@@ -40,15 +42,17 @@ const char* const kUsage = R"(usage:
 
   run --tune quick|full [--budget SECONDS]   tunes first (or takes the cached winner), then runs the best config
   run --threads N   runs the default (or --config's) config on N threads
+  run|emit --config-table FILE   the table's config for the shape (exact, else the nearest legal one)
 )";
 
 namespace {
 
 const std::set<std::string> kSwitches = {"quick", "tuned", "predict", "model", "suite", "tpu-table", "no-minimize"};
-const std::set<std::string> kValued = {"shape",    "dtype",  "config",  "seed",         "stage",        "reps",
-                                       "tune",     "effort", "budget",  "threads",      "target",       "tpu",
-                                       "gpu",      "output", "png",     "rounds",       "suite-file",   "seconds",
-                                       "programs", "family", "configs", "pallas-every", "triton-every", "fast-memory"};
+const std::set<std::string> kValued = {"shape",   "dtype",        "config",       "seed",        "stage",
+                                       "reps",    "tune",         "effort",       "budget",      "threads",
+                                       "target",  "tpu",          "gpu",          "output",      "png",
+                                       "rounds",  "suite-file",   "seconds",      "programs",    "family",
+                                       "configs", "pallas-every", "triton-every", "fast-memory", "config-table"};
 
 std::string flag_name(const std::string& key) { return key == "output" ? "-o" : "--" + key; }
 
@@ -104,6 +108,11 @@ Options parse_options(int argc, char** argv) {
       o.flags["output"] = argv[++i];
     } else if (a == "-h" || a == "--help") {
       o.command = "help";
+    } else if (a == "--shapes") {  // one or more shapes: the words up to the next option
+      std::string list;
+      while (i + 1 < argc && argv[i + 1][0] != '-') list += (list.empty() ? "" : " ") + std::string(argv[++i]);
+      if (list.empty()) throw UserError("option --shapes needs one or more shapes (--shapes 1024,4096 2048,8192)");
+      o.flags["shapes"] = list;
     } else if (a.rfind("--", 0) == 0) {
       std::string key = a.substr(2), value;
       auto eq = key.find('=');
@@ -132,9 +141,9 @@ Options parse_options(int argc, char** argv) {
 void check_flags_apply(const Options& o) {
   static const std::map<std::string, std::set<std::string>> takes = {
       {"list", {}},
-      {"run", {"shape", "dtype", "config", "seed", "reps", "tune", "budget", "threads", "target"}},
-      {"emit", {"shape", "dtype", "config", "stage", "target", "tpu", "gpu", "output", "predict"}},
-      {"tune", {"shape", "dtype", "effort", "budget", "seed", "target", "tpu", "model"}},
+      {"run", {"shape", "dtype", "config", "seed", "reps", "tune", "budget", "threads", "target", "config-table"}},
+      {"emit", {"shape", "dtype", "config", "stage", "target", "tpu", "gpu", "output", "predict", "config-table"}},
+      {"tune", {"shape", "shapes", "dtype", "effort", "budget", "seed", "target", "tpu", "model", "output"}},
       {"bench", {"threads", "quick", "tuned", "suite", "tpu-table", "png", "rounds", "budget", "suite-file"}},
       {"fuzz", {"seconds", "programs", "seed", "family", "configs", "pallas-every", "triton-every", "no-minimize"}},
       {"opt", {"stage", "target", "tpu", "gpu", "config", "fast-memory", "threads"}},

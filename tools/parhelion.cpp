@@ -73,6 +73,15 @@ Prepared prepare(const Options& o) {
   p.inputs = shapes_only ? p.entry->make_specs(p.shape, p.dtype) : p.entry->make_inputs(p.shape, p.dtype, seed);
   if (auto c = o.flags.find("config"); c != o.flags.end())
     p.config = std::make_unique<ph::Config>(ph::Config::from_json(c->second));
+  if (auto t = o.flags.find("config-table"); t != o.flags.end()) {
+    if (p.config) throw ph::UserError("--config and --config-table exclude each other");
+    p.entry->kernel->use_config_table(std::make_shared<ph::ConfigTable>(ph::ConfigTable::load(t->second)));
+    const std::string target =
+        o.get("target", "cpu") == "pallas" ? "pallas:" + o.get("tpu", "v7x") : o.get("target", "cpu");
+    ph::KernelBase::ConfigChoice c = p.entry->kernel->config_for(p.inputs.args(), target);
+    std::fprintf(stderr, "config      %s (%s)\n", c.config.to_json().c_str(), c.source.c_str());
+    p.config = std::make_unique<ph::Config>(c.config);
+  }
   return p;
 }
 
@@ -141,7 +150,53 @@ int cmd_tune_tpu(const Options& o, const Prepared& p) {
   return 0;
 }
 
+// tune --shapes S1 S2 ... -o FILE: a deployable table, one tuned config per shape (measured
+// here for cpu; the timing model's for --target pallas --model).
+int cmd_tune_table(const Options& o) {
+  if (o.flags.count("shape")) throw ph::UserError("--shape and --shapes exclude each other");
+  if (!o.flags.count("output")) throw ph::UserError("tune --shapes writes a config table: name it with -o FILE");
+  const bool tpu = o.flags.count("target") && o.flags.at("target") == "pallas";
+  if (tpu && !o.flags.count("model"))
+    throw ph::UserError("tuning for --target pallas needs a TPU; without one, tune against the timing model: --model");
+  const std::string target = tpu ? "pallas:" + o.get("tpu", "v7x") : "cpu";
+  std::istringstream words(o.flags.at("shapes"));
+  ph::ConfigTable table;
+  const std::string path = o.flags.at("output");
+  if (std::ifstream(path).good()) table = ph::ConfigTable::load(path);  // add to it: other kernels' entries stay
+  std::string word;
+  while (words >> word) {
+    Options one = o;
+    one.flags.erase("shapes");
+    one.flags["shape"] = word;
+    Prepared p = prepare(one);
+    ph::TuneOptions opt;
+    std::string effort = o.get("effort", "quick");
+    if (!ph::parse_effort(effort, &opt.effort))
+      throw ph::UserError("--effort must be none, quick or full; got '" + effort + "'");
+    opt.budget_seconds = o.seconds("budget", opt.budget_seconds);
+    opt.seed = o.seed().value_or(opt.seed);
+    opt.progress = isatty(2);
+    const ph::kernels::Inputs& in = p.inputs;
+    const ph::kernels::KernelEntry* e = p.entry;
+    opt.reference = [e, &in] { return e->reference(in); };
+    ph::ConfigTable one_shape = ph::tune_table(*p.entry->kernel, {p.inputs.args()}, opt, target);
+    for (ph::ConfigTableEntry& entry : one_shape.entries) {
+      std::printf("%-12s %-28s %-10s %9.4f ms (default %.4f ms)  %s\n", p.entry->name.c_str(),
+                  entry.signature().c_str(), entry.target.c_str(), entry.ms, entry.default_ms,
+                  entry.config.to_json().c_str());
+      table.add(std::move(entry));
+    }
+  }
+  table.save(path);
+  std::printf(
+      "wrote %zu entries to %s (load it with --config-table, ph::ConfigTable::load, or "
+      "parhelion.load_config_table)\n",
+      table.entries.size(), path.c_str());
+  return 0;
+}
+
 int cmd_tune(const Options& o) {
+  if (o.flags.count("shapes")) return cmd_tune_table(o);
   Prepared p = prepare(o);
   if (o.flags.count("target") && o.flags.at("target") == "pallas") return cmd_tune_tpu(o, p);
   ph::TuneReport r = tune_for(o, p, "effort");

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,6 +24,8 @@
 #include "parhelion/tune.h"
 
 namespace parhelion {
+
+class ConfigTable;
 
 // One runtime argument: a tensor or a scalar.
 struct Arg {
@@ -139,7 +142,24 @@ class KernelBase {
 
   // Pins a config for every later call (validated against each signature's ConfigSpec).
   void pin_config(const Config& c);
+  // Pins a config for later calls with the signature of `for_args` only (their shapes, dtypes,
+  // strides and compile-time integers); it takes precedence over the config pinned for all.
+  void pin_config(const Config& c, const std::vector<Arg>& for_args);
+  // Drops every pinned config.
   void unpin_config();
+  // Takes the configs of calls with none given or pinned from a table of tuned configs
+  // (config_table.h): the entry for the call's signature, else the nearest legal one, else the
+  // default. Null drops the table.
+  void use_config_table(std::shared_ptr<const ConfigTable> table);
+
+  // The config a call on `args` takes for `target` when none is given, and where it comes from:
+  // "pinned for this signature", "pinned", "table: exact", "table: nearest (f32[...] ...)",
+  // "default".
+  struct ConfigChoice {
+    Config config;
+    std::string source;
+  };
+  ConfigChoice config_for(const std::vector<Arg>& args, const std::string& target = "cpu");
 
  private:
   std::string name_;
@@ -148,6 +168,10 @@ class KernelBase {
   TraceFn trace_;
   std::mutex mu_;
   std::unique_ptr<Config> pinned_;
+  std::map<std::string, Config> pinned_by_signature_;
+  std::shared_ptr<const ConfigTable> table_;
+  ConfigChoice choose_config(const std::vector<Arg>& args, const std::string& target,
+                             const CompiledKernel::Impl& configured);
   struct Cache;
   std::unique_ptr<Cache> cache_;
 };

@@ -3,6 +3,7 @@
 
 #include "parhelion/array.h"
 #include "parhelion/config.h"
+#include "parhelion/config_table.h"
 #include "parhelion/dtype.h"
 #include "parhelion/error.h"
 #include "parhelion/kernel.h"

@@ -1,10 +1,12 @@
-"""`@parhelion.kernel`: a Python function in the kernel language as a callable, compiled kernel."""
+"""`@parhelion.kernel`: a Python function in the kernel language as a callable, compiled kernel;
+and what every kernel (the library's too) offers: run, interpret, emit, tune, configs."""
 
 from __future__ import annotations
 
 import functools
 import inspect
 import json
+import os
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -20,6 +22,19 @@ def _config_json(config: Any) -> str:
     if config is None:
         return ""
     return config if isinstance(config, str) else json.dumps(config)
+
+
+def _target(target: str, tpu: str | None, gpu: str | None) -> str:
+    if tpu is not None:
+        return f"{target}:{tpu}"
+    if gpu is not None:
+        return f"{target}:{gpu}"
+    return target
+
+
+def load_config_table(path: str | os.PathLike) -> _core.ConfigTable:
+    """A table of tuned configs (`parhelion tune KERNEL --shapes ... -o FILE`, `tune_table`)."""
+    return _core.ConfigTable.load(os.fspath(path))
 
 
 @dataclass
@@ -40,7 +55,95 @@ class Emitted:
         return self.source
 
 
-class Kernel:
+class KernelAPI:
+    """What a kernel offers; subclasses say how a call's values map to a C++ kernel."""
+
+    name: str
+    _names: list[str]
+    _table: Any = None
+
+    def _values(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        raise NotImplementedError
+
+    def _core_for(self, values: list[Any]) -> Any:
+        raise NotImplementedError
+
+    def _cores(self) -> list[Any]:
+        raise NotImplementedError
+
+    def _wrap(self, outs: list[Any], values: list[Any]) -> Any:
+        fw = framework_of(values)
+        res = [to_framework(o, fw) for o in outs]
+        if not res:
+            return None
+        return res[0] if len(res) == 1 else tuple(res)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        values = self._values(args, kwargs)
+        return self._wrap(self._core_for(values).run(values, self._names), values)
+
+    def interpret(self, *args: Any, **kwargs: Any) -> Any:
+        """The reference interpreter's result (the Tile IR op by op in double precision)."""
+        values = self._values(args, kwargs)
+        return self._wrap(self._core_for(values).interpret(values, self._names), values)
+
+    def emit(self, *args: Any, target: str = "cpu", tpu: str | None = None, gpu: str | None = None,
+             config: Any = None, **kwargs: Any) -> Emitted:
+        """The kernel's code for `target` ("cpu", "pallas", "triton") at these arguments' shapes;
+        `tpu` names the TPU generation (v5e, v6e, v5p, v7x), `gpu` the GPU (h100, h200, b200).
+        Without `config`: a config table's entry for the target, else the target's default."""
+        values = self._values(args, kwargs)
+        d = self._core_for(values).emit(values, _target(target, tpu, gpu), _config_json(config), self._names)
+        d["config"] = json.loads(d["config"])
+        return Emitted(**d)
+
+    def ir(self, *args: Any, **kwargs: Any) -> str:
+        """The traced Tile IR for these arguments' signature."""
+        values = self._values(args, kwargs)
+        return self._core_for(values).compile(values, "", self._names)["ir"]
+
+    def tune(self, *args: Any, effort: str = "quick", budget_seconds: float = 0.0, progress: bool = False,
+             **kwargs: Any) -> dict:
+        """Searches the config space at these arguments' shapes on this machine (or returns the
+        cached winner); the report as a dict: best_config, best_ms, default_ms, ..."""
+        values = self._values(args, kwargs)
+        return json.loads(self._core_for(values).tune(values, effort, budget_seconds, progress, self._names))
+
+    def pin_config(self, config: Any, *args: Any, **kwargs: Any) -> None:
+        """Later calls use `config` (a dict, its JSON; keys left out take the default's values):
+        every call, or, given arguments, calls with their signature only (shapes, dtypes,
+        compile-time ints), which then take precedence."""
+        if args or kwargs:
+            values = self._values(args, kwargs)
+            self._core_for(values).pin_config_for(_config_json(config), values, self._names)
+            return
+        self._pinned = _config_json(config)
+        for core in self._cores():
+            core.pin_config(self._pinned)
+
+    def unpin_config(self) -> None:
+        self._pinned = ""
+        for core in self._cores():
+            core.unpin_config()
+
+    def use_configs(self, table: Any) -> None:
+        """Takes configs from a table of tuned ones (a ConfigTable or its file): per call, the
+        entry for the call's shapes, else the nearest tuned shape whose config is legal, else the
+        default. No tuning at call time. None drops it."""
+        if isinstance(table, (str, os.PathLike)):
+            table = load_config_table(table)
+        self._table = table
+        for core in self._cores():
+            core.use_config_table(table)
+
+    def config_for(self, *args: Any, target: str = "cpu", **kwargs: Any) -> tuple[dict, str]:
+        """The config a call on these arguments takes (for `target`) and where it comes from."""
+        values = self._values(args, kwargs)
+        config, source = self._core_for(values).config_for(values, target, self._names)
+        return json.loads(config), source
+
+
+class Kernel(KernelAPI):
     """A kernel: call it on arrays (torch, numpy, jax: CPU, shared without copies); it is traced
     and compiled once per signature (shapes, strides, dtypes, compile-time ints) and cached on
     disk across processes. Outputs come back as arrays of the first array argument's framework.
@@ -54,8 +157,8 @@ class Kernel:
         self.name = name or fn.__name__
         self.signature = inspect.signature(fn)
         self._names = list(self.signature.parameters)
-        self._cores: dict[tuple[str, ...], Any] = {}
-        self._config = _config_json(config)
+        self._by_kinds: dict[tuple[str, ...], Any] = {}
+        self._pinned = _config_json(config)
         functools.update_wrapper(self, fn)
 
     def _values(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
@@ -86,69 +189,21 @@ class Kernel:
 
     def _core_for(self, values: list[Any]) -> Any:
         kinds = self._kinds(values)
-        core = self._cores.get(kinds)
+        core = self._by_kinds.get(kinds)
         if core is None:
             # The C++ kernel holds its trace function for as long as it lives; through a weak
             # reference to this object, so that no cycle (fn's globals -> this -> the C++ kernel ->
             # fn) outlives the module.
             core = _core.PythonKernel(self.name, list(kinds), functools.partial(_trace, weakref.ref(self)))
-            if self._config:
-                core.pin_config(self._config)
-            self._cores[kinds] = core
+            if self._pinned:
+                core.pin_config(self._pinned)
+            if self._table is not None:
+                core.use_config_table(self._table)
+            self._by_kinds[kinds] = core
         return core
 
-    def _wrap(self, outs: list[Any], values: list[Any]) -> Any:
-        fw = framework_of(values)
-        res = [to_framework(o, fw) for o in outs]
-        if not res:
-            return None
-        return res[0] if len(res) == 1 else tuple(res)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        values = self._values(args, kwargs)
-        return self._wrap(self._core_for(values).run(values, self._names), values)
-
-    def interpret(self, *args: Any, **kwargs: Any) -> Any:
-        """The reference interpreter's result (the Tile IR op by op in double precision)."""
-        values = self._values(args, kwargs)
-        return self._wrap(self._core_for(values).interpret(values, self._names), values)
-
-    def emit(self, *args: Any, target: str = "cpu", tpu: str | None = None, gpu: str | None = None,
-             config: Any = None, **kwargs: Any) -> Emitted:
-        """The kernel's code for `target` ("cpu", "pallas", "triton") at these arguments' shapes;
-        `tpu` names the TPU generation (v5e, v6e, v5p, v7x), `gpu` the GPU (e.g. h100)."""
-        values = self._values(args, kwargs)
-        full_target = target
-        if tpu is not None:
-            full_target = f"{target}:{tpu}"
-        elif gpu is not None:
-            full_target = f"{target}:{gpu}"
-        d = self._core_for(values).emit(values, full_target, _config_json(config), self._names)
-        d["config"] = json.loads(d["config"])
-        return Emitted(**d)
-
-    def ir(self, *args: Any, **kwargs: Any) -> str:
-        """The traced Tile IR for these arguments' signature."""
-        values = self._values(args, kwargs)
-        return self._core_for(values).compile(values, "", self._names)["ir"]
-
-    def tune(self, *args: Any, effort: str = "quick", budget_seconds: float = 0.0, progress: bool = False,
-             **kwargs: Any) -> dict:
-        """Searches the config space at these arguments' shapes (or returns the cached winner);
-        the report as a dict: best_config, best_ms, default_ms, ..."""
-        values = self._values(args, kwargs)
-        return json.loads(self._core_for(values).tune(values, effort, budget_seconds, progress, self._names))
-
-    def pin_config(self, config: Any) -> None:
-        """Every later call uses `config` (a dict or its JSON), validated per signature."""
-        self._config = _config_json(config)
-        for core in self._cores.values():
-            core.pin_config(self._config)
-
-    def unpin_config(self) -> None:
-        self._config = ""
-        for core in self._cores.values():
-            core.unpin_config()
+    def _cores(self) -> list[Any]:
+        return list(self._by_kinds.values())
 
 
 def _trace(ref: "weakref.ref[Kernel]", *args: Any) -> Any:
@@ -164,3 +219,15 @@ def kernel(fn: Callable[..., Any] | None = None, *, config: Any = None, name: st
     if fn is None:
         return lambda f: Kernel(f, config=config, name=name)
     return Kernel(fn, config=config, name=name)
+
+
+def tune_table(kernel: KernelAPI, calls: list[tuple[Any, ...]], *, effort: str = "quick", budget_seconds: float = 0.0,
+               target: str = "cpu", tpu: str | None = None) -> _core.ConfigTable:
+    """Tunes `kernel` once per call in `calls` (tuples of its arguments, one per shape) and
+    returns the table of winners, to save (`table.save(path)`) and ship: `target` "cpu" measures
+    on this machine, "pallas" (with `tpu`) ranks configs with the TPU timing model."""
+    if not calls:
+        raise _core.UserError("tune_table: no calls to tune")
+    values = [kernel._values(tuple(c), {}) for c in calls]
+    core = kernel._core_for(values[0])
+    return _core.tune_table(core, values, effort, budget_seconds, _target(target, tpu, None), kernel._names)

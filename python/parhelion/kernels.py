@@ -12,7 +12,7 @@ import math
 from typing import Any, Callable
 
 from . import _core
-from ._arrays import framework_of, to_framework
+from .kernel import KernelAPI
 
 # name -> (parameters, defaults): the C++ kernels' argument order (kernels/kernels.h).
 _SIGNATURES: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
@@ -61,7 +61,7 @@ def _default_scale(values: dict[str, Any]) -> float:
 _COMPUTED_DEFAULTS: dict[str, Callable[[dict[str, Any]], Any]] = {"scale": _default_scale}
 
 
-class LibraryKernel:
+class LibraryKernel(KernelAPI):
     """One kernel of the library: call it like a function."""
 
     def __init__(self, name: str, core: Any, summary: str, shape_help: str, dtypes: list[str]):
@@ -74,6 +74,7 @@ class LibraryKernel:
         if len(params) != core.num_args:  # the table and the C++ kernel disagree: a bug here
             raise RuntimeError(f"parhelion.kernels: {name} takes {core.num_args} arguments, the table says {params}")
         self.params = params
+        self._names = list(params)
         self.defaults = defaults
         self.__doc__ = f"{name}({', '.join(params)}): {summary}. Dtypes: {', '.join(dtypes)}."
 
@@ -98,44 +99,11 @@ class LibraryKernel:
                 values[p] = _COMPUTED_DEFAULTS[p](values)
         return [values[p] for p in self.params]
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        values = self._values(args, kwargs)
-        outs = self.core.run(values, list(self.params))
-        fw = framework_of(values)
-        res = [to_framework(o, fw) for o in outs]
-        return res[0] if len(res) == 1 else tuple(res)
+    def _core_for(self, values: list[Any]) -> Any:
+        return self.core
 
-    def emit(self, *args: Any, target: str = "cpu", tpu: str | None = None, gpu: str | None = None,
-             config: Any = None, **kwargs: Any) -> Any:
-        from .kernel import Emitted, _config_json
-        import json
-
-        values = self._values(args, kwargs)
-        full = f"{target}:{tpu}" if tpu else f"{target}:{gpu}" if gpu else target
-        d = self.core.emit(values, full, _config_json(config), list(self.params))
-        d["config"] = json.loads(d["config"])
-        return Emitted(**d)
-
-    def interpret(self, *args: Any, **kwargs: Any) -> Any:
-        values = self._values(args, kwargs)
-        fw = framework_of(values)
-        res = [to_framework(o, fw) for o in self.core.interpret(values, list(self.params))]
-        return res[0] if len(res) == 1 else tuple(res)
-
-    def tune(self, *args: Any, effort: str = "quick", budget_seconds: float = 0.0, progress: bool = False,
-             **kwargs: Any) -> dict:
-        import json
-
-        values = self._values(args, kwargs)
-        return json.loads(self.core.tune(values, effort, budget_seconds, progress, list(self.params)))
-
-    def pin_config(self, config: Any) -> None:
-        from .kernel import _config_json
-
-        self.core.pin_config(_config_json(config))
-
-    def unpin_config(self) -> None:
-        self.core.unpin_config()
+    def _cores(self) -> list[Any]:
+        return [self.core]
 
 
 _LIBRARY: dict[str, LibraryKernel] = {

@@ -183,7 +183,62 @@ void bind_kernels(nb::module_& m) {
           nb::arg("args"), nb::arg("effort") = "quick", nb::arg("budget_seconds") = 0.0, nb::arg("progress") = false,
           nb::arg("names") = std::vector<std::string>{})
       .def("pin_config", [](KernelBase& k, const std::string& json) { k.pin_config(Config::from_json(json)); })
-      .def("unpin_config", &KernelBase::unpin_config);
+      .def(
+          "pin_config_for",
+          [](KernelBase& k, const std::string& json, const nb::sequence& args, const std::vector<std::string>& names) {
+            CallArgs c = convert_args(k, args, names);
+            k.pin_config(Config::from_json(json), c.args);
+          },
+          nb::arg("config"), nb::arg("args"), nb::arg("names") = std::vector<std::string>{})
+      .def("unpin_config", &KernelBase::unpin_config)
+      .def(
+          "use_config_table",
+          [](KernelBase& k, const ConfigTable* table) {
+            k.use_config_table(table ? std::make_shared<const ConfigTable>(*table) : nullptr);
+          },
+          nb::arg("table").none())
+      .def(
+          "config_for",
+          [](KernelBase& k, const nb::sequence& args, const std::string& target,
+             const std::vector<std::string>& names) {
+            CallArgs c = convert_args(k, args, names);
+            KernelBase::ConfigChoice choice = k.config_for(c.args, target);
+            return nb::make_tuple(choice.config.to_json(), choice.source);
+          },
+          nb::arg("args"), nb::arg("target") = "cpu", nb::arg("names") = std::vector<std::string>{});
+
+  // Deployable config tables (include/parhelion/config_table.h).
+  nb::class_<ConfigTable>(m, "ConfigTable")
+      .def(nb::init<>())
+      .def_static("load", &ConfigTable::load)
+      .def_static("from_json", &ConfigTable::from_json)
+      .def("save", &ConfigTable::save)
+      .def("to_json", &ConfigTable::to_json)
+      .def("merge",
+           [](ConfigTable& t, const ConfigTable& other) {
+             for (const ConfigTableEntry& e : other.entries) t.add(e);
+           })
+      .def("__len__", [](const ConfigTable& t) { return t.entries.size(); });
+  m.def(
+      "tune_table",
+      [](KernelBase& k, const nb::sequence& calls, const std::string& effort, double budget, const std::string& target,
+         const std::vector<std::string>& names) {
+        std::vector<CallArgs> converted;
+        converted.reserve(nb::len(calls));  // the Args point into each CallArgs' arrays
+        std::vector<std::vector<Arg>> arg_lists;
+        for (nb::handle call : calls) {
+          converted.push_back(convert_args(k, nb::cast<nb::sequence>(call), names));
+          arg_lists.push_back(converted.back().args);
+        }
+        TuneOptions opt;
+        opt.effort = effort_of(effort);
+        opt.budget_seconds = budget;
+        opt.progress = false;
+        nb::gil_scoped_release nogil;
+        return tune_table(k, arg_lists, opt, target);
+      },
+      nb::arg("kernel"), nb::arg("calls"), nb::arg("effort") = "quick", nb::arg("budget_seconds") = 0.0,
+      nb::arg("target") = "cpu", nb::arg("names") = std::vector<std::string>{});
 
   // The kernel library (kernels/registry.h): name -> (kernel, summary, shape help, dtypes).
   m.def("library", [] {

@@ -29,6 +29,11 @@ struct Machine {
   int64_t fast_memory_bytes = 1 << 20;  // per core: what one grid step's blocks must fit in
   int threads = 1;                      // hardware threads a launch may split its grid over
   std::string description;              // e.g. "Intel Xeon ... (avx512f avx2)", "TPU v7x"
+  // What a tuned config depends on: the description, the threads and the fast memory (the
+  // tuner's cache key and the config tables' hardware field).
+  std::string identity() const {
+    return description + "|" + std::to_string(threads) + " threads|" + std::to_string(fast_memory_bytes) + " B";
+  }
 };
 
 // What a backend can do, asked by lowering and the config space instead of its name.

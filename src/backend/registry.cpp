@@ -77,6 +77,15 @@ const Backend& for_target(const std::string& target) {
 
 const Backend& host_cpu() { return for_target("cpu"); }
 
+std::string canonical_target(const std::string& target) {
+  for_target(target);  // refuses an unknown one
+  const size_t colon = target.find(':');
+  const std::string name = target.substr(0, colon);
+  for (const Entry& e : entries())
+    if (e.name == name && !e.variants.empty() && colon == std::string::npos) return name + ":" + e.default_variant;
+  return target;
+}
+
 std::vector<std::string> known_targets() {
   std::vector<std::string> out;
   for (const Entry& e : entries()) {

@@ -14,6 +14,9 @@ namespace parhelion::backend {
 const Backend& for_target(const std::string& target);
 // The host's cpu backend (for_target("cpu")).
 const Backend& host_cpu();
+// The target's full name: "pallas" is "pallas:v7x" (its default variant), "cpu" stays "cpu";
+// throws UserError for an unknown target or variant, as for_target does.
+std::string canonical_target(const std::string& target);
 // The target names users can write, for help texts and errors.
 std::vector<std::string> known_targets();
 

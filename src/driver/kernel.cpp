@@ -11,6 +11,7 @@
 #include "driver/driver.h"
 #include "interp/interpreter.h"
 #include "ir/printer.h"
+#include "parhelion/config_table.h"
 #include "parhelion/error.h"
 #include "tune/tuner.h"
 
@@ -104,6 +105,7 @@ void KernelBase::pin_config(const Config& c) {
 void KernelBase::unpin_config() {
   std::lock_guard<std::mutex> lock(mu_);
   pinned_.reset();
+  pinned_by_signature_.clear();
 }
 
 std::shared_ptr<CompiledKernel::Impl> KernelBase::trace(const std::vector<Arg>& args) { return trace(args, "cpu"); }
@@ -124,10 +126,58 @@ std::shared_ptr<CompiledKernel::Impl> KernelBase::trace(const std::vector<Arg>& 
   return cache_->configured[configured_key] = driver::configure(*traced->second, backend);
 }
 
+KernelBase::ConfigChoice KernelBase::choose_config(const std::vector<Arg>& args, const std::string& target,
+                                                   const CompiledKernel::Impl& configured) {
+  auto pinned = pinned_by_signature_.find(signature_key(*this, args));
+  if (pinned != pinned_by_signature_.end()) return {pinned->second, "pinned for this signature"};
+  if (pinned_) return {*pinned_, "pinned"};
+  if (table_) {
+    auto legal = [&](const Config& c) {
+      try {
+        configured.spec.validate(c.filled_from(configured.config));
+        return true;
+      } catch (const UserError&) {
+        return false;
+      }
+    };
+    std::optional<TableChoice> t =
+        table_->select(*this, args, backend::canonical_target(target), configured.backend->machine().identity(), legal);
+    if (t) {
+      std::string how = t->exact ? "table: exact" : "table: nearest (" + t->entry->signature() + ")";
+      if (!t->same_hardware) how += ", tuned on " + t->entry->hardware;
+      return {t->entry->config, how};
+    }
+  }
+  return {configured.config, "default"};
+}
+
+KernelBase::ConfigChoice KernelBase::config_for(const std::vector<Arg>& args, const std::string& target) {
+  std::shared_ptr<CompiledKernel::Impl> configured = trace(args, target);
+  std::lock_guard<std::mutex> lock(mu_);
+  ConfigChoice c = choose_config(args, target, *configured);
+  c.config = c.config.filled_from(configured->config);
+  return c;
+}
+
+void KernelBase::pin_config(const Config& c, const std::vector<Arg>& for_args) {
+  check_args(*this, for_args);
+  std::lock_guard<std::mutex> lock(mu_);
+  pinned_by_signature_[signature_key(*this, for_args)] = c;
+}
+
+void KernelBase::use_config_table(std::shared_ptr<const ConfigTable> table) {
+  std::lock_guard<std::mutex> lock(mu_);
+  table_ = std::move(table);
+}
+
 CompiledKernel KernelBase::compile(const std::vector<Arg>& args, const Config* config) {
   std::shared_ptr<CompiledKernel::Impl> traced = trace(args);
   std::lock_guard<std::mutex> lock(mu_);
-  if (!config && pinned_) config = pinned_.get();
+  Config chosen;
+  if (!config && (pinned_ || !pinned_by_signature_.empty() || table_)) {
+    chosen = choose_config(args, "cpu", *traced).config;
+    config = &chosen;
+  }
   std::string key = signature_key(*this, args) + "|" + (config ? config->to_json() : "default");
   auto it = cache_->by_key.find(key);
   if (it != cache_->by_key.end()) return CompiledKernel(it->second);
@@ -139,6 +189,12 @@ CompiledKernel KernelBase::compile(const std::vector<Arg>& args, const Config* c
 
 EmittedKernel KernelBase::emit(const std::vector<Arg>& args, const std::string& target, const Config* config) {
   std::shared_ptr<CompiledKernel::Impl> configured = trace(args, target);
+  Config chosen;
+  if (!config && table_) {  // a table's entry for this target (pins are the cpu's calls')
+    std::lock_guard<std::mutex> lock(mu_);
+    chosen = choose_config(args, target, *configured).config;
+    config = &chosen;
+  }
   auto K = driver::specialize(*configured, config ? config->filled_from(configured->config) : configured->config);
   EmittedKernel e;
   e.target = target;

@@ -107,8 +107,7 @@ tune::CacheKey cache_key(const CompiledKernel::Impl& k, const std::string& defau
   for (const auto& a : k.signature) key.dtypes += a.is_tensor ? std::string(dtype_name(a.dtype)) + "," : "s,";
   const backend::Machine& m = k.backend->machine();
   key.target = k.backend->name();
-  key.hardware =
-      m.description + "|" + std::to_string(m.threads) + " threads|" + std::to_string(m.fast_memory_bytes) + " B";
+  key.hardware = m.identity();
   key.compiler = k.backend->identity();
   return key;
 }
