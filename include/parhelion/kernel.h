@@ -100,6 +100,16 @@ class KernelBase {
   virtual ~KernelBase();
 
   const std::string& name() const { return name_; }
+  // Whether a scalar argument is an integer (ph::Int, or a compile-time int) rather than a float,
+  // and how many tensors the kernel returns (-1: known only once traced), where the kernel's
+  // C++ signature says so (ph::Kernel<...>): what a typed interface (a torch operator's schema)
+  // needs before any call.
+  bool arg_is_integer(int i) const { return !arg_is_integer_.empty() && arg_is_integer_.at(i); }
+  int num_outputs() const { return num_outputs_; }
+  void set_signature_kinds(std::vector<bool> arg_is_integer, int num_outputs) {
+    arg_is_integer_ = std::move(arg_is_integer);
+    num_outputs_ = num_outputs;
+  }
   int num_args() const { return static_cast<int>(arg_is_tensor_.size()); }
   bool arg_is_tensor(int i) const { return arg_is_tensor_.at(i); }
   bool arg_is_constant(int i) const { return !arg_is_constant_.empty() && arg_is_constant_.at(i); }
@@ -165,6 +175,8 @@ class KernelBase {
   std::string name_;
   std::vector<bool> arg_is_tensor_;
   std::vector<bool> arg_is_constant_;
+  std::vector<bool> arg_is_integer_;
+  int num_outputs_ = -1;
   TraceFn trace_;
   std::mutex mu_;
   std::unique_ptr<Config> pinned_;
@@ -182,31 +194,31 @@ struct ArgTraits;
 template <>
 struct ArgTraits<Tensor> {
   using Host = const Array&;
-  static constexpr bool is_tensor = true, is_constant = false;
+  static constexpr bool is_tensor = true, is_constant = false, is_integer = false;
   static Tensor from(const KernelBase::TraceArg& a) { return a.tensor; }
 };
 template <>
 struct ArgTraits<Scalar> {
   using Host = double;
-  static constexpr bool is_tensor = false, is_constant = false;
+  static constexpr bool is_tensor = false, is_constant = false, is_integer = false;
   static Scalar from(const KernelBase::TraceArg& a) { return a.scalar; }
 };
 template <>
 struct ArgTraits<Int> {
   using Host = int64_t;
-  static constexpr bool is_tensor = false, is_constant = false;
+  static constexpr bool is_tensor = false, is_constant = false, is_integer = true;
   static Int from(const KernelBase::TraceArg& a) { return Int(a.scalar.param()); }
 };
 template <>
 struct ArgTraits<int64_t> {  // a compile-time constant
   using Host = int64_t;
-  static constexpr bool is_tensor = false, is_constant = true;
+  static constexpr bool is_tensor = false, is_constant = true, is_integer = true;
   static int64_t from(const KernelBase::TraceArg& a) { return a.constant; }
 };
 template <>
 struct ArgTraits<int> {
   using Host = int64_t;
-  static constexpr bool is_tensor = false, is_constant = true;
+  static constexpr bool is_tensor = false, is_constant = true, is_integer = true;
   static int from(const KernelBase::TraceArg& a) { return static_cast<int>(a.constant); }
 };
 template <class T>
@@ -217,12 +229,14 @@ struct ResultTraits;
 template <>
 struct ResultTraits<Tensor> {
   using Host = Array;
+  static constexpr int count = 1;
   static std::vector<Tensor> flatten(const Tensor& t) { return {t}; }
   static Host unflatten(std::vector<Array> v) { return std::move(v.at(0)); }
 };
 template <class... T>
 struct ResultTraits<std::tuple<T...>> {
   using Host = std::tuple<std::conditional_t<true, Array, T>...>;
+  static constexpr int count = sizeof...(T);
   static std::vector<Tensor> flatten(const std::tuple<T...>& t) {
     return std::apply([](const auto&... x) { return std::vector<Tensor>{x...}; }, t);
   }
@@ -249,7 +263,16 @@ class Kernel<R(Args...)> : public KernelBase {
   Kernel(std::string name, R (*fn)(Args...))
       : KernelBase(std::move(name), {detail::ArgTraits<Args>::is_tensor...},
                    [fn](const std::vector<TraceArg>& a) { return invoke(fn, a, std::index_sequence_for<Args...>{}); },
-                   {detail::ArgTraits<Args>::is_constant...}) {}
+                   {detail::ArgTraits<Args>::is_constant...}) {
+    set_signature_kinds({detail::ArgTraits<Args>::is_integer...}, result_count());
+  }
+
+  static constexpr int result_count() {
+    if constexpr (std::is_void_v<R>)
+      return 0;
+    else
+      return detail::ResultTraits<R>::count;
+  }
 
   HostResult operator()(typename detail::ArgTraits<Args>::Host... args) {
     std::vector<Array> out = run({Arg(args)...});

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -118,6 +119,41 @@ void bind_kernels(nb::module_& m) {
       .def_prop_ro("num_args", &KernelBase::num_args)
       .def("arg_is_tensor", &KernelBase::arg_is_tensor)
       .def("arg_is_constant", &KernelBase::arg_is_constant)
+      .def("arg_is_integer", &KernelBase::arg_is_integer)
+      .def_prop_ro("num_outputs", &KernelBase::num_outputs)
+      .def(
+          "output_specs",
+          [](KernelBase& k, const nb::sequence& specs) {
+            // specs: per argument, (shape, dtype) for a tensor, or its value for a scalar. The
+            // kernel is traced on memory-less arrays of those shapes (a fake tensor's view of a
+            // call): its outputs' (shape, dtype), with no data read or written.
+            if (static_cast<int>(nb::len(specs)) != k.num_args())
+              throw UserError(k.name() + " takes " + std::to_string(k.num_args()) + " arguments, got " +
+                              std::to_string(nb::len(specs)));
+            std::vector<Array> arrays;
+            arrays.reserve(nb::len(specs));
+            std::vector<Arg> args;
+            for (size_t i = 0; i < nb::len(specs); ++i) {
+              nb::handle s = specs[i];
+              if (k.arg_is_tensor(static_cast<int>(i))) {
+                auto [shape, dtype] = nb::cast<std::pair<Shape, std::string>>(s);
+                std::optional<DType> d = parse_dtype(dtype);
+                if (!d) throw UserError(k.name() + ": argument " + std::to_string(i) + " has dtype " + dtype);
+                arrays.push_back(Array::placeholder(shape, *d));
+                args.emplace_back(arrays.back());
+              } else {
+                args.emplace_back(nb::cast<double>(s));
+              }
+            }
+            std::shared_ptr<CompiledKernel::Impl> traced = k.trace(args);
+            nb::list out;
+            for (int t : traced->fn.outputs) {
+              const ir::TensorInfo& info = traced->fn.tensors.at(t);
+              out.append(nb::make_tuple(info.shape, std::string(dtype_name(info.dtype))));
+            }
+            return out;
+          },
+          nb::arg("specs"))
       .def(
           "run",
           [](KernelBase& k, const nb::sequence& args, const std::vector<std::string>& names) {
@@ -260,7 +296,14 @@ void bind_kernels(nb::module_& m) {
     kernels::Inputs in = e.make_inputs(shape, *d, seed);
     nb::list args;
     for (const Array& t : in.tensors) args.append(from_array(t));
-    for (double v : in.scalars) args.append(v);
+    // Scalars follow the tensors; an integer parameter gets a Python int.
+    const int first_scalar = e.kernel->num_args() - static_cast<int>(in.scalars.size());
+    for (size_t i = 0; i < in.scalars.size(); ++i) {
+      if (e.kernel->arg_is_integer(first_scalar + static_cast<int>(i)))
+        args.append(static_cast<int64_t>(in.scalars[i]));
+      else
+        args.append(in.scalars[i]);
+    }
     nb::list refs;
     for (Array& r : e.reference(in)) refs.append(from_array(std::move(r)));
     return nb::make_tuple(args, refs);

@@ -194,7 +194,11 @@ auto reflected(F f) {
 class PythonKernel : public KernelBase {
  public:
   PythonKernel(const std::string& name, const std::vector<std::string>& kinds, nb::object fn)
-      : KernelBase(name, tensors(kinds), trace_fn(kinds, hold(std::move(fn))), constants(kinds)) {}
+      : KernelBase(name, tensors(kinds), trace_fn(kinds, hold(std::move(fn))), constants(kinds)) {
+    std::vector<bool> integers;
+    for (const std::string& k : kinds) integers.push_back(k == "int" || k == "constexpr");
+    set_signature_kinds(integers, -1);  // the outputs: known once traced
+  }
 
  private:
   static std::vector<bool> tensors(const std::vector<std::string>& kinds) {

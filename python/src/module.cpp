@@ -11,6 +11,10 @@
 namespace nb = nanobind;
 
 NB_MODULE(_core, m) {
+  // torch.library keeps the operators registered from this module (parhelion.ops) alive past
+  // the interpreter's last collection, so nanobind would report their kernels as leaked at
+  // every exit. They are not leaks of ours.
+  nb::set_leak_warnings(false);
   // A user's mistake (a bad kernel, shape or config) is parhelion.UserError, a ValueError; a
   // failing system compiler is parhelion.CompileError; a bug in Parhelion stays a RuntimeError
   // that says so.
