@@ -32,5 +32,8 @@ def twice(x):
 
 
 assert (twice(x) == 2 * x).all()
+# The wheel ships the headers and libparhelion for users' own C++ kernel libraries.
+assert os.path.isfile(os.path.join(ph.include_dir(), "parhelion", "export.h")), ph.include_dir()
+assert ph.library_dir() == os.path.dirname(ph.__file__), ph.library_dir()
 print("check-pip-install: parhelion", ph.__version__, "installed and ran from", os.path.dirname(ph.__file__))
 PY

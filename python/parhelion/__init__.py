@@ -26,7 +26,16 @@ _core._set_package_dir(_os.path.dirname(_os.path.abspath(__file__)) + _os.sep)
 _os.environ.setdefault("PARHELION_PYTHON", _sys.executable)
 
 from ._core import CompileError, ConfigTable, UserError  # noqa: E402
-from .kernel import Emitted, Kernel, kernel, load_config_table, tune_table  # noqa: E402
+from .kernel import (  # noqa: E402
+    Emitted,
+    Kernel,
+    include_dir,
+    kernel,
+    library_dir,
+    load_config_table,
+    load_library,
+    tune_table,
+)
 from .language import *  # noqa: E402,F401,F403
 from .language import constexpr, grid, matmul, tile  # noqa: E402,F401
 from . import kernels  # noqa: E402

@@ -231,3 +231,64 @@ def tune_table(kernel: KernelAPI, calls: list[tuple[Any, ...]], *, effort: str =
     values = [kernel._values(tuple(c), {}) for c in calls]
     core = kernel._core_for(values[0])
     return _core.tune_table(core, values, effort, budget_seconds, _target(target, tpu, None), kernel._names)
+
+
+class LoadedKernel(KernelAPI):
+    """A kernel from a user's C++ library (parhelion.load_library): arguments by position."""
+
+    def __init__(self, core: Any):
+        self.core = core
+        self.name = core.name
+        self._names = [f"arg{i}" for i in range(core.num_args)]
+
+    def _values(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        if kwargs:
+            raise TypeError(f"{self.name}() takes its arguments by position (a C++ kernel has no parameter names)")
+        if len(args) != self.core.num_args:
+            raise TypeError(f"{self.name}() takes {self.core.num_args} arguments, got {len(args)}")
+        return list(args)
+
+    def _core_for(self, values: list[Any]) -> Any:
+        return self.core
+
+    def _cores(self) -> list[Any]:
+        return [self.core]
+
+
+class KernelLibrary:
+    """The kernels of a user's C++ library, as attributes by their names."""
+
+    def __init__(self, path: str, kernels: list[LoadedKernel]):
+        self.path = path
+        self.kernels = {k.name: k for k in kernels}
+
+    def __getattr__(self, name: str) -> LoadedKernel:
+        if name in self.kernels:
+            return self.kernels[name]
+        raise AttributeError(f"{self.path} exports no kernel '{name}' (it has: {', '.join(sorted(self.kernels))})")
+
+    def __dir__(self) -> list[str]:
+        return sorted(self.kernels)
+
+
+def load_library(path: str | os.PathLike) -> KernelLibrary:
+    """Loads kernels written in C++ and compiled into a shared library that links libparhelion
+    (include/parhelion/export.h says how)."""
+    path = os.fspath(path)
+    return KernelLibrary(path, [LoadedKernel(c) for c in _core.load_library(os.path.abspath(path))])
+
+
+def include_dir() -> str:
+    """The directory of Parhelion's C++ headers (-I for a kernel library of one's own)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    shipped = os.path.join(here, "include")
+    if os.path.isdir(os.path.join(shipped, "parhelion")):
+        return shipped
+    # A development tree: BUILD/python/parhelion links to the sources' python/parhelion.
+    source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+    return os.path.join(source, "include")
+
+
+def library_dir() -> str:
+    """The directory of libparhelion.so (-L for a kernel library of one's own)."""
+    return os.path.dirname(_core.library_path())

@@ -11,6 +11,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <dlfcn.h>
+
+#include <parhelion/export.h>
 #include <parhelion/parhelion.h>
 
 #include "arrays.h"
@@ -285,6 +288,36 @@ void bind_kernels(nb::module_& m) {
       d[e.name.c_str()] = nb::make_tuple(nb::cast(e.kernel, nb::rv_policy::reference), e.summary, e.shape_help, dtypes);
     }
     return d;
+  });
+
+  // Kernels a user compiled into a shared library (include/parhelion/export.h). The library
+  // stays loaded for the life of the process: its kernels are static objects.
+  m.def("load_library", [](const std::string& path) {
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) throw UserError(std::string("cannot load the kernel library: ") + dlerror());
+    using AbiFn = int (*)();
+    using KernelsFn = int (*)(KernelBase* const**);
+    auto abi = reinterpret_cast<AbiFn>(dlsym(handle, "parhelion_export_abi"));
+    auto kernels = reinterpret_cast<KernelsFn>(dlsym(handle, "parhelion_exported_kernels"));
+    if (!abi || !kernels)
+      throw UserError(path +
+                      " exports no Parhelion kernels: add PARHELION_EXPORT_KERNELS(k1, k2, ...) "
+                      "(parhelion/export.h) to one of its source files");
+    if (abi() != PARHELION_EXPORT_ABI)
+      throw UserError(path + " was built against another Parhelion (export ABI " + std::to_string(abi()) +
+                      ", this one's " + std::to_string(PARHELION_EXPORT_ABI) + "): rebuild it");
+    KernelBase* const* list = nullptr;
+    const int n = kernels(&list);
+    nb::list out;
+    for (int i = 0; i < n; ++i) out.append(nb::cast(list[i], nb::rv_policy::reference));
+    return out;
+  });
+  // Where libparhelion is, for users who link their kernel libraries against it.
+  m.def("library_path", [] {
+    Dl_info info;
+    if (!dladdr(reinterpret_cast<void*>(&parse_effort), &info) || !info.dli_fname)
+      throw UserError("cannot locate libparhelion");
+    return std::string(info.dli_fname);
   });
 
   // For tests of the Python entry points against the library's own references: seeded
