@@ -533,7 +533,7 @@ Tensor load(const Tensor& x, std::initializer_list<Index> index, const Operand& 
 
 Tensor load(const Tensor& x, const std::vector<Index>& index, const Operand& mask, const Operand& other, Loc loc) {
   Tracer& T = tracer(loc);
-  if (index.size() == 0) T.fail("ph::load needs one index per dimension of the tensor", loc);
+  if (index.empty()) T.fail("ph::load needs one index per dimension of the tensor", loc);
   std::vector<ir::IndexItem> items = index_items(T, x.kind(), x.id(), index, loc);
   Type t;
   std::string err = ir::load_type(T.fn(), x.id(), items, &t);
@@ -555,7 +555,7 @@ static void store_at(const Tensor& x, const std::vector<Index>& index, const Ope
                      ir::AtomicFn update, const Loc& loc) {
   Tracer& T = tracer(loc);
   const std::string what = "ph::" + std::string(update == ir::AtomicFn::none ? "store" : ir::atomic_name(update));
-  if (index.size() == 0) T.fail(what + " needs one index per dimension of the tensor", loc);
+  if (index.empty()) T.fail(what + " needs one index per dimension of the tensor", loc);
   std::vector<ir::IndexItem> items = index_items(T, x.kind(), x.id(), index, loc);
   Type t;
   std::string err = ir::load_type(T.fn(), x.id(), items, &t);

@@ -47,7 +47,7 @@ std::vector<Dim> dims_of(Tracer& T, const std::vector<DimSpec>& shape, const Loc
 }
 
 Tensor multi(OpKind kind, const std::vector<Operand>& xs, int axis, const char* what) {
-  if (xs.size() == 0) throw UserError(std::string(what) + " of no blocks");
+  if (xs.empty()) throw UserError(std::string(what) + " of no blocks");
   const Loc& loc = xs.begin()->loc;
   Tracer& T = tracer(loc);
   T.require_device(what, loc);
