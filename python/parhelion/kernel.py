@@ -54,6 +54,18 @@ class Emitted:
     def __str__(self) -> str:
         return self.source
 
+    def load(self) -> Callable[..., Any]:
+        """The module's entry function, for the Python targets: for pallas a JAX function of jax
+        arrays (`interpret=True` runs it on the CPU in TPU interpret mode), for triton a
+        function of CUDA torch tensors. The module is imported from its source, as its own."""
+        if self.language != "python":
+            raise _core.UserError(f"a {self.target} kernel is {self.language} code, not a Python module to load")
+        import types
+
+        module = types.ModuleType(f"parhelion_emitted_{self.target.replace(':', '_')}")
+        exec(compile(self.source, f"<parhelion {self.target} module>", "exec"), module.__dict__)
+        return getattr(module, module.KERNEL)
+
 
 class KernelAPI:
     """What a kernel offers; subclasses say how a call's values map to a C++ kernel."""

@@ -188,6 +188,18 @@ def test_every_backend_emits_a_python_kernel():
     assert "Tile" not in softmax.ir(x) and "exp" in softmax.ir(x)
 
 
+def test_an_emitted_pallas_module_loads_as_a_jax_function():
+    import jax.numpy as jnp
+
+    x = torch.randn(16, 256)
+    fn = softmax.emit(x, target="pallas", tpu="v7x").load()
+    got = fn(jnp.asarray(x.numpy()), interpret=True)
+    got = got[0] if isinstance(got, (tuple, list)) else got
+    np.testing.assert_allclose(np.asarray(got), torch.softmax(x, -1).numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ph.UserError, match="not a Python module"):
+        softmax.emit(x).load()
+
+
 def test_pinned_configs_apply_and_bad_ones_are_refused():
     a, b = torch.randn(40, 20), torch.randn(20, 24)
     k = ph.kernel(matmul.fn, name="matmul_pinned")
