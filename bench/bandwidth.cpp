@@ -17,7 +17,7 @@
 #include "backend/cpu/host.h"
 #include "kernels/registry.h"
 #include "runtime/thread_pool.h"
-#include "tools/timing.h"
+#include "runtime/timing.h"
 
 namespace ph = parhelion;
 using nlohmann::json;
@@ -131,12 +131,12 @@ int main(int argc, char** argv) {
   for (int r = 0; r < rounds; ++r) {
     for (size_t ti = 0; ti < thread_counts.size(); ++ti) {
       int t = thread_counts[ti];
-      triad_rows[ti].ms.push_back(ph::tools::time_it([&] { stream.triad(t); }, 2, 10).median_ms);
-      copy_rows[ti].ms.push_back(ph::tools::time_it([&] { stream.copy(t); }, 2, 10).median_ms);
+      triad_rows[ti].ms.push_back(ph::time_it([&] { stream.triad(t); }, 2, 10).median_ms);
+      copy_rows[ti].ms.push_back(ph::time_it([&] { stream.copy(t); }, 2, 10).median_ms);
     }
     for (Prepared& p : runs) {
       auto args = p.inputs.args();
-      p.row.ms.push_back(ph::tools::time_it([&] { p.compiled->run(args); }, 2, 10).median_ms);
+      p.row.ms.push_back(ph::time_it([&] { p.compiled->run(args); }, 2, 10).median_ms);
     }
   }
   std::map<int, double> triad_gbps;

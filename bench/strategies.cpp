@@ -17,7 +17,7 @@
 #include "backend/cpu/host.h"
 #include "kernels/registry.h"
 #include "runtime/format_bytes.h"
-#include "tools/timing.h"
+#include "runtime/timing.h"
 
 namespace ph = parhelion;
 
@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
                 continue;
               }
               ++b.tried;
-              double ms = ph::tools::time_it([&] { k->run(args); }, 1, 3, 0.1).median_ms;
+              double ms = ph::time_it([&] { k->run(args); }, 1, 3, 0.1).median_ms;
               if (b.ms == 0 || ms < b.ms) {
                 b.ms = ms;
                 b.config = c.to_json();

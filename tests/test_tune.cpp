@@ -231,7 +231,10 @@ TEST(Tuner, MachineConditionsTellNoiseApart) {
   quiet.rounds = 3;
   EXPECT_NEAR(quiet.spread, 0.05 / 1.02, 1e-9);
   EXPECT_FALSE(quiet.noisy());
-  EXPECT_EQ(quiet.describe(), "quiet: reference loop 2.00 -> 2.10 ms, winner's spread 5% over 3 rounds");
+  quiet.threads = 2;
+  quiet.contention = 1.04;
+  EXPECT_EQ(quiet.describe(),
+            "quiet: reference loop 2.00 -> 2.10 ms, 1.04x on 2 cores at once, winner's spread 5% over 3 rounds");
   ph::tune::MachineConditions drifted = quiet;
   drifted.reference_after_ms = 2.5;
   EXPECT_TRUE(drifted.noisy());
@@ -240,6 +243,32 @@ TEST(Tuner, MachineConditionsTellNoiseApart) {
   EXPECT_TRUE(spread.noisy());
   EXPECT_EQ(ph::tune::spread_of({1.0}), 0);
   EXPECT_GT(ph::tune::reference_loop_ms(), 0);
+  // Load on one core of two: the one-core loop keeps its time, the every-core loop does not.
+  ph::tune::MachineConditions contended = quiet;
+  contended.contention = 1.9;
+  EXPECT_TRUE(contended.noisy());
+  ph::tune::MachineConditions measured;
+  ph::tune::measure_contention(measured, 2);
+  EXPECT_EQ(measured.threads, 2);
+  EXPECT_GT(measured.contention, 0.5);
+  EXPECT_GT(ph::tune::parallel_reference_loop_ms(2), 0);
+}
+
+// The final re-timing runs in this process; a kernel that stores to its arguments runs there on
+// copies, so tuning leaves the caller's arrays as they were.
+
+TEST(Tuner, TuningAnInPlaceKernelLeavesItsArgumentsAlone) {
+  ScopedCache cache("in-place");
+  ph::Kernel k(
+      "add_one_in_place", +[](ph::Tensor x) {
+        for (auto t : ph::tile(x.sizes())) x[t] = x[t] + 1.0f;
+      });
+  ph::Array x = ph::Array::random({37, 129}, ph::DType::f32, 5);
+  ph::Array before = x.clone();
+  ph::TuneReport r = k.tune({x}, fast_options());
+  EXPECT_GT(r.best_ms, 0);
+  EXPECT_EQ(ph::max_abs_diff(x, before), 0);
+  EXPECT_NE(r.conditions.find("cores at once"), std::string::npos) << r.conditions;
 }
 
 TEST(Tuner, EffortNoneCompilesAtMostOneConfig) {

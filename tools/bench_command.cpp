@@ -14,7 +14,7 @@
 #include "bench/torch_baseline.h"
 #include "kernels/kernels.h"
 #include "kernels/registry.h"
-#include "tools/timing.h"
+#include "runtime/timing.h"
 
 namespace parhelion::tools {
 namespace {

@@ -27,12 +27,12 @@
 #include "parhelion/tpu.h"
 #include "runtime/format_bytes.h"
 #include "runtime/host_memory.h"
+#include "runtime/timing.h"
 #include "tools/bench_command.h"
 #include "tools/cli_options.h"
 #include "tools/fuzz_command.h"
 #include "tools/opt_command.h"
 #include "tools/suite_command.h"
-#include "tools/timing.h"
 #include "tools/tpu_table.h"
 
 namespace ph = parhelion;
@@ -234,7 +234,11 @@ int cmd_run(const Options& o) {
   auto args = p.inputs.args();
   if (o.flags.count("tune")) {
     if (p.config) throw ph::UserError("--tune and --config exclude each other");
-    p.config = std::make_unique<ph::Config>(tune_for(o, p, "tune").best_config);
+    ph::TuneReport r = tune_for(o, p, "tune");
+    p.config = std::make_unique<ph::Config>(r.best_config);
+    if (!o.json)  // what the tuner measured, to set beside the time measured below
+      std::printf("tuned       %.4f ms (the default %.4f ms)%s; %s\n", r.best_ms, r.default_ms,
+                  r.cache_hit ? ", a cached winner" : "", r.conditions.c_str());
   }
   if (o.has("threads")) {  // the default config (or --config's) on that many threads
     if (!p.config) p.config = std::make_unique<ph::Config>(p.entry->kernel->trace(args)->config);
@@ -261,7 +265,7 @@ int cmd_run(const Options& o) {
   bool interp_ok = !interpreted || check(p.entry->kernel->interpret(args), &interp_err);
   const bool ok = reference_ok && interp_ok;
   int reps = static_cast<int>(o.integer("reps", 1, 1000000, 10));
-  auto t = ph::tools::time_it([&] { k.run(args); }, 2, reps);
+  auto t = ph::time_it([&] { k.run(args); }, 2, reps);
   double gbps = p.entry->bytes(p.shape, p.dtype) / (t.median_ms * 1e6);
   double gflops = p.entry->flops(p.shape) / (t.median_ms * 1e6);
   if (o.json) {

@@ -16,7 +16,7 @@
 #include "bench/baselines.h"
 #include "bench/torch_baseline.h"
 #include "kernels/registry.h"
-#include "tools/timing.h"
+#include "runtime/timing.h"
 
 #ifndef PARHELION_SOURCE_DIR
 #define PARHELION_SOURCE_DIR "."

@@ -26,6 +26,7 @@
 #include "ir/printer.h"
 #include "parhelion/error.h"
 #include "parhelion/kernel.h"
+#include "runtime/timing.h"
 #include "tune/cache.h"
 #include "tune/conditions.h"
 #include "tune/isolate.h"
@@ -147,7 +148,10 @@ class Progress {
     if (!on_ || (!tty_ && elapsed - last_ < 2.0)) return;
     last_ = elapsed;
     double estimate = done > 0 ? std::min(budget_, elapsed / done * planned) : budget_;
-    std::fprintf(stderr, "%s[tune %s] %d/%d candidates, best %.4f ms (%.2fx default), %.1f s elapsed, ~%.0f s left%s",
+    // The search's times rank candidates (each one run, isolated); the final re-timing, in
+    // this process, gives the reported ones.
+    std::fprintf(stderr,
+                 "%s[tune %s] %d/%d candidates, search best %.4f ms (%.2fx default), %.1f s elapsed, ~%.0f s left%s",
                  tty_ ? "\r" : "", name_.c_str(), done, planned, best_ms, default_ms / best_ms, elapsed,
                  std::max(0.0, estimate - elapsed), tty_ ? "   " : "\n");
     std::fflush(stderr);
@@ -237,6 +241,7 @@ TuneReport tune::tune(KernelBase& kernel, const std::vector<Arg>& args, const Tu
   tune::TimingPlan plan;
   tune::MachineConditions conditions;
   conditions.reference_before_ms = tune::reference_loop_ms();
+  tune::measure_contention(conditions, traced->backend->machine().threads);
 
   driver::load(*default_kernel);
   std::vector<Array> expected = expected_outputs(*traced, default_kernel, args, opt);
@@ -343,9 +348,13 @@ TuneReport tune::tune(KernelBase& kernel, const std::vector<Arg>& args, const Tu
                     std::to_string(R.rejected) + " did not fit)" +
                     (R.failures.empty() ? "" : "; first failure: " + R.failures.front()));
 
-  // Re-time the finalists (and the default) interleaved, three rounds, and the reference loop
-  // after them; on a noisy machine (the winner's rounds or the reference moved by over 10%),
-  // four rounds more. Keep the median.
+  // Re-time the finalists (and the default) interleaved, three rounds, here in this process
+  // with the routine and settings `parhelion run` times with (runtime/timing.h), so that the
+  // winner's reported time is what a call of it takes; then the reference loops. On a noisy
+  // machine (the winner's rounds, the reference loop or the every-core loop moved by over
+  // 10%), four rounds more. Keep the median. The candidates' search timings come from isolated
+  // children (a fork: inputs copy-on-write, a fresh thread pool) and only rank them; each
+  // finalist already ran correctly there, with these arguments.
   std::sort(measured.begin(), measured.end(), [](const Measured& a, const Measured& b) { return a.ms < b.ms; });
   std::vector<Measured> finalists(measured.begin(), measured.begin() + std::min<size_t>(3, measured.size()));
   bool default_in = false;
@@ -354,12 +363,31 @@ TuneReport tune::tune(KernelBase& kernel, const std::vector<Arg>& args, const Tu
     for (const Measured& m : measured)
       if (m.config == traced->config) finalists.push_back(m);
   std::vector<std::vector<double>> times(finalists.size());
+  // A kernel that stores to its arguments runs on copies of them: the caller's stay as given.
+  std::vector<Array> copies;
+  copies.reserve(args.size());
+  std::vector<Arg> timing_args;
+  int param = 0;  // the tensor parameter's index, as written_params counts them
+  for (const Arg& a : args) {
+    const std::vector<int>& w = traced->written_params;
+    if (a.is_tensor() && std::find(w.begin(), w.end(), param++) != w.end()) {
+      copies.push_back(a.array->clone());
+      timing_args.emplace_back(copies.back());
+    } else {
+      timing_args.push_back(a);
+    }
+  }
   auto retime = [&](int rounds) {
     for (int round = 0; round < rounds; ++round)
       for (size_t i = 0; i < finalists.size(); ++i) {
-        tune::RunResult r = tune::run_isolated(CompiledKernel(finalists[i].kernel), args, expected, tol, tol_scale,
-                                               Fault::none, timeout, plan);
-        times[i].push_back(r.good() ? r.ms : INFINITY);
+        // `run`'s settings (10 repetitions over at least 0.2 s) for kernels of up to 30 ms;
+        // fewer for slower ones (at least 3), so that a quick tune stays within its minute.
+        const double ms = finalists[i].ms;
+        const bool fast = ms <= 30;
+        const int reps = fast ? 10 : std::max(3, static_cast<int>(300 / ms));
+        const int warmup = (round == 0 ? 1 : 0) + (fast ? 1 : 0);
+        CompiledKernel k(finalists[i].kernel);
+        times[i].push_back(time_it([&] { k.run(timing_args); }, warmup, reps, fast ? 0.2 : 0).median_ms);
       }
     conditions.rounds += rounds;
   };
@@ -376,6 +404,7 @@ TuneReport tune::tune(KernelBase& kernel, const std::vector<Arg>& args, const Tu
     }
     conditions.spread = tune::spread_of(times[best]);
     conditions.reference_after_ms = tune::reference_loop_ms();
+    tune::measure_contention(conditions, traced->backend->machine().threads);
   };
   retime(3);
   choose();

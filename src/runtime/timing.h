@@ -1,10 +1,12 @@
-// Wall-clock timing for the CLI and the benchmarks: warm-up, then the median of repeats.
+// Wall-clock timing: warm-up, then the median of repeats. One routine for `parhelion run`, the
+// benchmarks and the autotuner's final re-timing, so that the time the tuner reports for its
+// winner is the time `run` measures for it.
 #pragma once
 
 #include <functional>
 #include <vector>
 
-namespace parhelion::tools {
+namespace parhelion {
 
 struct Timing {
   double median_ms = 0, min_ms = 0, max_ms = 0;
@@ -15,4 +17,4 @@ struct Timing {
 // have passed (capped at 10 * reps samples); reports the median.
 Timing time_it(const std::function<void()>& fn, int warmup = 2, int reps = 10, double min_seconds = 0.2);
 
-}  // namespace parhelion::tools
+}  // namespace parhelion

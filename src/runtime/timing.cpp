@@ -1,11 +1,11 @@
-#include "tools/timing.h"
+#include "runtime/timing.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "parhelion/error.h"
 
-namespace parhelion::tools {
+namespace parhelion {
 
 Timing time_it(const std::function<void()>& fn, int warmup, int reps, double min_seconds) {
   using clock = std::chrono::steady_clock;
@@ -29,4 +29,4 @@ Timing time_it(const std::function<void()>& fn, int warmup, int reps, double min
   return t;
 }
 
-}  // namespace parhelion::tools
+}  // namespace parhelion
