@@ -408,7 +408,9 @@ TuneReport tune::tune(KernelBase& kernel, const std::vector<Arg>& args, const Tu
   };
   retime(3);
   choose();
-  if (conditions.noisy()) {
+  // More rounds on a noisy machine, within the budget: a quick tune of a kernel of seconds
+  // must still end near its minute.
+  if (conditions.noisy() && since(t0) < budget) {
     retime(4);
     choose();
   }
