@@ -184,6 +184,8 @@ class KernelBase {
   std::shared_ptr<const ConfigTable> table_;
   ConfigChoice choose_config(const std::vector<Arg>& args, const std::string& target,
                              const CompiledKernel::Impl& configured);
+  ConfigChoice choose_from_table(const std::vector<Arg>& args, const std::string& target,
+                                 const CompiledKernel::Impl& configured) const;
   struct Cache;
   std::unique_ptr<Cache> cache_;
 };

@@ -253,6 +253,42 @@ class PythonKernel : public KernelBase {
   }
 };
 
+// The arithmetic, comparison and bitwise operators of a block value (Tensor and Var alike:
+// each converts to an Operand), forward and reflected.
+template <class T>
+void bind_operators(nb::class_<T>& c) {
+  c.def("__add__", binary([](const Operand& a, const Operand& b) { return a + b; }))
+      .def("__radd__", reflected([](const Operand& a, const Operand& b) { return a + b; }))
+      .def("__sub__", binary([](const Operand& a, const Operand& b) { return a - b; }))
+      .def("__rsub__", reflected([](const Operand& a, const Operand& b) { return a - b; }))
+      .def("__mul__", binary([](const Operand& a, const Operand& b) { return a * b; }))
+      .def("__rmul__", reflected([](const Operand& a, const Operand& b) { return a * b; }))
+      .def("__truediv__", binary([](const Operand& a, const Operand& b) { return a / b; }))
+      .def("__rtruediv__", reflected([](const Operand& a, const Operand& b) { return a / b; }))
+      .def("__floordiv__", binary([](const Operand& a, const Operand& b) { return floordiv(a, b); }))
+      .def("__rfloordiv__", reflected([](const Operand& a, const Operand& b) { return floordiv(a, b); }))
+      .def("__mod__", binary([](const Operand& a, const Operand& b) { return a % b; }))
+      .def("__rmod__", reflected([](const Operand& a, const Operand& b) { return a % b; }))
+      .def("__pow__", binary([](const Operand& a, const Operand& b) { return pow(a, b); }))
+      .def("__rpow__", reflected([](const Operand& a, const Operand& b) { return pow(a, b); }))
+      .def("__matmul__", binary([](const Operand& a, const Operand& b) { return dot(a, b); }))
+      .def("__and__", binary([](const Operand& a, const Operand& b) { return a & b; }))
+      .def("__rand__", reflected([](const Operand& a, const Operand& b) { return a & b; }))
+      .def("__or__", binary([](const Operand& a, const Operand& b) { return a | b; }))
+      .def("__ror__", reflected([](const Operand& a, const Operand& b) { return a | b; }))
+      .def("__xor__", binary([](const Operand& a, const Operand& b) { return a ^ b; }))
+      .def("__rxor__", reflected([](const Operand& a, const Operand& b) { return a ^ b; }))
+      .def("__lshift__", binary([](const Operand& a, const Operand& b) { return a << b; }))
+      .def("__rshift__", binary([](const Operand& a, const Operand& b) { return a >> b; }))
+      .def("__lt__", binary([](const Operand& a, const Operand& b) { return a < b; }))
+      .def("__le__", binary([](const Operand& a, const Operand& b) { return a <= b; }))
+      .def("__gt__", binary([](const Operand& a, const Operand& b) { return a > b; }))
+      .def("__ge__", binary([](const Operand& a, const Operand& b) { return a >= b; }))
+      .def("__neg__", unary([](const Operand& a) { return -a; }))
+      .def("__invert__", unary([](const Operand& a) { return ~a; }))
+      .def("__abs__", unary([](const Operand& a) { return abs(a); }));
+}
+
 void bind_tensor(nb::module_& m) {
   auto tensor = nb::class_<Tensor>(m, "Tensor",
                                    "A tensor inside a kernel being traced: an argument or allocation (host), or a "
@@ -372,39 +408,10 @@ void bind_tensor(nb::module_& m) {
                  "parhelion.where(cond, a, b) for a value, parhelion.when(cond, fn) for code",
                  std::source_location::current());
            })
-      .def("__add__", binary([](const Operand& a, const Operand& b) { return a + b; }))
-      .def("__radd__", reflected([](const Operand& a, const Operand& b) { return a + b; }))
-      .def("__sub__", binary([](const Operand& a, const Operand& b) { return a - b; }))
-      .def("__rsub__", reflected([](const Operand& a, const Operand& b) { return a - b; }))
-      .def("__mul__", binary([](const Operand& a, const Operand& b) { return a * b; }))
-      .def("__rmul__", reflected([](const Operand& a, const Operand& b) { return a * b; }))
-      .def("__truediv__", binary([](const Operand& a, const Operand& b) { return a / b; }))
-      .def("__rtruediv__", reflected([](const Operand& a, const Operand& b) { return a / b; }))
-      .def("__floordiv__", binary([](const Operand& a, const Operand& b) { return floordiv(a, b); }))
-      .def("__rfloordiv__", reflected([](const Operand& a, const Operand& b) { return floordiv(a, b); }))
-      .def("__mod__", binary([](const Operand& a, const Operand& b) { return a % b; }))
-      .def("__rmod__", reflected([](const Operand& a, const Operand& b) { return a % b; }))
-      .def("__pow__", binary([](const Operand& a, const Operand& b) { return pow(a, b); }))
-      .def("__rpow__", reflected([](const Operand& a, const Operand& b) { return pow(a, b); }))
-      .def("__matmul__", binary([](const Operand& a, const Operand& b) { return dot(a, b); }))
-      .def("__and__", binary([](const Operand& a, const Operand& b) { return a & b; }))
-      .def("__rand__", reflected([](const Operand& a, const Operand& b) { return a & b; }))
-      .def("__or__", binary([](const Operand& a, const Operand& b) { return a | b; }))
-      .def("__ror__", reflected([](const Operand& a, const Operand& b) { return a | b; }))
-      .def("__xor__", binary([](const Operand& a, const Operand& b) { return a ^ b; }))
-      .def("__rxor__", reflected([](const Operand& a, const Operand& b) { return a ^ b; }))
-      .def("__lshift__", binary([](const Operand& a, const Operand& b) { return a << b; }))
-      .def("__rshift__", binary([](const Operand& a, const Operand& b) { return a >> b; }))
-      .def("__lt__", binary([](const Operand& a, const Operand& b) { return a < b; }))
-      .def("__le__", binary([](const Operand& a, const Operand& b) { return a <= b; }))
-      .def("__gt__", binary([](const Operand& a, const Operand& b) { return a > b; }))
-      .def("__ge__", binary([](const Operand& a, const Operand& b) { return a >= b; }))
       .def("__eq__", binary([](const Operand& a, const Operand& b) { return a == b; }))
       .def("__ne__", binary([](const Operand& a, const Operand& b) { return a != b; }))
-      .def("__neg__", unary([](const Operand& a) { return -a; }))
-      .def("__invert__", unary([](const Operand& a) { return ~a; }))
-      .def("__abs__", unary([](const Operand& a) { return abs(a); }))
       .def("__hash__", [](const Tensor& t) { return static_cast<int64_t>(t.id()) * 2 + (t.is_block() ? 1 : 0); });
+  bind_operators(tensor);
 }
 
 void bind_loops(nb::module_& m) {
@@ -470,14 +477,24 @@ void bind_loops(nb::module_& m) {
     return detail::open_loop(e, grid, std::source_location::current());
   });
   m.def("_close_loop", [] { detail::close_loop(); });
-  nb::class_<Var>(m, "Var", "Loop-carried state: declare it in a tile loop, update it in a nested one.")
-      .def("__init__",
-           [](Var* v, nb::handle init) {
-             PythonLine line;
-             Tensor t = nb::isinstance<Tensor>(init) ? nb::cast<Tensor>(init)
-                                                     : full(std::vector<DimSpec>{}, nb::cast<double>(init));
-             new (v) Var(t);
-           })
+  // `acc += x` updates the Var and rebinds the name to it: the Python spelling of C++'s
+  // `acc = acc + x`.
+  auto update = [](auto f) {
+    return [f](nb::handle self, nb::handle x) {
+      PythonLine line;
+      Var& v = nb::cast<Var&>(self);
+      v = f(Operand(v), operand(x));
+      return self;
+    };
+  };
+  auto var = nb::class_<Var>(m, "Var", "Loop-carried state: declare it in a tile loop, update it in a nested one.");
+  var.def("__init__",
+          [](Var* v, nb::handle init) {
+            PythonLine line;
+            Tensor t = nb::isinstance<Tensor>(init) ? nb::cast<Tensor>(init)
+                                                    : full(std::vector<DimSpec>{}, nb::cast<double>(init));
+            new (v) Var(t);
+          })
       .def("assign",
            [](Var& v, nb::handle value) {
              PythonLine line;
@@ -488,44 +505,15 @@ void bind_loops(nb::module_& m) {
                      PythonLine line;
                      return Tensor::block(Operand(v).value);
                    })
-      .def("__iadd__",
-           [](nb::handle self, nb::handle x) {
-             PythonLine line;
-             Var& v = nb::cast<Var&>(self);
-             v = Operand(v) + operand(x);
-             return self;
-           })
-      .def("__isub__",
-           [](nb::handle self, nb::handle x) {
-             PythonLine line;
-             Var& v = nb::cast<Var&>(self);
-             v = Operand(v) - operand(x);
-             return self;
-           })
-      .def("__imul__",
-           [](nb::handle self, nb::handle x) {
-             PythonLine line;
-             Var& v = nb::cast<Var&>(self);
-             v = Operand(v) * operand(x);
-             return self;
-           })
-      .def("__add__", binary([](const Operand& a, const Operand& b) { return a + b; }))
-      .def("__radd__", reflected([](const Operand& a, const Operand& b) { return a + b; }))
-      .def("__sub__", binary([](const Operand& a, const Operand& b) { return a - b; }))
-      .def("__rsub__", reflected([](const Operand& a, const Operand& b) { return a - b; }))
-      .def("__mul__", binary([](const Operand& a, const Operand& b) { return a * b; }))
-      .def("__rmul__", reflected([](const Operand& a, const Operand& b) { return a * b; }))
-      .def("__truediv__", binary([](const Operand& a, const Operand& b) { return a / b; }))
-      .def("__rtruediv__", reflected([](const Operand& a, const Operand& b) { return a / b; }))
-      .def("__matmul__", binary([](const Operand& a, const Operand& b) { return dot(a, b); }))
-      .def("__lt__", binary([](const Operand& a, const Operand& b) { return a < b; }))
-      .def("__gt__", binary([](const Operand& a, const Operand& b) { return a > b; }))
-      .def("__neg__", unary([](const Operand& a) { return -a; }))
+      .def("__iadd__", update([](const Operand& a, const Operand& b) { return a + b; }))
+      .def("__isub__", update([](const Operand& a, const Operand& b) { return a - b; }))
+      .def("__imul__", update([](const Operand& a, const Operand& b) { return a * b; }))
       .def("__bool__", [](const Var&) -> bool {
         PythonLine line;
         throw UserError("a parhelion.Var has no Python truth value (see parhelion.where and parhelion.when)",
                         std::source_location::current());
       });
+  bind_operators(var);
 }
 
 void bind_functions(nb::module_& m) {

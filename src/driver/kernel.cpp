@@ -21,6 +21,9 @@ struct KernelBase::Cache {
   std::map<std::string, std::shared_ptr<CompiledKernel::Impl>> traced;      // by signature
   std::map<std::string, std::shared_ptr<CompiledKernel::Impl>> configured;  // by signature + target
   std::map<std::string, std::shared_ptr<CompiledKernel::Impl>> by_key;      // by signature + config
+  // The config table's choice, by signature + target: made once, not at every call (emptied
+  // when the table changes).
+  std::map<std::string, KernelBase::ConfigChoice> table_choices;
 };
 
 namespace {
@@ -128,27 +131,34 @@ std::shared_ptr<CompiledKernel::Impl> KernelBase::trace(const std::vector<Arg>& 
 
 KernelBase::ConfigChoice KernelBase::choose_config(const std::vector<Arg>& args, const std::string& target,
                                                    const CompiledKernel::Impl& configured) {
-  auto pinned = pinned_by_signature_.find(signature_key(*this, args));
+  const std::string signature = signature_key(*this, args);
+  auto pinned = pinned_by_signature_.find(signature);
   if (pinned != pinned_by_signature_.end()) return {pinned->second, "pinned for this signature"};
   if (pinned_) return {*pinned_, "pinned"};
-  if (table_) {
-    auto legal = [&](const Config& c) {
-      try {
-        configured.spec.validate(c.filled_from(configured.config));
-        return true;
-      } catch (const UserError&) {
-        return false;
-      }
-    };
-    std::optional<TableChoice> t =
-        table_->select(*this, args, backend::canonical_target(target), configured.backend->machine().identity(), legal);
-    if (t) {
-      std::string how = t->exact ? "table: exact" : "table: nearest (" + t->entry->signature() + ")";
-      if (!t->same_hardware) how += ", tuned on " + t->entry->hardware;
-      return {t->entry->config, how};
+  if (!table_) return {configured.config, "default"};
+  const std::string key = signature + "|" + target;
+  auto memo = cache_->table_choices.find(key);
+  if (memo == cache_->table_choices.end())
+    memo = cache_->table_choices.emplace(key, choose_from_table(args, target, configured)).first;
+  return memo->second;
+}
+
+KernelBase::ConfigChoice KernelBase::choose_from_table(const std::vector<Arg>& args, const std::string& target,
+                                                       const CompiledKernel::Impl& configured) const {
+  auto legal = [&](const Config& c) {
+    try {
+      configured.spec.validate(c.filled_from(configured.config));
+      return true;
+    } catch (const UserError&) {
+      return false;
     }
-  }
-  return {configured.config, "default"};
+  };
+  std::optional<TableChoice> t =
+      table_->select(*this, args, backend::canonical_target(target), configured.backend->machine().identity(), legal);
+  if (!t) return {configured.config, "default"};
+  std::string how = t->exact ? "table: exact" : "table: nearest (" + t->entry->signature() + ")";
+  if (!t->same_hardware) how += ", tuned on " + t->entry->hardware;
+  return {t->entry->config, how};
 }
 
 KernelBase::ConfigChoice KernelBase::config_for(const std::vector<Arg>& args, const std::string& target) {
@@ -168,6 +178,7 @@ void KernelBase::pin_config(const Config& c, const std::vector<Arg>& for_args) {
 void KernelBase::use_config_table(std::shared_ptr<const ConfigTable> table) {
   std::lock_guard<std::mutex> lock(mu_);
   table_ = std::move(table);
+  cache_->table_choices.clear();
 }
 
 CompiledKernel KernelBase::compile(const std::vector<Arg>& args, const Config* config) {
