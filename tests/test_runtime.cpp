@@ -4,10 +4,12 @@
 #include <atomic>
 #include <cmath>
 #include <set>
+#include <vector>
 
 #include "parhelion/array.h"
 #include "parhelion/error.h"
 #include "runtime/allocator.h"
+#include "runtime/step_queue.h"
 #include "runtime/thread_pool.h"
 
 namespace ph = parhelion;
@@ -70,4 +72,26 @@ TEST(ThreadPool, RunsEveryWorkerOnceAndPropagatesExceptions) {
   std::atomic<int> count{0};
   for (int i = 0; i < 1000; ++i) ph::runtime::parallel_run(2, [&](int) { count++; });
   EXPECT_EQ(count.load(), 2000);
+}
+
+TEST(StepQueue, HandsOutEveryStepOnceInShrinkingRuns) {
+  for (int threads : {1, 2, 3, 8}) {
+    for (int64_t steps : {0, 1, 5, 64, 1000}) {
+      ph::runtime::StepQueue queue(steps, threads);
+      std::vector<std::atomic<int>> seen(steps);
+      std::atomic<int64_t> first_claim{-1};
+      ph::runtime::parallel_run(threads, [&](int) {
+        for (auto r = queue.claim(); r.first < r.second; r = queue.claim()) {
+          if (r.first == 0) first_claim = r.second;
+          for (int64_t s = r.first; s < r.second; ++s) seen[s].fetch_add(1);
+        }
+      });
+      for (int64_t s = 0; s < steps; ++s) ASSERT_EQ(seen[s].load(), 1) << steps << " steps, " << threads << " threads";
+      // The first claim is a long run (half an even split), not a single step.
+      if (steps > 0) {
+        EXPECT_EQ(first_claim.load(), std::max<int64_t>(1, steps / (2 * threads)));
+      }
+      EXPECT_EQ(queue.claim().first, steps);
+    }
+  }
 }

@@ -1,6 +1,8 @@
 #include "backend/cpu/executor.h"
 
 #include <algorithm>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/codegen.h"
@@ -8,6 +10,7 @@
 #include "parhelion/error.h"
 #include "runtime/allocator.h"
 #include "runtime/gemm/gemm.h"
+#include "runtime/step_queue.h"
 #include "runtime/thread_pool.h"
 
 namespace parhelion::backend::cpu {
@@ -37,7 +40,7 @@ class CpuExecutable final : public Executable {
     compile_seconds = jit_.compile_seconds;
   }
 
-  // Each thread runs a contiguous range of grid steps with its own scratch area.
+  // Each thread runs ranges of consecutive grid steps with its own scratch area.
   void run_launch(int index, void* const* tensors, const double* scalars) const override {
     const Launch& L = launches_.at(index);
     if (L.total_steps == 0) return;
@@ -47,10 +50,19 @@ class CpuExecutable final : public Executable {
     char* base = static_cast<char*>(scratch.get());
     const int64_t steps = L.total_steps;
     ph_status status{0, 0, nullptr, nullptr};
+    runtime::StepQueue queue(steps, threads);
     runtime::parallel_run(threads, [&](int tid) {
-      int64_t b = steps * tid / threads, e = steps * (tid + 1) / threads;
-      if (L.partials) L.partials(0, tensors, base, per_thread, threads, tid);
-      if (b < e) L.fn(tensors, scalars, base + per_thread * tid, b, e, runtime::runtime_table(), &status);
+      char* own = base + per_thread * tid;
+      if (L.partials) {
+        // Per-thread partial results are combined in thread order: a fixed split of the steps
+        // keeps a float sum the same from run to run.
+        int64_t b = steps * tid / threads, e = steps * (tid + 1) / threads;
+        L.partials(0, tensors, base, per_thread, threads, tid);
+        if (b < e) L.fn(tensors, scalars, own, b, e, runtime::runtime_table(), &status);
+        return;
+      }
+      for (auto [b, e] = queue.claim(); b < e; std::tie(b, e) = queue.claim())
+        L.fn(tensors, scalars, own, b, e, runtime::runtime_table(), &status);
     });
     if (L.partials && !status.failed)
       runtime::parallel_run(threads, [&](int tid) { L.partials(1, tensors, base, per_thread, threads, tid); });
