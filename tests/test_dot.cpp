@@ -138,6 +138,73 @@ TEST(Dot, EveryMicroKernelOfThisHost) {
   }
 }
 
+// Every micro-kernel against the reference over the packing paths: A read in place or packed
+// (row-major with a power-of-two row stride, or column-major), B row- or column-major, k not a
+// multiple of 8 or of a bf16 pair, ragged 8- and 12-row strips, accumulation into C.
+TEST(Dot, EveryMicroKernelOverPackingPaths) {
+  const auto& names = ph::runtime::gemm_kernel_names();
+  struct Case {
+    int64_t m, n, k, lda;
+    bool a_column_major, b_column_major = false;
+  };
+  for (Case cs : {Case{48, 64, 256, 1024, false}, Case{37, 50, 131, 136, false}, Case{24, 33, 9, 9, false},
+                  Case{25, 40, 64, 32, true}, Case{64, 96, 96, 96, false}, Case{33, 70, 45, 45, false, true}}) {
+    for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
+      const int code = dt == ph::DType::f32 ? PH_F32 : PH_BF16;
+      // A lives in a wider buffer (row stride lda), or transposed (column stride lda).
+      const int64_t rows = cs.a_column_major ? cs.k : cs.m, cols = cs.lda;
+      ph::Array storage = ph::Array::random({rows, cols}, dt, 11);
+      ph::Array a = ph::Array::empty({cs.m, cs.k}, dt);
+      for (int64_t i = 0; i < cs.m; ++i)
+        for (int64_t p = 0; p < cs.k; ++p)
+          a.set(i * cs.k + p, cs.a_column_major ? storage.get(p * cs.lda + i) : storage.get(i * cs.lda + p));
+      ph::Array b = ph::Array::random({cs.k, cs.n}, dt, 12);
+      ph::Array want = ph::ref::matmul(a, b);
+      ph::Array b_storage = b;  // column-major: element (p, j) at p + j * k
+      if (cs.b_column_major) {
+        b_storage = ph::Array::empty({cs.n, cs.k}, dt);
+        for (int64_t p = 0; p < cs.k; ++p)
+          for (int64_t j = 0; j < cs.n; ++j) b_storage.set(j * cs.k + p, b.get(p * cs.n + j));
+      }
+      for (size_t i = 0; i < names.size(); ++i) {
+        std::vector<float> c(cs.m * cs.n, 0.5f);
+        std::vector<char> ws(ph::runtime::gemm_workspace_bytes(cs.m, cs.n, cs.k) + 64);
+        ph_gemm_args g{};
+        g.m = cs.m, g.n = cs.n, g.k = cs.k;
+        g.a = storage.data(), g.a_rs = cs.a_column_major ? 1 : cs.lda, g.a_cs = cs.a_column_major ? cs.lda : 1;
+        g.a_dtype = code;
+        g.b = b_storage.data(), g.b_rs = cs.b_column_major ? 1 : cs.n, g.b_cs = cs.b_column_major ? cs.k : 1;
+        g.b_dtype = code;
+        g.c = c.data(), g.ldc = cs.n, g.accumulate = 1, g.kernel = static_cast<int>(i);
+        g.workspace = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64);
+        ph::runtime::gemm(g);
+        double err = 0;
+        for (int64_t j = 0; j < want.numel(); ++j) err = std::max(err, std::abs(c[j] - 0.5 - want.get(j)));
+        EXPECT_LT(err, 1e-3 * std::sqrt(static_cast<double>(cs.k)))
+            << names[i] << " " << ph::dtype_name(dt) << " m " << cs.m << " n " << cs.n << " k " << cs.k;
+      }
+    }
+  }
+}
+
+// The config space offers the widened kernels only to dots of two bf16 operands, and every
+// host kernel to each dot.
+TEST(Dot, KernelChoicesWidenOnlyBf16Operands) {
+  const auto& names = ph::runtime::gemm_kernel_names();
+  const auto f32 = ph::runtime::gemm_kernel_choices(false), bf16 = ph::runtime::gemm_kernel_choices(true);
+  for (const std::string& name : f32) EXPECT_FALSE(name.ends_with("_widened")) << name;
+  std::vector<std::string> sorted_bf16 = bf16, sorted_names = names;
+  std::sort(sorted_bf16.begin(), sorted_bf16.end());
+  std::sort(sorted_names.begin(), sorted_names.end());
+  EXPECT_EQ(sorted_bf16, sorted_names);
+  const bool has_widened =
+      std::any_of(names.begin(), names.end(), [](const std::string& n) { return n.ends_with("_widened"); });
+  EXPECT_EQ(has_widened, ph::runtime::bf16_dot_speedup() > 0);
+  if (has_widened) {
+    EXPECT_EQ(bf16.front().ends_with("_widened"), ph::runtime::bf16_dot_speedup() < 0.8);
+  }
+}
+
 constexpr int kLineK = __LINE__ + 5;
 ph::Tensor mismatched_k(ph::Tensor a, ph::Tensor b) {
   auto out = ph::empty({a.size(0), b.size(1)});

@@ -24,8 +24,7 @@ class StepQueue {
     int64_t begin = next_.load(std::memory_order_relaxed);
     while (begin < steps_) {
       const int64_t count = std::max<int64_t>(1, (steps_ - begin) / (2 * threads_));
-      if (next_.compare_exchange_weak(begin, begin + count, std::memory_order_relaxed))
-        return {begin, begin + count};
+      if (next_.compare_exchange_weak(begin, begin + count, std::memory_order_relaxed)) return {begin, begin + count};
     }
     return {steps_, steps_};
   }

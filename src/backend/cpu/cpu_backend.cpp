@@ -9,6 +9,8 @@
 #include "runtime/format_bytes.h"
 #include "runtime/gemm/gemm.h"
 
+#include <map>
+
 namespace parhelion::backend::cpu {
 
 CpuBackend::CpuBackend(const Host& host) : host_(host) {
@@ -24,8 +26,33 @@ CpuBackend::CpuBackend(const Host& host) : host_(host) {
 
 std::string CpuBackend::identity() const { return compiler_identity() + "|" + compiler_flags() + "|" + host_.features; }
 
-std::vector<std::string> CpuBackend::micro_kernels(const ir::Function&, const ir::Op&) const {
-  return runtime::gemm_kernel_names();
+namespace {
+
+// Whether both operands of `dot` reach the GEMM as bf16: loads of bf16 tensors (through
+// transposes), or values cast to bf16 (lowering materializes those in bf16 where only dots read
+// them). Only such dots have a choice between the bf16 dot instruction and widening to f32.
+bool reads_bf16_operands(const ir::Function& fn, const ir::Op& dot) {
+  std::map<int, const ir::Op*> defs;
+  ir::walk(fn.body, [&](const ir::Op& op) {
+    if (op.result >= 0) defs[op.result] = &op;
+  });
+  auto storage_dtype = [&](auto&& self, int value) -> DType {
+    auto it = defs.find(value);
+    if (it == defs.end()) return DType::f32;
+    const ir::Op& def = *it->second;
+    if (def.kind == ir::OpKind::Transpose) return self(self, def.operands[0]);
+    if (def.kind == ir::OpKind::Load) return fn.tensors[def.tensor].dtype;
+    if (def.kind == ir::OpKind::Cast) return def.dtype;
+    return DType::f32;
+  };
+  return storage_dtype(storage_dtype, dot.operands[0]) == DType::bf16 &&
+         storage_dtype(storage_dtype, dot.operands[1]) == DType::bf16;
+}
+
+}  // namespace
+
+std::vector<std::string> CpuBackend::micro_kernels(const ir::Function& fn, const ir::Op& dot) const {
+  return runtime::gemm_kernel_choices(reads_bf16_operands(fn, dot));
 }
 
 int64_t CpuBackend::dot_workspace_bytes(int64_t m, int64_t n, int64_t k) const {

@@ -5,7 +5,10 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "parhelion/dtype.h"
@@ -17,6 +20,10 @@ namespace {
 
 struct Features {
   bool avx2_fma = false, avx512 = false, avx512bf16 = false;
+  // The L1 data cache's geometry: lines that are `l1_set_span` bytes apart share a set, and a
+  // set holds `l1_ways` lines.
+  int64_t l1_set_span = 4096;
+  int l1_ways = 8;
 };
 
 const Features& features() {
@@ -27,6 +34,11 @@ const Features& features() {
     detected.avx512 = __builtin_cpu_supports("avx512f") && detected.avx2_fma;
     unsigned a, b, c, d;
     detected.avx512bf16 = detected.avx512 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+    const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), ways = sysconf(_SC_LEVEL1_DCACHE_ASSOC);
+    if (l1 > 0 && ways > 0 && l1 % ways == 0) {
+      detected.l1_set_span = l1 / ways;
+      detected.l1_ways = static_cast<int>(ways);
+    }
     return detected;
   }();
   return f;
@@ -154,6 +166,58 @@ void ukr_generic_4x4(int64_t k, const void* ap, int64_t ars, int64_t acs, const 
     for (int j = 0; j < 4; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0.0f) + acc[i][j];
 }
 
+// --- what the host's bf16 dot is worth ---------------------------------------------------------
+
+// Multiply-add throughput loops: 12 independent chains, enough to cover the latency of either
+// instruction on any core with AVX-512; the result is returned so that nothing is elided.
+constexpr int kThroughputChains = 12;
+
+// The sum of a vector's lanes (g++ 12 warns inside _mm512_reduce_add_ps).
+__attribute__((target("avx512f"))) float lane_sum(__m512 v) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, v);
+  float sum = 0;
+  for (float x : lanes) sum += x;
+  return sum;
+}
+
+__attribute__((target("avx512f,fma"))) float f32_fma_loop(int64_t iterations) {
+  __m512 acc[kThroughputChains];
+  for (__m512& a : acc) a = _mm512_set1_ps(1.0f);
+  const __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-3f);
+  for (int64_t it = 0; it < iterations; ++it)
+#pragma GCC unroll 12
+    for (__m512& a : acc) a = _mm512_fmadd_ps(a, x, y);
+  __m512 sum = acc[0];
+  for (int i = 1; i < kThroughputChains; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  return lane_sum(sum);
+}
+
+__attribute__((target("avx512f,avx512bf16,fma"))) float bf16_dot_loop(int64_t iterations) {
+  __m512 acc[kThroughputChains];
+  for (__m512& a : acc) a = _mm512_setzero_ps();
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3c00), y = (__m512bh)_mm512_set1_epi16(0x3c01);
+  for (int64_t it = 0; it < iterations; ++it)
+#pragma GCC unroll 12
+    for (__m512& a : acc) a = _mm512_dpbf16_ps(a, x, y);
+  __m512 sum = acc[0];
+  for (int i = 1; i < kThroughputChains; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  return lane_sum(sum);
+}
+
+// The best of three timings of `loop` (seconds): the shortest is the least disturbed.
+template <class Loop>
+double best_seconds(Loop loop, int64_t iterations) {
+  double best = 1e30;
+  volatile float sink = 0;
+  for (int round = 0; round < 3; ++round) {
+    auto t0 = std::chrono::steady_clock::now();
+    sink = sink + loop(iterations);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
 struct KernelInfo {
   const char* name;
   int mr, nr;
@@ -168,6 +232,13 @@ const std::vector<KernelInfo>& kernels() {
     if (f.avx512) {
       available.push_back({"avx512_8x32", 8, 32, ukr_avx512<8>, f.avx512bf16 ? ukr_avx512bf16<8> : nullptr});
       available.push_back({"avx512_12x32", 12, 32, ukr_avx512<12>, f.avx512bf16 ? ukr_avx512bf16<12> : nullptr});
+      // The same tiles with bf16 operands widened to f32 while packing: on hosts whose bf16 dot
+      // instruction retires fewer multiply-adds per cycle than the f32 FMA (measured: an Intel
+      // Xeon ran vdpbf16ps at half the f32 rate), the f32 kernels win despite the wider panels.
+      if (f.avx512bf16) {
+        available.push_back({"avx512_8x32_widened", 8, 32, ukr_avx512<8>, nullptr});
+        available.push_back({"avx512_12x32_widened", 12, 32, ukr_avx512<12>, nullptr});
+      }
     }
     if (f.avx2_fma) available.push_back({"avx2_6x16", 6, 16, ukr_avx2_6x16, nullptr});
     available.push_back({"generic_4x4", 4, 4, ukr_generic_4x4, nullptr});
@@ -178,20 +249,114 @@ const std::vector<KernelInfo>& kernels() {
 
 // --- packing -------------------------------------------------------------------------------------
 
+inline float bf16_bits_to_f32(uint16_t h) {
+  uint32_t w = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &w, 4);
+  return f;
+}
+
+// Whether reading `rows` rows of A in place, `row_bytes` apart, puts more of them in one L1 set
+// than it has ways: each step of the micro-kernel then evicts lines the next steps still need.
+// Measured on a Zen 4 (8 ways, 4 KiB set span): a 12-row strip of a 4096-column f32 matrix ran
+// 12% slower in place than packed, an 8-row strip 6% faster in place.
+bool rows_alias_in_l1(int rows, int64_t row_bytes) {
+  const Features& f = features();
+  auto set_of = [&](int row) { return row * row_bytes % f.l1_set_span / 64; };
+  for (int i = 0; i < rows; ++i) {
+    int sharing = 0;
+    for (int j = 0; j < rows; ++j) sharing += set_of(j) == set_of(i);
+    if (sharing > f.l1_ways) return true;
+  }
+  return false;
+}
+
+// A row-major A (m x k) -> [ceil(m/MR)][k][MR] f32: rows read contiguously, converted.
+template <class T, class Convert>
+void pack_a_rows(const T* a, int64_t rs, int64_t m, int64_t k, int mr, float* out, Convert cvt) {
+  for (int64_t i0 = 0; i0 < m; i0 += mr, out += mr * k) {
+    int rows = static_cast<int>(std::min<int64_t>(mr, m - i0));
+    for (int i = 0; i < mr; ++i) {
+      const T* row = a + (i0 + i) * rs;
+      if (i < rows)
+        for (int64_t p = 0; p < k; ++p) out[p * mr + i] = cvt(row[p]);
+      else
+        for (int64_t p = 0; p < k; ++p) out[p * mr + i] = 0;
+    }
+  }
+}
+
+// Columns p0..p0+7 of `rows` (8 or 4) consecutive rows of a row-major f32 matrix, stored as
+// 8 packed columns of a [k][mr] panel (column q at out + q * mr).
+__attribute__((target("avx2"))) inline void transpose_8x8_into(const float* a, int64_t rs, int mr, float* out) {
+  __m256 r[8], t[8], s[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(a + i * rs);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);      // rows i, i+1 interleaved: columns 0,1 | 4,5
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);  // columns 2,3 | 6,7
+  }
+  for (int h = 0; h < 8; h += 4) {  // rows h..h+3: s[h + q] holds column q | column q + 4
+    s[h + 0] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    s[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    s[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    s[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int q = 0; q < 4; ++q) {
+    _mm256_storeu_ps(out + q * mr, _mm256_permute2f128_ps(s[q], s[4 + q], 0x20));
+    _mm256_storeu_ps(out + (q + 4) * mr, _mm256_permute2f128_ps(s[q], s[4 + q], 0x31));
+  }
+}
+
+__attribute__((target("avx2"))) inline void transpose_4x8_into(const float* a, int64_t rs, int mr, float* out) {
+  __m256 r[4], t[4];
+  for (int i = 0; i < 4; ++i) r[i] = _mm256_loadu_ps(a + i * rs);
+  t[0] = _mm256_unpacklo_ps(r[0], r[1]);
+  t[1] = _mm256_unpackhi_ps(r[0], r[1]);
+  t[2] = _mm256_unpacklo_ps(r[2], r[3]);
+  t[3] = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 s[4] = {
+      _mm256_shuffle_ps(t[0], t[2], _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(t[0], t[2], _MM_SHUFFLE(3, 2, 3, 2)),
+      _mm256_shuffle_ps(t[1], t[3], _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(t[1], t[3], _MM_SHUFFLE(3, 2, 3, 2))};
+  for (int q = 0; q < 4; ++q) {
+    _mm_storeu_ps(out + q * mr, _mm256_castps256_ps128(s[q]));
+    _mm_storeu_ps(out + (q + 4) * mr, _mm256_extractf128_ps(s[q], 1));
+  }
+}
+
+// A row-major f32 A -> [ceil(m/MR)][k][MR] with 8x8 and 4x8 register transposes: a scalar
+// transposing copy cost about a tenth of the multiply's time at 256-column blocks.
+__attribute__((target("avx2"))) void pack_a_f32_rows_avx2(const float* a, int64_t rs, int64_t m, int64_t k, int mr,
+                                                          float* out) {
+  for (int64_t i0 = 0; i0 < m; i0 += mr, out += mr * k) {
+    const float* strip = a + i0 * rs;
+    if (m - i0 < mr) {  // the ragged last strip: zero-padded, element by element
+      pack_a_rows(strip, rs, m - i0, k, mr, out, [](float x) { return x; });
+      continue;
+    }
+    const int64_t k8 = k / 8 * 8;
+    for (int64_t p = 0; p < k8; p += 8) {
+      int r = 0;
+      for (; r + 8 <= mr; r += 8) transpose_8x8_into(strip + r * rs + p, rs, mr, out + p * mr + r);
+      for (; r + 4 <= mr; r += 4) transpose_4x8_into(strip + r * rs + p, rs, mr, out + p * mr + r);
+      for (; r < mr; ++r)
+        for (int64_t q = p; q < p + 8; ++q) out[q * mr + r] = strip[r * rs + q];
+    }
+    for (int64_t p = k8; p < k; ++p)
+      for (int r = 0; r < mr; ++r) out[p * mr + r] = strip[r * rs + p];
+  }
+}
+
 // A (m x k) -> [ceil(m/MR)][k][MR] f32, zero-padded rows.
 void pack_a_f32(const ph_gemm_args& g, int mr, float* out) {
-  if (g.a_cs == 1 && g.a_dtype == PH_F32) {  // row-major f32: read rows contiguously
-    const float* a = static_cast<const float*>(g.a);
-    for (int64_t i0 = 0; i0 < g.m; i0 += mr, out += mr * g.k) {
-      int rows = static_cast<int>(std::min<int64_t>(mr, g.m - i0));
-      for (int i = 0; i < mr; ++i) {
-        const float* row = a + (i0 + i) * g.a_rs;
-        if (i < rows)
-          for (int64_t p = 0; p < g.k; ++p) out[p * mr + i] = row[p];
-        else
-          for (int64_t p = 0; p < g.k; ++p) out[p * mr + i] = 0;
-      }
-    }
+  if (g.a_cs == 1 && g.a_dtype == PH_F32) {
+    if (features().avx2_fma)
+      pack_a_f32_rows_avx2(static_cast<const float*>(g.a), g.a_rs, g.m, g.k, mr, out);
+    else
+      pack_a_rows(static_cast<const float*>(g.a), g.a_rs, g.m, g.k, mr, out, [](float x) { return x; });
+    return;
+  }
+  if (g.a_cs == 1 && g.a_dtype == PH_BF16) {  // the widened micro-kernels' bf16 A
+    pack_a_rows(static_cast<const uint16_t*>(g.a), g.a_rs, g.m, g.k, mr, out, bf16_bits_to_f32);
     return;
   }
   for (int64_t i0 = 0; i0 < g.m; i0 += mr) {
@@ -201,13 +366,6 @@ void pack_a_f32(const ph_gemm_args& g, int mr, float* out) {
       for (int i = rows; i < mr; ++i) out[i] = 0;
     }
   }
-}
-
-inline float bf16_bits_to_f32(uint16_t h) {
-  uint32_t w = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &w, 4);
-  return f;
 }
 
 // B's panel of `cols` columns from j0, for the two layouts kernels produce (row-major, and
@@ -310,6 +468,29 @@ void pack_b_bf16(const ph_gemm_args& g, int nr, uint16_t* out) {
 
 }  // namespace
 
+double bf16_dot_speedup() {
+  static const double speedup = [] {
+    if (!features().avx512bf16) return 0.0;
+    // About a millisecond each: a vdpbf16ps does 32 multiply-adds, a zmm FMA 16.
+    constexpr int64_t kIterations = 1 << 14;
+    double f32 = best_seconds(f32_fma_loop, kIterations), bf16 = best_seconds(bf16_dot_loop, kIterations);
+    return (32.0 / bf16) / (16.0 / f32);
+  }();
+  return speedup;
+}
+
+std::vector<std::string> gemm_kernel_choices(bool bf16_operands) {
+  std::vector<std::string> native, widened;
+  for (const std::string& name : gemm_kernel_names()) (name.ends_with("_widened") ? widened : native).push_back(name);
+  if (!bf16_operands || widened.empty()) return native;
+  // The faster family first, so that the default config (the first choice) takes it; the
+  // tuner searches both. A margin keeps a noisy probe from flipping hosts where they tie.
+  const bool widen_first = bf16_dot_speedup() < 0.8;
+  std::vector<std::string> choices = widen_first ? widened : native;
+  for (const std::string& name : widen_first ? native : widened) choices.push_back(name);
+  return choices;
+}
+
 int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k) { return ((m + 16) + (n + 32)) * (k + 2) * 4 + 256; }
 
 const std::vector<std::string>& gemm_kernel_names() {
@@ -344,11 +525,12 @@ void gemm(const ph_gemm_args& g) {
   char* ws = static_cast<char*>(g.workspace);
   char* apack = ws;
   char* bpack = ws + ((mp * kp * 4 + 63) / 64 * 64);
-  // A row-major block of the right dtype is read in place (the broadcasts walk its rows): only
-  // its ragged last strip goes through a packed panel.
+  // A row-major block of the right dtype is read in place (the broadcasts walk its rows), unless
+  // its rows crowd one L1 set: only its ragged last strip then goes through a packed panel.
   const bool a_in_place =
       g.a_cs == 1 &&
-      (bf16 ? (g.k % 2 == 0 && g.a_rs % 2 == 0 && reinterpret_cast<uintptr_t>(g.a) % 4 == 0) : g.a_dtype == PH_F32);
+      (bf16 ? (g.k % 2 == 0 && g.a_rs % 2 == 0 && reinterpret_cast<uintptr_t>(g.a) % 4 == 0) : g.a_dtype == PH_F32) &&
+      !rows_alias_in_l1(mr, g.a_rs * (bf16 ? 2 : 4));
   if (a_in_place) {
     // Only the ragged last strip needs a panel: pack it alone, at its own slot.
     int64_t last = g.m / mr * mr;

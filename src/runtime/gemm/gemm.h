@@ -21,10 +21,18 @@ const ph_runtime* runtime_table();
 // Packing workspace for an m x n x k block (any available micro-kernel).
 int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k);
 
-// The micro-kernels this host can run, best first (e.g. "avx512_12x32", "avx2_6x16",
-// "generic_4x4"); the bf16 path is used automatically when both operands are bf16 and the host
-// has AVX-512-BF16, whichever f32 kernel is chosen.
+// The micro-kernels this host can run (e.g. "avx512_8x32", "avx512_12x32", "avx2_6x16",
+// "generic_4x4"). The bf16 path (vdpbf16ps) is taken when both operands are bf16 and the host has
+// AVX-512-BF16, except by the "_widened" kernels, which widen them to f32 while packing.
 const std::vector<std::string>& gemm_kernel_names();
+// The micro-kernels worth trying for one dot, best first for this host. A dot of two bf16
+// operands on a host with AVX-512-BF16 gets both the vdpbf16ps kernels and the "_widened" ones
+// (the f32 kernels on operands widened while packing), the family whose instruction does more
+// multiply-adds per second first; other dots get the list without the widened duplicates.
+std::vector<std::string> gemm_kernel_choices(bool bf16_operands);
+// Multiply-adds per second of vdpbf16ps over the zmm f32 FMA on this core, measured once per
+// process (a few milliseconds); 0 without AVX-512-BF16.
+double bf16_dot_speedup();
 // The index of micro-kernel `name` in gemm_kernel_names() (what ph_gemm_args.kernel takes).
 int gemm_kernel_index(const std::string& name);
 
