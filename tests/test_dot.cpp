@@ -140,7 +140,8 @@ TEST(Dot, EveryMicroKernelOfThisHost) {
 
 // Every micro-kernel against the reference over the packing paths: A read in place or packed
 // (row-major with a power-of-two row stride, or column-major), B row- or column-major, k not a
-// multiple of 8 or of a bf16 pair, ragged 8- and 12-row strips, accumulation into C.
+// multiple of 8, of a bf16 pair or of a 32-deep tile step, ragged 8-, 12- and 32-row strips,
+// whole tiles of C, accumulation into C.
 TEST(Dot, EveryMicroKernelOverPackingPaths) {
   const auto& names = ph::runtime::gemm_kernel_names();
   struct Case {
@@ -189,10 +190,13 @@ TEST(Dot, EveryMicroKernelOverPackingPaths) {
 
 // The config space offers the widened kernels only to dots of two bf16 operands, and every
 // host kernel to each dot.
-TEST(Dot, KernelChoicesWidenOnlyBf16Operands) {
+TEST(Dot, KernelChoicesWidenAndTileOnlyBf16Operands) {
   const auto& names = ph::runtime::gemm_kernel_names();
   const auto f32 = ph::runtime::gemm_kernel_choices(false), bf16 = ph::runtime::gemm_kernel_choices(true);
-  for (const std::string& name : f32) EXPECT_FALSE(name.ends_with("_widened")) << name;
+  for (const std::string& name : f32) {
+    EXPECT_FALSE(name.ends_with("_widened")) << name;
+    EXPECT_FALSE(name.starts_with("amx")) << name;  // tiles of bf16 only
+  }
   std::vector<std::string> sorted_bf16 = bf16, sorted_names = names;
   std::sort(sorted_bf16.begin(), sorted_bf16.end());
   std::sort(sorted_names.begin(), sorted_names.end());
@@ -200,7 +204,10 @@ TEST(Dot, KernelChoicesWidenOnlyBf16Operands) {
   const bool has_widened =
       std::any_of(names.begin(), names.end(), [](const std::string& n) { return n.ends_with("_widened"); });
   EXPECT_EQ(has_widened, ph::runtime::bf16_dot_speedup() > 0);
-  if (has_widened) {
+  const bool has_tiles = std::find(names.begin(), names.end(), "amx_32x32") != names.end();
+  if (has_tiles) {
+    EXPECT_EQ(bf16.front(), "amx_32x32");
+  } else if (has_widened) {
     EXPECT_EQ(bf16.front().ends_with("_widened"), ph::runtime::bf16_dot_speedup() < 0.8);
   }
 }

@@ -1,6 +1,7 @@
 #include "runtime/gemm/gemm.h"
 
 #include "parhelion/error.h"
+#include "runtime/gemm/amx.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -223,12 +224,16 @@ struct KernelInfo {
   int mr, nr;
   MicroKernel f32;
   MicroKernel bf16;  // null: bf16 operands are widened to f32 when packed
+  // A kernel that owns the whole block (its own packing and loops), for bf16 operands only;
+  // other dots given it run the host's first kernel instead.
+  void (*bf16_block)(const ph_gemm_args&) = nullptr;
 };
 
 const std::vector<KernelInfo>& kernels() {
   static const std::vector<KernelInfo> k = [] {
     std::vector<KernelInfo> available;
     const Features& f = features();
+    if (amx_bf16_available()) available.push_back({"amx_32x32", 32, 32, nullptr, nullptr, gemm_amx_bf16});
     if (f.avx512) {
       available.push_back({"avx512_8x32", 8, 32, ukr_avx512<8>, f.avx512bf16 ? ukr_avx512bf16<8> : nullptr});
       available.push_back({"avx512_12x32", 12, 32, ukr_avx512<12>, f.avx512bf16 ? ukr_avx512bf16<12> : nullptr});
@@ -480,18 +485,24 @@ double bf16_dot_speedup() {
 }
 
 std::vector<std::string> gemm_kernel_choices(bool bf16_operands) {
-  std::vector<std::string> native, widened;
-  for (const std::string& name : gemm_kernel_names()) (name.ends_with("_widened") ? widened : native).push_back(name);
-  if (!bf16_operands || widened.empty()) return native;
-  // The faster family first, so that the default config (the first choice) takes it; the
-  // tuner searches both. A margin keeps a noisy probe from flipping hosts where they tie.
-  const bool widen_first = bf16_dot_speedup() < 0.8;
-  std::vector<std::string> choices = widen_first ? widened : native;
+  std::vector<std::string> tiles, native, widened;
+  for (const KernelInfo& k : kernels())
+    (k.bf16_block ? tiles : std::string(k.name).ends_with("_widened") ? widened : native).push_back(k.name);
+  if (!bf16_operands) return native;
+  // The tile kernels first (an AMX step does 16 times the multiply-adds of a vdpbf16ps), then
+  // the faster vector family, so that the default config (the first choice) takes the best; the
+  // tuner searches them all. A margin keeps a noisy probe from flipping hosts where they tie.
+  const bool widen_first = !widened.empty() && bf16_dot_speedup() < 0.8;
+  std::vector<std::string> choices = tiles;
+  for (const std::string& name : widen_first ? widened : native) choices.push_back(name);
   for (const std::string& name : widen_first ? native : widened) choices.push_back(name);
   return choices;
 }
 
-int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k) { return ((m + 16) + (n + 32)) * (k + 2) * 4 + 256; }
+int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k) {
+  const int64_t vector = ((m + 16) + (n + 32)) * (k + 2) * 4 + 256;
+  return amx_bf16_available() ? std::max(vector, amx_workspace_bytes(m, n, k)) : vector;
+}
 
 const std::vector<std::string>& gemm_kernel_names() {
   static const std::vector<std::string> names = [] {
@@ -517,7 +528,15 @@ void gemm(const ph_gemm_args& g) {
     return;
   }
   const auto& ks = kernels();
-  const KernelInfo& K = ks[g.kernel >= 0 && g.kernel < static_cast<int>(ks.size()) ? g.kernel : 0];
+  const KernelInfo* chosen = &ks[g.kernel >= 0 && g.kernel < static_cast<int>(ks.size()) ? g.kernel : 0];
+  if (chosen->bf16_block) {
+    if (g.a_dtype == PH_BF16 && g.b_dtype == PH_BF16) {
+      chosen->bf16_block(g);
+      return;
+    }
+    chosen = &*std::find_if(ks.begin(), ks.end(), [](const KernelInfo& k) { return k.f32 != nullptr; });
+  }
+  const KernelInfo& K = *chosen;
   const bool bf16 = K.bf16 && g.a_dtype == PH_BF16 && g.b_dtype == PH_BF16;
   const int mr = K.mr, nr = K.nr;
   const int64_t kp = bf16 ? (g.k + 1) / 2 * 2 : g.k;  // k rounded up to pairs

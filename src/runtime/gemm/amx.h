@@ -1,0 +1,27 @@
+// Block matrix multiply on Intel AMX tiles: C (+)= A · B for bf16 A and B, f32 accumulation.
+//
+// A TDPBF16PS multiplies a 16 x 32 bf16 tile by a 32 x 16 one (in k-pairs, "VNNI" order) into a
+// 16 x 16 f32 tile: 16384 multiply-adds per instruction, about 16 times the AVX-512-BF16 rate
+// per core. The kernel keeps a 32 x 32 block of C in four tiles and streams two A and two B
+// tiles per 32-deep step of k. It is one of gemm.cpp's micro-kernels ("amx_32x32"), offered only
+// where the CPU has AMX-BF16 and the operating system grants the process the tile state.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/gemm/abi.h"
+
+namespace parhelion::runtime {
+
+// Whether this process can run AMX-BF16: CPUID says the core has it and Linux granted the
+// XTILEDATA state (asked for once, on the first call).
+bool amx_bf16_available();
+
+// Workspace the AMX kernel needs for an m x n x k block: B in VNNI panels, A's ragged strips.
+int64_t amx_workspace_bytes(int64_t m, int64_t n, int64_t k);
+
+// C (+)= A · B with g.a_dtype == g.b_dtype == PH_BF16, any strides, any m, n, k >= 1.
+// Requires amx_bf16_available().
+void gemm_amx_bf16(const ph_gemm_args& g);
+
+}  // namespace parhelion::runtime
