@@ -1,6 +1,7 @@
 #include "bench/baselines.h"
 
 #include "parhelion/array.h"
+#include "runtime/gemm/amx.h"
 #include "runtime/thread_pool.h"
 
 #include <cpuid.h>
@@ -199,6 +200,45 @@ __attribute__((target("avx512f,avx512bf16"))) double bf16_loop() {
   return sum_lanes(acc);
 }
 
+// AMX: four independent TDPBF16PS chains on tiles that stay loaded (a 16 x 32 by 32 x 16 product
+// each), what the amx_32x32 kernel's inner step issues.
+struct alignas(64) TileShapes {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+  TileShapes() {
+    for (int t = 0; t < 8; ++t) {
+      colsb[t] = 64;
+      rows[t] = 16;
+    }
+  }
+};
+constexpr int64_t kTileIters = 1'000'000;  // 4 million tile products: a few milliseconds
+
+__attribute__((target("amx-tile,amx-bf16"))) double tile_loop() {
+  // Static: GCC's ldtilecfg asm names only the first word of the block as its input, so the
+  // stores that fill a local one could be dropped as dead.
+  static const TileShapes shapes;
+  _tile_loadconfig(&shapes);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_zero(4);
+  _tile_zero(5);
+  _tile_zero(6);
+  _tile_zero(7);
+  for (int64_t it = 0; it < kTileIters; ++it) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_release();
+  return 0;
+}
+
 bool has_avx512() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f");
@@ -209,7 +249,7 @@ bool has_bf16() {
   return has_avx512() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
 }
 
-double run_threads(int threads, double (*loop)(), double flops_per_iter) {
+double run_threads(int threads, double (*loop)(), double flops_per_iter, int64_t iters = kIters) {
   std::vector<std::thread> ts;
   auto t0 = std::chrono::steady_clock::now();
   for (int t = 0; t < threads; ++t)
@@ -219,7 +259,7 @@ double run_threads(int threads, double (*loop)(), double flops_per_iter) {
     });
   for (auto& t : ts) t.join();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return flops_per_iter * kIters * threads / s / 1e9;
+  return flops_per_iter * iters * threads / s / 1e9;
 }
 
 }  // namespace
@@ -236,6 +276,13 @@ double fma_peak_f32(int threads) {
 double fma_peak_bf16(int threads) {
   double best = 0;
   for (int i = 0; has_bf16() && i < 3; ++i) best = std::max(best, run_threads(threads, bf16_loop, 16 * 32 * 2));
+  return best;
+}
+
+double tile_peak_bf16(int threads) {
+  double best = 0;
+  for (int i = 0; runtime::amx_bf16_available() && i < 3; ++i)
+    best = std::max(best, run_threads(threads, tile_loop, 4.0 * 16 * 16 * 32 * 2, kTileIters));
   return best;
 }
 

@@ -59,5 +59,8 @@ struct MemoryRoof {
 };
 MemoryRoof memory_roof(int threads);
 double fma_peak_bf16(int threads);
+// Peak bf16 throughput of the AMX tiles (TDPBF16PS) in GFLOP/s on `threads` threads; 0 where the
+// process cannot use AMX.
+double tile_peak_bf16(int threads);
 
 }  // namespace parhelion::bench

@@ -1,5 +1,5 @@
-// `parhelion bench`: the matmul family against OpenBLAS and oneDNN, and the machine's FMA peak,
-// measured in one run.
+// `parhelion bench`: the matmul family against torch eager, OpenBLAS and oneDNN, and the machine's
+// compute peaks (f32 FMA, bf16 dot, AMX tiles), measured in one run.
 #pragma once
 
 #include <string>

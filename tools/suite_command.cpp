@@ -79,7 +79,9 @@ int run_suite(const SuiteOptions& o) {
   std::unique_ptr<bench::TorchBaseline> torch = bench::TorchBaseline::start(&why);
   if (!torch) throw UserError("the suite needs the torch baselines: " + why);
   const int T = o.threads;
-  const double peak_f32 = bench::fma_peak_f32(T), peak_bf16 = bench::fma_peak_bf16(T);
+  // bf16's compute roof: the faster of the bf16 dot instruction and, where present, the AMX tiles.
+  const double peak_f32 = bench::fma_peak_f32(T), peak_tiles = bench::tile_peak_bf16(T),
+               peak_bf16 = std::max(bench::fma_peak_bf16(T), peak_tiles);
   // The memory roof: the best of copy, triad and read, each re-measured every round (the best
   // of each is kept: the machine is shared).
   bench::MemoryRoof roof = bench::memory_roof(T);
@@ -247,10 +249,11 @@ int run_suite(const SuiteOptions& o) {
               backend::cpu::Host::detect().cpu_model.c_str(), T, torch->settings().c_str());
   const std::string note = bench::openblas_core_note();
   std::printf(
-      "# FMA peak %.0f GFLOP/s f32, %.0f bf16; memory roof %.1f GB/s (%s; copy %.1f, triad %.1f, read %.1f); OpenBLAS "
+      "# FMA peak %.0f GFLOP/s f32, %.0f bf16%s; memory roof %.1f GB/s (%s; copy %.1f, triad %.1f, read %.1f); "
+      "OpenBLAS "
       "core %s%s\n\n",
-      peak_f32, peak_bf16, roof.gbps(), roof.kind(), roof.copy, roof.triad, roof.read, bench::openblas_core().c_str(),
-      note.empty() ? "" : (" (" + note + ")").c_str());
+      peak_f32, peak_bf16, peak_tiles > 0 ? " (AMX tiles)" : "", roof.gbps(), roof.kind(), roof.copy, roof.triad,
+      roof.read, bench::openblas_core().c_str(), note.empty() ? "" : (" (" + note + ")").c_str());
   std::printf(
       "| kernel | shape | dtype | eager ms | compile ms | Parhelion ms | vs eager | vs compile | vendor | %% of "
       "roofline |\n");
