@@ -5,6 +5,7 @@
 
 #include "lower/config_space.h"
 #include "lower/lower.h"
+#include "runtime/gemm/gemm.h"
 
 namespace parhelion::backend::cpu {
 
@@ -52,13 +53,22 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
     }
     return true;
   };
-  // Kernels with dot products: start from GEMM-like blocks (M 128, N 256, K 256), which keep
-  // the micro-kernels busy and the packed operands in L2, then halve K and M until the step
-  // fits three quarters of fast memory and the grid has two steps per thread.
+  // Kernels with dot products: start from GEMM-like blocks (runtime::gemm_preferred_block: M 128,
+  // N 256, K 256 for the vector micro-kernels), which keep the micro-kernels busy and the packed
+  // operands in L2, then halve K and M until the step fits three quarters of fast memory and the
+  // grid has two steps per thread.
   std::vector<int> spec_of_block(fn.block_sizes.size(), -1);
   for (size_t i = 0; i < spec.block_sizes.size(); ++i)
     spec_of_block[spec.block_sizes[i].block_id] = static_cast<int>(i);
   std::vector<int> dot_role(spec.block_sizes.size(), -1);  // 0 M, 1 N, 2 K
+  // The blocks the default micro-kernels (each dot's first choice) run best on: the largest.
+  int64_t preferred[3] = {0, 0, 0};
+  for (const MicroKernelSpec& mk : spec.micro_kernels) {
+    const runtime::GemmBlock b = runtime::gemm_preferred_block(mk.choices.at(0));
+    preferred[0] = std::max(preferred[0], b.m);
+    preferred[1] = std::max(preferred[1], b.n);
+    preferred[2] = std::max(preferred[2], b.k);
+  }
   ir::walk(fn.body, [&](const Op& op) {
     if (op.kind != OpKind::Dot) return;
     const ir::Type& r = fn.type_of(op.result);
@@ -72,7 +82,6 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
   });
   bool has_dot = std::any_of(dot_role.begin(), dot_role.end(), [](int r) { return r >= 0; });
   if (has_dot) {
-    const int64_t preferred[3] = {128, 256, 256};
     for (size_t i = 0; i < dot_role.size(); ++i)
       if (dot_role[i] >= 0) c.block_sizes[i] = std::min(preferred[dot_role[i]], spec.block_sizes[i].choices.back());
     auto fits = [&](const Config& cand) {

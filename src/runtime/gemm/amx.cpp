@@ -58,15 +58,19 @@ __attribute__((target("avx512f,avx512bw"))) void pack_b_vnni(const ph_gemm_args&
                                                        24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
     const __m512i low = _mm512_load_si512(kLow), high = _mm512_load_si512(kHigh);
     const uint16_t* b = static_cast<const uint16_t*>(g.b);
-    for (int64_t j0 = 0; j0 < g.n; j0 += kBlock) {
-      const int cols = static_cast<int>(std::min<int64_t>(kBlock, g.n - j0));
-      const __mmask32 mask = cols == 32 ? ~0u : (1u << cols) - 1;
-      for (int64_t p = 0; p < pairs; ++p, out += kPanelRow) {
-        const int64_t r0 = 2 * p, r1 = 2 * p + 1;
+    // Pairs of rows outermost: the source is read along its rows, not down 4 KiB-strided columns
+    // whose lines share one L1 set.
+    const int64_t panel_bytes = pairs * kPanelRow;
+    for (int64_t p = 0; p < pairs; ++p) {
+      const int64_t r0 = 2 * p, r1 = 2 * p + 1;
+      char* o = out + p * kPanelRow;
+      for (int64_t j0 = 0; j0 < g.n; j0 += kBlock, o += panel_bytes) {
+        const int cols = static_cast<int>(std::min<int64_t>(kBlock, g.n - j0));
+        const __mmask32 mask = cols == 32 ? ~0u : (1u << cols) - 1;
         __m512i x = r0 < g.k ? _mm512_maskz_loadu_epi16(mask, b + r0 * g.b_rs + j0) : _mm512_setzero_si512();
         __m512i y = r1 < g.k ? _mm512_maskz_loadu_epi16(mask, b + r1 * g.b_rs + j0) : _mm512_setzero_si512();
-        _mm512_storeu_si512(out, _mm512_permutex2var_epi16(x, low, y));
-        _mm512_storeu_si512(out + 64, _mm512_permutex2var_epi16(x, high, y));
+        _mm512_storeu_si512(o, _mm512_permutex2var_epi16(x, low, y));
+        _mm512_storeu_si512(o + 64, _mm512_permutex2var_epi16(x, high, y));
       }
     }
     return;
@@ -146,6 +150,8 @@ __attribute__((target("amx-tile,amx-bf16"))) void block_32x32(int64_t steps, con
 }
 
 __attribute__((target("amx-tile"))) void load_tile_config() {
+  // Static: GCC's ldtilecfg asm names only the first word of the block as its input, so the
+  // stores that fill a local one could be dropped as dead.
   static const TileConfig config;
   _tile_loadconfig(&config);
 }

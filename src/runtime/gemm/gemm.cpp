@@ -513,6 +513,13 @@ const std::vector<std::string>& gemm_kernel_names() {
   return names;
 }
 
+GemmBlock gemm_preferred_block(const std::string& name) {
+  // Measured on a Xeon with AMX, matmul 2048^3 bf16: 256 x 512 x 256 blocks ran 1.3x faster than
+  // 128 x 256 x 256 with the amx kernel (the tuner's pick); the vector kernels peak at the latter.
+  if (name.starts_with("amx")) return {256, 512, 256};
+  return {128, 256, 256};
+}
+
 int gemm_kernel_index(const std::string& name) {
   const auto& names = gemm_kernel_names();
   for (size_t i = 0; i < names.size(); ++i)

@@ -33,6 +33,13 @@ std::vector<std::string> gemm_kernel_choices(bool bf16_operands);
 // Multiply-adds per second of vdpbf16ps over the zmm f32 FMA on this core, measured once per
 // process (a few milliseconds); 0 without AVX-512-BF16.
 double bf16_dot_speedup();
+// The block of C (m x n) and depth (k) one call of micro-kernel `name` runs best on: what the
+// cpu backend's default config starts a dot's blocks from. The AMX tiles want twice the vector
+// kernels' M and N: their packing and C traffic per multiply-add is that much larger.
+struct GemmBlock {
+  int64_t m, n, k;
+};
+GemmBlock gemm_preferred_block(const std::string& name);
 // The index of micro-kernel `name` in gemm_kernel_names() (what ph_gemm_args.kernel takes).
 int gemm_kernel_index(const std::string& name);
 
