@@ -75,6 +75,31 @@ __attribute__((target("avx512f,avx512bw"))) void pack_b_vnni(const ph_gemm_args&
     }
     return;
   }
+  if (g.b_rs == 1 && g.k % 2 == 0 && g.b_cs < (int64_t{1} << 25)) {
+    // A column-major B (a K block read as K^T, as attention's scores are): the k-pair of a column
+    // is one 32-bit word of the source, so a packed row is two 16-word gathers.
+    const uint16_t* b = static_cast<const uint16_t*>(g.b);
+    const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i index = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(static_cast<int>(g.b_cs)));
+    for (int64_t j0 = 0; j0 < g.n; j0 += kBlock) {
+      const int cols = static_cast<int>(std::min<int64_t>(kBlock, g.n - j0));
+      const __mmask16 left = cols >= 16 ? 0xffff : (1u << cols) - 1;
+      const __mmask16 right = cols >= 32 ? 0xffff : cols <= 16 ? 0 : (1u << (cols - 16)) - 1;
+      const uint16_t* lo = b + j0 * g.b_cs;
+      const uint16_t* hi = lo + 16 * g.b_cs;
+      for (int64_t p = 0; p < pairs; ++p, out += kPanelRow) {
+        if (2 * p >= g.k) {
+          _mm512_storeu_si512(out, _mm512_setzero_si512());
+          _mm512_storeu_si512(out + 64, _mm512_setzero_si512());
+          continue;
+        }
+        const __m512i zero = _mm512_setzero_si512();
+        _mm512_storeu_si512(out, _mm512_mask_i32gather_epi32(zero, left, index, lo + 2 * p, 2));
+        _mm512_storeu_si512(out + 64, _mm512_mask_i32gather_epi32(zero, right, index, hi + 2 * p, 2));
+      }
+    }
+    return;
+  }
   auto* o = reinterpret_cast<uint16_t*>(out);
   for (int64_t j0 = 0; j0 < g.n; j0 += kBlock)
     for (int64_t p = 0; p < pairs; ++p)
