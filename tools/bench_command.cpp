@@ -199,7 +199,9 @@ int run_bench(const BenchOptions& o) {
               dnnl_kept.push_back(std::make_unique<bench::OneDnnMatmul>(
                   m, n, kk, dt == DType::bf16, in.tensors[0].data(), in.tensors[1].data(), out->data_as<float>()));
               bench::OneDnnMatmul* d = dnnl_kept.back().get();
-              dnnl_impls += (dnnl_impls.empty() ? "" : ", ") + std::string(dtype_name(dt)) + ": " + d->impl();
+              const std::string impl = std::string(dtype_name(dt)) + ": " + d->impl();
+              if (dnnl_impls.find(impl) == std::string::npos)  // once per dtype, not per case
+                dnnl_impls += (dnnl_impls.empty() ? "" : ", ") + impl;
               c.impls.push_back({"onednn", [d, t] { d->run(t); }, {}});
             }
           }
