@@ -2,10 +2,10 @@
 
 #include "parhelion/array.h"
 #include "runtime/gemm/amx.h"
+#include "runtime/gemm/throughput.h"
 #include "runtime/thread_pool.h"
 
 #include <cpuid.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <cctype>
@@ -150,94 +150,8 @@ std::string OneDnnMatmul::impl() const { return "absent"; }
 
 namespace {
 
-constexpr int64_t kIters = 20'000'000;
-
-// Sums the accumulators so that the loops cannot be optimized away (through memory: g++ 12's
-// _mm512_reduce_add_ps trips -Wuninitialized inside its own header).
-__attribute__((target("avx512f"))) double sum_lanes(const __m512* acc) {
-  alignas(64) float lanes[16];
-  double s = 0;
-  for (int i = 0; i < 16; ++i) {
-    _mm512_store_ps(lanes, acc[i]);
-    for (float f : lanes) s += f;
-  }
-  return s;
-}
-
-__attribute__((target("avx512f,fma"))) double fma_loop_avx512() {
-  __m512 acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
-  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  for (int64_t it = 0; it < kIters; ++it)
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-  return sum_lanes(acc);
-}
-
-__attribute__((target("avx2,fma"))) double fma_loop_avx2() {
-  __m256 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
-  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-  for (int64_t it = 0; it < kIters; ++it)
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
-  float sink = 0;
-  alignas(32) float t[8];
-  for (int i = 0; i < 12; ++i) {
-    _mm256_store_ps(t, acc[i]);
-    sink += t[0];
-  }
-  return sink;
-}
-
-__attribute__((target("avx512f,avx512bf16"))) double bf16_loop() {
-  __m512 acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3380);
-  for (int64_t it = 0; it < kIters; ++it)
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
-  return sum_lanes(acc);
-}
-
-// AMX: four independent TDPBF16PS chains on tiles that stay loaded (a 16 x 32 by 32 x 16 product
-// each), what the amx_32x32 kernel's inner step issues.
-struct alignas(64) TileShapes {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-  TileShapes() {
-    for (int t = 0; t < 8; ++t) {
-      colsb[t] = 64;
-      rows[t] = 16;
-    }
-  }
-};
+constexpr int64_t kIters = 20'000'000;     // vector loops: tens of milliseconds
 constexpr int64_t kTileIters = 1'000'000;  // 4 million tile products: a few milliseconds
-
-__attribute__((target("amx-tile,amx-bf16"))) double tile_loop() {
-  // Static: GCC's ldtilecfg asm names only the first word of the block as its input, so the
-  // stores that fill a local one could be dropped as dead.
-  static const TileShapes shapes;
-  _tile_loadconfig(&shapes);
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  _tile_zero(4);
-  _tile_zero(5);
-  _tile_zero(6);
-  _tile_zero(7);
-  for (int64_t it = 0; it < kTileIters; ++it) {
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
-  _tile_release();
-  return 0;
-}
 
 bool has_avx512() {
   __builtin_cpu_init();
@@ -249,12 +163,12 @@ bool has_bf16() {
   return has_avx512() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
 }
 
-double run_threads(int threads, double (*loop)(), double flops_per_iter, int64_t iters = kIters) {
+double run_threads(int threads, float (*loop)(int64_t), double flops_per_iter, int64_t iters = kIters) {
   std::vector<std::thread> ts;
   auto t0 = std::chrono::steady_clock::now();
   for (int t = 0; t < threads; ++t)
-    ts.emplace_back([loop] {
-      volatile double s = loop();
+    ts.emplace_back([loop, iters] {
+      volatile float s = loop(iters);
       (void)s;
     });
   for (auto& t : ts) t.join();
@@ -268,21 +182,22 @@ double run_threads(int threads, double (*loop)(), double flops_per_iter, int64_t
 double fma_peak_f32(int threads) {
   double best = 0;
   for (int i = 0; i < 3; ++i)
-    best = std::max(best, has_avx512() ? run_threads(threads, fma_loop_avx512, 16 * 16 * 2)
-                                       : run_threads(threads, fma_loop_avx2, 12 * 8 * 2));
+    best = std::max(best, has_avx512() ? run_threads(threads, runtime::f32_fma_avx512_loop, runtime::kF32FmaAvx512Flops)
+                                       : run_threads(threads, runtime::f32_fma_avx2_loop, runtime::kF32FmaAvx2Flops));
   return best;
 }
 
 double fma_peak_bf16(int threads) {
   double best = 0;
-  for (int i = 0; has_bf16() && i < 3; ++i) best = std::max(best, run_threads(threads, bf16_loop, 16 * 32 * 2));
+  for (int i = 0; has_bf16() && i < 3; ++i)
+    best = std::max(best, run_threads(threads, runtime::bf16_dot_avx512_loop, runtime::kBf16DotAvx512Flops));
   return best;
 }
 
 double tile_peak_bf16(int threads) {
   double best = 0;
   for (int i = 0; runtime::amx_bf16_available() && i < 3; ++i)
-    best = std::max(best, run_threads(threads, tile_loop, 4.0 * 16 * 16 * 32 * 2, kTileIters));
+    best = std::max(best, run_threads(threads, runtime::amx_tile_loop, runtime::kAmxTileFlops, kTileIters));
   return best;
 }
 

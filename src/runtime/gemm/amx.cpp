@@ -183,6 +183,25 @@ __attribute__((target("amx-tile"))) void load_tile_config() {
 
 __attribute__((target("amx-tile"))) void release_tiles() { _tile_release(); }
 
+__attribute__((target("amx-tile,amx-bf16"))) void tile_products(int64_t steps) {
+  load_tile_config();
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_zero(4);
+  _tile_zero(5);
+  _tile_zero(6);
+  _tile_zero(7);
+  for (int64_t s = 0; s < steps; ++s) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  release_tiles();
+}
+
 }  // namespace
 
 bool amx_bf16_available() {
@@ -193,6 +212,11 @@ bool amx_bf16_available() {
     return syscall(SYS_arch_prctl, kArchRequestXcompPerm, kXfeatureXtiledata) == 0;
   }();
   return available;
+}
+
+float amx_tile_loop(int64_t iterations) {
+  tile_products(iterations);
+  return 0;
 }
 
 int64_t amx_workspace_bytes(int64_t m, int64_t n, int64_t k) {

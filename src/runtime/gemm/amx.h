@@ -20,6 +20,12 @@ bool amx_bf16_available();
 // Workspace the AMX kernel needs for an m x n x k block: B in VNNI panels, A's ragged strips.
 int64_t amx_workspace_bytes(int64_t m, int64_t n, int64_t k);
 
+// The tile products of the kernel's inner step (four TDPBF16PS on tiles that stay loaded), for
+// `iterations` steps: a timing of it is the core's AMX bf16 peak (runtime/gemm/throughput.h).
+// Requires amx_bf16_available().
+float amx_tile_loop(int64_t iterations);
+constexpr double kAmxTileFlops = 4.0 * 16 * 16 * 32 * 2;
+
 // C (+)= A · B with g.a_dtype == g.b_dtype == PH_BF16, any strides, any m, n, k >= 1.
 // Requires amx_bf16_available().
 void gemm_amx_bf16(const ph_gemm_args& g);

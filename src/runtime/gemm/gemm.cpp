@@ -2,6 +2,7 @@
 
 #include "parhelion/error.h"
 #include "runtime/gemm/amx.h"
+#include "runtime/gemm/throughput.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -168,43 +169,6 @@ void ukr_generic_4x4(int64_t k, const void* ap, int64_t ars, int64_t acs, const 
 }
 
 // --- what the host's bf16 dot is worth ---------------------------------------------------------
-
-// Multiply-add throughput loops: 12 independent chains, enough to cover the latency of either
-// instruction on any core with AVX-512; the result is returned so that nothing is elided.
-constexpr int kThroughputChains = 12;
-
-// The sum of a vector's lanes (g++ 12 warns inside _mm512_reduce_add_ps).
-__attribute__((target("avx512f"))) float lane_sum(__m512 v) {
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, v);
-  float sum = 0;
-  for (float x : lanes) sum += x;
-  return sum;
-}
-
-__attribute__((target("avx512f,fma"))) float f32_fma_loop(int64_t iterations) {
-  __m512 acc[kThroughputChains];
-  for (__m512& a : acc) a = _mm512_set1_ps(1.0f);
-  const __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-3f);
-  for (int64_t it = 0; it < iterations; ++it)
-#pragma GCC unroll 12
-    for (__m512& a : acc) a = _mm512_fmadd_ps(a, x, y);
-  __m512 sum = acc[0];
-  for (int i = 1; i < kThroughputChains; ++i) sum = _mm512_add_ps(sum, acc[i]);
-  return lane_sum(sum);
-}
-
-__attribute__((target("avx512f,avx512bf16,fma"))) float bf16_dot_loop(int64_t iterations) {
-  __m512 acc[kThroughputChains];
-  for (__m512& a : acc) a = _mm512_setzero_ps();
-  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3c00), y = (__m512bh)_mm512_set1_epi16(0x3c01);
-  for (int64_t it = 0; it < iterations; ++it)
-#pragma GCC unroll 12
-    for (__m512& a : acc) a = _mm512_dpbf16_ps(a, x, y);
-  __m512 sum = acc[0];
-  for (int i = 1; i < kThroughputChains; ++i) sum = _mm512_add_ps(sum, acc[i]);
-  return lane_sum(sum);
-}
 
 // The best of three timings of `loop` (seconds): the shortest is the least disturbed.
 template <class Loop>
@@ -476,10 +440,10 @@ void pack_b_bf16(const ph_gemm_args& g, int nr, uint16_t* out) {
 double bf16_dot_speedup() {
   static const double speedup = [] {
     if (!features().avx512bf16) return 0.0;
-    // About a millisecond each: a vdpbf16ps does 32 multiply-adds, a zmm FMA 16.
-    constexpr int64_t kIterations = 1 << 14;
-    double f32 = best_seconds(f32_fma_loop, kIterations), bf16 = best_seconds(bf16_dot_loop, kIterations);
-    return (32.0 / bf16) / (16.0 / f32);
+    constexpr int64_t kIterations = 1 << 14;  // well under a millisecond each
+    const double f32 = best_seconds(f32_fma_avx512_loop, kIterations),
+                 bf16 = best_seconds(bf16_dot_avx512_loop, kIterations);
+    return (kBf16DotAvx512Flops / bf16) / (kF32FmaAvx512Flops / f32);
   }();
   return speedup;
 }
@@ -516,8 +480,10 @@ const std::vector<std::string>& gemm_kernel_names() {
 GemmBlock gemm_preferred_block(const std::string& name) {
   // Measured on a Xeon with AMX, matmul 2048^3 bf16: 256 x 512 x 256 blocks ran 1.3x faster than
   // 128 x 256 x 256 with the amx kernel (the tuner's pick); the vector kernels peak at the latter.
-  if (name.starts_with("amx")) return {256, 512, 256};
-  return {128, 256, 256};
+  const auto& ks = kernels();
+  const bool tiles =
+      std::any_of(ks.begin(), ks.end(), [&](const KernelInfo& k) { return k.name == name && k.bf16_block; });
+  return tiles ? GemmBlock{256, 512, 256} : GemmBlock{128, 256, 256};
 }
 
 int gemm_kernel_index(const std::string& name) {
