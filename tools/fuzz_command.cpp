@@ -32,8 +32,13 @@ int run_fuzz(const Options& o) {
   f.log = [](const std::string& line) { std::cerr << "fuzz: " << line << "\n"; };
   fuzz::FuzzReport r = fuzz::fuzz(f);
   if (o.json) {
-    nlohmann::json j = {{"programs", r.programs},   {"cpu_runs", r.cpu_runs}, {"not_fitting", r.not_fitting},
-                        {"by_family", r.by_family}, {"seconds", r.seconds},   {"findings", nlohmann::json::array()}};
+    nlohmann::json j = {{"programs", r.programs},
+                        {"cpu_runs", r.cpu_runs},
+                        {"cpu_runs_streamed", r.cpu_runs_streamed},
+                        {"not_fitting", r.not_fitting},
+                        {"by_family", r.by_family},
+                        {"seconds", r.seconds},
+                        {"findings", nlohmann::json::array()}};
     for (const auto& [backend, c] : r.by_backend) {
       j[backend + "_runs"] = c.runs;
       j[backend + "_unsupported"] = c.unsupported;
@@ -59,7 +64,8 @@ int run_fuzz(const Options& o) {
     std::cout << r.programs << " programs (";
     bool first = true;
     for (const auto& [fam, n] : r.by_family) std::cout << (first ? "" : ", ") << fam << " " << n, first = false;
-    std::cout << "), " << r.cpu_runs << " cpu runs, " << r.not_fitting << " configs refused for fast memory";
+    std::cout << "), " << r.cpu_runs << " cpu runs (" << r.cpu_runs_streamed << " with cache hints), " << r.not_fitting
+              << " configs refused for fast memory";
     for (const auto& [backend, c] : r.by_backend)
       std::cout << ", " << c.runs << " " << backend << " runs"
                 << (backend == "pallas" ? " in TPU interpret mode" : " in Triton's interpreter") << " ("

@@ -12,7 +12,8 @@
 // gather load; kernels with atomic updates, on a backend with atomic strategies, add
 // "atomics":["partials"], one per tensor a launch updates atomically; a GPU backend adds
 // "num_warps":4, the warps of one program, and "launch_groups":[8], one per launch with a dot and a
-// grid of two dims or more: its programs' grouped order)
+// grid of two dims or more: its programs' grouped order; on the cpu, launches that write or read
+// contiguous rows of tensors add "cache_hints":["stream"], one per launch: CacheHintSpec)
 #pragma once
 
 #include <cstdint>
@@ -51,6 +52,9 @@ struct Config {
   // of the grid's second-fastest dim, that dim fastest within a group (1: plain row-major order;
   // a GPU backend's knob, for the reuse of a matmul's operands in the L2 cache)
   std::vector<int> launch_groups = {};
+  // per ConfigSpec::cache_hints entry: "none", "stream", "prefetch" or "stream+prefetch"
+  // (see CacheHintSpec)
+  std::vector<std::string> cache_hints = {};
   // Integer indices computed in the kernel (loaded from tensors, tile offsets) are checked
   // against their dimension before use, and an out-of-range one fails the call with a
   // UserError. `"index_checks":false` opts out for speed: an out-of-range index is then
@@ -112,6 +116,21 @@ struct AtomicSpec {
   std::vector<std::string> choices;  // the legal strategies; the first is what a config without the knob gets
 };
 
+// A launch whose stores write contiguous rows or whose loads read the grid step's block in
+// contiguous rows, on a backend with cache hints (Capabilities::cache_hints): how those blocks
+// move through the caches, for tensors far larger than them (lower/cache_hints.h).
+//   "none"      plain loads and stores;
+//   "stream"    the stores write whole cache lines past the caches (non-temporal: the line is
+//               not read first, and evicts nothing the step keeps);
+//   "prefetch"  the next grid step's input blocks are prefetched into fast memory while this
+//               step computes;
+//   "stream+prefetch" both. Only the choices the launch has accesses for are offered.
+struct CacheHintSpec {
+  int launch = 0;                    // index among the kernel's launches
+  std::string defined_at;            // the user's source line of the launch
+  std::vector<std::string> choices;  // "none" first: what a config without the knob gets
+};
+
 struct LoopOrderSpec {
   int launch = 0;  // index among the kernel's launches
   int dims = 0;    // the launch's grid rank; an order is a permutation of 0..dims-1
@@ -134,6 +153,7 @@ struct ConfigSpec {
   std::vector<AtomicSpec> atomics;
   std::vector<int> num_warps;  // the choices of Config::num_warps (a GPU backend's), the default first
   std::vector<LaunchGroupSpec> launch_groups;
+  std::vector<CacheHintSpec> cache_hints;
   int max_threads = 1;
 
   // Throws UserError naming the key and its domain if `c` is not a point of this space.
@@ -152,6 +172,8 @@ struct ConfigSpec {
     if (c.num_warps == 0 && !num_warps.empty()) c.num_warps = num_warps.front();
     if (c.launch_groups.empty())
       for (const LaunchGroupSpec& g : launch_groups) c.launch_groups.push_back(g.choices.front());
+    if (c.cache_hints.empty())
+      for (const CacheHintSpec& s : cache_hints) c.cache_hints.push_back(s.choices.front());
     return c;
   }
   // A readable description of the space (one knob per line).

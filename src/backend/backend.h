@@ -64,6 +64,9 @@ struct Capabilities {
   // instructions, or per-thread "partials" combined when the launch ends); otherwise it has no
   // knob and the backend's one way applies (pallas: ordered read-modify-writes).
   bool atomics_have_strategies = false;
+  // Stores may write whole cache lines past the caches and loads prefetch the next grid step's
+  // blocks (config knob cache_hints[i], per launch with such accesses: lower/cache_hints.h).
+  bool cache_hints = false;
   // The generated code can be compiled and run in this process (load() works).
   bool runs_on_host = false;
   // The choices of the config knob num_warps (a GPU's warps per program), the default first;

@@ -22,6 +22,7 @@ Config Config::filled_from(const Config& defaults) const {
   if (c.atomics.empty()) c.atomics = defaults.atomics;
   if (c.num_warps == 0) c.num_warps = defaults.num_warps;
   if (c.launch_groups.empty()) c.launch_groups = defaults.launch_groups;
+  if (c.cache_hints.empty()) c.cache_hints = defaults.cache_hints;
   return c;
 }
 
@@ -44,6 +45,7 @@ std::string Config::to_json() const {
   if (!atomics.empty()) j["atomics"] = atomics;
   if (num_warps != 0) j["num_warps"] = num_warps;
   if (!launch_groups.empty()) j["launch_groups"] = launch_groups;
+  if (!cache_hints.empty()) j["cache_hints"] = cache_hints;
   if (!index_checks) j["index_checks"] = false;
   return j.dump();
 }
@@ -98,12 +100,14 @@ Config Config::from_json(const std::string& text) {
         c.num_warps = value.get<int>();
       else if (key == "launch_groups")
         c.launch_groups = value.get<std::vector<int>>();
+      else if (key == "cache_hints")
+        c.cache_hints = value.get<std::vector<std::string>>();
       else if (key == "index_checks")
         c.index_checks = value.get<bool>();
       else
         throw UserError("invalid config: unknown key '" + key +
                         "' (known: block_sizes, loop_orders, num_threads, micro_kernels, inner_loops, gathers, "
-                        "atomics, num_warps, launch_groups, index_checks)");
+                        "atomics, num_warps, launch_groups, cache_hints, index_checks)");
     } catch (const json::exception&) {
       throw UserError("invalid config: '" + key + "' has the wrong type (" + value.dump() + "); expected " +
                       (key == "block_sizes"     ? "a list of integers"
@@ -113,6 +117,7 @@ Config Config::from_json(const std::string& text) {
                        : key == "gathers"       ? "a list of strings like [\"onehot\",\"dma\"]"
                        : key == "atomics"       ? "a list of strings like [\"partials\"]"
                        : key == "launch_groups" ? "a list of integers"
+                       : key == "cache_hints"   ? "a list of strings like [\"stream+prefetch\"]"
                        : key == "index_checks"  ? "true or false"
                                                 : "an integer"));
     }
@@ -198,6 +203,8 @@ void ConfigSpec::validate(const Config& c) const {
                 [](const GatherSpec& g) { return "the gather from " + g.tensor + " at " + g.defined_at; });
   check_choices("atomics", c.atomics, atomics, "atomically updated tensors",
                 [](const AtomicSpec& a) { return "the updates of " + a.tensor + ", first at " + a.defined_at; });
+  check_choices("cache_hints", c.cache_hints, cache_hints, "launches with cache hints",
+                [](const CacheHintSpec& s) { return "the launch at " + s.defined_at; });
   if (num_warps.empty() && c.num_warps != 0)
     throw UserError("invalid config: num_warps = " + std::to_string(c.num_warps) +
                     " is a GPU knob; this backend runs no warps (leave it out)");
@@ -264,6 +271,12 @@ std::string ConfigSpec::describe() const {
     os << "  (the order of launch " << launch_groups[i].launch << "'s programs, at " << launch_groups[i].defined_at
        << ")\n";
   }
+  for (size_t i = 0; i < cache_hints.size(); ++i) {
+    os << "cache_hints[" << i << "]: ";
+    for (size_t j = 0; j < cache_hints[i].choices.size(); ++j) os << (j ? ", " : "") << cache_hints[i].choices[j];
+    os << "  (stores past the caches, the next step's blocks prefetched: launch " << cache_hints[i].launch << " at "
+       << cache_hints[i].defined_at << ")\n";
+  }
   os << "num_threads: 1.." << max_threads << "\n";
   return os.str();
 }
@@ -279,6 +292,7 @@ int64_t ConfigSpec::size() const {
   for (const auto& a : atomics) n *= static_cast<int64_t>(a.choices.size());
   if (!num_warps.empty()) n *= static_cast<int64_t>(num_warps.size());
   for (const auto& g : launch_groups) n *= static_cast<int64_t>(g.choices.size());
+  for (const auto& s : cache_hints) n *= static_cast<int64_t>(s.choices.size());
   for (const auto& l : loop_orders)
     for (int k = 2; k <= l.dims; ++k) n *= k;
   return n > INT64_MAX ? INT64_MAX : static_cast<int64_t>(n);

@@ -150,8 +150,14 @@ json check_here(const Program& p, uint64_t seed, int configs, const std::vector<
       // Fresh inputs for every run: an in-place kernel updates its arguments.
       std::vector<Array> fresh = make_inputs(p, seed);
       std::vector<Arg> fresh_args = make_args(p, fresh);
-      std::vector<Array> got = kernel->compile(fresh_args, &c).run(fresh_args);
+      const CompiledKernel compiled = kernel->compile(fresh_args, &c);
+      std::vector<Array> got = compiled.run(fresh_args);
       r["runs"] = r["runs"].get<int>() + 1;
+      for (const lower::LaunchPlan& L : compiled.impl().program.launches)
+        if (!L.streamed_stores.empty() || !L.prefetches.empty()) {
+          r["streamed"] = r.value("streamed", 0) + 1;
+          break;
+        }
       std::string diff = compare_outputs(got, want, tol);
       if (!diff.empty()) finding("mismatch", cj, diff);
     } catch (const UserError& e) {
@@ -573,6 +579,7 @@ std::vector<Finding> check_on_cpu(const Program& p, uint64_t seed, int configs, 
   json r = check_isolated(p, seed, configs, {});
   if (counts) {
     counts->cpu_runs += r.value("runs", 0);
+    counts->cpu_runs_streamed += r.value("streamed", 0);
     counts->not_fitting += r.value("not_fitting", 0);
   }
   std::vector<Finding> out;

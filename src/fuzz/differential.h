@@ -60,6 +60,7 @@ struct BackendCounts {
 struct FuzzReport {
   int64_t programs = 0;
   int64_t cpu_runs = 0;                             // compiled configs compared with the interpreter
+  int64_t cpu_runs_streamed = 0;                    // of those, runs with cache hints (lower/cache_hints.h)
   int64_t not_fitting = 0;                          // configs refused for fast memory (clean UserErrors, expected)
   std::map<std::string, BackendCounts> by_backend;  // "pallas", "triton"
   std::map<std::string, int64_t> by_family;

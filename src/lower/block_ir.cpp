@@ -1,5 +1,6 @@
 #include "lower/block_ir.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "backend/backend.h"
@@ -44,6 +45,10 @@ int LaunchPlan::materialized(int value) const {
 int LaunchPlan::staged_load(int value) const {
   auto it = values.find(value);
   return it == values.end() ? -1 : it->second.staged;
+}
+
+bool LaunchPlan::streamed(const ir::Op& store) const {
+  return std::find(streamed_stores.begin(), streamed_stores.end(), &store) != streamed_stores.end();
 }
 
 const InnerLoop* LaunchPlan::inner_loop(int tile) const {
@@ -142,6 +147,11 @@ std::string print(const BlockProgram& p) {
         os << " @" << a.offset << ", " << format_bytes(L.partials_bytes) << " per thread, combined after the launch";
       os << "\n";
     }
+    for (const ir::Op* s : L.streamed_stores)
+      os << "    store " << fn.tensors[s->tensor].name << " at " << s->loc.str() << ": streamed past the caches\n";
+    for (const Prefetch& f : L.prefetches)
+      os << "    prefetch " << fn.tensors[f.load->tensor].name << "'s next-step block, by the " << ir::op_name(*f.host)
+         << " at " << f.host->loc.str() << "\n";
     os << "    footprint " << format_bytes(L.footprint_bytes) << " of " << format_bytes(m.fast_memory_bytes)
        << ", working set " << format_bytes(L.working_set_bytes) << " per step\n";
   }

@@ -13,6 +13,9 @@
 //     in place; `pipeline` copies them into `buffers` fast-memory slots; `resident` copies the
 //     loop's whole extent once per outer block and slices it per trip. Where the backend asks
 //     lowering to plan these copies, they are StagedBlocks, their buffers scratch;
+//   - cache hints, where the launch's cache_hints knob asks for them (cache_hints.h): stores
+//     that write whole cache lines past the caches, and the next grid step's input blocks
+//     prefetched while this one computes;
 //   - the footprint: the fast memory one grid step needs, which the backend checks.
 // The Block IR keeps a pointer to the Tile IR; backends walk the Tile IR ops with these
 // decisions in hand, and print them: no backend re-derives a decision made here.
@@ -138,6 +141,13 @@ struct AtomicTarget {
   int64_t offset = 0;    // Partials: bytes into each thread's partials area (64-byte aligned)
 };
 
+// The next grid step's block of a load, prefetched into fast memory by the loop nest of `host`:
+// the last statement of the step that reads the load, whose rows are the load's (cache_hints.h).
+struct Prefetch {
+  const ir::Op* load = nullptr;
+  const ir::Op* host = nullptr;
+};
+
 struct LaunchPlan {
   const ir::Op* op = nullptr;
   int index = 0;
@@ -156,6 +166,8 @@ struct LaunchPlan {
   std::map<int, ValuePlan> values;  // value id -> its plan, for values that are not simply fused
   std::map<int, int> var_scratch;   // var id -> scratch index
   std::vector<AtomicTarget> atomics;
+  std::vector<const ir::Op*> streamed_stores;  // stores writing whole cache lines past the caches
+  std::vector<Prefetch> prefetches;
   int64_t scratch_bytes = 0;
   int64_t partials_bytes = 0;     // per thread, in slow memory (AtomicTarget::Partials)
   int64_t working_set_bytes = 0;  // operand blocks + scratch touched by one grid step
@@ -167,6 +179,7 @@ struct LaunchPlan {
   int staged_load(int value) const;
   const InnerLoop* inner_loop(int tile) const;
   const AtomicTarget* atomic_target(int root_tensor) const;
+  bool streamed(const ir::Op& store) const;
 };
 
 struct BlockProgram {

@@ -1,5 +1,7 @@
 #include "lower/config_space.h"
 
+#include "lower/cache_hints.h"
+
 #include <algorithm>
 
 #include "ir/printer.h"
@@ -63,6 +65,8 @@ ConfigSpec derive_config_spec(const ir::Function& fn, const KnobTable& knobs, co
   spec.num_warps = caps.num_warps;
   for (const ir::Op* launch : knobs.launch_groups)
     spec.launch_groups.push_back({launch_index(launch), launch->loc.str(), caps.launch_groups});
+  for (const ir::Op* launch : knobs.cache_hints)
+    spec.cache_hints.push_back({launch_index(launch), launch->loc.str(), cache_hint_choices(fn, *launch)});
   spec.max_threads = backend.machine().threads;
   return spec;
 }

@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "ir/views.h"
+#include "lower/cache_hints.h"
 
 namespace parhelion::lower {
 namespace {
@@ -114,6 +115,7 @@ int KnobTable::loop_order_knob(const Op& launch) const { return position(loop_or
 int KnobTable::micro_kernel_knob(const Op& dot) const { return position(micro_kernels, &dot); }
 int KnobTable::gather_knob(const Op& load) const { return position(gathers, &load); }
 int KnobTable::launch_group_knob(const Op& launch) const { return position(launch_groups, &launch); }
+int KnobTable::cache_hint_knob(const Op& launch) const { return position(cache_hints, &launch); }
 int KnobTable::atomic_knob(const Op& launch, int root_tensor) const {
   for (size_t i = 0; i < atomics.size(); ++i)
     if (atomics[i].launch == &launch && atomics[i].tensor == root_tensor) return static_cast<int>(i);
@@ -150,6 +152,9 @@ KnobTable derive_knobs(const ir::Function& fn, const backend::Capabilities& caps
       ir::walk(op.body, [&](const Op& o) { dot |= o.kind == OpKind::Dot; });
       if (dot) t.launch_groups.push_back(&op);
     }
+  if (caps.cache_hints)
+    for (const Op& op : fn.body)
+      if (op.kind == OpKind::Launch && has_cache_hint_sites(fn, op)) t.cache_hints.push_back(&op);
   return t;
 }
 

@@ -55,6 +55,9 @@ struct KnobTable {
   // launch_groups[i]: a launch with a dot and a grid of two dims or more, on a backend with
   // grouped launch orders.
   std::vector<const ir::Op*> launch_groups;
+  // cache_hints[i]: a launch with streamable stores or prefetchable loads (cache_hints.h), on a
+  // backend with cache hints.
+  std::vector<const ir::Op*> cache_hints;
 
   // The knob of an op or symbol, or -1 when it has none (a fixed block size, a launch with a
   // one-dimensional grid, a loop that moves no blocks).
@@ -65,6 +68,7 @@ struct KnobTable {
   int gather_knob(const ir::Op& load) const;
   int atomic_knob(const ir::Op& launch, int root_tensor) const;
   int launch_group_knob(const ir::Op& launch) const;
+  int cache_hint_knob(const ir::Op& launch) const;
 };
 
 // The tensors `launch` updates atomically (AtomicSite per root tensor, in order of first update).

@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "ir/printer.h"
 #include "ir/views.h"
+#include "lower/cache_hints.h"
 #include "lower/config_space.h"
 #include "lower/fusion.h"
 #include "lower/verify_block_ir.h"
@@ -88,6 +89,7 @@ class Planner {
       plan_dots(L, op);
       plan_inner_loops(L, op);
       plan_atomics(L, op);
+      if (const int k = p_.knobs.cache_hint_knob(op); k >= 0) plan_cache_hints(p_, L, p_.config.cache_hints.at(k));
       // Staged operand blocks live in the dots' packing workspaces and the inner loops'
       // staging buffers, which are scratch already.
       L.footprint_bytes = L.scratch_bytes;

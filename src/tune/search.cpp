@@ -29,6 +29,7 @@ ConfigCodec::ConfigCodec(const ConfigSpec& spec) : spec_(spec) {
   for (const AtomicSpec& a : spec.atomics) sizes_.push_back(static_cast<int>(a.choices.size()));
   if (!spec.num_warps.empty()) sizes_.push_back(static_cast<int>(spec.num_warps.size()));
   for (const LaunchGroupSpec& g : spec.launch_groups) sizes_.push_back(static_cast<int>(g.choices.size()));
+  for (const CacheHintSpec& s : spec.cache_hints) sizes_.push_back(static_cast<int>(s.choices.size()));
   sizes_.push_back(spec.max_threads);
 }
 
@@ -50,6 +51,7 @@ Config ConfigCodec::decode(const Point& p) const {
   for (const AtomicSpec& a : spec_.atomics) c.atomics.push_back(a.choices[p[k++]]);
   if (!spec_.num_warps.empty()) c.num_warps = spec_.num_warps[p[k++]];
   for (const LaunchGroupSpec& g : spec_.launch_groups) c.launch_groups.push_back(g.choices[p[k++]]);
+  for (const CacheHintSpec& s : spec_.cache_hints) c.cache_hints.push_back(s.choices[p[k++]]);
   c.num_threads = p[k] + 1;
   return c;
 }
@@ -96,6 +98,11 @@ ConfigCodec::Point ConfigCodec::encode(const Config& c) const {
   for (size_t i = 0; i < spec_.launch_groups.size(); ++i, ++k) {
     const std::vector<int>& ch = spec_.launch_groups[i].choices;
     auto it = i < c.launch_groups.size() ? std::find(ch.begin(), ch.end(), c.launch_groups[i]) : ch.end();
+    p[k] = it == ch.end() ? 0 : static_cast<int>(it - ch.begin());
+  }
+  for (size_t i = 0; i < spec_.cache_hints.size(); ++i, ++k) {
+    const std::vector<std::string>& ch = spec_.cache_hints[i].choices;
+    auto it = i < c.cache_hints.size() ? std::find(ch.begin(), ch.end(), c.cache_hints[i]) : ch.end();
     p[k] = it == ch.end() ? 0 : static_cast<int>(it - ch.begin());
   }
   p[k] = std::clamp(c.num_threads - 1, 0, sizes_.back() - 1);

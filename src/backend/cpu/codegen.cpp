@@ -51,9 +51,12 @@ std::string LaunchEmitter::run() {
     line("(void)n_" + t + ";");
   }
   line("(void)ph_rest;");
+  if (!L_.prefetches.empty()) decode_next_step();  // cache_hints.cpp
   block(L_.op->body);
   --depth_;
   line("}");
+  // Streamed stores are weakly ordered: fenced before the launch reports its steps done.
+  if (!L_.streamed_stores.empty()) line("ph_stream_fence();");
   --depth_;
   line("}");
   return os_.str();
@@ -119,11 +122,15 @@ void LaunchEmitter::statement(const Op& op) {
   const lower::Scratch& s = L_.scratch[m];
   line("{  // materialize %" + std::to_string(op.result) + " (" + std::string(ir::op_name(op)) + ")");
   ++depth_;
-  nest(t.shape, [&](const Idx& idx) {
-    std::string v = op_expr(op, idx);
-    if (is16(s.dtype)) v = std::string(s.dtype == DType::bf16 ? "ph_rt::f32_to_bf16(" : "ph_rt::f32_to_f16(") + v + ")";
-    line(scratch_ref(s, idx) + " = " + v + ";");
-  });
+  nest(
+      t.shape,
+      [&](const Idx& idx) {
+        std::string v = op_expr(op, idx);
+        if (is16(s.dtype))
+          v = std::string(s.dtype == DType::bf16 ? "ph_rt::f32_to_bf16(" : "ph_rt::f32_to_f16(") + v + ")";
+        line(scratch_ref(s, idx) + " = " + v + ";");
+      },
+      "", 0, [&](const Idx& idx, size_t k) { prefetch_next_rows(op, idx, k, "0", extent(t.shape[k])); });
   --depth_;
   line("}");
 }
@@ -136,23 +143,33 @@ void LaunchEmitter::store(const Op& op) {
   const std::vector<Dim>& shape = region.shape;
   DType dt = fn_.tensors[op.tensor].dtype;
   DType from = type(op.operands[0]).dtype;
-  line("{  // store at " + op.loc.str());
+  const bool streamed = L_.streamed(op);
+  line("{  // store at " + op.loc.str() + (streamed ? ", streamed past the caches" : ""));
   ++depth_;
+  auto prefetch = [&](const Idx& idx, size_t k) { prefetch_next_rows(op, idx, k, "0", extent(shape[k])); };
   if (ir::is_masked(op)) {
     // Only the mask's true elements are written, and only their indices are checked: the
     // address is computed inside the branch, never hoisted.
-    nest(shape, [&](const Idx& idx) {
-      const std::string mask = operand(op, 1, idx), v = store_value(dt, from, operand(op, 0, idx));
-      ++no_hoist_;
-      const std::string a = address(op, idx);
-      --no_hoist_;
-      line("if (" + mask + ") " + a + " = " + v + ";");
-    });
+    nest(
+        shape,
+        [&](const Idx& idx) {
+          const std::string mask = operand(op, 1, idx), v = store_value(dt, from, operand(op, 0, idx));
+          ++no_hoist_;
+          const std::string a = address(op, idx);
+          --no_hoist_;
+          line("if (" + mask + ") " + a + " = " + v + ";");
+        },
+        "", 0, prefetch);
+  } else if (streamed) {
+    streamed_store(op, shape);  // cache_hints.cpp
   } else {
-    nest(shape, [&](const Idx& idx) {
-      std::string v = copied_bits(op, idx);
-      line(address(op, idx) + " = " + (v.empty() ? store_value(dt, from, operand(op, 0, idx)) : v) + ";");
-    });
+    nest(
+        shape,
+        [&](const Idx& idx) {
+          std::string v = copied_bits(op, idx);
+          line(address(op, idx) + " = " + (v.empty() ? store_value(dt, from, operand(op, 0, idx)) : v) + ";");
+        },
+        "", 0, prefetch);
   }
   --depth_;
   line("}");
@@ -174,6 +191,9 @@ void LaunchEmitter::var_write(const Op& op) {
 namespace {
 
 const char* kPrelude = R"(
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 static constexpr int kLanes = 32;  // partial accumulators per reduction (two AVX-512 vectors of f32)
 static inline int64_t ph_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t ph_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -233,6 +253,36 @@ template <class S, class F> static inline void ph_atomic_update(S* p, F f) {
   __atomic_load(p, &old, __ATOMIC_RELAXED);
   do next = f(old);
   while (!__atomic_compare_exchange(p, &old, &next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+// Writes `bytes` from a row buffer to `dst` past the caches: whole 64-byte lines with
+// non-temporal stores (no read of the line first), the partial lines at either end plainly
+// (elements of a neighbouring row, another thread's, may share them). Weakly ordered:
+// ph_stream_fence() before other threads may read.
+static inline void ph_stream_store(void* dst, const void* src, int64_t bytes) {
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  int64_t head = static_cast<int64_t>((64 - (reinterpret_cast<uintptr_t>(d) & 63)) & 63);
+  if (head > bytes) head = bytes;
+  std::memcpy(d, s, head);
+  d += head, s += head, bytes -= head;
+#if defined(__AVX512F__)
+  for (; bytes >= 64; bytes -= 64, d += 64, s += 64) _mm512_stream_si512(reinterpret_cast<__m512i*>(d), _mm512_loadu_si512(s));
+#elif defined(__AVX__)
+  for (; bytes >= 64; bytes -= 64, d += 64, s += 64) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 32), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32)));
+  }
+#elif defined(__SSE2__)
+  for (; bytes >= 64; bytes -= 64, d += 64, s += 64)
+    for (int q = 0; q < 64; q += 16)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + q), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + q)));
+#endif
+  std::memcpy(d, s, bytes);
+}
+static inline void ph_stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
 }
 template <class T> static constexpr T ph_lowest() { return T(-1) < T(0) ? T(uint64_t(1) << (sizeof(T) * 8 - 1)) : T(0); }
 template <class T> static constexpr T ph_highest() { return T(~ph_lowest<T>()); }

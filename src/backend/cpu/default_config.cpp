@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "lower/cache_hints.h"
 #include "lower/config_space.h"
 #include "lower/lower.h"
 #include "runtime/gemm/gemm.h"
@@ -139,6 +140,9 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
     if (bytes <= kMaxPartialsBytes && std::find(ch.begin(), ch.end(), "partials") != ch.end())
       c.atomics[i] = "partials";
   }
+  // Cache hints for launches that move tensors far larger than the caches (lower/cache_hints.h).
+  for (size_t i = 0; i < knobs.cache_hints.size(); ++i)
+    c.cache_hints[i] = lower::default_cache_hint(fn, *knobs.cache_hints[i], backend.machine());
   return c;
 }
 

@@ -71,6 +71,9 @@ class EmitContext {
   int hoist_counter_ = 0;
   int nest_depth_ = 0;  // how many nest() calls are open
   int no_hoist_ = 0;    // > 0 while emitting the guarded side of a masked access
+  // How a tile's offset is named in an address: "off_" (this grid step's), "pf_off_" (the next
+  // step's, while a prefetch of its block is printed).
+  std::string offset_prefix_ = "off_";
 };
 
 }  // namespace parhelion::backend::cpu::emit

@@ -125,9 +125,9 @@ std::string LaunchEmitter::tensor_offset(const Op& op, const Idx& idx) {
     std::string pos;
     if (ix.kind == ir::IndexItem::Tile) {
       if (fn_.tiles[ix.tile].is_grid)
-        pos = "off_" + tname(ix.tile);
+        pos = offset_prefix_ + tname(ix.tile);
       else
-        pos = "(off_" + tname(ix.tile) + " + " + idx[j++] + ")";
+        pos = "(" + offset_prefix_ + tname(ix.tile) + " + " + idx[j++] + ")";
     } else if (ix.kind == ir::IndexItem::All) {
       pos = idx[j++];
     } else if (ix.kind == ir::IndexItem::Gather) {

@@ -33,11 +33,20 @@ class LaunchEmitter : private EmitContext {
   void block(const std::vector<Op>& ops);
   void statement(const Op& op);
   void store(const Op& op);
+  // --- cache hints: streamed stores, next-step prefetches (cache_hints.cpp) ---
+  void streamed_store(const Op& op, const std::vector<Dim>& shape);
+  // The prefetches `host` issues for elements [from, from + count) of the row of its loop nest
+  // at `idx` (dim `k` the row's), of the next step's blocks.
+  void prefetch_next_rows(const Op& host, Idx idx, size_t k, const std::string& from, const std::string& count);
+  std::string extent(const Dim& d) const;
+  void decode_next_step();
   void var_write(const Op& op);
 
   // --- loop nests and loop-invariant hoisting (loop_nest.cpp) ---
+  // `before_inner(idx, k)`, if given, emits statements just before the innermost loop (dim k).
   void nest(const std::vector<Dim>& shape, const std::function<void(const Idx&)>& body,
-            const std::string& simd_clause = "", size_t inner_from = 0);
+            const std::string& simd_clause = "", size_t inner_from = 0,
+            const std::function<void(const Idx&, size_t)>& before_inner = {});
   std::string loop_header(const Dim& d, const std::string& i);
   void hoisted_loop(const std::string& var, const std::string& header, const std::string& pragma,
                     const std::function<void()>& body);

@@ -17,7 +17,8 @@ constexpr int64_t kMaxUnrolledDim = 4;
 // (a row statistic broadcast along the row, a scalar) are hoisted out of it: g++ does not
 // always do so itself, and then leaves the whole loop scalar.
 void LaunchEmitter::nest(const std::vector<Dim>& shape, const std::function<void(const Idx&)>& body,
-                         const std::string& simd_clause, size_t inner_from) {
+                         const std::string& simd_clause, size_t inner_from,
+                         const std::function<void(const Idx&, size_t)>& before_inner) {
   // A nest opened inside another (a dot's accumulator copy inside its batch loop) names its
   // indices apart, so that it never reuses an enclosing loop's index.
   const std::string prefix = nest_depth_ == 0 ? "i" : "i" + std::to_string(nest_depth_) + "_";
@@ -68,6 +69,7 @@ void LaunchEmitter::nest(const std::vector<Dim>& shape, const std::function<void
     if (shape[k].is_one()) continue;
     if (static_cast<int>(k) == innermost && k >= inner_from) {
       std::string pragma = "#pragma omp simd" + (simd_clause.empty() ? "" : " " + simd_clause);
+      if (before_inner) before_inner(idx, k);
       hoisted_loop(idx[k], loop_header(shape[k], idx[k]), pragma, [&] { body(idx); });
       for (int j = 0; j < opened; ++j) {
         --depth_;
@@ -86,8 +88,12 @@ void LaunchEmitter::nest(const std::vector<Dim>& shape, const std::function<void
   }
 }
 
+std::string LaunchEmitter::extent(const Dim& d) const {
+  return d.kind == Dim::Tile ? "n_" + tname(d.tile) : std::to_string(d.size);
+}
+
 std::string LaunchEmitter::loop_header(const Dim& d, const std::string& i) {
-  std::string bound = d.kind == Dim::Tile ? "n_" + tname(d.tile) : std::to_string(d.size);
+  const std::string bound = extent(d);
   return "for (int64_t " + i + " = 0; " + i + " < " + bound + "; ++" + i + ") {";
 }
 

@@ -78,6 +78,8 @@ void LaunchEmitter::reduce(const Op& op) {
             line(lane_acc + " = " + combine(lane_acc, "e") + ";");
           };
           hoisted_loop("ir", "for (; ir + kLanes <= " + count + "; ir += kLanes) {", "", [&] {
+            // (the next step's lines of these elements, spread over the row: cache_hints.cpp)
+            prefetch_next_rows(op, lane, lane.size() - 1, "ir", "kLanes");
             line("#pragma omp simd");
             line("for (int64_t k = 0; k < kLanes; ++k) {");
             ++depth_;

@@ -1,0 +1,85 @@
+// Cache hints, as lowering planned them (lower/cache_hints.h): stores streamed past the caches,
+// and the next grid step's blocks prefetched while this step computes.
+
+#include <string>
+
+#include "backend/cpu/emit/launch_emitter.h"
+
+namespace parhelion::backend::cpu::emit {
+
+namespace {
+constexpr int64_t kCacheLine = 64;
+constexpr int64_t kRowChunkBytes = 4096;  // a row buffer: in L1 while it is filled and written out
+}  // namespace
+
+// Each row of the block (its last dim: contiguous in the tensor) is computed in chunks into a
+// row buffer, which ph_stream_store writes out past the caches, whole lines at a time.
+void LaunchEmitter::streamed_store(const Op& op, const std::vector<Dim>& shape) {
+  const DType dt = fn_.tensors[op.tensor].dtype, from = type(op.operands[0]).dtype;
+  const size_t k = shape.size() - 1;
+  std::vector<Dim> rows = shape;
+  rows[k] = Dim::constant(1);
+  const std::string ty = storage_type(dt), var = "ph_i";
+  const std::string bound = shape[k].kind == Dim::Tile ? "n_" + tname(shape[k].tile) : std::to_string(shape[k].size);
+  const std::string chunk = std::to_string(kRowChunkBytes / dtype_size(dt));
+  nest(
+      rows,
+      [&](const Idx& outer) {
+        Idx idx = outer;
+        idx[k] = var;
+        line("for (int64_t ph_c = 0; ph_c < " + bound + "; ph_c += " + chunk + ") {");
+        ++depth_;
+        line("const int64_t ph_m = ph_min_i64(" + chunk + ", " + bound + " - ph_c);");
+        line("alignas(64) " + ty + " ph_row[" + chunk + "];");
+        prefetch_next_rows(op, idx, k, "ph_c", "ph_m");
+        hoisted_loop(var, "for (int64_t " + var + " = ph_c; " + var + " < ph_c + ph_m; ++" + var + ") {",
+                     "#pragma omp simd", [&] {
+                       const std::string bits = copied_bits(op, idx);
+                       line("ph_row[" + var + " - ph_c] = " +
+                            (bits.empty() ? store_value(dt, from, operand(op, 0, idx)) : bits) + ";");
+                     });
+        Idx at = idx;
+        at[k] = "ph_c";
+        line("ph_stream_store(&" + tensor_address(op, at) + ", ph_row, ph_m * sizeof(" + ty + "));");
+        --depth_;
+        line("}");
+      },
+      "", SIZE_MAX);
+}
+
+// One prefetch per cache line of elements [from, from + count) of the row's next-step
+// counterpart, issued before they are computed: the lines arrive while they are.
+void LaunchEmitter::prefetch_next_rows(const Op& host, Idx idx, size_t k, const std::string& from,
+                                       const std::string& count) {
+  for (const lower::Prefetch& f : L_.prefetches) {
+    if (f.host != &host) continue;
+    const int64_t per_line = kCacheLine / dtype_size(fn_.tensors[f.load->tensor].dtype);
+    idx[k] = "ph_pf";
+    offset_prefix_ = "pf_off_";
+    const std::string at = tensor_address(*f.load, idx);
+    offset_prefix_ = "off_";
+    line("if (ph_pf_next)  // the next step's " + fn_.tensors[f.load->tensor].name);
+    line("  for (int64_t ph_pf = " + from + "; ph_pf < " + from + " + " + count + "; ph_pf += " +
+         std::to_string(per_line) + ") __builtin_prefetch(&" + at + ", 0, 2);");
+  }
+}
+
+// The tile offsets of the step this thread runs next (pf_off_*), as the step loop decodes its own.
+void LaunchEmitter::decode_next_step() {
+  line("const bool ph_pf_next = ph_step + 1 < ph_step_end;");
+  line("int64_t ph_pf_rest = ph_step + 1;");
+  for (int i = static_cast<int>(L_.grid.size()) - 1; i >= 0; --i) {
+    const lower::GridDim& g = L_.grid[i];
+    const std::string t = tname(g.tile);
+    if (i > 0)
+      line("const int64_t pf_g_" + t + " = ph_pf_rest % " + std::to_string(g.steps) + "; ph_pf_rest /= " +
+           std::to_string(g.steps) + ";");
+    else
+      line("const int64_t pf_g_" + t + " = ph_pf_rest;");
+    line("const int64_t pf_off_" + t + " = " + std::to_string(g.begin) + " + pf_g_" + t + " * " +
+         std::to_string(g.block) + ";");
+  }
+  line("(void)ph_pf_rest;");
+}
+
+}  // namespace parhelion::backend::cpu::emit

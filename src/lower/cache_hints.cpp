@@ -1,0 +1,273 @@
+#include "lower/cache_hints.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "backend/backend.h"
+#include "ir/type_rules.h"
+#include "ir/views.h"
+#include "lower/fusion.h"
+
+namespace parhelion::lower {
+namespace {
+
+using ir::IndexItem;
+using ir::Op;
+using ir::OpKind;
+
+constexpr int64_t kCacheLine = 64;
+
+// The index item that gives an access's block its innermost dim: the last item that spans a
+// block dim (a tile of the launch's own, a whole dim, a gather, a slice); -1: none.
+int innermost_item(const ir::Function& fn, const Op& op) {
+  int last = -1;
+  for (size_t d = 0; d < op.index.size(); ++d) {
+    const IndexItem& ix = op.index[d];
+    const bool spans = ix.kind == IndexItem::Tile ? !fn.tiles[ix.tile].is_grid
+                                                  : ix.kind == IndexItem::All || ix.kind == IndexItem::Gather ||
+                                                        ix.kind == IndexItem::Slice;
+    if (spans) last = static_cast<int>(d);
+  }
+  return last;
+}
+
+// The block's rows are contiguous in the tensor: its innermost dim walks stride-1 elements.
+bool contiguous_rows(const ir::Function& fn, const Op& op) {
+  const int d = innermost_item(fn, op);
+  return d >= 0 && op.index[d].kind != IndexItem::Gather && fn.tensors[op.tensor].strides[d] == 1;
+}
+
+// With the blocks bound: the access's innermost block dim holds at least one cache line.
+bool row_holds_a_line(const BlockProgram& p, const Op& op) {
+  const ir::Function& fn = *p.fn;
+  ir::Type region;
+  ir::load_type(fn, op.tensor, op.index, &region);
+  if (region.shape.empty() || region.shape.back().is_one()) return false;
+  const ir::Dim& d = region.shape.back();
+  const int64_t n = d.kind == ir::Dim::Const ? d.size : p.block_of_tile(d.tile);
+  return n * dtype_size(fn.tensors[op.tensor].dtype) >= kCacheLine;
+}
+
+}  // namespace
+
+bool streamable_store(const ir::Function& fn, const Op& launch, const Op& store) {
+  if (store.kind != OpKind::Store || ir::is_atomic(store) || ir::is_masked(store)) return false;
+  if (!contiguous_rows(fn, store)) return false;
+  // A line written past the caches and read back in the same launch would come from memory.
+  const int root = ir::root_of(fn, store.tensor);
+  bool loaded = false;
+  ir::walk(launch.body, [&](const Op& op) { loaded |= op.kind == OpKind::Load && ir::root_of(fn, op.tensor) == root; });
+  return !loaded;
+}
+
+bool prefetchable_load(const ir::Function& fn, const Op& launch, const Op& load) {
+  if (load.kind != OpKind::Load || ir::is_masked(load)) return false;
+  const bool top_level =
+      std::any_of(launch.body.begin(), launch.body.end(), [&](const Op& op) { return &op == &load; });
+  if (!top_level) return false;
+  bool moves = false;
+  for (const IndexItem& ix : load.index) {
+    if (ix.kind == IndexItem::All) continue;
+    if (ix.kind != IndexItem::Tile) return false;
+    if (std::find(launch.loop_tiles.begin(), launch.loop_tiles.end(), ix.tile) == launch.loop_tiles.end())
+      return false;
+    moves = true;
+  }
+  return moves && contiguous_rows(fn, load);
+}
+
+bool has_cache_hint_sites(const ir::Function& fn, const Op& launch) {
+  return cache_hint_choices(fn, launch).size() > 1;
+}
+
+std::vector<std::string> cache_hint_choices(const ir::Function& fn, const Op& launch) {
+  bool stores = false, loads = false;
+  ir::walk(launch.body, [&](const Op& op) { stores |= streamable_store(fn, launch, op); });
+  for (const Op& op : launch.body) loads |= prefetchable_load(fn, launch, op);
+  std::vector<std::string> choices = {"none"};
+  if (stores) choices.push_back("stream");
+  if (loads) choices.push_back("prefetch");
+  if (stores && loads) choices.push_back("stream+prefetch");
+  return choices;
+}
+
+bool exceeds_caches(int64_t bytes, const backend::Machine& m) {
+  return bytes > 4 * m.fast_memory_bytes * std::max(1, m.threads);
+}
+
+namespace {
+
+// Which tensor loads each top-level statement of a launch reads in its own loop nest, and the
+// statements that can issue prefetches: a store, a reduction along the innermost axis, a
+// pointwise value computed into scratch.
+class Readers {
+ public:
+  Readers(const ir::Function& fn, const LaunchPlan& L) : fn_(fn), L_(L) {
+    ir::walk(L.op->body, [&](const Op& op) {
+      if (op.result >= 0) defs_[op.result] = &op;
+    });
+  }
+
+  // What statement `s` computes in its own loop nest: the loads it reads from their tensors
+  // (not from scratch), and whether it evaluates a transcendental function per element.
+  struct Reach {
+    std::set<const Op*> loads;
+    bool transcendental = false;
+  };
+  Reach reach(const Op& s) {
+    Reach out;
+    std::function<void(int)> chain = [&](int v) {
+      auto it = defs_.find(v);
+      if (v < 0 || it == defs_.end() || fn_.type_of(v).rank() == 0) return;
+      const Op& d = *it->second;
+      if (L_.materialized(v) >= 0 && &d != &s) return;  // read from its scratch
+      if (d.kind == OpKind::Load) {
+        out.loads.insert(&d);
+        return;
+      }
+      if (d.kind == OpKind::Unary) out.transcendental |= transcendental(static_cast<ir::UnaryFn>(d.fn));
+      for (int u : d.operands) chain(u);
+    };
+    if (s.kind == OpKind::Store || s.kind == OpKind::Reduce || materialized_pointwise(s)) {
+      for (int u : s.operands) chain(u);
+      if (s.kind == OpKind::Load) out.loads.insert(&s);
+      if (s.kind == OpKind::Unary) out.transcendental |= transcendental(static_cast<ir::UnaryFn>(s.fn));
+      if (s.kind == OpKind::Reduce) {
+        auto it = L_.values.find(s.result);
+        if (it != L_.values.end() && it->second.computes >= 0) {  // the producer it computes in its loop
+          const Op& producer = *defs_.at(it->second.computes);
+          if (producer.kind == OpKind::Unary)
+            out.transcendental |= transcendental(static_cast<ir::UnaryFn>(producer.fn));
+          for (int u : producer.operands) chain(u);
+        }
+      }
+      return out;
+    }
+    if (s.kind == OpKind::Loop || s.kind == OpKind::If || s.kind == OpKind::Dot || s.kind == OpKind::Scan ||
+        s.kind == OpKind::VarDecl || s.kind == OpKind::VarSet) {
+      for (int u : s.operands) chain(u);  // (conservative: none of these issues prefetches)
+      ir::walk(s.body, [&](const Op& op) {
+        if (op.kind == OpKind::Load) out.loads.insert(&op);
+        for (int u : op.operands) chain(u);
+      });
+    }
+    return out;  // a fused value: read where its consumers are
+  }
+
+  // The shape of the loop nest a statement runs its rows in, if it can issue prefetches.
+  bool host_shape(const Op& s, std::vector<ir::Dim>* shape) const {
+    if (s.kind == OpKind::Store) {
+      ir::Type region;
+      ir::load_type(fn_, s.tensor, s.index, &region);
+      *shape = region.shape;
+      return true;
+    }
+    if (s.kind == OpKind::Reduce) {
+      const ir::Type& in = fn_.type_of(s.operands[0]);
+      if (s.axis != in.rank() - 1) return false;
+      *shape = in.shape;
+      return true;
+    }
+    if (materialized_pointwise(s)) {
+      *shape = fn_.type_of(s.result).shape;
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  static bool transcendental(ir::UnaryFn f) {
+    using ir::UnaryFn;
+    return f == UnaryFn::exp || f == UnaryFn::log || f == UnaryFn::tanh || f == UnaryFn::sigmoid ||
+           f == UnaryFn::silu || f == UnaryFn::gelu;
+  }
+
+  // A pointwise value computed into scratch by a loop nest of its own at its position (not by
+  // the reduction that consumes it).
+  bool materialized_pointwise(const Op& s) const {
+    if (s.result < 0 || L_.materialized(s.result) < 0 || fn_.type_of(s.result).rank() == 0) return false;
+    auto it = L_.values.find(s.result);
+    if (it != L_.values.end() && it->second.in_reduction >= 0) return false;
+    return s.kind == OpKind::Load || s.kind == OpKind::Unary || s.kind == OpKind::Binary ||
+           s.kind == OpKind::Where || s.kind == OpKind::Cast;
+  }
+
+  const ir::Function& fn_;
+  const LaunchPlan& L_;
+  std::map<int, const Op*> defs_;
+};
+
+// Each prefetchable load of `L`'s launch and the statement that would prefetch it: the last
+// that reads it, if that one can issue prefetches and its rows are the load's rows (a row of its
+// nest prefetches the same row of the next step's block).
+std::vector<std::pair<const Op*, const Op*>> prefetch_hosts(const ir::Function& fn, const LaunchPlan& L) {
+  const Op& launch = *L.op;
+  Readers readers(fn, L);
+  std::map<const Op*, const Op*> last_reader;
+  for (const Op& s : launch.body)
+    for (const Op* load : readers.reach(s).loads) last_reader[load] = &s;
+  std::vector<std::pair<const Op*, const Op*>> out;
+  for (const Op& load : launch.body) {
+    if (!prefetchable_load(fn, launch, load)) continue;
+    auto it = last_reader.find(&load);
+    std::vector<ir::Dim> shape;
+    if (it == last_reader.end() || !readers.host_shape(*it->second, &shape)) continue;
+    if (shape == fn.type_of(load.result).shape) out.push_back({&load, it->second});
+  }
+  return out;
+}
+
+const Op* first_reader(const ir::Function& fn, const LaunchPlan& L, const Op& load) {
+  Readers readers(fn, L);
+  for (const Op& s : L.op->body)
+    if (readers.reach(s).loads.count(&load)) return &s;
+  return nullptr;
+}
+
+// The fusion decisions of a launch (what Readers needs), without the rest of its plan.
+LaunchPlan fusion_plan(const ir::Function& fn, const Op& launch) {
+  LaunchPlan L;
+  L.op = &launch;
+  const std::set<int> materialized = choose_materialized(fn, launch, accumulating_dots(fn, launch));
+  for (int v : materialized) L.values[v].materialized = 0;  // (which scratch does not matter here)
+  for (auto [producer, reduction] : producers_computed_by_reductions(fn, launch, materialized)) {
+    L.values[producer].in_reduction = reduction;
+    L.values[reduction].computes = producer;
+  }
+  return L;
+}
+
+}  // namespace
+
+void plan_cache_hints(const BlockProgram& p, LaunchPlan& L, const std::string& choice) {
+  const ir::Function& fn = *p.fn;
+  const Op& launch = *L.op;
+  const bool stream = choice == "stream" || choice == "stream+prefetch";
+  const bool prefetch = choice == "prefetch" || choice == "stream+prefetch";
+  ir::walk(launch.body, [&](const Op& op) {
+    if (stream && streamable_store(fn, launch, op) && row_holds_a_line(p, op)) L.streamed_stores.push_back(&op);
+  });
+  if (!prefetch) return;
+  for (const auto& [load, host] : prefetch_hosts(fn, L))
+    if (row_holds_a_line(p, *load)) L.prefetches.push_back({load, host});
+}
+
+std::string default_cache_hint(const ir::Function& fn, const Op& launch, const backend::Machine& m) {
+  const std::vector<std::string> choices = cache_hint_choices(fn, launch);
+  auto large = [&](const Op& op) {
+    const ir::TensorInfo& t = fn.tensors[op.tensor];
+    return exceeds_caches(shape_numel(t.shape) * dtype_size(t.dtype), m);
+  };
+  bool stream = false, prefetch = false;
+  ir::walk(launch.body, [&](const Op& op) { stream |= streamable_store(fn, launch, op) && large(op); });
+  const LaunchPlan L = fusion_plan(fn, launch);
+  Readers readers(fn, L);
+  for (const auto& [load, host] : prefetch_hosts(fn, L))
+    prefetch |= large(*load) && host != first_reader(fn, L, *load) && readers.reach(*host).transcendental;
+  const std::string want = stream && prefetch ? "stream+prefetch" : stream ? "stream" : prefetch ? "prefetch" : "none";
+  return std::find(choices.begin(), choices.end(), want) != choices.end() ? want : "none";
+}
+
+}  // namespace parhelion::lower

@@ -1,0 +1,64 @@
+// Cache hints: how the blocks of tensors far larger than the caches move through them.
+//
+// A row kernel (softmax, a norm, an activation) on a tensor of tens of MiB reads each input
+// block once and writes each output block once. Through plain loads and stores, two things
+// waste memory bandwidth, the only resource such a kernel has:
+//   - a store to a line not in the cache reads the line first (read-for-ownership): an output
+//     costs twice its bytes of traffic, and evicts lines the step still reads;
+//   - a step's compute (the exps of a softmax) and its memory traffic do not overlap: each
+//     thread reads its block, then computes, then writes, and the memory idles meanwhile.
+// The launch's `cache_hints` knob says which of two hints lowering marks ("stream", "prefetch",
+// "stream+prefetch", or "none"):
+//   - streamed stores: whole cache lines are written past the caches (non-temporal), from a
+//     row buffer in fast memory; partial lines at a row's ends are stored plainly;
+//   - prefetches: the next grid step's block of each input is prefetched into fast memory, one
+//     cache line per prefetch, by the loop nest of the last statement of the step that reads the
+//     input (its rows, just before each row is computed), so the memory works while the step
+//     computes.
+// Both are hints: they change no value. The sites are found from the Tile IR alone (the knob
+// exists where a launch has one); which ones apply is decided with the block sizes bound.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "lower/block_ir.h"
+
+namespace parhelion::backend {
+struct Machine;
+}
+
+namespace parhelion::lower {
+
+// A store that can be streamed: unmasked and not atomic, its innermost block dim a contiguous
+// row of the tensor (stride 1, not gathered), to a tensor (its root) the launch never loads.
+bool streamable_store(const ir::Function& fn, const ir::Op& launch, const ir::Op& store);
+// A load whose next grid step's block can be prefetched: at the launch's top level, unmasked,
+// indexed by the launch's tiles and whole dims only (at least one tile: the block moves with the
+// step), its innermost block dim a contiguous row.
+bool prefetchable_load(const ir::Function& fn, const ir::Op& launch, const ir::Op& load);
+// Whether `launch` has a site of either kind (the launch then has a cache_hints knob), and the
+// knob's choices: "none", then those its sites allow.
+bool has_cache_hint_sites(const ir::Function& fn, const ir::Op& launch);
+std::vector<std::string> cache_hint_choices(const ir::Function& fn, const ir::Op& launch);
+
+// Whether a tensor of `bytes` is too large to be reread from the caches on machine `m`: more than
+// four times the fast memory of all its cores. (A host's last-level cache is shared with other
+// cores and, on a cloud machine, other tenants; it is not counted.) The cpu's default for the knob.
+bool exceeds_caches(int64_t bytes, const backend::Machine& m);
+
+// The cpu's default for the knob: "stream" where a streamable store writes a tensor that
+// exceeds the caches; "prefetch" where a prefetchable load of such a tensor is re-read by a
+// statement that computes a transcendental per element (a softmax's exp after its max: the
+// memory would idle while it computes; a single pass is left to the hardware's prefetcher, which
+// follows it well); both; or "none".
+std::string default_cache_hint(const ir::Function& fn, const ir::Op& launch, const backend::Machine& m);
+
+// Marks the streamed stores and the prefetches of launch `L` that its knob's `choice` asks for:
+// the sites whose row holds at least one cache line with the blocks bound, and for each
+// prefetch the statement whose loop nest issues it.
+void plan_cache_hints(const BlockProgram& p, LaunchPlan& L, const std::string& choice);
+
+}  // namespace parhelion::lower

@@ -1,0 +1,191 @@
+// Cache hints (lower/cache_hints.h): stores streamed past the caches and the next grid step's
+// blocks prefetched change no value. Library and user kernels, rows that are not whole cache
+// lines (so that rows start mid-line), ragged grids, 16-bit dtypes, 1 and 2 threads: every
+// choice of the knob gives the bits of "none", and the reference's values. Also: where the knob is
+// offered, what the default picks, and the error for a value out of its domain.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "driver/compiled_kernel_impl.h"
+#include "kernels/registry.h"
+#include "parhelion/parhelion.h"
+
+#include "tests/user_error.h"
+
+namespace ph = parhelion;
+
+namespace {
+
+bool same_bits(const ph::Array& a, const ph::Array& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double x = a.get(i), y = b.get(i);
+    if (!(x == y || (x != x && y != y))) return false;
+  }
+  return true;
+}
+
+// `k` on `args` at two block-size choices across each domain, on 1 and then 2 threads, with every choice
+// of its cache_hints knobs (the j-th of each, or its last): the outputs must be the bits of
+// "none". Returns how many configs had a streamed store and a prefetch in their Block IR (so
+// that a test cannot pass without exercising them).
+struct HintsSeen {
+  int streamed_stores = 0, prefetches = 0;
+};
+template <class K>
+HintsSeen check_streamed_is_cached(K& k, const std::vector<ph::Arg>& args) {
+  HintsSeen seen;
+  ph::CompiledKernel def = k.compile(args);
+  const ph::ConfigSpec& spec = def.config_spec();
+  EXPECT_FALSE(spec.cache_hints.empty()) << spec.describe();
+  for (int trial = 0; trial < 2; ++trial) {
+    ph::Config c = def.config();
+    for (size_t i = 0; i < spec.block_sizes.size(); ++i) {
+      const auto& ch = spec.block_sizes[i].choices;
+      c.block_sizes[i] = ch[ch.size() - 1 - (trial * 2 + i) % ch.size()];  // from the largest down
+    }
+    c.num_threads = std::min(1 + trial % 2, spec.max_threads);
+    std::vector<ph::Array> plain;
+    for (size_t choice = 0; choice < 4; ++choice) {
+      for (size_t i = 0; i < spec.cache_hints.size(); ++i) {
+        const auto& ch = spec.cache_hints[i].choices;
+        c.cache_hints[i] = ch[std::min(choice, ch.size() - 1)];
+      }
+      SCOPED_TRACE(c.to_json());
+      ph::CompiledKernel ck = k.compile(args, &c);
+      const std::vector<ph::Array> out = ck.run(args);
+      const std::string block = ck.block_ir();
+      if (choice == 0) {
+        plain = out;
+        EXPECT_EQ(block.find("streamed past the caches"), std::string::npos);
+        EXPECT_EQ(block.find("next-step block"), std::string::npos);
+        continue;
+      }
+      seen.streamed_stores += block.find("streamed past the caches") != std::string::npos;
+      seen.prefetches += block.find("next-step block") != std::string::npos;
+      for (size_t i = 0; i < out.size(); ++i) EXPECT_TRUE(same_bits(plain[i], out[i]));
+    }
+  }
+  return seen;
+}
+
+// A library kernel at `shape`: streamed equals cached, and matches the reference.
+void check_library(const std::string& name, const ph::Shape& shape, ph::DType dt) {
+  SCOPED_TRACE(name + " " + ph::shape_to_string(shape) + " " + std::string(ph::dtype_name(dt)));
+  const ph::kernels::KernelEntry& e = ph::kernels::find_kernel(name);
+  ph::kernels::Inputs in = e.make_inputs(shape, dt, 7);
+  const HintsSeen seen = check_streamed_is_cached(*e.kernel, in.args());
+  EXPECT_GT(seen.streamed_stores, 0);
+  EXPECT_GT(seen.prefetches, 0);
+  ph::CompiledKernel def = e.kernel->compile(in.args());
+  ph::Config c = def.config();
+  for (size_t i = 0; i < c.cache_hints.size(); ++i) c.cache_hints[i] = def.config_spec().cache_hints[i].choices.back();
+  const std::vector<ph::Array> out = e.kernel->compile(in.args(), &c).run(in.args());
+  const std::vector<ph::Array> want = e.reference(in);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const ph::kernels::Closeness r = ph::kernels::compare(out[i], want[i], dt, e.tolerance(shape));
+    EXPECT_TRUE(r.ok) << "max abs error " << r.max_abs_err;
+  }
+}
+
+TEST(CacheHints, RowKernelsGiveTheSameBitsUnderEveryHint) {
+  // 100 f32 (400 B) and 100 bf16 (200 B) rows start mid-line; 37 rows make a ragged last step.
+  for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
+    check_library("softmax", {37, 100}, dt);
+    check_library("rms_norm", {37, 100}, dt);
+    check_library("layer_norm", {21, 333}, dt);
+    check_library("swiglu", {19, 130}, dt);
+  }
+  check_library("softmax", {9, 4100}, ph::DType::f32);  // rows over one 4 KiB row buffer chunk
+}
+
+// A 2-D grid: the rows of a block are tiles of the last dim (ragged in the last column of
+// blocks), read through a view whose rows are longer than the block's.
+ph::Tensor scale_shift(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n});
+  for (auto [tm, tn] : ph::tile(m, n)) out[tm, tn] = x[tm, tn] * 2.0f + 1.0f;
+  return out;
+}
+
+TEST(CacheHints, TiledRowsThroughAStridedViewGiveTheSameBitsUnderEveryHint) {
+  ph::Kernel k("scale_shift", scale_shift);
+  ph::Array wide = ph::Array::random({45, 300}, ph::DType::f32, 3);
+  // columns 3..259 of each row: rows start 12 bytes into a line, 1200 bytes apart
+  ph::Array x = ph::Array::wrap(static_cast<float*>(wide.data()) + 3, {45, 257}, {300, 1}, ph::DType::f32,
+                                std::shared_ptr<void>(wide.data(), [keep = wide](void*) {}));
+  const HintsSeen seen = check_streamed_is_cached(k, {x});
+  EXPECT_GT(seen.streamed_stores, 0);
+  EXPECT_GT(seen.prefetches, 0);
+  ph::Config c = k.compile({x}).config();
+  c.cache_hints = {"stream+prefetch"};
+  const ph::Array out = k.compile({x}, &c).run({x}).at(0);
+  for (int64_t i = 0; i < 45; ++i)
+    for (int64_t j = 0; j < 257; ++j) {
+      const float v = static_cast<float>(x.get(i * 257 + j));
+      ASSERT_EQ(static_cast<float>(out.get(i * 257 + j)), v * 2.0f + 1.0f);  // (x * 2 is exact: fused or not)
+    }
+}
+
+// In place: the launch reads the tensor it writes, so its store is not streamed (a line written
+// past the caches would be read back from memory).
+ph::Tensor add_one_in_place(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  for (auto tm : ph::tile(m)) x[tm, ph::all] = x[tm, ph::all] + 1.0f;
+  return x;
+}
+
+TEST(CacheHints, AStoreToATensorTheLaunchReadsIsNotStreamed) {
+  ph::Kernel k("add_one_in_place", add_one_in_place);
+  ph::Array x = ph::Array::random({64, 256}, ph::DType::f32, 5);
+  ph::CompiledKernel def = k.compile({x});
+  ASSERT_EQ(def.config_spec().cache_hints.size(), 1u);
+  EXPECT_EQ(def.config_spec().cache_hints[0].choices, (std::vector<std::string>{"none", "prefetch"}));
+  ph::Config c = def.config();
+  c.cache_hints = {"prefetch"};
+  const std::string block = k.compile({x}, &c).block_ir();
+  EXPECT_EQ(block.find("streamed past the caches"), std::string::npos) << block;
+  EXPECT_HAS(block, "prefetch arg0's next-step block");
+}
+
+TEST(CacheHints, TheKnobIsOfferedPerLaunchAndItsDefaultHintsOnlyTensorsLargerThanTheCaches) {
+  const ph::kernels::KernelEntry& e = ph::kernels::find_kernel("softmax");
+  ph::kernels::Inputs small = e.make_inputs({64, 256}, ph::DType::f32, 1);
+  ph::CompiledKernel def = e.kernel->compile(small.args());
+  EXPECT_HAS(def.config_spec().describe(),
+             "cache_hints[0]: none, stream, prefetch, stream+prefetch  (stores past the caches, the next step's "
+             "blocks prefetched: launch 0 at");
+  EXPECT_EQ(def.config().cache_hints, std::vector<std::string>{"none"});  // 64 KiB: the caches hold it
+  // Larger than four times the fast memory of every core: its output streamed, and its input
+  // prefetched, since the sum re-reads it computing an exp per element.
+  const ph::backend::Machine& m = def.impl().program.backend->machine();
+  const int64_t rows = 4 * m.fast_memory_bytes * m.threads / (4 * 256) * 2;
+  ph::kernels::Inputs large = e.make_inputs({rows, 256}, ph::DType::f32, 1);
+  EXPECT_EQ(e.kernel->compile(large.args()).config().cache_hints, std::vector<std::string>{"stream+prefetch"});
+  // A single pass (swiglu reads each input once): its stores only; the hardware prefetcher
+  // follows the reads.
+  const ph::kernels::KernelEntry& swiglu = ph::kernels::find_kernel("swiglu");
+  ph::kernels::Inputs pair = swiglu.make_inputs({rows, 256}, ph::DType::f32, 1);
+  EXPECT_EQ(swiglu.kernel->compile(pair.args()).config().cache_hints, std::vector<std::string>{"stream"});
+
+  ph::Config bad = def.config();
+  bad.cache_hints = {"bypass"};
+  EXPECT_HAS(user_error_of([&] { e.kernel->compile(small.args(), &bad); }),
+             "cache_hints[0] = \"bypass\" is not one of none, stream, prefetch, stream+prefetch (the launch at");
+  bad.cache_hints = {"none", "none"};
+  EXPECT_HAS(user_error_of([&] { e.kernel->compile(small.args(), &bad); }), "cache_hints has 2 entries");
+  EXPECT_EQ(ph::Config::from_json(R"({"cache_hints":["stream"]})").cache_hints, std::vector<std::string>{"stream"});
+}
+
+TEST(CacheHints, TheTpuHasNoCacheHintKnob) {
+  const ph::kernels::KernelEntry& e = ph::kernels::find_kernel("softmax");
+  ph::kernels::Inputs in = e.make_inputs({64, 256}, ph::DType::f32, 1);
+  const ph::PallasModule mod = e.kernel->emit_pallas(in.args());
+  EXPECT_EQ(mod.config_spec.find("cache_hints"), std::string::npos) << mod.config_spec;
+}
+
+}  // namespace
