@@ -25,9 +25,9 @@ int innermost_item(const ir::Function& fn, const Op& op) {
   int last = -1;
   for (size_t d = 0; d < op.index.size(); ++d) {
     const IndexItem& ix = op.index[d];
-    const bool spans = ix.kind == IndexItem::Tile ? !fn.tiles[ix.tile].is_grid
-                                                  : ix.kind == IndexItem::All || ix.kind == IndexItem::Gather ||
-                                                        ix.kind == IndexItem::Slice;
+    const bool spans = ix.kind == IndexItem::Tile
+                           ? !fn.tiles[ix.tile].is_grid
+                           : ix.kind == IndexItem::All || ix.kind == IndexItem::Gather || ix.kind == IndexItem::Slice;
     if (spans) last = static_cast<int>(d);
   }
   return last;
@@ -71,8 +71,7 @@ bool prefetchable_load(const ir::Function& fn, const Op& launch, const Op& load)
   for (const IndexItem& ix : load.index) {
     if (ix.kind == IndexItem::All) continue;
     if (ix.kind != IndexItem::Tile) return false;
-    if (std::find(launch.loop_tiles.begin(), launch.loop_tiles.end(), ix.tile) == launch.loop_tiles.end())
-      return false;
+    if (std::find(launch.loop_tiles.begin(), launch.loop_tiles.end(), ix.tile) == launch.loop_tiles.end()) return false;
     moves = true;
   }
   return moves && contiguous_rows(fn, load);
@@ -190,8 +189,8 @@ class Readers {
     if (s.result < 0 || L_.materialized(s.result) < 0 || fn_.type_of(s.result).rank() == 0) return false;
     auto it = L_.values.find(s.result);
     if (it != L_.values.end() && it->second.in_reduction >= 0) return false;
-    return s.kind == OpKind::Load || s.kind == OpKind::Unary || s.kind == OpKind::Binary ||
-           s.kind == OpKind::Where || s.kind == OpKind::Cast;
+    return s.kind == OpKind::Load || s.kind == OpKind::Unary || s.kind == OpKind::Binary || s.kind == OpKind::Where ||
+           s.kind == OpKind::Cast;
   }
 
   const ir::Function& fn_;

@@ -35,8 +35,8 @@ void LaunchEmitter::streamed_store(const Op& op, const std::vector<Dim>& shape) 
         hoisted_loop(var, "for (int64_t " + var + " = ph_c; " + var + " < ph_c + ph_m; ++" + var + ") {",
                      "#pragma omp simd", [&] {
                        const std::string bits = copied_bits(op, idx);
-                       line("ph_row[" + var + " - ph_c] = " +
-                            (bits.empty() ? store_value(dt, from, operand(op, 0, idx)) : bits) + ";");
+                       line("ph_row[" + var +
+                            " - ph_c] = " + (bits.empty() ? store_value(dt, from, operand(op, 0, idx)) : bits) + ";");
                      });
         Idx at = idx;
         at[k] = "ph_c";
@@ -59,8 +59,8 @@ void LaunchEmitter::prefetch_next_rows(const Op& host, Idx idx, size_t k, const 
     const std::string at = tensor_address(*f.load, idx);
     offset_prefix_ = "off_";
     line("if (ph_pf_next)  // the next step's " + fn_.tensors[f.load->tensor].name);
-    line("  for (int64_t ph_pf = " + from + "; ph_pf < " + from + " + " + count + "; ph_pf += " +
-         std::to_string(per_line) + ") __builtin_prefetch(&" + at + ", 0, 2);");
+    line("  for (int64_t ph_pf = " + from + "; ph_pf < " + from + " + " + count +
+         "; ph_pf += " + std::to_string(per_line) + ") __builtin_prefetch(&" + at + ", 0, 2);");
   }
 }
 
@@ -72,8 +72,8 @@ void LaunchEmitter::decode_next_step() {
     const lower::GridDim& g = L_.grid[i];
     const std::string t = tname(g.tile);
     if (i > 0)
-      line("const int64_t pf_g_" + t + " = ph_pf_rest % " + std::to_string(g.steps) + "; ph_pf_rest /= " +
-           std::to_string(g.steps) + ";");
+      line("const int64_t pf_g_" + t + " = ph_pf_rest % " + std::to_string(g.steps) +
+           "; ph_pf_rest /= " + std::to_string(g.steps) + ";");
     else
       line("const int64_t pf_g_" + t + " = ph_pf_rest;");
     line("const int64_t pf_off_" + t + " = " + std::to_string(g.begin) + " + pf_g_" + t + " * " +
