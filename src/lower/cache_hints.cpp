@@ -17,8 +17,6 @@ using ir::IndexItem;
 using ir::Op;
 using ir::OpKind;
 
-constexpr int64_t kCacheLine = 64;
-
 // The index item that gives an access's block its innermost dim: the last item that spans a
 // block dim (a tile of the launch's own, a whole dim, a gather, a slice); -1: none.
 int innermost_item(const ir::Function& fn, const Op& op) {
@@ -47,7 +45,7 @@ bool row_holds_a_line(const BlockProgram& p, const Op& op) {
   if (region.shape.empty() || region.shape.back().is_one()) return false;
   const ir::Dim& d = region.shape.back();
   const int64_t n = d.kind == ir::Dim::Const ? d.size : p.block_of_tile(d.tile);
-  return n * dtype_size(fn.tensors[op.tensor].dtype) >= kCacheLine;
+  return n * dtype_size(fn.tensors[op.tensor].dtype) >= kCacheLineBytes;
 }
 
 }  // namespace
@@ -198,31 +196,34 @@ class Readers {
   std::map<int, const Op*> defs_;
 };
 
-// Each prefetchable load of `L`'s launch and the statement that would prefetch it: the last
-// that reads it, if that one can issue prefetches and its rows are the load's rows (a row of its
-// nest prefetches the same row of the next step's block).
-std::vector<std::pair<const Op*, const Op*>> prefetch_hosts(const ir::Function& fn, const LaunchPlan& L) {
-  const Op& launch = *L.op;
-  Readers readers(fn, L);
-  std::map<const Op*, const Op*> last_reader;
+// The first and the last top-level statement of a launch that read each load in their loop nests.
+struct LoadReaders {
+  std::map<const Op*, const Op*> first, last;
+};
+LoadReaders load_readers(const Op& launch, Readers& readers) {
+  LoadReaders out;
   for (const Op& s : launch.body)
-    for (const Op* load : readers.reach(s).loads) last_reader[load] = &s;
-  std::vector<std::pair<const Op*, const Op*>> out;
-  for (const Op& load : launch.body) {
-    if (!prefetchable_load(fn, launch, load)) continue;
-    auto it = last_reader.find(&load);
-    std::vector<ir::Dim> shape;
-    if (it == last_reader.end() || !readers.host_shape(*it->second, &shape)) continue;
-    if (shape == fn.type_of(load.result).shape) out.push_back({&load, it->second});
-  }
+    for (const Op* load : readers.reach(s).loads) {
+      out.first.emplace(load, &s);
+      out.last[load] = &s;
+    }
   return out;
 }
 
-const Op* first_reader(const ir::Function& fn, const LaunchPlan& L, const Op& load) {
-  Readers readers(fn, L);
-  for (const Op& s : L.op->body)
-    if (readers.reach(s).loads.count(&load)) return &s;
-  return nullptr;
+// Each prefetchable load of `L`'s launch and the statement that would prefetch it: the last
+// that reads it, if that one can issue prefetches and its rows are the load's rows (a row of its
+// nest prefetches the same row of the next step's block).
+std::vector<std::pair<const Op*, const Op*>> prefetch_hosts(const ir::Function& fn, const LaunchPlan& L,
+                                                            const Readers& readers, const LoadReaders& by) {
+  std::vector<std::pair<const Op*, const Op*>> out;
+  for (const Op& load : L.op->body) {
+    if (!prefetchable_load(fn, *L.op, load)) continue;
+    auto it = by.last.find(&load);
+    std::vector<ir::Dim> shape;
+    if (it == by.last.end() || !readers.host_shape(*it->second, &shape)) continue;
+    if (shape == fn.type_of(load.result).shape) out.push_back({&load, it->second});
+  }
+  return out;
 }
 
 // The fusion decisions of a launch (what Readers needs), without the rest of its plan.
@@ -249,7 +250,8 @@ void plan_cache_hints(const BlockProgram& p, LaunchPlan& L, const std::string& c
     if (stream && streamable_store(fn, launch, op) && row_holds_a_line(p, op)) L.streamed_stores.push_back(&op);
   });
   if (!prefetch) return;
-  for (const auto& [load, host] : prefetch_hosts(fn, L))
+  Readers readers(fn, L);
+  for (const auto& [load, host] : prefetch_hosts(fn, L, readers, load_readers(launch, readers)))
     if (row_holds_a_line(p, *load)) L.prefetches.push_back({load, host});
 }
 
@@ -263,8 +265,9 @@ std::string default_cache_hint(const ir::Function& fn, const Op& launch, const b
   ir::walk(launch.body, [&](const Op& op) { stream |= streamable_store(fn, launch, op) && large(op); });
   const LaunchPlan L = fusion_plan(fn, launch);
   Readers readers(fn, L);
-  for (const auto& [load, host] : prefetch_hosts(fn, L))
-    prefetch |= large(*load) && host != first_reader(fn, L, *load) && readers.reach(*host).transcendental;
+  const LoadReaders by = load_readers(launch, readers);
+  for (const auto& [load, host] : prefetch_hosts(fn, L, readers, by))
+    prefetch |= large(*load) && host != by.first.at(load) && readers.reach(*host).transcendental;
   const std::string want = stream && prefetch ? "stream+prefetch" : stream ? "stream" : prefetch ? "prefetch" : "none";
   return std::find(choices.begin(), choices.end(), want) != choices.end() ? want : "none";
 }

@@ -32,6 +32,10 @@ struct Machine;
 
 namespace parhelion::lower {
 
+// The cache line the hints are planned in (a row must hold one to be streamed or prefetched),
+// and the stride of a prefetch: 64 bytes on every x86-64 and Arm core the cpu backend targets.
+constexpr int64_t kCacheLineBytes = 64;
+
 // A store that can be streamed: unmasked and not atomic, its innermost block dim a contiguous
 // row of the tensor (stride 1, not gathered), to a tensor (its root) the launch never loads.
 bool streamable_store(const ir::Function& fn, const ir::Op& launch, const ir::Op& store);

@@ -34,24 +34,11 @@ std::string LaunchEmitter::run() {
   declare_resident_keys();  // kept across the grid steps below (staging.cpp)
   line("for (int64_t ph_step = ph_step_begin; ph_step < ph_step_end; ++ph_step) {");
   ++depth_;
-  line("int64_t ph_rest = ph_step;");
-  for (int i = static_cast<int>(L_.grid.size()) - 1; i >= 0; --i) {
-    const lower::GridDim& g = L_.grid[i];
-    std::string t = tname(g.tile);
-    if (i > 0) {
-      line("const int64_t g_" + t + " = ph_rest % " + std::to_string(g.steps) +
-           "; ph_rest /= " + std::to_string(g.steps) + ";");
-    } else {
-      line("const int64_t g_" + t + " = ph_rest;");
-    }
-    line("const int64_t off_" + t + " = " + std::to_string(g.begin) + " + g_" + t + " * " + std::to_string(g.block) +
-         ";");
-    line("const int64_t n_" + t + " = ph_min_i64(" + std::to_string(g.block) + ", " +
-         std::to_string(g.begin + g.extent) + " - off_" + t + ");");
-    line("(void)n_" + t + ";");
+  decode_step("", "ph_step", true);
+  if (!L_.prefetches.empty()) {  // the step this thread runs next, whose blocks it prefetches
+    line("const bool ph_pf_next = ph_step + 1 < ph_step_end;");
+    decode_step("pf_", "ph_step + 1", false);
   }
-  line("(void)ph_rest;");
-  if (!L_.prefetches.empty()) decode_next_step();  // cache_hints.cpp
   block(L_.op->body);
   --depth_;
   line("}");
@@ -60,6 +47,26 @@ std::string LaunchEmitter::run() {
   --depth_;
   line("}");
   return os_.str();
+}
+
+void LaunchEmitter::decode_step(const std::string& prefix, const std::string& step, bool counts) {
+  const std::string rest = "ph_" + prefix + "rest";
+  line("int64_t " + rest + " = " + step + ";");
+  for (int i = static_cast<int>(L_.grid.size()) - 1; i >= 0; --i) {
+    const lower::GridDim& g = L_.grid[i];
+    const std::string t = tname(g.tile), gi = prefix + "g_" + t, off = prefix + "off_" + t;
+    if (i > 0)
+      line("const int64_t " + gi + " = " + rest + " % " + std::to_string(g.steps) + "; " + rest +
+           " /= " + std::to_string(g.steps) + ";");
+    else
+      line("const int64_t " + gi + " = " + rest + ";");
+    line("const int64_t " + off + " = " + std::to_string(g.begin) + " + " + gi + " * " + std::to_string(g.block) + ";");
+    if (!counts) continue;
+    line("const int64_t n_" + t + " = ph_min_i64(" + std::to_string(g.block) + ", " +
+         std::to_string(g.begin + g.extent) + " - off_" + t + ");");
+    line("(void)n_" + t + ";");
+  }
+  line("(void)" + rest + ";");
 }
 
 void LaunchEmitter::declare_tensors() {

@@ -4,11 +4,11 @@
 #include <string>
 
 #include "backend/cpu/emit/launch_emitter.h"
+#include "lower/cache_hints.h"
 
 namespace parhelion::backend::cpu::emit {
 
 namespace {
-constexpr int64_t kCacheLine = 64;
 constexpr int64_t kRowChunkBytes = 4096;  // a row buffer: in L1 while it is filled and written out
 }  // namespace
 
@@ -20,7 +20,7 @@ void LaunchEmitter::streamed_store(const Op& op, const std::vector<Dim>& shape) 
   std::vector<Dim> rows = shape;
   rows[k] = Dim::constant(1);
   const std::string ty = storage_type(dt), var = "ph_i";
-  const std::string bound = shape[k].kind == Dim::Tile ? "n_" + tname(shape[k].tile) : std::to_string(shape[k].size);
+  const std::string bound = extent(shape[k]);
   const std::string chunk = std::to_string(kRowChunkBytes / dtype_size(dt));
   nest(
       rows,
@@ -53,7 +53,7 @@ void LaunchEmitter::prefetch_next_rows(const Op& host, Idx idx, size_t k, const 
                                        const std::string& count) {
   for (const lower::Prefetch& f : L_.prefetches) {
     if (f.host != &host) continue;
-    const int64_t per_line = kCacheLine / dtype_size(fn_.tensors[f.load->tensor].dtype);
+    const int64_t per_line = lower::kCacheLineBytes / dtype_size(fn_.tensors[f.load->tensor].dtype);
     idx[k] = "ph_pf";
     offset_prefix_ = "pf_off_";
     const std::string at = tensor_address(*f.load, idx);
@@ -62,24 +62,6 @@ void LaunchEmitter::prefetch_next_rows(const Op& host, Idx idx, size_t k, const 
     line("  for (int64_t ph_pf = " + from + "; ph_pf < " + from + " + " + count +
          "; ph_pf += " + std::to_string(per_line) + ") __builtin_prefetch(&" + at + ", 0, 2);");
   }
-}
-
-// The tile offsets of the step this thread runs next (pf_off_*), as the step loop decodes its own.
-void LaunchEmitter::decode_next_step() {
-  line("const bool ph_pf_next = ph_step + 1 < ph_step_end;");
-  line("int64_t ph_pf_rest = ph_step + 1;");
-  for (int i = static_cast<int>(L_.grid.size()) - 1; i >= 0; --i) {
-    const lower::GridDim& g = L_.grid[i];
-    const std::string t = tname(g.tile);
-    if (i > 0)
-      line("const int64_t pf_g_" + t + " = ph_pf_rest % " + std::to_string(g.steps) +
-           "; ph_pf_rest /= " + std::to_string(g.steps) + ";");
-    else
-      line("const int64_t pf_g_" + t + " = ph_pf_rest;");
-    line("const int64_t pf_off_" + t + " = " + std::to_string(g.begin) + " + pf_g_" + t + " * " +
-         std::to_string(g.block) + ";");
-  }
-  line("(void)ph_pf_rest;");
 }
 
 }  // namespace parhelion::backend::cpu::emit

@@ -64,7 +64,6 @@ void LaunchEmitter::dot(const Op& op) {
   const bool in_place = plan.accumulate_into >= 0;
   const lower::Scratch& c = L_.scratch[in_place ? L_.var_scratch.at(plan.accumulate_into) : L_.materialized(op.result)];
   const lower::Scratch& ws = L_.scratch[plan.workspace];
-  auto extent = [&](const Dim& d) { return d.kind == Dim::Tile ? "n_" + tname(d.tile) : std::to_string(d.size); };
   std::vector<Dim> batch(r.shape.begin(), r.shape.end() - 2);
   line("{  // dot at " + op.loc.str());
   ++depth_;

@@ -30,6 +30,9 @@ class LaunchEmitter : private EmitContext {
  private:
   // --- the launch skeleton and statements (codegen.cpp) ---
   void declare_tensors();
+  // The tile offsets of grid step `step` (`<prefix>g_t`, `<prefix>off_t`), and with `counts`
+  // each tile's element count in the step (`n_t`, its last block ragged).
+  void decode_step(const std::string& prefix, const std::string& step, bool counts);
   void block(const std::vector<Op>& ops);
   void statement(const Op& op);
   void store(const Op& op);
@@ -38,8 +41,6 @@ class LaunchEmitter : private EmitContext {
   // The prefetches `host` issues for elements [from, from + count) of the row of its loop nest
   // at `idx` (dim `k` the row's), of the next step's blocks.
   void prefetch_next_rows(const Op& host, Idx idx, size_t k, const std::string& from, const std::string& count);
-  std::string extent(const Dim& d) const;
-  void decode_next_step();
   void var_write(const Op& op);
 
   // --- loop nests and loop-invariant hoisting (loop_nest.cpp) ---
@@ -48,6 +49,8 @@ class LaunchEmitter : private EmitContext {
             const std::string& simd_clause = "", size_t inner_from = 0,
             const std::function<void(const Idx&, size_t)>& before_inner = {});
   std::string loop_header(const Dim& d, const std::string& i);
+  // The element count of block dim `d` in the current step: `n_t` for a tile, else its size.
+  std::string extent(const Dim& d) const;
   void hoisted_loop(const std::string& var, const std::string& header, const std::string& pragma,
                     const std::function<void()>& body);
   static bool mentions(const std::string& text, const std::string& var);

@@ -24,7 +24,7 @@ void LaunchEmitter::reduce(const Op& op) {
     return acc + " + " + x;
   };
   const Dim& rd = in.shape[op.axis];
-  std::string count = rd.kind == Dim::Tile ? "n_" + tname(rd.tile) : std::to_string(rd.size);
+  const std::string count = extent(rd);
   auto finalize = [&](const std::string& acc) {
     return f == ReduceFn::mean ? "(" + acc + ") / static_cast<float>(" + count + ")" : acc;
   };

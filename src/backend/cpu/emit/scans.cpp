@@ -23,7 +23,7 @@ void LaunchEmitter::scan(const Op& op) {
   PH_CHECK(m >= 0, "scan result not materialized");
   const lower::Scratch& out = L_.scratch[m];
   const Dim& sd = t.shape[axis];
-  const std::string count = sd.kind == Dim::Tile ? "n_" + tname(sd.tile) : std::to_string(sd.size);
+  const std::string count = extent(sd);
 
   // The lines: every dim but the scanned one; the carried tuple has one slot per line.
   std::vector<Dim> lines = t.shape;

@@ -210,7 +210,7 @@ void LaunchEmitter::prefetch_block(int k) {
   int opened = 0;
   for (size_t d = 0; d < shape.size(); ++d) {
     idx[d] = "i" + std::to_string(d);
-    std::string bound = shape[d].kind == Dim::Tile ? "n_" + tname(shape[d].tile) : std::to_string(shape[d].size);
+    const std::string bound = extent(shape[d]);
     line("for (int64_t " + idx[d] + " = 0; " + idx[d] + " < " + bound + "; " + idx[d] +
          (d + 1 == shape.size() ? " += " + std::to_string(step) : "++") + ") {");
     ++depth_;
