@@ -238,13 +238,14 @@ static inline uint16_t f32_to_bf16(float x) {
   uint32_t u = f2u(x);
   // Adding 0x7fff plus the lsb of the kept half rounds ties to even; a carry
   // out of the mantissa bumps the exponent, and max-float rounds to inf as
-  // IEEE requires.
-  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  // NaN: truncate instead (rounding could carry into inf/sign) and force the
-  // quiet bit so a payload living only in the low 16 bits survives as a NaN.
-  uint32_t nan = (u >> 16) | 0x40u;
+  // IEEE requires. A NaN is truncated instead (rounding could carry into inf
+  // or the sign), its quiet bit forced so that a payload living only in the
+  // low 16 bits survives as a NaN. Both are selected as 32-bit words and
+  // narrowed once: selecting the narrowed halves made GCC pack each operand
+  // to 16 bits before the select (four vpermt2w per 32 elements, not one).
   bool is_nan = (u & 0x7fffffffu) > 0x7f800000u;
-  return (uint16_t)selu(is_nan, nan, rounded);
+  uint32_t r = selu(is_nan, u | 0x400000u, u + 0x7fffu + ((u >> 16) & 1u));
+  return (uint16_t)(r >> 16);
 }
 
 static inline float f16_to_f32(uint16_t h) {
