@@ -54,7 +54,7 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
     }
     return true;
   };
-  // Kernels with dot products: start from GEMM-like blocks (runtime::gemm_preferred_block: M 128,
+  // Kernels with dot products: start from GEMM-like blocks (runtime::gemm_preferred_block: M 256,
   // N 256, K 256 for the vector micro-kernels), which keep the micro-kernels busy and the packed
   // operands in L2, then halve K and M until the step fits three quarters of fast memory and the
   // grid has two steps per thread.

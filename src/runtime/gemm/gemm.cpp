@@ -26,6 +26,7 @@ struct Features {
   // set holds `l1_ways` lines.
   int64_t l1_set_span = 4096;
   int l1_ways = 8;
+  int64_t l2_bytes = 1 << 20;  // per core
 };
 
 const Features& features() {
@@ -41,6 +42,7 @@ const Features& features() {
       detected.l1_set_span = l1 / ways;
       detected.l1_ways = static_cast<int>(ways);
     }
+    if (const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE); l2 > 0) detected.l2_bytes = l2;
     return detected;
   }();
   return f;
@@ -240,6 +242,17 @@ bool rows_alias_in_l1(int rows, int64_t row_bytes) {
   return false;
 }
 
+// How many rows of A (a multiple of `mr`) one pass over B's micro-panels takes, given the bytes
+// of a row of A (`a_row_bytes`, its k elements) and of C (`c_row_bytes`): those rows of A and C
+// are re-read from L2 by each micro-panel, so they take an eighth of it, leaving the rest to B's
+// packed block and whatever the kernel keeps there. Measured on an Intel Xeon (2 MiB L2), f32
+// 2048^3 in 512 x 256 x 256 blocks: one pass over all 512 rows ran at 136 GFLOP/s per core,
+// passes of 128 rows (this rule) at 150, of 64 at 143.
+int64_t rows_per_pass(int mr, int64_t a_row_bytes, int64_t c_row_bytes) {
+  const int64_t rows = features().l2_bytes / 8 / std::max<int64_t>(1, a_row_bytes + c_row_bytes);
+  return std::max<int64_t>(mr, rows / mr * mr);
+}
+
 // A row-major A (m x k) -> [ceil(m/MR)][k][MR] f32: rows read contiguously, converted.
 template <class T, class Convert>
 void pack_a_rows(const T* a, int64_t rs, int64_t m, int64_t k, int mr, float* out, Convert cvt) {
@@ -337,35 +350,77 @@ void pack_a_f32(const ph_gemm_args& g, int mr, float* out) {
   }
 }
 
-// B's panel of `cols` columns from j0, for the two layouts kernels produce (row-major, and
-// column-major: a transposed operand such as k^T in attention), without a per-element switch.
+// B's panel of `cols` columns from j0 of a column-major B (a transposed operand such as k^T in
+// attention): each column read contiguously.
 template <class T, class Convert>
-void pack_b_panel(const T* b, int64_t rs, int64_t cs, int64_t k, int64_t j0, int cols, int nr, float* out,
-                  Convert cvt) {
-  if (cs == 1) {
-    for (int64_t p = 0; p < k; ++p, out += nr) {
-      const T* row = b + p * rs + j0;
-      for (int j = 0; j < cols; ++j) out[j] = cvt(row[j]);
-      for (int j = cols; j < nr; ++j) out[j] = 0;
+void pack_b_columns(const T* b, int64_t rs, int64_t cs, int64_t k, int64_t j0, int cols, int nr, float* out,
+                    Convert cvt) {
+  for (int j = 0; j < cols; ++j) {
+    const T* col = b + (j0 + j) * cs;
+    for (int64_t p = 0; p < k; ++p) out[p * nr + j] = cvt(col[p * rs]);
+  }
+  for (int64_t p = 0; p < k; ++p)
+    for (int j = cols; j < nr; ++j) out[p * nr + j] = 0;
+}
+
+// A row-major B (k x n) -> [ceil(n/NR)][k][NR] f32, one row of B at a time across every panel.
+// Packing a panel at a time read 32 columns from each of k rows: with rows kilobytes apart each
+// read was a fresh page, which the hardware prefetchers do not follow (at 2048 columns, packing
+// took 13% of a call). A whole row is one stream.
+template <class T, class Convert>
+void pack_b_rows(const T* b, int64_t rs, int64_t k, int64_t n, int nr, float* out, Convert cvt) {
+  for (int64_t p = 0; p < k; ++p) {
+    const T* row = b + p * rs;
+    float* o = out + p * nr;
+    for (int64_t j0 = 0; j0 < n; j0 += nr, o += nr * k) {
+      const int cols = static_cast<int>(std::min<int64_t>(nr, n - j0));
+      for (int j = 0; j < cols; ++j) o[j] = cvt(row[j0 + j]);
+      for (int j = cols; j < nr; ++j) o[j] = 0;
     }
-  } else {
-    for (int j = 0; j < cols; ++j) {
-      const T* col = b + (j0 + j) * cs;
-      for (int64_t p = 0; p < k; ++p) out[p * nr + j] = cvt(col[p * rs]);
+  }
+}
+
+// The same for f32 and 32-column panels, two zmm copies per row of a panel (ragged columns
+// masked, zero-filled).
+__attribute__((target("avx512f"))) void pack_b_f32_rows_avx512(const float* b, int64_t rs, int64_t k, int64_t n,
+                                                               float* out) {
+  const int64_t whole = n / 32 * 32;
+  for (int64_t p = 0; p < k; ++p) {
+    const float* row = b + p * rs;
+    float* o = out + p * 32;
+    for (int64_t j0 = 0; j0 < whole; j0 += 32, o += 32 * k) {
+      _mm512_store_ps(o, _mm512_loadu_ps(row + j0));
+      _mm512_store_ps(o + 16, _mm512_loadu_ps(row + j0 + 16));
     }
-    for (int64_t p = 0; p < k; ++p)
-      for (int j = cols; j < nr; ++j) out[p * nr + j] = 0;
+    if (whole < n) {
+      const int64_t rest = n - whole;
+      const auto lo = static_cast<__mmask16>((1u << std::min<int64_t>(16, rest)) - 1);
+      const auto hi = static_cast<__mmask16>(rest > 16 ? (1u << (rest - 16)) - 1 : 0);
+      _mm512_store_ps(o, _mm512_maskz_loadu_ps(lo, row + whole));
+      _mm512_store_ps(o + 16, _mm512_maskz_loadu_ps(hi, row + whole + 16));
+    }
   }
 }
 
 // B (k x n) -> [ceil(n/NR)][k][NR] f32, zero-padded columns.
 void pack_b_f32(const ph_gemm_args& g, int nr, float* out) {
+  if (g.b_cs == 1 && g.b_dtype == PH_F32) {
+    if (nr == 32 && features().avx512)
+      pack_b_f32_rows_avx512(static_cast<const float*>(g.b), g.b_rs, g.k, g.n, out);
+    else
+      pack_b_rows(static_cast<const float*>(g.b), g.b_rs, g.k, g.n, nr, out, [](float x) { return x; });
+    return;
+  }
+  if (g.b_cs == 1 && g.b_dtype == PH_BF16) {  // the widened micro-kernels' bf16 B
+    pack_b_rows(static_cast<const uint16_t*>(g.b), g.b_rs, g.k, g.n, nr, out, bf16_bits_to_f32);
+    return;
+  }
   for (int64_t j0 = 0; j0 < g.n; j0 += nr, out += nr * g.k) {
     int cols = static_cast<int>(std::min<int64_t>(nr, g.n - j0));
-    if (g.b_dtype == PH_F32 && (g.b_cs == 1 || g.b_rs == 1)) {
-      pack_b_panel(static_cast<const float*>(g.b), g.b_rs, g.b_cs, g.k, j0, cols, nr, out, [](float x) { return x; });
-    } else if (g.b_dtype == PH_BF16 && (g.b_cs == 1 || g.b_rs == 1)) {
-      pack_b_panel(static_cast<const uint16_t*>(g.b), g.b_rs, g.b_cs, g.k, j0, cols, nr, out, bf16_bits_to_f32);
+    if (g.b_dtype == PH_F32 && g.b_rs == 1) {
+      pack_b_columns(static_cast<const float*>(g.b), g.b_rs, g.b_cs, g.k, j0, cols, nr, out, [](float x) { return x; });
+    } else if (g.b_dtype == PH_BF16 && g.b_rs == 1) {
+      pack_b_columns(static_cast<const uint16_t*>(g.b), g.b_rs, g.b_cs, g.k, j0, cols, nr, out, bf16_bits_to_f32);
     } else {
       float* o = out;
       for (int64_t p = 0; p < g.k; ++p, o += nr) {
@@ -479,11 +534,12 @@ const std::vector<std::string>& gemm_kernel_names() {
 
 GemmBlock gemm_preferred_block(const std::string& name) {
   // Measured on a Xeon with AMX, matmul 2048^3 bf16: 256 x 512 x 256 blocks ran 1.3x faster than
-  // 128 x 256 x 256 with the amx kernel (the tuner's pick); the vector kernels peak at the latter.
+  // 128 x 256 x 256 with the amx kernel (the tuner's pick). The vector kernels: 256 x 256 x 256
+  // in f32 ran 1.11x faster than 128 rows, now that a call packs B once for all its rows.
   const auto& ks = kernels();
   const bool tiles =
       std::any_of(ks.begin(), ks.end(), [&](const KernelInfo& k) { return k.name == name && k.bf16_block; });
-  return tiles ? GemmBlock{256, 512, 256} : GemmBlock{128, 256, 256};
+  return tiles ? GemmBlock{256, 512, 256} : GemmBlock{256, 256, 256};
 }
 
 int gemm_kernel_index(const std::string& name) {
@@ -550,29 +606,33 @@ void gemm(const ph_gemm_args& g) {
   MicroKernel ukr = bf16 ? K.bf16 : K.f32;
   const int64_t a_stride = mr * kp * (bf16 ? 2 : 4), b_stride = nr * kp * (bf16 ? 2 : 4);
   alignas(64) float tile[16 * 32];
-  // B micro-panels outermost: one stays in L1 while the A strips stream past it.
-  for (int64_t j0 = 0; j0 < np; j0 += nr) {
-    const char* bpanel = bpack + (j0 / nr) * b_stride;
-    int cols = static_cast<int>(std::min<int64_t>(nr, g.n - j0));
-    for (int64_t i0 = 0; i0 < mp; i0 += mr) {
-      int rows = static_cast<int>(std::min<int64_t>(mr, g.m - i0));
-      const void* a = apack + (i0 / mr) * a_stride;
-      int64_t ars = 1, acs = mr;
-      if (a_in_place && rows == mr) {
-        a = static_cast<const char*>(g.a) + i0 * g.a_rs * (bf16 ? 2 : 4);
-        ars = bf16 ? g.a_rs / 2 : g.a_rs;  // bf16: in k-pair words
-        acs = 1;
+  // The rows of A in passes of `pass` rows; in each, the B micro-panels outermost: one stays in
+  // L1 while the pass's A strips stream past it from L2, and B, packed once per call, serves
+  // every pass (a block of many rows amortizes its packing).
+  const int64_t pass = rows_per_pass(mr, kp * (bf16 ? 2 : 4), g.n * 4);
+  for (int64_t ic = 0; ic < mp; ic += pass)
+    for (int64_t j0 = 0; j0 < np; j0 += nr) {
+      const char* bpanel = bpack + (j0 / nr) * b_stride;
+      int cols = static_cast<int>(std::min<int64_t>(nr, g.n - j0));
+      for (int64_t i0 = ic; i0 < std::min(mp, ic + pass); i0 += mr) {
+        int rows = static_cast<int>(std::min<int64_t>(mr, g.m - i0));
+        const void* a = apack + (i0 / mr) * a_stride;
+        int64_t ars = 1, acs = mr;
+        if (a_in_place && rows == mr) {
+          a = static_cast<const char*>(g.a) + i0 * g.a_rs * (bf16 ? 2 : 4);
+          ars = bf16 ? g.a_rs / 2 : g.a_rs;  // bf16: in k-pair words
+          acs = 1;
+        }
+        float* c = g.c + i0 * g.ldc + j0;
+        if (rows == mr && cols == nr) {
+          ukr(g.k, a, ars, acs, bpanel, c, g.ldc, g.accumulate);
+          continue;
+        }
+        ukr(g.k, a, ars, acs, bpanel, tile, nr, 0);  // a ragged edge: compute the full tile aside
+        for (int i = 0; i < rows; ++i)
+          for (int j = 0; j < cols; ++j) c[i * g.ldc + j] = (g.accumulate ? c[i * g.ldc + j] : 0.0f) + tile[i * nr + j];
       }
-      float* c = g.c + i0 * g.ldc + j0;
-      if (rows == mr && cols == nr) {
-        ukr(g.k, a, ars, acs, bpanel, c, g.ldc, g.accumulate);
-        continue;
-      }
-      ukr(g.k, a, ars, acs, bpanel, tile, nr, 0);  // a ragged edge: compute the full tile aside
-      for (int i = 0; i < rows; ++i)
-        for (int j = 0; j < cols; ++j) c[i * g.ldc + j] = (g.accumulate ? c[i * g.ldc + j] : 0.0f) + tile[i * nr + j];
     }
-  }
 }
 
 const ph_runtime* runtime_table() {
