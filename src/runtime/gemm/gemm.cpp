@@ -417,7 +417,10 @@ void pack_b_f32(const ph_gemm_args& g, int nr, float* out) {
   }
   for (int64_t j0 = 0; j0 < g.n; j0 += nr, out += nr * g.k) {
     int cols = static_cast<int>(std::min<int64_t>(nr, g.n - j0));
-    if (g.b_dtype == PH_F32 && g.b_rs == 1) {
+    if (g.b_dtype == PH_F32 && g.b_rs == 1 && features().avx2_fma) {
+      // A column-major panel is A's packing problem transposed: its columns are the "rows".
+      pack_a_f32_rows_avx2(static_cast<const float*>(g.b) + j0 * g.b_cs, g.b_cs, cols, g.k, nr, out);
+    } else if (g.b_dtype == PH_F32 && g.b_rs == 1) {
       pack_b_columns(static_cast<const float*>(g.b), g.b_rs, g.b_cs, g.k, j0, cols, nr, out, [](float x) { return x; });
     } else if (g.b_dtype == PH_BF16 && g.b_rs == 1) {
       pack_b_columns(static_cast<const uint16_t*>(g.b), g.b_rs, g.b_cs, g.k, j0, cols, nr, out, bf16_bits_to_f32);
