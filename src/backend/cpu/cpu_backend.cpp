@@ -1,5 +1,7 @@
 #include "backend/cpu/cpu_backend.h"
 
+#include "backend/cpu/runtime_source.h"
+
 #include "backend/cpu/codegen.h"
 #include "backend/cpu/default_config.h"
 #include "backend/cpu/executor.h"
@@ -25,7 +27,9 @@ CpuBackend::CpuBackend(const Host& host) : host_(host) {
   caps_.atomics_have_strategies = true;  // atomic instructions or per-thread partials (emit/atomics.cpp)
 }
 
-std::string CpuBackend::identity() const { return compiler_identity() + "|" + compiler_flags() + "|" + host_.features; }
+std::string CpuBackend::identity() const {
+  return compiler_identity() + "|" + compiler_flags() + "|" + host_.features + "|code " + performance_revision();
+}
 
 namespace {
 
