@@ -79,6 +79,102 @@ TEST(Dot, AccumulatorArgumentAndComputedOperand) {
   EXPECT_TRUE(cmp.ok) << cmp.max_abs_err;
 }
 
+// Two loops over k blocks, each rescaling the accumulator before adding the block's product, as
+// flash attention does: first by a per-row factor computed in the loop and broadcast (acc * s),
+// then by a full block (f * acc, the factor first).
+ph::Tensor rescaled_sums(ph::Tensor x, ph::Tensor y, ph::Tensor w, ph::Tensor f) {
+  auto [m, k] = x.sizes<2>();
+  auto n = y.size(1);
+  auto out = ph::empty({m, n});
+  for (auto [tm, tn] : ph::tile(m, n)) {
+    ph::Var acc = ph::zeros({tm, tn});
+    for (auto tk : ph::tile(k)) {
+      auto p = ph::dot(x[tm, tk], y[tk, tn]);
+      acc = acc * ph::exp2(w[tm] * 0.25f).unsqueeze(-1) + p;
+    }
+    for (auto tk : ph::tile(k)) acc = f[tm, tn] * acc + ph::dot(x[tm, tk], y[tk, tn]);
+    out[tm, tn] = acc;
+  }
+  return out;
+}
+
+// The same in doubles, with k blocks of `block_k`.
+ph::Array rescaled_sums_reference(const ph::Array& x, const ph::Array& y, const ph::Array& w, const ph::Array& f,
+                                  int64_t block_k) {
+  const int64_t m = x.dim(0), k = x.dim(1), n = y.dim(1);
+  std::vector<double> acc(m * n, 0.0);
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t k0 = 0; k0 < k; k0 += block_k)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double p = 0;
+          for (int64_t q = k0; q < std::min(k, k0 + block_k); ++q) p += x.get(i * k + q) * y.get(q * n + j);
+          const double scale = pass == 0 ? std::exp2(w.get(i) * 0.25) : f.get(i * n + j);
+          acc[i * n + j] = acc[i * n + j] * scale + p;
+        }
+  ph::Array out = ph::Array::empty({m, n}, ph::DType::f32);
+  for (int64_t i = 0; i < m * n; ++i) out.set(i, acc[i]);
+  return out;
+}
+
+TEST(Dot, RescaledAccumulationIsComputedInPlace) {
+  ph::Kernel k("rescaled_sums", rescaled_sums);
+  ph::Array x = ph::Array::random({37, 70}, ph::DType::f32, 21), y = ph::Array::random({70, 45}, ph::DType::f32, 22),
+            w = ph::Array::random({37}, ph::DType::f32, 23), f = ph::Array::random({37, 45}, ph::DType::f32, 24);
+  // (block sizes: M, N, then the two loops' K)
+  for (const char* cfg : {R"({"block_sizes":[16,32,16,16],"num_threads":1})", R"({"block_sizes":[32,32,64,64]})",
+                          R"({"block_sizes":[8,16,32,32],"num_threads":2})"}) {
+    ph::Config c = ph::Config::from_json(cfg);
+    c.num_threads = std::min(c.num_threads, ph::backend::cpu::Host::detect().threads);
+    auto compiled = k.compile({x, y, w, f}, &c);
+    // Both loops add their dot into the Var after rescaling it; no dot has a buffer of its own.
+    const std::string block = compiled.block_ir();
+    size_t rescaled = 0;
+    for (size_t p = block.find("after its rescale"); p != std::string::npos; p = block.find("after its rescale", p + 1))
+      ++rescaled;
+    EXPECT_EQ(rescaled, 2u) << block;
+    ASSERT_EQ(c.block_sizes[2], c.block_sizes[3]);
+    auto cmp = ph::tune::compare(compiled.run({x, y, w, f})[0], rescaled_sums_reference(x, y, w, f, c.block_sizes[2]),
+                                 ph::DType::f32);
+    EXPECT_TRUE(cmp.ok) << cfg << " err " << cmp.max_abs_err;
+  }
+}
+
+// Dots that must not add into the Var in place: one whose operand is the Var itself (the
+// micro-kernel would read the buffer it writes), and a rescaled one whose operand's tensor is
+// stored to between the dot and the assignment (moving the dot there would read the new data).
+ph::Tensor unsafe_in_place(ph::Tensor x, ph::Tensor y, ph::Tensor scratch) {
+  auto n = x.size(0);
+  auto out = ph::empty({n, n});
+  for (auto [tm, tn] : ph::tile(n, n)) {
+    ph::Var acc = x[tm, tn] * 1.0f;
+    for ([[maybe_unused]] auto tk : ph::tile(n)) acc = acc + ph::dot(acc, y[tn, tn]);
+    for (auto tk : ph::tile(n)) {
+      auto p = ph::dot(scratch[tm, tk], y[tk, tn]);
+      scratch[tm, tn] = scratch[tm, tn] * 2.0f;  // (one block of everything: no step reads another's)
+      acc = acc * 0.5f + p;
+    }
+    out[tm, tn] = acc;
+  }
+  return out;
+}
+
+TEST(Dot, InPlaceAccumulationRefusesAliasedOperands) {
+  ph::Kernel k("unsafe_in_place", unsafe_in_place);
+  const int64_t n = 32;  // one block of everything: one trip of each loop
+  ph::Array x = ph::Array::random({n, n}, ph::DType::f32, 31), y = ph::Array::random({n, n}, ph::DType::f32, 32),
+            sc = ph::Array::random({n, n}, ph::DType::f32, 33);
+  // acc = x + x y, then 0.5 acc + sc y, sc read before it is doubled.
+  ph::Array xy = ph::ref::matmul(x, y), sy = ph::ref::matmul(sc, y);
+  ph::Array want = ph::Array::empty({n, n}, ph::DType::f32);
+  for (int64_t i = 0; i < n * n; ++i) want.set(i, 0.5 * (x.get(i) + xy.get(i)) + sy.get(i));
+  ph::Config c = ph::Config::from_json(R"({"block_sizes":[32,32,32,32],"num_threads":1})");
+  auto compiled = k.compile({x, y, sc}, &c);
+  EXPECT_EQ(compiled.block_ir().find("in place"), std::string::npos) << compiled.block_ir();
+  auto cmp = ph::tune::compare(compiled.run({x, y, sc})[0], want, ph::DType::f32);
+  EXPECT_TRUE(cmp.ok) << cmp.max_abs_err;
+}
+
 // dot(a, b, bf16): the product rounded to bf16 before the epilogue sees it.
 ph::Tensor dot_rounded(ph::Tensor a, ph::Tensor b) {
   auto out = ph::empty({a.size(0), b.size(1)});

@@ -732,7 +732,7 @@ class Generator {
     d.kind = Expr::Dot;
     d.args = {A, B};
     int next;
-    switch (pick(3)) {
+    switch (pick(4)) {
       case 0:
         d.args.push_back(var_read(v));
         next = add(d);
@@ -740,6 +740,19 @@ class Generator {
       case 1:
         next = bin(BinaryFn::add, var_read(v), add(d));
         break;
+      case 2: {
+        // acc = acc * s + dot, the flash-attention rescale (computed in place after the Var is
+        // rescaled). Any s but 1 would make the result depend on the number of K blocks, which
+        // the interpreter does not share with the config under test: s is 1, as a number or as a
+        // row factor computed from a load (x * 0 + 1, inputs being finite) and broadcast.
+        const int row = load(tensor(lead_shape({m}), DType::f32), lead({tile_ix(tm)}));
+        const int scale =
+            chance(0.5) ? unsqueeze(bin(BinaryFn::add, bin(BinaryFn::mul, row, num(0.0)), num(1.0)), batched ? 2 : 1)
+                        : num(1.0);
+        next = chance(0.5) ? bin(BinaryFn::add, bin(BinaryFn::mul, var_read(v), scale), add(d))
+                           : bin(BinaryFn::add, add(d), bin(BinaryFn::mul, scale, var_read(v)));
+        break;
+      }
       default:
         d.dtype = DType::bf16;  // the product rounded, as a bf16 matmul's output
         next = bin(BinaryFn::add, var_read(v), add(d));

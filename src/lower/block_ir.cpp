@@ -119,6 +119,7 @@ std::string print(const BlockProgram& p) {
       os << "    dot %" << d.result << ": micro-kernel " << d.micro_kernel;
       if (d.workspace >= 0) os << ", packs into " << scratch_name(p, L, L.scratch[d.workspace]);
       if (d.accumulate_into >= 0) os << ", accumulates into v" << d.accumulate_into << " in place";
+      if (d.rescaled >= 0) os << " after its rescale %" << d.rescaled;
       os << "\n";
     }
     for (const InnerLoop& il : L.inner_loops) {

@@ -113,6 +113,9 @@ struct DotPlan {
   std::string micro_kernel;  // the backend's micro-kernel, e.g. "avx512_12x32", "mxu"
   int workspace = -1;        // scratch index of its packing workspace, -1: none
   int accumulate_into = -1;  // a Var the dot adds into in place (acc = acc + dot), or -1
+  // acc = acc * s + dot: the value acc * s, which the Var is set to in place just before the dot
+  // adds into it, both at the Var's assignment (lower/fusion.h); -1: the dot runs where it is.
+  int rescaled = -1;
 };
 
 // How the value a pointwise op computes reaches its consumers (see fusion.h): fused (the

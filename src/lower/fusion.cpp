@@ -1,6 +1,7 @@
 #include "lower/fusion.h"
 
 #include <algorithm>
+#include <functional>
 
 #include <map>
 #include <vector>
@@ -234,12 +235,45 @@ class Fusion {
   std::set<int> chosen_;
 
  public:
-  std::map<int, int> in_place_;  // dots accumulated into a Var (not materialized)
+  std::map<int, AccumulatingDot> in_place_;  // dots accumulated into a Var (not materialized)
 };
 
 }  // namespace
 
-std::map<int, int> accumulating_dots(const ir::Function& fn, const Op& launch) {
+namespace {
+
+// The Vars and the tensors (roots) that value `v`'s definition reads, transitively.
+void reads_of(int v, const std::map<int, const Op*>& def, const ir::Function& fn, std::set<int>* vars,
+              std::set<int>* tensors) {
+  auto it = def.find(v);
+  if (it == def.end()) return;
+  const Op& d = *it->second;
+  if (d.kind == OpKind::VarGet) vars->insert(d.var);
+  if (d.kind == OpKind::Load) tensors->insert(ir::root_of(fn, d.tensor));
+  for (int u : d.operands) reads_of(u, def, fn, vars, tensors);
+  for (const auto& ix : d.index)
+    if (ix.has_value()) reads_of(ix.value, def, fn, vars, tensors);
+}
+
+// Whether an op of `ops` strictly between positions `from` and `to` (or inside one of them)
+// assigns one of `vars` or stores to one of `tensors`.
+bool writes_between(const ir::Function& fn, const std::vector<Op>& ops, size_t from, size_t to,
+                    const std::set<int>& vars, const std::set<int>& tensors) {
+  bool writes = false;
+  auto check = [&](const Op& op) {
+    writes |= (op.kind == OpKind::VarSet || op.kind == OpKind::VarDecl) && vars.count(op.var);
+    writes |= op.kind == OpKind::Store && tensors.count(ir::root_of(fn, op.tensor));
+  };
+  for (size_t i = from + 1; i < to; ++i) {
+    check(ops[i]);
+    ir::walk(ops[i].body, check);
+  }
+  return writes;
+}
+
+}  // namespace
+
+std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const Op& launch) {
   std::map<int, int> uses;
   std::map<int, const Op*> def;
   ir::walk(launch.body, [&](const Op& op) {
@@ -248,28 +282,67 @@ std::map<int, int> accumulating_dots(const ir::Function& fn, const Op& launch) {
     for (const auto& ix : op.index)
       if (ix.has_value()) uses[ix.value]++;
   });
-  std::map<int, int> out;
-  ir::walk(launch.body, [&](const Op& op) {
-    if (op.kind != OpKind::VarSet) return;
-    const Op* add = def.count(op.operands[0]) ? def[op.operands[0]] : nullptr;
-    if (!add || add->kind != OpKind::Binary || static_cast<ir::BinaryFn>(add->fn) != ir::BinaryFn::add ||
-        uses[add->result] != 1)
-      return;
-    for (int k = 0; k < 2; ++k) {
-      const Op* get = def.count(add->operands[k]) ? def[add->operands[k]] : nullptr;
-      const Op* dot = def.count(add->operands[1 - k]) ? def[add->operands[1 - k]] : nullptr;
-      if (get && dot && get->kind == OpKind::VarGet && get->var == op.var && uses[get->result] == 1 &&
-          dot->kind == OpKind::Dot && dot->operands.size() == 2 && uses[dot->result] == 1 &&
-          fn.type_of(dot->result) == fn.vars[op.var].type) {
-        out[dot->result] = op.var;
-        return;
+  auto defined = [&](int v, OpKind kind) -> const Op* {
+    auto it = def.find(v);
+    return it != def.end() && it->second->kind == kind && uses[v] == 1 ? it->second : nullptr;
+  };
+  auto binary = [&](int v, ir::BinaryFn f) -> const Op* {
+    const Op* op = defined(v, OpKind::Binary);
+    return op && static_cast<ir::BinaryFn>(op->fn) == f ? op : nullptr;
+  };
+  std::map<int, AccumulatingDot> out;
+  // Statements are matched within each block, where the positions of a dot and its assignment
+  // can be compared.
+  std::function<void(const std::vector<Op>&)> block = [&](const std::vector<Op>& ops) {
+    std::map<int, size_t> position;  // value id -> position in `ops` of the op defining it
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].result >= 0) position[ops[i].result] = i;
+      block(ops[i].body);
+    }
+    for (size_t set = 0; set < ops.size(); ++set) {
+      const Op& op = ops[set];
+      if (op.kind != OpKind::VarSet) continue;
+      const Op* add = binary(op.operands[0], ir::BinaryFn::add);
+      if (!add) continue;
+      for (int k = 0; k < 2; ++k) {
+        const Op* dot = defined(add->operands[1 - k], OpKind::Dot);
+        if (!dot || dot->operands.size() != 2 || fn.type_of(dot->result) != fn.vars[op.var].type) continue;
+        // The micro-kernels write the Var's buffer while they read the operands: neither may
+        // read the Var (`acc = acc + dot(acc, w)` is computed into scratch, then added).
+        std::set<int> vars, tensors;
+        for (int operand : dot->operands) reads_of(operand, def, fn, &vars, &tensors);
+        if (vars.count(op.var)) continue;
+        const int acc = add->operands[k];
+        if (const Op* get = defined(acc, OpKind::VarGet); get && get->var == op.var) {
+          out[dot->result] = {op.var, -1};  // acc = acc + dot
+          break;
+        }
+        // acc = acc * s + dot: the product of the Var (read just for this) and a factor that
+        // broadcasts to it and does not read the Var (the rescale is computed in place), the dot
+        // in this block before the assignment, and nothing between them writing what the dot's
+        // operands read.
+        const Op* mul = binary(acc, ir::BinaryFn::mul);
+        if (!mul || fn.type_of(mul->result) != fn.vars[op.var].type) continue;
+        int factor = -1;
+        for (int f = 0; f < 2; ++f)
+          if (const Op* get = defined(mul->operands[f], OpKind::VarGet); get && get->var == op.var)
+            factor = mul->operands[1 - f];
+        auto at = position.find(dot->result);
+        if (factor < 0 || at == position.end()) continue;
+        std::set<int> factor_vars, factor_tensors;
+        reads_of(factor, def, fn, &factor_vars, &factor_tensors);
+        if (factor_vars.count(op.var) || writes_between(fn, ops, at->second, set, vars, tensors)) continue;
+        out[dot->result] = {op.var, mul->result};
+        break;
       }
     }
-  });
+  };
+  block(launch.body);
   return out;
 }
 
-std::set<int> choose_materialized(const ir::Function& fn, const Op& launch, const std::map<int, int>& in_place_dots) {
+std::set<int> choose_materialized(const ir::Function& fn, const Op& launch,
+                                  const std::map<int, AccumulatingDot>& in_place_dots) {
   Fusion f(fn, launch);
   f.in_place_ = in_place_dots;
   return f.run();

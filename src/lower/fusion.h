@@ -19,14 +19,25 @@
 
 namespace parhelion::lower {
 
+// A dot that adds into a Var in place (the micro-kernels add into the Var's buffer).
+struct AccumulatingDot {
+  int var = -1;
+  // -1: `acc = acc + dot(a, b)`, computed where the dot is. Else the value `acc * s` of
+  // `acc = acc * s + dot(a, b)` (a flash-attention rescale): the Var is rescaled in place and the
+  // dot then adds into it, both where the assignment is (the dot's operands are read there).
+  int rescaled = -1;
+};
+
 // Returns the ids of the values of `launch` to materialize; `in_place_dots` (from
 // accumulating_dots) are computed into their Var and never materialized.
 std::set<int> choose_materialized(const ir::Function& fn, const ir::Op& launch,
-                                  const std::map<int, int>& in_place_dots);
+                                  const std::map<int, AccumulatingDot>& in_place_dots);
 
-// Dots that accumulate into a Var, `acc = acc + dot(a, b)` (the Var read just for this), are
-// computed in place: the micro-kernels add into the Var's buffer. Returns dot result -> var.
-std::map<int, int> accumulating_dots(const ir::Function& fn, const ir::Op& launch);
+// Dots that accumulate into a Var, `acc = acc + dot(a, b)` or `acc = acc * s + dot(a, b)` (the
+// Var read just for this, the dot's result used only there), are computed in place. A rescaled
+// one is moved to its assignment only when nothing between them in the same block writes a Var
+// or a tensor that the dot's operands read. Returns dot result -> how.
+std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const ir::Op& launch);
 
 // A materialized value whose first consumer is a reduction along its last axis is computed
 // inside that reduction's loop (one pass: store each element and accumulate it) instead of in

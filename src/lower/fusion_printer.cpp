@@ -40,7 +40,8 @@ class FusionPrinter {
  private:
   std::string verdict(const Op& op, const ir::Type& t) const {
     if (auto it = in_place_.find(op.result); it != in_place_.end())
-      return "in place into v" + std::to_string(it->second);
+      return "in place into v" + std::to_string(it->second.var) +
+             (it->second.rescaled >= 0 ? " after its rescale %" + std::to_string(it->second.rescaled) : "");
     if (materialized_.count(op.result)) {
       if (op.kind == OpKind::Reduce) return "materialized (reduction)";
       if (op.kind == OpKind::Scan) return "materialized (scan)";
@@ -52,7 +53,7 @@ class FusionPrinter {
 
   const ir::Function& fn_;
   std::ostringstream& os_;
-  std::map<int, int> in_place_;
+  std::map<int, AccumulatingDot> in_place_;
   std::set<int> materialized_;
 };
 

@@ -270,7 +270,10 @@ class Planner {
       d.result = op.result;
       d.knob = p_.knobs.micro_kernel_knob(op);
       d.micro_kernel = backend_.micro_kernels(fn, op).at(p_.config.micro_kernels.at(d.knob));
-      if (auto in = in_place_dots_.find(op.result); in != in_place_dots_.end()) d.accumulate_into = in->second;
+      if (auto in = in_place_dots_.find(op.result); in != in_place_dots_.end()) {
+        d.accumulate_into = in->second.var;
+        d.rescaled = in->second.rescaled;
+      }
       const ir::Type& a = fn.type_of(op.operands[0]);
       const ir::Type& r = fn.type_of(op.result);
       const int64_t m = capacity(r.shape[r.rank() - 2]), n = capacity(r.shape[r.rank() - 1]),
@@ -374,7 +377,7 @@ class Planner {
 
   const backend::Backend& backend_;
   BlockProgram p_;
-  std::map<int, int> in_place_dots_;  // dot result -> the Var it accumulates into
+  std::map<int, AccumulatingDot> in_place_dots_;  // dot result -> the Var it accumulates into
 };
 
 // Plans with a knob table already derived for `fn` and `backend`, and verifies the result.

@@ -100,6 +100,8 @@ class Verifier {
                "dot %" + std::to_string(d.result) + " accumulates into a Var with no buffer");
       else
         expect(L_.materialized(d.result) >= 0, "dot %" + std::to_string(d.result) + " has no result buffer");
+      expect(d.rescaled < 0 || d.accumulate_into >= 0,
+             "dot %" + std::to_string(d.result) + " is rescaled but accumulates into no Var");
     }
   }
 

@@ -106,7 +106,10 @@ void LaunchEmitter::statement(const Op& op) {
       return store(op);
     case OpKind::VarDecl:
     case OpKind::VarSet:
-      if (op.kind == OpKind::VarSet && in_place_var_set(op)) return;  // the dot added into the Var
+      if (const Op* dot = op.kind == OpKind::VarSet ? in_place_dot(op) : nullptr) {
+        if (L_.dot(dot->result)->rescaled >= 0) rescaled_accumulation(op, *dot);
+        return;  // otherwise the dot has added into the Var where it is
+      }
       return var_write(op);
     case OpKind::Reduce:
       return reduce(op);

@@ -56,8 +56,31 @@ LaunchEmitter::Operand2D LaunchEmitter::operand_2d(int v, const Idx& batch) {
           std::to_string(t.strides[dims[dims.size() - 2]]), std::to_string(t.strides[dims.back()]), dcode};
 }
 
-// C = [acc +] A . B for every batch index, through the runtime's packed micro-kernels.
+// C = [acc +] A . B for every batch index, through the runtime's packed micro-kernels. A dot
+// that adds into a rescaled Var runs at the Var's assignment instead (rescaled_accumulation).
 void LaunchEmitter::dot(const Op& op) {
+  if (L_.dot(op.result)->rescaled >= 0) {
+    line("// dot at " + op.loc.str() + ": at its Var's assignment, after the rescale");
+    return;
+  }
+  gemm_calls(op);
+}
+
+// `acc = acc * s + dot(a, b)`: the Var is rescaled in place (acc * s, evaluated as the
+// assignment would), then the dot adds into it.
+void LaunchEmitter::rescaled_accumulation(const Op& var_set, const Op& dot) {
+  const lower::DotPlan& plan = *L_.dot(dot.result);
+  const lower::Scratch& s = L_.scratch[L_.var_scratch.at(var_set.var)];
+  line("{  // rescale var v" + std::to_string(var_set.var) + " at " + var_set.loc.str() + ", then add the dot into it");
+  ++depth_;
+  nest(fn_.vars[var_set.var].type.shape,
+       [&](const Idx& idx) { line(scratch_ref(s, idx) + " = " + expr(plan.rescaled, idx) + ";"); });
+  --depth_;
+  line("}");
+  gemm_calls(dot);
+}
+
+void LaunchEmitter::gemm_calls(const Op& op) {
   const ir::Type& r = type(op.result);
   const ir::Type& a = type(op.operands[0]);
   const lower::DotPlan& plan = *L_.dot(op.result);
@@ -98,13 +121,13 @@ void LaunchEmitter::dot(const Op& op) {
   line("}");
 }
 
-// `acc = acc + dot(...)` whose dot lowering made accumulate into acc's buffer.
-bool LaunchEmitter::in_place_var_set(const Op& op) const {
-  const Op* add = def_.count(op.operands[0]) ? def_.at(op.operands[0]) : nullptr;
-  if (!add || add->kind != OpKind::Binary) return false;
+// `acc = acc [* s] + dot(...)` whose dot lowering made accumulate into acc's buffer.
+const Op* LaunchEmitter::in_place_dot(const Op& var_set) const {
+  const Op* add = def_.count(var_set.operands[0]) ? def_.at(var_set.operands[0]) : nullptr;
+  if (!add || add->kind != OpKind::Binary) return nullptr;
   for (int v : add->operands)
-    if (const lower::DotPlan* d = L_.dot(v); d && d->accumulate_into == op.var) return true;
-  return false;
+    if (const lower::DotPlan* d = L_.dot(v); d && d->accumulate_into == var_set.var) return def_.at(v);
+  return nullptr;
 }
 
 }  // namespace parhelion::backend::cpu::emit

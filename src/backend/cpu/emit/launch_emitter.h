@@ -85,7 +85,10 @@ class LaunchEmitter : private EmitContext {
   };
   Operand2D operand_2d(int v, const Idx& batch);
   void dot(const Op& op);
-  bool in_place_var_set(const Op& op) const;
+  void gemm_calls(const Op& op);
+  // The dot that `acc = acc [* s] + dot(...)` adds into the Var in place, or null.
+  const Op* in_place_dot(const Op& var_set) const;
+  void rescaled_accumulation(const Op& var_set, const Op& dot);
 
   // --- inner loops and their staged blocks (staging.cpp) ---
   void loop(const Op& op);
