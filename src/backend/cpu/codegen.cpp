@@ -186,12 +186,18 @@ void LaunchEmitter::store(const Op& op) {
 }
 
 void LaunchEmitter::var_write(const Op& op) {
-  const lower::Scratch& s = L_.scratch[L_.var_scratch.at(op.var)];
-  const ir::Type& vt = fn_.vars[op.var].type;
-  line("{  // " + std::string(op.kind == OpKind::VarDecl ? "init" : "assign") + " var v" + std::to_string(op.var) +
-       " at " + op.loc.str());
+  assign_var(op.var, op.operands[0],
+             std::string(op.kind == OpKind::VarDecl ? "init" : "assign") + " var v" + std::to_string(op.var) + " at " +
+                 op.loc.str());
+}
+
+void LaunchEmitter::assign_var(int var, int value, const std::string& comment) {
+  const lower::Scratch& s = L_.scratch[L_.var_scratch.at(var)];
+  line("{  // " + comment);
   ++depth_;
-  nest(vt.shape, [&](const Idx& idx) { line(scratch_ref(s, idx) + " = " + operand(op, 0, idx) + ";"); });
+  nest(fn_.vars[var].type.shape, [&](const Idx& idx) {
+    line(scratch_ref(s, idx) + " = " + expr(value, broadcast(type(value).shape, idx)) + ";");
+  });
   --depth_;
   line("}");
 }

@@ -350,19 +350,6 @@ void pack_a_f32(const ph_gemm_args& g, int mr, float* out) {
   }
 }
 
-// B's panel of `cols` columns from j0 of a column-major B (a transposed operand such as k^T in
-// attention): each column read contiguously.
-template <class T, class Convert>
-void pack_b_columns(const T* b, int64_t rs, int64_t cs, int64_t k, int64_t j0, int cols, int nr, float* out,
-                    Convert cvt) {
-  for (int j = 0; j < cols; ++j) {
-    const T* col = b + (j0 + j) * cs;
-    for (int64_t p = 0; p < k; ++p) out[p * nr + j] = cvt(col[p * rs]);
-  }
-  for (int64_t p = 0; p < k; ++p)
-    for (int j = cols; j < nr; ++j) out[p * nr + j] = 0;
-}
-
 // A row-major B (k x n) -> [ceil(n/NR)][k][NR] f32, one row of B at a time across every panel.
 // Packing a panel at a time read 32 columns from each of k rows: with rows kilobytes apart each
 // read was a fresh page, which the hardware prefetchers do not follow (at 2048 columns, packing
@@ -415,23 +402,12 @@ void pack_b_f32(const ph_gemm_args& g, int nr, float* out) {
     pack_b_rows(static_cast<const uint16_t*>(g.b), g.b_rs, g.k, g.n, nr, out, bf16_bits_to_f32);
     return;
   }
-  for (int64_t j0 = 0; j0 < g.n; j0 += nr, out += nr * g.k) {
-    int cols = static_cast<int>(std::min<int64_t>(nr, g.n - j0));
-    if (g.b_dtype == PH_F32 && g.b_rs == 1 && features().avx2_fma) {
-      // A column-major panel is A's packing problem transposed: its columns are the "rows".
-      pack_a_f32_rows_avx2(static_cast<const float*>(g.b) + j0 * g.b_cs, g.b_cs, cols, g.k, nr, out);
-    } else if (g.b_dtype == PH_F32 && g.b_rs == 1) {
-      pack_b_columns(static_cast<const float*>(g.b), g.b_rs, g.b_cs, g.k, j0, cols, nr, out, [](float x) { return x; });
-    } else if (g.b_dtype == PH_BF16 && g.b_rs == 1) {
-      pack_b_columns(static_cast<const uint16_t*>(g.b), g.b_rs, g.b_cs, g.k, j0, cols, nr, out, bf16_bits_to_f32);
-    } else {
-      float* o = out;
-      for (int64_t p = 0; p < g.k; ++p, o += nr) {
-        for (int j = 0; j < cols; ++j) o[j] = load_elem(g.b, p * g.b_rs + (j0 + j) * g.b_cs, g.b_dtype);
-        for (int j = cols; j < nr; ++j) o[j] = 0;
-      }
-    }
-  }
+  // Otherwise B's panels are A's strips of B^T (its columns are the rows, NR of them a strip):
+  // a column-major B (attention's K^T) takes A's register transposes, any other layout A's
+  // element-wise path.
+  ph_gemm_args bt = g;
+  bt.a = g.b, bt.a_rs = g.b_cs, bt.a_cs = g.b_rs, bt.a_dtype = g.b_dtype, bt.m = g.n;
+  pack_a_f32(bt, nr, out);
 }
 
 uint16_t bf16_at(const void* p, int64_t i) { return static_cast<const uint16_t*>(p)[i]; }

@@ -69,14 +69,8 @@ void LaunchEmitter::dot(const Op& op) {
 // `acc = acc * s + dot(a, b)`: the Var is rescaled in place (acc * s, evaluated as the
 // assignment would), then the dot adds into it.
 void LaunchEmitter::rescaled_accumulation(const Op& var_set, const Op& dot) {
-  const lower::DotPlan& plan = *L_.dot(dot.result);
-  const lower::Scratch& s = L_.scratch[L_.var_scratch.at(var_set.var)];
-  line("{  // rescale var v" + std::to_string(var_set.var) + " at " + var_set.loc.str() + ", then add the dot into it");
-  ++depth_;
-  nest(fn_.vars[var_set.var].type.shape,
-       [&](const Idx& idx) { line(scratch_ref(s, idx) + " = " + expr(plan.rescaled, idx) + ";"); });
-  --depth_;
-  line("}");
+  assign_var(var_set.var, L_.dot(dot.result)->rescaled,
+             "rescale var v" + std::to_string(var_set.var) + " at " + var_set.loc.str() + ", then add the dot into it");
   gemm_calls(dot);
 }
 

@@ -42,6 +42,8 @@ class LaunchEmitter : private EmitContext {
   // at `idx` (dim `k` the row's), of the next step's blocks.
   void prefetch_next_rows(const Op& host, Idx idx, size_t k, const std::string& from, const std::string& count);
   void var_write(const Op& op);
+  // `{ // comment` and a loop nest setting Var `var` to `value` (of its shape, or broadcast to it).
+  void assign_var(int var, int value, const std::string& comment);
 
   // --- loop nests and loop-invariant hoisting (loop_nest.cpp) ---
   // `before_inner(idx, k)`, if given, emits statements just before the innermost loop (dim k).
