@@ -50,6 +50,16 @@ TEST(Codegen, SoftmaxReductionsAndMaterializedExp) {
   expect_contains(s, "= ph_rt::f32_to_bf16(static_cast<float>(");
 }
 
+TEST(Codegen, ReductionLanesFoldPairwise) {
+  ph::Array x = ph::Array::zeros({64, 2048}, ph::DType::f32);
+  std::string s = ph::kernels::softmax.compile({x}).source();
+  // Each halving is one vector op; a lane-by-lane fold is a chain of 31 dependent scalar ops.
+  expect_contains(s, "for (int w = kLanes / 2; w > 0; w /= 2)");
+  expect_contains(s, "accv[k] = ph_max(accv[k], accv[k + w]);");
+  expect_contains(s, "accv[k] = accv[k] + accv[k + w];");
+  EXPECT_EQ(s.find("acc = ph_max(acc, accv[k])"), std::string::npos);
+}
+
 TEST(Codegen, ScalarArgumentsAndInnerLoops) {
   ph::Array x = ph::Array::zeros({8, 300}, ph::DType::f32), w = ph::Array::zeros({300}, ph::DType::f32);
   std::string s = ph::kernels::rms_norm.compile({x, w, 1e-5}).source();

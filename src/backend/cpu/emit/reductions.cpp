@@ -92,10 +92,13 @@ void LaunchEmitter::reduce(const Op& op) {
           element(tail, "accv[0]");
           --depth_;
           line("}");
-          line(ty + " acc = accv[0];");
-          line("for (int k = 1; k < kLanes; ++k) acc = " + combine("acc", "accv[k]") + ";");
+          // The lanes fold pairwise, halving each time: g++ turns each halving into one vector
+          // operation, where a running fold of the kLanes lanes one by one is a chain of
+          // kLanes - 1 dependent scalar operations (longer than the row's vector loop at 512).
+          line("for (int w = kLanes / 2; w > 0; w /= 2)");
+          line("  for (int k = 0; k < w; ++k) accv[k] = " + combine("accv[k]", "accv[k + w]") + ";");
           full.push_back("0");
-          line(out_ref(out_idx(full)) + " = " + finalize("acc") + ";");
+          line(out_ref(out_idx(full)) + " = " + finalize("accv[0]") + ";");
         },
         "", SIZE_MAX);
   } else {
