@@ -60,6 +60,16 @@ TEST(Codegen, ReductionLanesFoldPairwise) {
   EXPECT_EQ(s.find("acc = ph_max(acc, accv[k])"), std::string::npos);
 }
 
+TEST(Codegen, A16BitCastIsRoundedOnceWhenStored) {
+  ph::Array q = ph::Array::zeros({1, 2, 256, 64}, ph::DType::bf16);
+  std::string s = ph::kernels::attention.compile({q, q, q, 0.125}).source();
+  // cast(p, bf16) and cast(q * scale, bf16) are materialized for the dots: narrowed once, not
+  // narrowed, widened and narrowed again.
+  EXPECT_EQ(s.find("f32_to_bf16(ph_rt::bf16_to_f32(ph_rt::f32_to_bf16("), std::string::npos);
+  expect_contains(s, " (cast)\n");
+  expect_contains(s, "] = ph_rt::f32_to_bf16(static_cast<float>(m");
+}
+
 TEST(Codegen, ScalarArgumentsAndInnerLoops) {
   ph::Array x = ph::Array::zeros({8, 300}, ph::DType::f32), w = ph::Array::zeros({300}, ph::DType::f32);
   std::string s = ph::kernels::rms_norm.compile({x, w, 1e-5}).source();

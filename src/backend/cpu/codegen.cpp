@@ -135,10 +135,7 @@ void LaunchEmitter::statement(const Op& op) {
   nest(
       t.shape,
       [&](const Idx& idx) {
-        std::string v = op_expr(op, idx);
-        if (is16(s.dtype))
-          v = std::string(s.dtype == DType::bf16 ? "ph_rt::f32_to_bf16(" : "ph_rt::f32_to_f16(") + v + ")";
-        line(scratch_ref(s, idx) + " = " + v + ";");
+        line(scratch_ref(s, idx) + " = " + (is16(s.dtype) ? stored_op_expr(s.dtype, op, idx) : op_expr(op, idx)) + ";");
       },
       "", 0, [&](const Idx& idx, size_t k) { prefetch_next_rows(op, idx, k, "0", extent(t.shape[k])); });
   --depth_;
@@ -151,8 +148,6 @@ void LaunchEmitter::store(const Op& op) {
   ir::Type region;
   ir::load_type(fn_, op.tensor, op.index, &region);
   const std::vector<Dim>& shape = region.shape;
-  DType dt = fn_.tensors[op.tensor].dtype;
-  DType from = type(op.operands[0]).dtype;
   const bool streamed = L_.streamed(op);
   line("{  // store at " + op.loc.str() + (streamed ? ", streamed past the caches" : ""));
   ++depth_;
@@ -163,7 +158,7 @@ void LaunchEmitter::store(const Op& op) {
     nest(
         shape,
         [&](const Idx& idx) {
-          const std::string mask = operand(op, 1, idx), v = store_value(dt, from, operand(op, 0, idx));
+          const std::string mask = operand(op, 1, idx), v = stored_operand(op, idx);
           ++no_hoist_;
           const std::string a = address(op, idx);
           --no_hoist_;
@@ -177,7 +172,7 @@ void LaunchEmitter::store(const Op& op) {
         shape,
         [&](const Idx& idx) {
           std::string v = copied_bits(op, idx);
-          line(address(op, idx) + " = " + (v.empty() ? store_value(dt, from, operand(op, 0, idx)) : v) + ";");
+          line(address(op, idx) + " = " + (v.empty() ? stored_operand(op, idx) : v) + ";");
         },
         "", 0, prefetch);
   }

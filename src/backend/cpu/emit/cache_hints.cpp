@@ -15,7 +15,7 @@ constexpr int64_t kRowChunkBytes = 4096;  // a row buffer: in L1 while it is fil
 // Each row of the block (its last dim: contiguous in the tensor) is computed in chunks into a
 // row buffer, which ph_stream_store writes out past the caches, whole lines at a time.
 void LaunchEmitter::streamed_store(const Op& op, const std::vector<Dim>& shape) {
-  const DType dt = fn_.tensors[op.tensor].dtype, from = type(op.operands[0]).dtype;
+  const DType dt = fn_.tensors[op.tensor].dtype;
   const size_t k = shape.size() - 1;
   std::vector<Dim> rows = shape;
   rows[k] = Dim::constant(1);
@@ -35,8 +35,7 @@ void LaunchEmitter::streamed_store(const Op& op, const std::vector<Dim>& shape) 
         hoisted_loop(var, "for (int64_t " + var + " = ph_c; " + var + " < ph_c + ph_m; ++" + var + ") {",
                      "#pragma omp simd", [&] {
                        const std::string bits = copied_bits(op, idx);
-                       line("ph_row[" + var +
-                            " - ph_c] = " + (bits.empty() ? store_value(dt, from, operand(op, 0, idx)) : bits) + ";");
+                       line("ph_row[" + var + " - ph_c] = " + (bits.empty() ? stored_operand(op, idx) : bits) + ";");
                      });
         Idx at = idx;
         at[k] = "ph_c";

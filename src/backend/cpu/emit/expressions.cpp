@@ -217,6 +217,22 @@ std::string LaunchEmitter::from_storage(DType dt, const std::string& a) {
   throw InternalError("bad dtype");
 }
 
+std::string LaunchEmitter::stored_expr(DType dt, int v, const Idx& idx) {
+  if (type(v).rank() == 0 || L_.materialized(v) >= 0) return store_value(dt, type(v).dtype, expr(v, idx));
+  return stored_op_expr(dt, *def_.at(v), idx);
+}
+
+std::string LaunchEmitter::stored_op_expr(DType dt, const Op& op, const Idx& idx) {
+  if (op.kind == OpKind::Cast && op.dtype == dt && is16(dt))
+    return store_value(dt, type(op.operands[0]).dtype, operand(op, 0, idx));
+  return store_value(dt, type(op.result).dtype, op_expr(op, idx));
+}
+
+std::string LaunchEmitter::stored_operand(const Op& store, const Idx& idx) {
+  const int v = store.operands[0];
+  return stored_expr(fn_.tensors[store.tensor].dtype, v, broadcast(type(v).shape, idx));
+}
+
 std::string LaunchEmitter::store_value(DType dt, DType from, const std::string& v) {
   switch (dt) {
     case DType::f32:
