@@ -142,10 +142,17 @@ __attribute__((target("avx512f,avx512bw"))) void pack_a_tiles(const ph_gemm_args
     }
 }
 
-// One 32 x 32 block of C over `steps` 32-deep steps of k: A tiles 2 KiB a step (pack_a_tiles),
-// the B panel kPanelRow bytes a k-pair row (pack_b_vnni), C rows `ldc` bytes apart, read first
-// when `accumulate`.
-__attribute__((target("amx-tile,amx-bf16"))) void block_32x32(int64_t steps, const char* a, const char* b, char* c,
+// Where a strip of A's tiles lie: the rows of one tile `row_bytes` apart, a step of k
+// `step_bytes` on. Packed (pack_a_tiles): 64 and 2048; read in place: A's row stride and 64.
+struct AStrip {
+  const char* at;
+  int64_t row_bytes, step_bytes;
+};
+
+// One 32 x 32 block of C over `steps` 32-deep steps of k: the A strip `a`, the B panel
+// kPanelRow bytes a k-pair row (pack_b_vnni), C rows `ldc` bytes apart, read first when
+// `accumulate`.
+__attribute__((target("amx-tile,amx-bf16"))) void block_32x32(int64_t steps, AStrip a_strip, const char* b, char* c,
                                                               int64_t ldc, int accumulate) {
   if (accumulate) {
     _tile_loadd(0, c, ldc);
@@ -158,9 +165,11 @@ __attribute__((target("amx-tile,amx-bf16"))) void block_32x32(int64_t steps, con
     _tile_zero(2);
     _tile_zero(3);
   }
-  for (int64_t s = 0; s < steps; ++s, a += 2048, b += kTile * kPanelRow) {
-    _tile_loadd(4, a, 64);
-    _tile_loadd(5, a + 1024, 64);
+  const char* a = a_strip.at;
+  const int64_t lda = a_strip.row_bytes;
+  for (int64_t s = 0; s < steps; ++s, a += a_strip.step_bytes, b += kTile * kPanelRow) {
+    _tile_loadd(4, a, lda);
+    _tile_loadd(5, a + kTile * lda, lda);
     _tile_loadd(6, b, kPanelRow);
     _tile_loadd(7, b + 64, kPanelRow);
     _tile_dpbf16ps(0, 4, 6);
@@ -229,12 +238,21 @@ void gemm_amx_bf16(const ph_gemm_args& g) {
   char* bpack = static_cast<char*>(g.workspace);
   char* apack = bpack + round_up(np * kp * 2, 64);
   pack_b_vnni(g, kp, bpack);
-  pack_a_tiles(g, kp, apack);
+  // A row-major A whose blocks are all whole is read in place by the tile loads (a flash
+  // kernel's P and Q blocks: their packing was a sixth of attention's time). Rows 4 KiB apart
+  // would put a tile's 16 rows in one L1 set; those, and ragged A, are packed.
+  const int64_t a_row_bytes = g.a_rs * 2;
+  const bool a_in_place = g.a_cs == 1 && g.m % kBlock == 0 && g.k % kStepK == 0 && a_row_bytes % 4096 != 0;
+  if (!a_in_place) pack_a_tiles(g, kp, apack);
   compiler_fence();
 
   load_tile_config();
   const int64_t ldc = g.ldc * 4;
-  auto a_strip = [&](int64_t i0, int64_t s0) { return apack + ((i0 / kBlock) * steps + s0) * 2048; };
+  auto a_strip = [&](int64_t i0, int64_t s0) {
+    if (a_in_place)
+      return AStrip{static_cast<const char*>(g.a) + i0 * a_row_bytes + s0 * kStepK * 2, a_row_bytes, kStepK * 2};
+    return AStrip{apack + ((i0 / kBlock) * steps + s0) * 2048, 64, 2048};
+  };
   auto b_panel = [&](int64_t j0, int64_t s0) { return bpack + ((j0 / kBlock) * steps + s0) * kTile * kPanelRow; };
   // Whole blocks of C: k in chunks, so that a B panel's chunk stays in L1 while every strip of A
   // passes it; C is read back between chunks.
