@@ -151,9 +151,10 @@ struct AStrip {
 
 // One 32 x 32 block of C over `steps` 32-deep steps of k: the A strip `a`, the B panel
 // kPanelRow bytes a k-pair row (pack_b_vnni), C rows `ldc` bytes apart, read first when
-// `accumulate`.
-__attribute__((target("amx-tile,amx-bf16"))) void block_32x32(int64_t steps, AStrip a_strip, const char* b, char* c,
-                                                              int64_t ldc, int accumulate) {
+// `accumulate`. (The strip by reference: copied into the argument area, its two 8-byte halves
+// were written and then read as one 16-byte word, a failed store forward on every call.)
+__attribute__((target("amx-tile,amx-bf16"))) void block_32x32(int64_t steps, const AStrip& a_strip, const char* b,
+                                                              char* c, int64_t ldc, int accumulate) {
   if (accumulate) {
     _tile_loadd(0, c, ldc);
     _tile_loadd(1, c + 64, ldc);
