@@ -205,7 +205,7 @@ const char* kPrelude = R"(
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
-static constexpr int kLanes = 32;  // partial accumulators per reduction (two AVX-512 vectors of f32)
+static constexpr int kLanes = PH_REDUCTION_LANES;  // partial accumulators per reduction
 static inline int64_t ph_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t ph_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t ph_abs_i64(int64_t a) { return a < 0 ? -a : a; }
@@ -330,7 +330,7 @@ std::string generate_source(const lower::BlockProgram& p) {
   os << "#include <cstdint>\n#include <cstring>\n";
   os << runtime_header_source();
   os << runtime_abi_source();
-  os << kPrelude << "\n";
+  os << "#define PH_REDUCTION_LANES " << emit::kReductionLanes << "\n" << kPrelude << "\n";
   for (const lower::LaunchPlan& L : p.launches) {
     os << "// launch " << L.index << " at " << L.op->loc.str() << "\n";
     emit::LaunchEmitter e(p, L);

@@ -32,6 +32,9 @@ std::string c_type(DType compute);
 std::string storage_type(DType d);
 // bf16 and f16: stored as uint16_t, computed in f32.
 bool is16(DType d);
+// Partial accumulators of a reduction along the innermost axis (kLanes in the generated code):
+// two AVX-512 vectors of f32, so that two chains of adds hide the add latency.
+constexpr int kReductionLanes = 32;
 // `v` as a C literal of compute dtype `compute`.
 std::string literal(double v, DType compute);
 

@@ -92,11 +92,16 @@ void LaunchEmitter::reduce(const Op& op) {
           element(tail, "accv[0]");
           --depth_;
           line("}");
-          // The lanes fold pairwise, halving each time: g++ turns each halving into one vector
-          // operation, where a running fold of the kLanes lanes one by one is a chain of
-          // kLanes - 1 dependent scalar operations (longer than the row's vector loop at 512).
-          line("for (int w = kLanes / 2; w > 0; w /= 2)");
-          line("  for (int k = 0; k < w; ++k) accv[k] = " + combine("accv[k]", "accv[k + w]") + ";");
+          // The lanes fold pairwise, halving each time, each halving a simd loop of constant
+          // width: g++ makes it one vector operation (a fold one lane at a time, or a loop over
+          // the widths, stays a chain of kLanes - 1 scalar operations, each max with a NaN
+          // branch: as long as the vector loop over a row of 512).
+          for (int w = kReductionLanes / 2; w > 0; w /= 2) {
+            const std::string width = std::to_string(w);
+            line("#pragma omp simd");
+            line("for (int k = 0; k < " + width + "; ++k) accv[k] = " + combine("accv[k]", "accv[k + " + width + "]") +
+                 ";");
+          }
           full.push_back("0");
           line(out_ref(out_idx(full)) + " = " + finalize("accv[0]") + ";");
         },
