@@ -271,7 +271,12 @@ TEST(Dot, EveryMicroKernelOverPackingPaths) {
       }
       for (size_t i = 0; i < names.size(); ++i) {
         std::vector<float> c(cs.m * cs.n, 0.5f);
-        std::vector<char> ws(ph::runtime::gemm_workspace_bytes(cs.m, cs.n, cs.k) + 64);
+        // The workspace the lowering reserves for this kernel (two bf16 operands; f32 ones may
+        // take any kernel's path), then a canary that the kernel must not touch.
+        const int64_t bytes =
+            ph::runtime::gemm_workspace_bytes(cs.m, cs.n, cs.k, dt == ph::DType::bf16 ? names[i] : "");
+        constexpr int64_t kCanary = 4096;
+        std::vector<char> ws(bytes + kCanary + 64, '\x5a');
         ph_gemm_args g{};
         g.m = cs.m, g.n = cs.n, g.k = cs.k;
         g.a = storage.data(), g.a_rs = cs.a_column_major ? 1 : cs.lda, g.a_cs = cs.a_column_major ? cs.lda : 1;
@@ -285,6 +290,9 @@ TEST(Dot, EveryMicroKernelOverPackingPaths) {
         for (int64_t j = 0; j < want.numel(); ++j) err = std::max(err, std::abs(c[j] - 0.5 - want.get(j)));
         EXPECT_LT(err, 1e-3 * std::sqrt(static_cast<double>(cs.k)))
             << names[i] << " " << ph::dtype_name(dt) << " m " << cs.m << " n " << cs.n << " k " << cs.k;
+        const char* end = static_cast<const char*>(g.workspace) + bytes;
+        EXPECT_TRUE(std::all_of(end, end + kCanary, [](char x) { return x == '\x5a'; }))
+            << names[i] << " wrote past its workspace of " << bytes << " bytes";
       }
     }
   }

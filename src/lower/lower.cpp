@@ -278,7 +278,7 @@ class Planner {
       const ir::Type& r = fn.type_of(op.result);
       const int64_t m = capacity(r.shape[r.rank() - 2]), n = capacity(r.shape[r.rank() - 1]),
                     k = capacity(a.shape[a.rank() - 1]);
-      if (int64_t bytes = backend_.dot_workspace_bytes(m, n, k); bytes > 0) {
+      if (int64_t bytes = backend_.dot_workspace_bytes(m, n, k, d.micro_kernel); bytes > 0) {
         Scratch s;
         s.kind = Scratch::DotWorkspace;
         s.value = op.result;

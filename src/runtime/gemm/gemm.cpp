@@ -497,9 +497,16 @@ std::vector<std::string> gemm_kernel_choices(bool bf16_operands) {
   return choices;
 }
 
-int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k) {
+int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& kernel) {
   const int64_t vector = ((m + 16) + (n + 32)) * (k + 2) * 4 + 256;
-  return amx_bf16_available() ? std::max(vector, amx_workspace_bytes(m, n, k)) : vector;
+  if (!amx_bf16_available()) return vector;
+  // The config offers a tile kernel only to a dot of two bf16 operands, which it never hands
+  // to the vector fallback in gemm().
+  const auto& ks = kernels();
+  const bool tiles =
+      std::any_of(ks.begin(), ks.end(), [&](const KernelInfo& i) { return i.name == kernel && i.bf16_block; });
+  if (tiles) return amx_workspace_bytes(m, n, k);
+  return kernel.empty() ? std::max(vector, amx_workspace_bytes(m, n, k)) : vector;
 }
 
 const std::vector<std::string>& gemm_kernel_names() {
