@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -161,16 +162,9 @@ int run_suite(const SuiteOptions& o) {
       rows.push_back(std::move(row));
     }
   }
-  // Interleaved rounds: every implementation of every case once per round.
-  for (int r = 0; r < o.rounds; ++r) {
-    std::fprintf(stderr, "suite: round %d of %d\n", r + 1, o.rounds);
-    roof.keep_best(bench::memory_roof(T));
-    for (Row& row : rows)
-      if (row.skipped.empty())
-        for (Impl& i : row.impls) i.ms.push_back(i.time_ms());
-  }
-
-  // Report.
+  // Interleaved rounds: every implementation of every case once per round. A row is complete
+  // when the last round has timed it, and is printed then: a long suite shows its rows as it
+  // goes, and one cut short keeps what it measured.
   auto roofline_ms = [&](const Row& r) {
     double peak = r.dtype == DType::bf16 && peak_bf16 > 0 ? peak_bf16 : peak_f32;
     double flops = r.entry->flops(r.shape), bytes = r.entry->bytes(r.shape, r.dtype);
@@ -183,9 +177,15 @@ int run_suite(const SuiteOptions& o) {
   };
   std::vector<double> over_eager, over_compile;
   json all = json::array();
-  for (const Row& r : rows) {
+  auto report_row = [&](const Row& r) {
+    if (!r.skipped.empty()) {
+      if (!o.json)
+        std::printf("| %s | %s | %s | skipped: %s |||||||\n", r.entry->name.c_str(), shape_to_string(r.shape).c_str(),
+                    std::string(dtype_name(r.dtype)).c_str(), r.skipped.c_str());
+      return;
+    }
     double ours = r.ms("parhelion"), eager = r.ms("eager"), comp = r.ms("compile");
-    if (!r.skipped.empty() || ours <= 0) continue;
+    if (ours <= 0) return;
     if (eager > 0) over_eager.push_back(eager / ours);
     if (comp > 0) over_compile.push_back(comp / ours);
     for (const Impl& i : r.impls) {
@@ -205,8 +205,60 @@ int run_suite(const SuiteOptions& o) {
                      {"roofline", bound_by(r)},
                      {"speedup_vs_parhelion", ours / ms},
                      {"config", i.name == "parhelion" ? r.config : ""}});
+      if (o.json) std::printf("%s\n", all.back().dump().c_str());
+    }
+    if (o.json) return;
+    std::string vendor = "";
+    for (const char* v : {"openblas", "onednn", "scaled_mm"})
+      if (r.ms(v) > 0) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%s %.3f ms (%.2fx)", v, r.ms(v), r.ms(v) / ours);
+        vendor = buf;
+      }
+    std::printf("| %s | %s | %s | %.3f | %.3f | %.3f | %.2fx | %.2fx | %s | %.0f%% (%s) |\n", r.entry->name.c_str(),
+                shape_to_string(r.shape).c_str(), std::string(dtype_name(r.dtype)).c_str(), eager, comp, ours,
+                eager / ours, comp > 0 ? comp / ours : 0.0, vendor.c_str(), 100 * roofline_ms(r) / ours, bound_by(r));
+  };
+  // The table's header, once the last round has measured the memory roof.
+  auto report_header = [&] {
+    if (o.json) return;
+    std::time_t now = std::time(nullptr);
+    char date[32];
+    std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+    std::printf("# parhelion bench --suite, %s: %s, %d threads (not pinned); %s\n", date,
+                backend::cpu::Host::detect().cpu_model.c_str(), T, torch->settings().c_str());
+    const std::string note = bench::openblas_core_note();
+    std::printf(
+        "# FMA peak %.0f GFLOP/s f32, %.0f bf16%s; memory roof %.1f GB/s (%s; copy %.1f, triad %.1f, read %.1f); "
+        "OpenBLAS "
+        "core %s%s\n\n",
+        peak_f32, peak_bf16, peak_tiles > 0 ? " (AMX tiles)" : "", roof.gbps(), roof.kind(), roof.copy, roof.triad,
+        roof.read, bench::openblas_core().c_str(), note.empty() ? "" : (" (" + note + ")").c_str());
+    std::printf(
+        "| kernel | shape | dtype | eager ms | compile ms | Parhelion ms | vs eager | vs compile | vendor | %% of "
+        "roofline |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  };
+  const auto started = std::chrono::steady_clock::now();
+  for (int r = 0; r < o.rounds; ++r) {
+    const bool last = r + 1 == o.rounds;
+    roof.keep_best(bench::memory_roof(T));
+    if (last) report_header();
+    for (size_t k = 0; k < rows.size(); ++k) {
+      Row& row = rows[k];
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      std::fprintf(stderr, "suite: round %d of %d, row %zu of %zu (%s %s %s), %.0f s into the timing\n", r + 1,
+                   o.rounds, k + 1, rows.size(), row.entry->name.c_str(), shape_to_string(row.shape).c_str(),
+                   std::string(dtype_name(row.dtype)).c_str(), seconds);
+      if (row.skipped.empty())
+        for (Impl& i : row.impls) i.ms.push_back(i.time_ms());
+      if (last) {
+        report_row(row);
+        std::fflush(stdout);
+      }
     }
   }
+
   auto geomean = [](const std::vector<double>& v) {
     double s = 0;
     for (double x : v) s += std::log(x);
@@ -224,7 +276,6 @@ int run_suite(const SuiteOptions& o) {
     std::filesystem::remove(data);
   }
   if (o.json) {
-    for (const json& j : all) std::printf("%s\n", j.dump().c_str());
     std::printf("%s\n", json{{"kernel", "geomean"},
                              {"speedup_vs_eager", geomean(over_eager)},
                              {"speedup_vs_compile", geomean(over_compile)},
@@ -241,40 +292,6 @@ int run_suite(const SuiteOptions& o) {
                             .dump()
                             .c_str());
     return 0;
-  }
-  std::time_t now = std::time(nullptr);
-  char date[32];
-  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
-  std::printf("# parhelion bench --suite, %s: %s, %d threads (not pinned); %s\n", date,
-              backend::cpu::Host::detect().cpu_model.c_str(), T, torch->settings().c_str());
-  const std::string note = bench::openblas_core_note();
-  std::printf(
-      "# FMA peak %.0f GFLOP/s f32, %.0f bf16%s; memory roof %.1f GB/s (%s; copy %.1f, triad %.1f, read %.1f); "
-      "OpenBLAS "
-      "core %s%s\n\n",
-      peak_f32, peak_bf16, peak_tiles > 0 ? " (AMX tiles)" : "", roof.gbps(), roof.kind(), roof.copy, roof.triad,
-      roof.read, bench::openblas_core().c_str(), note.empty() ? "" : (" (" + note + ")").c_str());
-  std::printf(
-      "| kernel | shape | dtype | eager ms | compile ms | Parhelion ms | vs eager | vs compile | vendor | %% of "
-      "roofline |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
-  for (const Row& r : rows) {
-    if (!r.skipped.empty()) {
-      std::printf("| %s | %s | %s | skipped: %s |||||||\n", r.entry->name.c_str(), shape_to_string(r.shape).c_str(),
-                  std::string(dtype_name(r.dtype)).c_str(), r.skipped.c_str());
-      continue;
-    }
-    double ours = r.ms("parhelion"), eager = r.ms("eager"), comp = r.ms("compile");
-    std::string vendor = "";
-    for (const char* v : {"openblas", "onednn", "scaled_mm"})
-      if (r.ms(v) > 0) {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%s %.3f ms (%.2fx)", v, r.ms(v), r.ms(v) / ours);
-        vendor = buf;
-      }
-    std::printf("| %s | %s | %s | %.3f | %.3f | %.3f | %.2fx | %.2fx | %s | %.0f%% (%s) |\n", r.entry->name.c_str(),
-                shape_to_string(r.shape).c_str(), std::string(dtype_name(r.dtype)).c_str(), eager, comp, ours,
-                eager / ours, comp > 0 ? comp / ours : 0.0, vendor.c_str(), 100 * roofline_ms(r) / ours, bound_by(r));
   }
   std::printf("| **geomean** | | | | | | **%.2fx** | **%.2fx** | | |\n", geomean(over_eager), geomean(over_compile));
   return 0;
