@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/gemm/transpose_rows.h"
+
 namespace parhelion::runtime {
 namespace {
 
@@ -73,6 +75,13 @@ __attribute__((target("avx512f,avx512bw"))) void pack_b_vnni(const ph_gemm_args&
         _mm512_storeu_si512(o + 64, _mm512_permutex2var_epi16(x, high, y));
       }
     }
+    return;
+  }
+  if (g.b_rs == 1 && g.k % kStepK == 0 && g.b_cs % 2 == 0) {
+    // A column-major B whose k is whole tile steps: a column's k-pairs are the 32-bit words of a
+    // source row, and a panel's packed rows are those words transposed, 32 columns wide.
+    transpose_rows_into_strips(static_cast<const float*>(g.b), g.b_cs / 2, g.n, pairs, kBlock,
+                               reinterpret_cast<float*>(out));
     return;
   }
   if (g.b_rs == 1 && g.k % 2 == 0 && g.b_cs < (int64_t{1} << 25)) {
