@@ -273,10 +273,9 @@ TEST(Dot, EveryMicroKernelOverPackingPaths) {
       }
       for (size_t i = 0; i < names.size(); ++i) {
         std::vector<float> c(cs.m * cs.n, 0.5f);
-        // The workspace the lowering reserves for this kernel (two bf16 operands; f32 ones may
-        // take any kernel's path), then a canary that the kernel must not touch.
-        const int64_t bytes =
-            ph::runtime::gemm_workspace_bytes(cs.m, cs.n, cs.k, dt == ph::DType::bf16 ? names[i] : "");
+        // The workspace the lowering reserves for this kernel and these operands (a tile kernel
+        // handed f32 ones falls back to a vector kernel), then a canary it must not touch.
+        const int64_t bytes = ph::runtime::gemm_workspace_bytes(cs.m, cs.n, cs.k, names[i], dt == ph::DType::bf16);
         constexpr int64_t kCanary = 4096;
         std::vector<char> ws(bytes + kCanary + 64, '\x5a');
         ph_gemm_args g{};

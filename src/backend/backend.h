@@ -126,8 +126,10 @@ class Backend {
   // shape first (asked only when Capabilities::gathers_have_strategies).
   virtual std::vector<std::string> gather_strategies(const ir::Function& fn, const ir::Op& load) const;
   // The fast-memory workspace a dot of an m x n result over k packs its operands into with
-  // micro-kernel `micro_kernel` (one of micro_kernels()) (0: none).
-  virtual int64_t dot_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& micro_kernel) const;
+  // micro-kernel `micro_kernel` (one of micro_kernels()), its operands reaching it as bf16 or
+  // not (LaunchPlan::gemm_operand_dtype) (0: none).
+  virtual int64_t dot_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& micro_kernel,
+                                      bool bf16_operands) const;
   // The heuristic default point of `spec`.
   virtual Config default_config(const ir::Function& fn, const ConfigSpec& spec) const = 0;
 

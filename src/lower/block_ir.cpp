@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "ir/printer.h"
+#include "parhelion/error.h"
 #include "runtime/format_bytes.h"
 
 namespace parhelion::lower {
@@ -40,6 +41,20 @@ const DotPlan* LaunchPlan::dot(int result) const {
 int LaunchPlan::materialized(int value) const {
   auto it = values.find(value);
   return it == values.end() ? -1 : it->second.materialized;
+}
+
+DType LaunchPlan::gemm_operand_dtype(const ir::Function& fn, int value) const {
+  const ir::Op* def = nullptr;
+  ir::walk(op->body, [&](const ir::Op& o) {
+    if (o.result == value) def = &o;
+  });
+  PH_CHECK(def, "dot operand %" + std::to_string(value) + " has no definition in its launch");
+  const int m = materialized(value);
+  if (m < 0 && def->kind == ir::OpKind::Transpose) return gemm_operand_dtype(fn, def->operands[0]);
+  if (m >= 0) return scratch[m].dtype;
+  if (def->kind == ir::OpKind::VarGet) return scratch[var_scratch.at(def->var)].dtype;
+  PH_CHECK(def->kind == ir::OpKind::Load, "dot operand neither loaded nor materialized");
+  return fn.tensors[def->tensor].dtype;
 }
 
 int LaunchPlan::staged_load(int value) const {

@@ -278,7 +278,9 @@ class Planner {
       const ir::Type& r = fn.type_of(op.result);
       const int64_t m = capacity(r.shape[r.rank() - 2]), n = capacity(r.shape[r.rank() - 1]),
                     k = capacity(a.shape[a.rank() - 1]);
-      if (int64_t bytes = backend_.dot_workspace_bytes(m, n, k, d.micro_kernel); bytes > 0) {
+      const bool bf16_operands = L.gemm_operand_dtype(fn, op.operands[0]) == DType::bf16 &&
+                                 L.gemm_operand_dtype(fn, op.operands[1]) == DType::bf16;
+      if (int64_t bytes = backend_.dot_workspace_bytes(m, n, k, d.micro_kernel, bf16_operands); bytes > 0) {
         Scratch s;
         s.kind = Scratch::DotWorkspace;
         s.value = op.result;

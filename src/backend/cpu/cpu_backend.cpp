@@ -60,8 +60,9 @@ std::vector<std::string> CpuBackend::micro_kernels(const ir::Function& fn, const
   return runtime::gemm_kernel_choices(reads_bf16_operands(fn, dot));
 }
 
-int64_t CpuBackend::dot_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& micro_kernel) const {
-  return runtime::gemm_workspace_bytes(m, n, k, micro_kernel);
+int64_t CpuBackend::dot_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& micro_kernel,
+                                        bool bf16_operands) const {
+  return runtime::gemm_workspace_bytes(m, n, k, micro_kernel, bf16_operands);
 }
 
 Config CpuBackend::default_config(const ir::Function& fn, const ConfigSpec& spec) const {

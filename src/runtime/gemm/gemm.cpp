@@ -438,15 +438,16 @@ std::vector<std::string> gemm_kernel_choices(bool bf16_operands) {
   return choices;
 }
 
-int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& kernel) {
+int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& kernel, bool bf16_operands) {
   const int64_t vector = ((m + 16) + (n + 32)) * (k + 2) * 4 + 256;
   if (!amx_bf16_available()) return vector;
-  // The config offers a tile kernel only to a dot of two bf16 operands, which it never hands
-  // to the vector fallback in gemm().
+  // A tile kernel given operands that are not both bf16 falls back to a vector kernel (gemm()):
+  // the config offers it by the dot's IR, where a gathered bf16 load still reads as bf16 but
+  // reaches the GEMM materialized in f32.
   const auto& ks = kernels();
   const bool tiles =
       std::any_of(ks.begin(), ks.end(), [&](const KernelInfo& i) { return i.name == kernel && i.bf16_block; });
-  if (tiles) return amx_workspace_bytes(m, n, k);
+  if (tiles && bf16_operands) return amx_workspace_bytes(m, n, k);
   return kernel.empty() ? std::max(vector, amx_workspace_bytes(m, n, k)) : vector;
 }
 

@@ -29,13 +29,12 @@ LaunchEmitter::Operand2D LaunchEmitter::operand_2d(int v, const Idx& batch) {
     std::swap(o.rs, o.cs);
     return o;
   }
+  const char* dcode = gemm_dtype_code(L_.gemm_operand_dtype(fn_, v));  // what the workspace is sized for
   if (m >= 0 || d.kind == OpKind::VarGet) {
     const lower::Scratch& s = L_.scratch[m >= 0 ? m : L_.var_scratch.at(d.var)];
     return {"(" + scratch_name(s) + " + " + linear(s.capacity, idx) + ")", std::to_string(s.capacity.back()), "1",
-            gemm_dtype_code(s.dtype)};
+            dcode};
   }
-  PH_CHECK(d.kind == OpKind::Load, "dot operand neither loaded nor materialized");
-  const char* dcode = gemm_dtype_code(fn_.tensors[d.tensor].dtype);
   if (int k = L_.staged_load(v); k >= 0) {
     const lower::StagedBlock& b = L_.staged[k];
     Idx at = broadcast(type(v).shape, idx);
