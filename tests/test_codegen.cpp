@@ -4,6 +4,7 @@
 
 #include "backend/cpu/host.h"
 #include "kernels/kernels.h"
+#include "kernels/registry.h"
 
 namespace ph = parhelion;
 
@@ -69,6 +70,16 @@ TEST(Codegen, A16BitCastIsRoundedOnceWhenStored) {
   EXPECT_EQ(s.find("f32_to_bf16(ph_rt::bf16_to_f32(ph_rt::f32_to_bf16("), std::string::npos);
   expect_contains(s, " (cast)\n");
   expect_contains(s, "] = ph_rt::f32_to_bf16(static_cast<float>(m");
+}
+
+TEST(Codegen, AGatheredBf16DotOperandIsMaterializedInBf16) {
+  // moe_matmul's x[tokens, :] is a gather: materialized, in bf16 (exact), so that the dot takes
+  // the bf16 kernels. In f32 the tile kernel the config offers fell back to a vector one.
+  const auto& moe = ph::kernels::find_kernel("moe_matmul");
+  ph::kernels::Inputs in = moe.make_specs({67, 31, 17, 4, 3}, ph::DType::bf16);
+  std::string s = moe.kernel->compile(in.args()).source();
+  expect_contains(s, "g.a_dtype = PH_BF16;");
+  EXPECT_EQ(s.find("g.a_dtype = PH_F32;"), std::string::npos);
 }
 
 TEST(Codegen, ScalarArgumentsAndInnerLoops) {
