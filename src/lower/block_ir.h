@@ -184,7 +184,7 @@ struct LaunchPlan {
   const AtomicTarget* atomic_target(int root_tensor) const;
   bool streamed(const ir::Op& store) const;
   // The dtype in which a dot's operand `value` reaches the GEMM: its scratch's when materialized
-  // (a gathered bf16 load is materialized in f32), a Var's buffer's, its tensor's when loaded in
+  // (a bf16 load that other ops read too is materialized in f32), a Var's buffer's, its tensor's when loaded in
   // place or staged; an unmaterialized transpose passes its operand's. The emitter passes this
   // dtype and the dot's workspace is sized for it.
   DType gemm_operand_dtype(const ir::Function& fn, int value) const;

@@ -438,16 +438,23 @@ std::vector<std::string> gemm_kernel_choices(bool bf16_operands) {
   return choices;
 }
 
+namespace {
+
+// Whether micro-kernel `name` is one of the tile (AMX) kernels.
+bool is_tile_kernel(const std::string& name) {
+  const auto& ks = kernels();
+  return std::any_of(ks.begin(), ks.end(), [&](const KernelInfo& k) { return k.name == name && k.bf16_block; });
+}
+
+}  // namespace
+
 int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& kernel, bool bf16_operands) {
   const int64_t vector = ((m + 16) + (n + 32)) * (k + 2) * 4 + 256;
   if (!amx_bf16_available()) return vector;
   // A tile kernel given operands that are not both bf16 falls back to a vector kernel (gemm()):
-  // the config offers it by the dot's IR, where a gathered bf16 load still reads as bf16 but
-  // reaches the GEMM materialized in f32.
-  const auto& ks = kernels();
-  const bool tiles =
-      std::any_of(ks.begin(), ks.end(), [&](const KernelInfo& i) { return i.name == kernel && i.bf16_block; });
-  if (tiles && bf16_operands) return amx_workspace_bytes(m, n, k);
+  // the config offers it by the dot's IR, where a bf16 load that is also read by other ops is
+  // still bf16 but reaches the GEMM materialized in f32.
+  if (is_tile_kernel(kernel) && bf16_operands) return amx_workspace_bytes(m, n, k);
   return kernel.empty() ? std::max(vector, amx_workspace_bytes(m, n, k)) : vector;
 }
 
@@ -464,10 +471,7 @@ GemmBlock gemm_preferred_block(const std::string& name) {
   // Measured on a Xeon with AMX, matmul 2048^3 bf16: 256 x 512 x 256 blocks ran 1.3x faster than
   // 128 x 256 x 256 with the amx kernel (the tuner's pick). The vector kernels: 256 x 256 x 256
   // in f32 ran 1.11x faster than 128 rows, now that a call packs B once for all its rows.
-  const auto& ks = kernels();
-  const bool tiles =
-      std::any_of(ks.begin(), ks.end(), [&](const KernelInfo& k) { return k.name == name && k.bf16_block; });
-  return tiles ? GemmBlock{256, 512, 256} : GemmBlock{256, 256, 256};
+  return is_tile_kernel(name) ? GemmBlock{256, 512, 256} : GemmBlock{256, 256, 256};
 }
 
 int gemm_kernel_index(const std::string& name) {
