@@ -78,6 +78,12 @@ extern Kernel<Tensor(Tensor, Tensor, Tensor)> segment_sum;
 extern Kernel<Tensor(Tensor, Scalar, Int)> dropout;
 extern Kernel<Tensor(Tensor, Scalar, Int)> dropout_backward;
 
+// Collectives (collectives.cpp): kernels on a one-axis mesh "x" of n devices, each argument one
+// device's (call them with KernelBase::interpret_on; docs/distributed.md).
+extern Kernel<Tensor(Tensor)> all_gather;       // x [m, k] -> [n m, k], device d's x at rows d m..
+extern Kernel<Tensor(Tensor)> all_reduce;       // x [m, k] -> the sum over devices, one shot
+extern Kernel<Tensor(Tensor)> all_reduce_ring;  // x [n c, k] -> the sum, reduce-scatter + all-gather
+
 // Jagged tensors (jagged.cpp).
 // (values [T,M], offsets [B+1] i32/i64, non-decreasing in [0, T]) -> out [B,M]: the mean of the
 // rows offsets[g]..offsets[g+1] of values (0 for a group without rows).

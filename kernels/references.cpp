@@ -613,4 +613,38 @@ Array moe_matmul(const Array& x, const Array& w, const Array& ids, const Array& 
   return out;
 }
 
+namespace {
+// Every shard floating, contiguous and of one shape; returns it.
+const Shape& shard_shape(const char* fn, const std::vector<Array>& shards) {
+  if (shards.empty()) fail(fn, "no shards");
+  for (const Array& s : shards) {
+    check_float(fn, "a shard", s);
+    if (s.shape() != shards[0].shape())
+      fail(fn, "shards differ in shape: " + shape_to_string(s.shape()) + " and " + shape_to_string(shards[0].shape()));
+  }
+  return shards[0].shape();
+}
+}  // namespace
+
+Array all_gather(const std::vector<Array>& shards) {
+  const Shape& s = shard_shape("all_gather", shards);
+  if (s.size() != 2) fail("all_gather", "shards must be [m, k]");
+  const int64_t per = s[0] * s[1], n = static_cast<int64_t>(shards.size());
+  Array out = Array::empty({n * s[0], s[1]}, DType::f32);
+  for (int64_t d = 0; d < n; ++d)
+    for (int64_t i = 0; i < per; ++i) out.set(d * per + i, shards[static_cast<size_t>(d)].get(i));
+  return out;
+}
+
+Array all_reduce(const std::vector<Array>& shards) {
+  const Shape& s = shard_shape("all_reduce", shards);
+  Array out = Array::empty(s, DType::f32);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    double acc = 0;
+    for (const Array& x : shards) acc += x.get(i);
+    out.set(i, acc);
+  }
+  return out;
+}
+
 }  // namespace parhelion::ref

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <utility>
+#include <vector>
 
 #include "parhelion/array.h"
 
@@ -74,5 +75,10 @@ Array grouped_gemm(const Array& x, const Array& w, const Array& offsets);
 // out[s, :] = sum of x[i, :] over the rows i with ids[i] == s, for s in [0, num_segments): x [N, D],
 // ids [N] integer in [0, num_segments) (any order here); out f32 [num_segments, D].
 Array segment_sum(const Array& x, const Array& ids, int64_t num_segments);
+
+// Collectives, over the shards of every device (element d: device d's): the rows of every shard
+// in device order (all-gather), and their elementwise sum (all-reduce); shards [m, k].
+Array all_gather(const std::vector<Array>& shards);
+Array all_reduce(const std::vector<Array>& shards);
 
 }  // namespace parhelion::ref

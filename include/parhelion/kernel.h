@@ -21,6 +21,7 @@
 #include "parhelion/array.h"
 #include "parhelion/config.h"
 #include "parhelion/lang.h"
+#include "parhelion/mesh.h"
 #include "parhelion/tune.h"
 
 namespace parhelion {
@@ -129,6 +130,15 @@ class KernelBase {
   // output). Throws UserError for a data-dependent error (an out-of-bounds index read from a
   // tensor, a float that does not convert to an integer), naming the source line.
   std::vector<Array> interpret(const std::vector<Arg>& args);
+  // Evaluates a collective kernel (parhelion/collectives.h) on every device of `mesh` with the
+  // reference interpreter: `args[d]` are device d's arguments (the same shapes, dtypes and
+  // layouts on every device), element d of the result its outputs. Devices run one at a time,
+  // switching when one waits. Throws UserError, naming the line, for a race on a copy's regions,
+  // a deadlock (every device still running is waiting), a copy never waited for, a semaphore not
+  // back at 0 at the end, a peer outside the mesh, and interpret()'s errors.
+  std::vector<std::vector<Array>> interpret_on(const Mesh& mesh, const std::vector<std::vector<Arg>>& args);
+  // The kernel traced on `mesh` for the signature of `args` (one device's; cached).
+  std::shared_ptr<CompiledKernel::Impl> trace_on(const Mesh& mesh, const std::vector<Arg>& args);
 
   // Searches the config space for the fastest correct config for the signature of `args`
   // (or returns the cached winner); see tune.h.

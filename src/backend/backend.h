@@ -76,6 +76,9 @@ struct Capabilities {
   // default first, offered to each launch with a dot and a grid of two dims or more; empty: no
   // such knob.
   std::vector<int> launch_groups;
+  // The backend generates kernels that run on a mesh (src/ir/collectives.h): remote copies,
+  // barriers, semaphores. Otherwise configure() refuses them, naming the backend.
+  bool collectives = false;
 
   // The strategies offered to an inner loop: nested in another, its launch's sole loop, or not.
   const std::vector<lower::Strategy>& loop_strategies(bool nested, bool sole) const {

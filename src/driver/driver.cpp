@@ -1,10 +1,13 @@
 #include "driver/driver.h"
 
+#include "ir/collectives.h"
+
 #include <cmath>
 #include <cstring>
 #include <set>
 
 #include "frontend/tracer.h"
+#include "ir/collectives.h"
 #include "ir/verifier.h"
 #include "ir/views.h"
 #include "lower/config_space.h"
@@ -37,12 +40,13 @@ std::shared_ptr<Impl> traced_part(const Impl& k) {
 
 std::shared_ptr<Impl> trace(const std::string& name, const std::vector<bool>& arg_is_tensor,
                             const std::vector<bool>& arg_is_constant, const KernelBase::TraceFn& trace_fn,
-                            const std::vector<Arg>& args) {
+                            const std::vector<Arg>& args, const Mesh& mesh) {
   auto K = std::make_shared<Impl>();
   K->name = name;
   K->arg_is_tensor = arg_is_tensor;
   {
     frontend::Tracer tracer(name);
+    tracer.fn().mesh = mesh.axes();
     std::vector<KernelBase::TraceArg> targs;
     for (size_t i = 0; i < args.size(); ++i) {
       const Arg& a = args[i];
@@ -79,6 +83,10 @@ std::shared_ptr<Impl> trace(const std::string& name, const std::vector<bool>& ar
 }
 
 std::shared_ptr<Impl> configure(const Impl& traced, const backend::Backend& backend) {
+  if (!traced.fn.mesh.empty() && !backend.capabilities().collectives)
+    throw UserError("the " + backend.name() + " backend cannot generate kernel " + traced.name +
+                    ", which runs on a mesh (" + ir::mesh_to_string(traced.fn.mesh) +
+                    "), yet; the reference interpreter runs it (KernelBase::interpret_on)");
   auto K = traced_part(traced);
   K->backend = &backend;
   K->spec = lower::derive_config_spec(K->fn, backend);

@@ -24,10 +24,11 @@ namespace parhelion::driver {
 using Impl = CompiledKernel::Impl;
 
 // trace + verify: the kernel's Tile IR for the signature of `args` (not yet configured); the
-// arguments `arg_is_constant` marks are traced with their values (compile-time integers).
+// arguments `arg_is_constant` marks are traced with their values (compile-time integers). On a
+// mesh, `args` are one device's (every device's have the same signature).
 std::shared_ptr<Impl> trace(const std::string& name, const std::vector<bool>& arg_is_tensor,
                             const std::vector<bool>& arg_is_constant, const KernelBase::TraceFn& trace_fn,
-                            const std::vector<Arg>& args);
+                            const std::vector<Arg>& args, const Mesh& mesh = {});
 
 // configure: a copy of `traced` for `backend`, with its config space and default config.
 std::shared_ptr<Impl> configure(const Impl& traced, const backend::Backend& backend);

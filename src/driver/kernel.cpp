@@ -233,4 +233,34 @@ std::vector<Array> KernelBase::interpret(const std::vector<Arg>& args) {
   return interp::interpret(trace(args)->fn, args).outputs;
 }
 
+std::shared_ptr<CompiledKernel::Impl> KernelBase::trace_on(const Mesh& mesh, const std::vector<Arg>& args) {
+  if (mesh.empty()) return trace(args);
+  check_args(*this, args);
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string key = "mesh(" + mesh.to_string() + ")|" + signature_key(*this, args);
+  auto traced = cache_->traced.find(key);
+  if (traced == cache_->traced.end())
+    traced =
+        cache_->traced.emplace(key, driver::trace(name_, arg_is_tensor_, arg_is_constant_, trace_, args, mesh)).first;
+  return traced->second;
+}
+
+std::vector<std::vector<Array>> KernelBase::interpret_on(const Mesh& mesh, const std::vector<std::vector<Arg>>& args) {
+  if (static_cast<int64_t>(args.size()) != mesh.devices())
+    throw UserError("kernel " + name_ + " on mesh " + mesh.to_string() + " takes the arguments of " +
+                    std::to_string(mesh.devices()) + " devices, got " + std::to_string(args.size()));
+  const std::string signature = signature_key(*this, args.at(0));
+  for (size_t d = 1; d < args.size(); ++d) {
+    check_args(*this, args[d]);
+    if (signature_key(*this, args[d]) != signature)
+      throw UserError("kernel " + name_ + ": device " + std::to_string(d) +
+                      "'s arguments differ in shape, dtype or layout from device 0's (every device of a mesh runs "
+                      "the same specialization)");
+  }
+  std::vector<std::vector<Array>> outputs;
+  for (interp::Interpretation& r : interp::interpret_on_mesh(trace_on(mesh, args[0])->fn, args))
+    outputs.push_back(std::move(r.outputs));
+  return outputs;
+}
+
 }  // namespace parhelion

@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "frontend/operands.h"
 #include "frontend/tracer.h"
 #include "ir/printer.h"
 #include "ir/type_rules.h"
@@ -942,5 +943,12 @@ Tensor arange(int64_t n, Loc loc) {
   Op op{OpKind::Arange};
   return Tensor::block(emit_value(T, op, Type{DType::i64, {Dim::constant(n)}}, loc));
 }
+
+namespace frontend {
+int operand_value(Tracer& T, const Operand& o, DType hint) { return value_of(T, o, hint); }
+std::vector<ir::IndexItem> subscript_items(Tracer& T, const Tensor& x, const std::vector<Index>& idx, const Loc& loc) {
+  return index_items(T, x.kind(), x.id(), idx, loc);
+}
+}  // namespace frontend
 
 }  // namespace parhelion

@@ -25,6 +25,12 @@ Tracer::~Tracer() { g_active = previous_; }
 
 Tracer* Tracer::active() { return g_active; }
 
+int Tracer::add_copy(ir::Op start) {
+  start.channel = fn_.num_copies++;
+  copies_.push_back(std::move(start));
+  return copies_.back().channel;
+}
+
 Tracer& Tracer::current(const std::source_location& loc) {
   if (!g_active)
     throw UserError(

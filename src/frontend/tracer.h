@@ -70,6 +70,10 @@ class Tracer {
   // A copy of `c` with fresh value ids (each Scan op defines its combine's values).
   ir::ScanCombine clone_combine(const ir::ScanCombine& c);
 
+  // Collectives: the copies ph::remote_copy declared, each as the CopyStart op its start() emits.
+  int add_copy(ir::Op start);
+  const ir::Op& copy_start(int copy) const { return copies_.at(copy); }
+
   // Ends the trace: records the outputs and returns the finished Function.
   ir::Function finish(const std::vector<Tensor>& outputs);
 
@@ -91,6 +95,7 @@ class Tracer {
   int next_region_id_ = 0;
   ir::Op combine_region_{ir::OpKind::Scan};  // holds the ops of the combine being traced
   bool in_combine_ = false;
+  std::vector<ir::Op> copies_;
   Tracer* previous_;
 };
 

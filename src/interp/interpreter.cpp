@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
 #include "interp/conversions.h"
+#include "interp/mesh_world.h"
 #include "interp/value.h"
 #include "interp/views.h"
 #include "ir/printer.h"
@@ -245,9 +247,35 @@ class Interpreter {
   }
 
   Interpretation run() {
+    execute();
+    return result();
+  }
+
+  // On a mesh: this is device `device` of `world`, whose other devices are `devices` (copies
+  // land in their tensors).
+  void join_mesh(MeshWorld* world, int device, std::vector<Interpreter*>* devices) {
+    world_ = world;
+    device_ = device;
+    devices_ = devices;
+    coords_ = world->mesh().coords(device);
+    // Every device's tensors exist before any device runs: a copy may land in a peer's
+    // allocation before the peer reaches its own code.
+    for (const Op& op : fn_.body)
+      if (op.kind == OpKind::Alloc) alloc(op);
+    std::set<int> loads;
+    ir::walk(fn_.body, [&](const Op& op) {
+      if (op.kind == OpKind::Load) loads.insert(op.result);
+      if (op.kind == OpKind::CopyStart && loads.count(op.operands[0])) copy_sources_.insert(op.operands[0]);
+    });
+  }
+
+  // The host body, in order.
+  void execute() {
     for (const Op& op : fn_.body) {
-      if (op.kind == OpKind::Alloc)
+      if (op.kind == OpKind::Alloc && !world_)
         alloc(op);
+      else if (op.kind == OpKind::Alloc)
+        continue;  // (allocated when the device joined the mesh)
       else if (op.kind == OpKind::View)
         continue;  // a view has no state of its own: accesses go to its root (region)
       else if (op.kind == OpKind::Launch)
@@ -255,6 +283,11 @@ class Interpreter {
       else
         throw InternalError("host op " + std::string(ir::op_name(op)) + " in the host body");
     }
+  }
+
+  // The outputs and the final state of the arguments (on a mesh: once every device has finished,
+  // since copies land in a device's tensors until then).
+  Interpretation result() const {
     Interpretation r;
     for (int t : fn_.outputs) r.outputs.push_back(to_array(view_state(t)));
     for (int i = 0; i < fn_.num_tensor_params; ++i) r.params.push_back(to_array(tensors_[i]));
@@ -439,6 +472,18 @@ class Interpreter {
         return;
       case OpKind::Store:
         return store(op);
+      case OpKind::CopyStart:
+        return copy_start(op);
+      case OpKind::CopyWait:
+        if (static_cast<ir::CopyEnd>(op.fn) == ir::CopyEnd::send) return world_->wait_send(device_, op.channel, op.loc);
+        return world_->wait_recv(device_, op.channel, op.loc);
+      case OpKind::Barrier:
+        return world_->barrier(device_, op.dims, op.loc);
+      case OpKind::Signal:
+        return world_->signal(device_, peer_of(op, 1), op.channel, static_cast<int64_t>(operand(op, 0).scalar()),
+                              op.loc);
+      case OpKind::SemWait:
+        return world_->wait(device_, op.channel, static_cast<int64_t>(operand(op, 0).scalar()), op.loc);
       case OpKind::VarDecl:
       case OpKind::VarSet: {
         const ir::VarInfo& info = fn_.vars.at(op.var);
@@ -468,6 +513,8 @@ class Interpreter {
         const double number = t.dtype == DType::f32 ? static_cast<double>(static_cast<float>(op.number)) : op.number;
         return Value::filled(t.dtype, shape, cast_to(number, DType::f32, t.dtype, op.loc));
       }
+      case OpKind::DeviceIndex:
+        return Value::filled(DType::i64, {}, static_cast<double>(coords_.at(op.axis)));
       case OpKind::ScalarParam: {
         const double v = scalars_.at(op.param);
         if (fn_.type_of(op.result).dtype != DType::i64)
@@ -636,12 +683,17 @@ class Interpreter {
     return a;
   }
 
-  Value load(const Op& op, const Shape& shape) const {
-    const TensorState& T = tensors_.at(ir::root_of(fn_, op.tensor));
+  Value load(const Op& op, const Shape& shape) {
+    const int root = ir::root_of(fn_, op.tensor);
+    const TensorState& T = tensors_.at(root);
     const bool masked = op.operands.size() == 2;
     std::vector<bool> active;
     if (masked) active = mask_of(op, 0, shape);
     std::vector<int64_t> pos = region(op, shape, "load from", masked ? &active : nullptr);
+    if (world_) {
+      world_->access(device_, {root, pos}, false, op.loc);
+      if (copy_sources_.count(op.result)) copy_source_regions_[op.result] = {root, pos};
+    }
     // Stored elements are already values of the storage dtype; widening them to the compute
     // dtype (bf16/f16 -> f32, i32 -> i64, bool -> bool) is exact.
     Value r = masked ? broadcast_to(operand(op, 1), shape) : Value::filled(compute_dtype(T.dtype), shape, 0);
@@ -668,7 +720,9 @@ class Interpreter {
     if (update == ir::AtomicFn::none && (ir::has_gather(op) || ir::indexes_jagged_tile(fn_, op)))
       check_scatter_race(op, pos);
     Value v = broadcast_to(operand(op, 0), shape);
-    TensorState& T = tensors_.at(ir::root_of(fn_, op.tensor));
+    const int root = ir::root_of(fn_, op.tensor);
+    if (world_) world_->access(device_, {root, pos}, true, op.loc);
+    TensorState& T = tensors_.at(root);
     const std::string what = std::string(ir::atomic_name(update)) + " to " + fn_.tensors[op.tensor].name;
     // An atomic update combines each element in turn (a repeated index counts each time); the
     // sum of two values of a dtype is exact in a double, so one rounding gives the dtype's sum.
@@ -681,6 +735,41 @@ class Interpreter {
       if (update == ir::AtomicFn::min) x = nan_min(e, x);
       e = to_storage(x, v.dtype, T.dtype, op.loc, what);
     }
+  }
+
+  // The device a peer's coordinates (operands from `first` on) name, checked against the mesh.
+  int peer_of(const Op& op, size_t first) const {
+    std::vector<int64_t> c;
+    for (size_t i = first; i < op.operands.size(); ++i) {
+      const double v = val(op.operands[i]).scalar();
+      const ir::MeshAxis& axis = fn_.mesh.at(i - first);
+      if (std::isnan(v) || v < 0 || v >= static_cast<double>(axis.size))
+        fail(op.loc, std::string(ir::op_name(op)) + ": the peer's coordinate along " + axis.name + " is " +
+                         (std::isnan(v) ? "a value never written" : integer(v)) + ", outside the mesh's 0.." +
+                         std::to_string(axis.size - 1));
+      c.push_back(static_cast<int64_t>(v));
+    }
+    return static_cast<int>(world_->mesh().device_at(c));
+  }
+
+  // A remote copy lands when it starts: the block, rounded to the destination's dtype, is
+  // written into the peer's tensor (MeshWorld checks that no schedule could tell).
+  void copy_start(const Op& op) {
+    const int receiver = peer_of(op, 1);
+    ir::Type rt;
+    std::string err = ir::load_type(fn_, op.tensor, op.index, &rt);
+    PH_CHECK(err.empty(), err);
+    const Shape shape = concrete(rt);
+    const std::vector<int64_t> pos = region(op, shape, "copy to", nullptr);
+    const int root = ir::root_of(fn_, op.tensor);
+    auto source = copy_source_regions_.find(op.operands[0]);
+    world_->start_copy(device_, receiver, op.channel, {root, pos},
+                       source == copy_source_regions_.end() ? MeshWorld::Region{} : source->second, op.loc);
+    const Value v = broadcast_to(operand(op, 0), shape);
+    TensorState& T = devices_->at(receiver)->tensors_.at(root);
+    const std::string what = "copy to " + fn_.tensors[op.tensor].name;
+    for (size_t i = 0; i < pos.size(); ++i)
+      T.data[static_cast<size_t>(pos[i])] = to_storage(v.data[i], v.dtype, T.dtype, op.loc, what);
   }
 
   // A scatter that writes one position twice in one block, or that a different (parallel) grid
@@ -833,6 +922,14 @@ class Interpreter {
   mutable std::map<int, std::vector<int64_t>> mem_to_flat_;  // strided roots of views: memory -> logical
   int64_t step_ = 0;                                         // the current grid step (a counter over launches)
   std::map<int, std::map<int64_t, int64_t>> scattered_;      // root tensor -> position -> step that scattered it
+  // On a mesh (join_mesh): the world, this device, its coordinates, every device; the loads that
+  // copies send (value ids) and the region each last read.
+  MeshWorld* world_ = nullptr;
+  int device_ = 0;
+  std::vector<int64_t> coords_;
+  std::vector<Interpreter*>* devices_ = nullptr;
+  std::set<int> copy_sources_;
+  std::map<int, MeshWorld::Region> copy_source_regions_;
 };
 
 // Work of `ops` run `trips` times (see work_estimate).
@@ -874,11 +971,34 @@ double work(const ir::Function& fn, const std::vector<Op>& ops, double trips) {
 }  // namespace
 
 Interpretation interpret(const ir::Function& fn, const std::vector<Arg>& args) {
+  if (!fn.mesh.empty())
+    throw UserError("kernel " + fn.name + " runs on a mesh (" + Mesh(fn.mesh).to_string() +
+                    "): interpret it on one (interpret_on_mesh, KernelBase::interpret_on)");
   if (ir::has_block_counts(fn)) {
     const ir::Function bound = bind_counts(fn);
     return Interpreter(bound, args).run();
   }
   return Interpreter(fn, args).run();
+}
+
+std::vector<Interpretation> interpret_on_mesh(const ir::Function& traced, const std::vector<std::vector<Arg>>& args) {
+  if (traced.mesh.empty()) throw UserError("kernel " + traced.name + " was not traced on a mesh");
+  const ir::Function fn = ir::has_block_counts(traced) ? bind_counts(traced) : traced;
+  MeshWorld world(fn);
+  if (static_cast<int>(args.size()) != world.devices())
+    throw UserError("kernel " + fn.name + " on mesh " + world.mesh().to_string() + " takes the arguments of " +
+                    std::to_string(world.devices()) + " devices, got " + std::to_string(args.size()));
+  std::vector<std::unique_ptr<Interpreter>> owned;
+  std::vector<Interpreter*> devices;
+  for (const std::vector<Arg>& a : args) {
+    owned.push_back(std::make_unique<Interpreter>(fn, a));
+    devices.push_back(owned.back().get());
+  }
+  for (int d = 0; d < world.devices(); ++d) devices[d]->join_mesh(&world, d, &devices);
+  world.run([&](int d) { devices[d]->execute(); });
+  std::vector<Interpretation> results;
+  for (Interpreter* d : devices) results.push_back(d->result());
+  return results;
 }
 
 double work_estimate(const ir::Function& fn) { return work(fn, fn.body, 1); }

@@ -75,6 +75,13 @@ struct Interpretation {
 // copied first. Throws UserError (naming the op's source line) for a data-dependent error.
 Interpretation interpret(const ir::Function& fn, const std::vector<Arg>& args);
 
+// Evaluates a kernel traced on a mesh (src/ir/collectives.h states the semantics) on every
+// device: `args[d]` are device d's arguments; element d of the result is its outputs and final
+// arguments. Throws UserError, at the line, for a race on a copy's regions, a deadlock, a copy
+// never waited for, a semaphore not at 0 at the end, a peer outside the mesh, and interpret()'s
+// errors (src/interp/mesh_world.h says how).
+std::vector<Interpretation> interpret_on_mesh(const ir::Function& fn, const std::vector<std::vector<Arg>>& args);
+
 // About how many element operations interpret(fn, ...) performs (a dot counts M*N*K): callers
 // with a time budget (the tuner) use it to decide whether interpreting is affordable.
 double work_estimate(const ir::Function& fn);

@@ -26,6 +26,11 @@
 //   broadcast to the load's shape): elements where mask is false are not read and take
 //   `other`. A Store may carry a second operand, a bool mask: only its true elements are
 //   written. Masked-off elements' indices are neither checked nor used.
+// - Collectives (src/ir/collectives.h states their rules): a Function with a mesh runs once on
+//   every device of the mesh (SPMD), each on its own copy of every tensor (same shapes). Device
+//   code reads its own coordinates (DeviceIndex), copies blocks into the same tensor of a peer
+//   (CopyStart; CopyWait for its send and its receive), synchronizes (Barrier) and counts
+//   (Signal, SemWait). A launch with collectives runs its grid steps in order.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +39,7 @@
 
 #include "parhelion/array.h"
 #include "parhelion/dtype.h"
+#include "parhelion/mesh.h"
 
 namespace parhelion::ir {
 
@@ -182,7 +188,21 @@ enum class OpKind : uint8_t {
   // scan along `axis` (backwards if `reverse`) of the N-tuples of their elements under the
   // combine function `combine`; the result is component `fn` of the scanned tuples.
   Scan,
+  // Collectives (src/ir/collectives.h): `channel` names the copy or semaphore; a peer is one
+  // i64 scalar per mesh axis (its coordinates), the trailing operands.
+  DeviceIndex,  // axis -> i64 scalar: this device's coordinate along mesh axis `axis`
+  CopyStart,    // tensor[index] on the peer = operands[0]; operands[1..]: the peer
+  CopyWait,     // fn = CopyEnd: this device's send of copy `channel` done, or a receive landed
+  Barrier,      // dims: the mesh axes of the group (the devices that differ only along them)
+  Signal,       // operands: count, the peer: adds count to the peer's semaphore `channel`
+  SemWait,      // operands: count: waits until this device's semaphore `channel` >= count, takes it
 };
+
+// The end of a copy that CopyWait waits for (Op::fn).
+enum class CopyEnd : uint8_t { send, recv };
+
+// One axis of a device mesh: a name and the number of devices along it (parhelion/mesh.h).
+using parhelion::MeshAxis;
 
 // Appended (keep the order: the text form names them, config-free but stable):
 // bit_not (i64), round (half to even), floor, ceil, trunc (f32 or i64: identity on i64),
@@ -294,6 +314,7 @@ struct Op {
   SourceLoc loc;
   bool reverse = false;              // Scan: from the last element to the first
   std::vector<ScanCombine> combine;  // Scan: exactly one
+  int channel = -1;                  // CopyStart / CopyWait: the copy; Signal / SemWait: the semaphore
 };
 
 struct Function {
@@ -307,6 +328,11 @@ struct Function {
   std::vector<Type> values;  // type of every value id
   std::vector<Op> body;      // host ops
   std::vector<int> outputs;  // tensor ids returned to the caller
+  // Collectives: the mesh the kernel runs on (empty: one device), and how many copies (ph::remote_copy)
+  // and semaphores (ph::semaphore) it declares; ops name them by number (Op::channel).
+  std::vector<MeshAxis> mesh;
+  int num_copies = 0;
+  int num_semaphores = 0;
 
   const Type& type_of(int value) const { return values.at(value); }
 };

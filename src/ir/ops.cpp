@@ -76,6 +76,18 @@ std::string_view op_name(const Op& op) {
       return "if";
     case OpKind::Scan:
       return "scan";
+    case OpKind::DeviceIndex:
+      return "device_index";
+    case OpKind::CopyStart:
+      return "copy_start";
+    case OpKind::CopyWait:
+      return static_cast<CopyEnd>(op.fn) == CopyEnd::send ? "copy_wait_send" : "copy_wait_recv";
+    case OpKind::Barrier:
+      return "barrier";
+    case OpKind::Signal:
+      return "signal";
+    case OpKind::SemWait:
+      return "wait";
   }
   throw InternalError("unknown op kind");
 }

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 
+#include "ir/collectives.h"
 #include "ir/lexer.h"
 #include "ir/printer.h"
 #include "ir/scan.h"
@@ -47,6 +48,7 @@ class Parser {
 
   Function run() {
     header();
+    if (peek().is(Token::Ident, "mesh")) mesh();
     while (peek().kind == Token::Symbol) block_size();
     while (!peek().is(Token::Ident, "return")) {
       if (peek().kind == Token::EndOfFile) expected("'return' (the end of the kernel)", "");
@@ -336,6 +338,98 @@ class Parser {
     fn_.block_sizes.push_back(b);
   }
 
+  // `mesh x=4, y=2 copies=C semaphores=S`: the devices the kernel runs on, and how many copies
+  // and semaphores it declares.
+  void mesh() {
+    next();
+    do {
+      const Token& name = expect_ident("a mesh axis name", "in the mesh");
+      if (mesh_axis(fn_, name.text) >= 0) fail(name, "mesh axis '" + name.text + "' is named twice");
+      expect_punct("=", "after mesh axis " + name.text);
+      fn_.mesh.push_back({name.text, integer("the axis size", "of mesh axis " + name.text, 1)});
+    } while (accept_punct(","));
+    expect_word("copies", "after the mesh's axes");
+    expect_punct("=", "after 'copies'");
+    fn_.num_copies = static_cast<int>(integer("the number of copies", "of the mesh line", 0, 1 << 20));
+    expect_word("semaphores", "after the number of copies");
+    expect_punct("=", "after 'semaphores'");
+    fn_.num_semaphores = static_cast<int>(integer("the number of semaphores", "of the mesh line", 0, 1 << 20));
+    end_of_line("after the mesh");
+  }
+
+  // cN (a copy) or sN (a semaphore), declared by the mesh line.
+  int channel_ref(const std::string& prefix, int count, const std::string& context) {
+    const Token& t = expect_ident(prefix == "c" ? "a copy (cN)" : "a semaphore (sN)", context);
+    const int id = numbered(t.text, prefix);
+    if (id < 0 || id >= count)
+      fail(t, "expected " + std::string(prefix == "c" ? "a copy c0.." : "a semaphore s0..") + prefix +
+                  std::to_string(count - 1) + " (the mesh line declares " + std::to_string(count) + "), got " +
+                  t.describe());
+    return id;
+  }
+
+  int mesh_axis_ref(const std::string& context) {
+    const Token& t = expect_ident("a mesh axis", context);
+    if (fn_.mesh.empty()) fail(t, "'" + t.text + "' names a mesh axis, but the kernel has no mesh line (mesh x=N ...)");
+    const int a = mesh_axis(fn_, t.text);
+    if (a < 0) fail(t, "'" + t.text + "' is not an axis of the mesh (" + mesh_to_string(fn_.mesh) + ")");
+    return a;
+  }
+
+  // `to %a, %b`: a peer, one coordinate per mesh axis, appended to the op's operands.
+  void peer(Op& op, const Token& first) {
+    expect_word("to", "before the peer");
+    std::vector<Type> coords;
+    do {
+      op.operands.push_back(value_ref("as a peer's coordinate"));
+      coords.push_back(fn_.type_of(op.operands.back()));
+    } while (accept_punct(","));
+    if (std::string err = peer_rule(fn_, coords); !err.empty()) fail(first, err);
+  }
+
+  // The statements of a kernel on a mesh (src/ir/collectives.h), or false.
+  bool collective_statement(std::vector<Op>& body) {
+    const Token& first = peek();
+    if (first.kind != Token::Ident) return false;
+    const std::string& n = first.text;
+    if (n == "copy_start") {  // copy_start cN TENSOR[...], %value to %peer...
+      next();
+      Op op{OpKind::CopyStart};
+      op.channel = channel_ref("c", fn_.num_copies, "after 'copy_start'");
+      index(op, "of the copy's destination");
+      expect_punct(",", "after the copy's destination");
+      op.operands = {value_ref("as the copied block")};
+      if (std::string err = copy_rule(fn_, op.tensor, op.index, fn_.type_of(op.operands[0])); !err.empty())
+        fail(first, err);
+      peer(op, first);
+      finish(op, first, body, "after the copy's peer");
+    } else if (n == "copy_wait_send" || n == "copy_wait_recv") {
+      next();
+      Op op{OpKind::CopyWait};
+      op.fn = static_cast<int>(n == "copy_wait_send" ? CopyEnd::send : CopyEnd::recv);
+      op.channel = channel_ref("c", fn_.num_copies, "after '" + n + "'");
+      finish(op, first, body, "after the copy");
+    } else if (n == "barrier") {  // barrier x, y
+      next();
+      Op op{OpKind::Barrier};
+      do op.dims.push_back(mesh_axis_ref("after 'barrier'"));
+      while (accept_punct(","));
+      finish(op, first, body, "after the barrier's axes");
+    } else if (n == "signal" || n == "wait") {  // signal sN, %count to %peer...; wait sN, %count
+      next();
+      Op op{n == "signal" ? OpKind::Signal : OpKind::SemWait};
+      op.channel = channel_ref("s", fn_.num_semaphores, "after '" + n + "'");
+      expect_punct(",", "after the semaphore");
+      op.operands = {value_ref("as the count")};
+      if (std::string err = count_rule(fn_, fn_.type_of(op.operands[0])); !err.empty()) fail(first, err);
+      if (n == "signal") peer(op, first);
+      finish(op, first, body, "after the " + n);
+    } else {
+      return false;
+    }
+    return true;
+  }
+
   // --- host code ----------------------------------------------------------------------------
 
   void host_statement() {
@@ -556,6 +650,7 @@ class Parser {
   }
 
   void device_statement(std::vector<Op>& body) {
+    if (collective_statement(body)) return;
     const Token& first = peek();
     if (first.is(Token::Ident, "loop")) {
       Op op{OpKind::Loop};
@@ -728,6 +823,9 @@ class Parser {
       op.tile = tile_ref("after 'tile_id'");
     } else if (n == "arange") {
       op.kind = OpKind::Arange;
+    } else if (n == "device_index") {
+      op.kind = OpKind::DeviceIndex;
+      op.axis = mesh_axis_ref("after 'device_index'");
     } else if (n == "cast") {
       op.kind = OpKind::Cast;
       op.operands = {value_ref("after 'cast'")};
@@ -915,6 +1013,7 @@ class Parser {
       case OpKind::TileBegin:
       case OpKind::TileEnd:
       case OpKind::TileId:
+      case OpKind::DeviceIndex:
         want = Type{DType::i64, {}};
         break;
       case OpKind::TileIndex:

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "ir/collectives.h"
 #include "ir/views.h"
 
 namespace parhelion::ir {
@@ -34,6 +35,9 @@ class Printer {
     os_ << ") -> (";
     for (size_t i = 0; i < fn_.outputs.size(); ++i) os_ << (i ? ", " : "") << fn_.tensors[fn_.outputs[i]].name;
     os_ << ")\n";
+    if (!fn_.mesh.empty())  // mesh x=4, y=2 copies=1 semaphores=0
+      os_ << "  mesh " << mesh_to_string(fn_.mesh) << " copies=" << fn_.num_copies
+          << " semaphores=" << fn_.num_semaphores << "\n";
     for (const BlockSize& b : fn_.block_sizes) {
       os_ << "  $b" << b.id << " = block_size(extent=" << b.extent;
       if (b.fixed) os_ << ", fixed=" << b.fixed;
@@ -52,6 +56,13 @@ class Printer {
   }
 
   std::string val(int v) { return "%" + std::to_string(v); }
+
+  // " %a, %b": a peer's coordinates, the operands from `first` on.
+  std::string peer(const Op& op, size_t first) {
+    std::string s;
+    for (size_t i = first; i < op.operands.size(); ++i) s += (i > first ? ", " : " ") + val(op.operands[i]);
+    return s;
+  }
 
   std::string loc(const SourceLoc& l) const { return options_.locations ? loc_suffix(l) : ""; }
 
@@ -190,6 +201,27 @@ class Printer {
       }
       case OpKind::VarSet:
         os_ << "var_set v" << op.var << ", " << val(op.operands[0]) << loc(op.loc) << "\n";
+        return;
+      case OpKind::DeviceIndex:
+        os_ << "device_index " << fn_.mesh.at(op.axis).name;
+        break;
+      case OpKind::CopyStart:  // copy_start c0 buf0[...], %v to %peer
+        os_ << "copy_start c" << op.channel << " " << index_str(op) << ", " << val(op.operands[0]) << " to"
+            << peer(op, 1) << loc(op.loc) << "\n";
+        return;
+      case OpKind::CopyWait:
+        os_ << op_name(op) << " c" << op.channel << loc(op.loc) << "\n";
+        return;
+      case OpKind::Barrier:
+        os_ << "barrier";
+        for (size_t i = 0; i < op.dims.size(); ++i) os_ << (i ? ", " : " ") << fn_.mesh.at(op.dims[i]).name;
+        os_ << loc(op.loc) << "\n";
+        return;
+      case OpKind::Signal:  // signal s0, %count to %peer
+        os_ << "signal s" << op.channel << ", " << val(op.operands[0]) << " to" << peer(op, 1) << loc(op.loc) << "\n";
+        return;
+      case OpKind::SemWait:
+        os_ << "wait s" << op.channel << ", " << val(op.operands[0]) << loc(op.loc) << "\n";
         return;
       default: {
         os_ << op_name(op);

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "ir/collectives.h"
 #include "ir/printer.h"
 #include "ir/scan.h"
 #include "ir/type_rules.h"
@@ -152,6 +153,19 @@ class Verifier {
                          "): atomics take numbers (use an integer tensor as a flag)");
           continue;
         }
+        case OpKind::DeviceIndex:
+          if (op.axis < 0 || op.axis >= static_cast<int>(fn_.mesh.size()))
+            fail(op, "device_index names no axis of the kernel's mesh (" + mesh_to_string(fn_.mesh) + ")");
+          define(op, op.result, scope);
+          expect_type(op, Type{DType::i64, {}});
+          continue;
+        case OpKind::CopyStart:
+        case OpKind::CopyWait:
+        case OpKind::Barrier:
+        case OpKind::Signal:
+        case OpKind::SemWait:
+          check_collective(op);
+          continue;
         case OpKind::VarDecl:
           check(op.var >= 0 && op.var < static_cast<int>(fn_.vars.size()), op, "bad var");
           vars.insert(op.var);
@@ -248,6 +262,50 @@ class Verifier {
         default:
           if (op.result >= 0) define(op, op.result, scope);
       }
+    }
+  }
+
+  // The operands and channels of a collective (src/ir/collectives.h).
+  void check_collective(const Op& op) {
+    check(op.result < 0, op, std::string(op_name(op)) + " has no result");
+    if (fn_.mesh.empty()) fail(op, std::string(op_name(op)) + " needs a mesh: call the kernel on one (ph::Mesh)");
+    auto peer = [&](size_t first) {
+      std::vector<Type> coords;
+      for (size_t i = first; i < op.operands.size(); ++i) coords.push_back(fn_.type_of(op.operands[i]));
+      rule(op, peer_rule(fn_, coords));
+    };
+    const bool is_copy = op.kind == OpKind::CopyStart || op.kind == OpKind::CopyWait;
+    if (op.kind != OpKind::Barrier)
+      check(op.channel >= 0 && op.channel < (is_copy ? fn_.num_copies : fn_.num_semaphores), op,
+            std::string("bad ") + (is_copy ? "copy" : "semaphore"));
+    switch (op.kind) {
+      case OpKind::CopyStart:
+        check(op.operands.size() >= 2, op, "a copy has a block and a peer");
+        rule(op, copy_rule(fn_, op.tensor, op.index, fn_.type_of(op.operands[0])));
+        peer(1);
+        return;
+      case OpKind::CopyWait:
+        check(op.operands.empty() && (op.fn == 0 || op.fn == 1), op, "a copy's wait is on its send or its receive");
+        return;
+      case OpKind::Barrier: {
+        check(!op.dims.empty() && op.operands.empty(), op, "a barrier names its group's mesh axes");
+        std::set<int64_t> axes;
+        for (int64_t a : op.dims)
+          check(a >= 0 && a < static_cast<int64_t>(fn_.mesh.size()) && axes.insert(a).second, op,
+                "a barrier's axes are distinct axes of the mesh");
+        return;
+      }
+      case OpKind::Signal:
+        check(op.operands.size() >= 2, op, "a signal has a count and a peer");
+        rule(op, count_rule(fn_, fn_.type_of(op.operands[0])));
+        peer(1);
+        return;
+      case OpKind::SemWait:
+        check(op.operands.size() == 1, op, "a wait has a count");
+        rule(op, count_rule(fn_, fn_.type_of(op.operands[0])));
+        return;
+      default:
+        throw InternalError("not a collective");
     }
   }
 

@@ -1,0 +1,316 @@
+#include "interp/mesh_world.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "ir/collectives.h"
+#include "ir/views.h"
+#include "parhelion/error.h"
+
+namespace parhelion::interp {
+namespace {
+
+// Ends a device's thread when another device failed (not an std::exception: nothing in the
+// interpreter catches it on the way out).
+struct Aborted {};
+
+}  // namespace
+
+MeshWorld::MeshWorld(const ir::Function& fn)
+    : fn_(fn),
+      mesh_(fn.mesh),
+      copy_locs_(static_cast<size_t>(fn.num_copies)),
+      memory_(static_cast<size_t>(mesh_.devices())),
+      clocks_(static_cast<size_t>(mesh_.devices()), Clock(static_cast<size_t>(mesh_.devices()), 0)),
+      semaphores_(static_cast<size_t>(mesh_.devices()),
+                  std::vector<int64_t>(static_cast<size_t>(fn.num_semaphores), 0)),
+      semaphore_clocks_(
+          static_cast<size_t>(mesh_.devices()),
+          std::vector<Clock>(static_cast<size_t>(fn.num_semaphores), Clock(static_cast<size_t>(mesh_.devices()), 0))),
+      semaphore_locs_(static_cast<size_t>(fn.num_semaphores)) {
+  ir::walk(fn.body, [&](const ir::Op& op) {
+    if (op.kind != ir::OpKind::CopyStart) return;
+    copy_locs_.at(static_cast<size_t>(op.channel)) = op.loc;
+    const int root = ir::root_of(fn, op.tensor);
+    landing_roots_[root] = shape_numel(fn.tensors.at(root).shape);
+  });
+}
+
+std::string MeshWorld::device_name(int d) const {
+  std::string s = "device " + std::to_string(d) + " (";
+  const std::vector<int64_t> c = mesh_.coords(d);
+  for (size_t i = 0; i < c.size(); ++i) s += (i ? ", " : "") + mesh_.axes()[i].name + "=" + std::to_string(c[i]);
+  return s + ")";
+}
+
+std::string MeshWorld::copy_name(int channel) const {
+  return "copy c" + std::to_string(channel) + " (ph::remote_copy at " + copy_locs_.at(channel).str() + ")";
+}
+
+std::string MeshWorld::region_name(const Region& r) const {
+  const ir::TensorInfo& t = fn_.tensors.at(r.root);
+  for (int64_t p : r.positions) {
+    if (p < 0) continue;
+    std::string at;
+    for (size_t k = t.shape.size(); k-- > 0;) {
+      at = std::to_string(p % t.shape[k]) + (at.empty() ? "" : ", ") + at;
+      p /= t.shape[k];
+    }
+    return t.name + " (element [" + at + "] among others)";
+  }
+  return t.name;
+}
+
+void MeshWorld::race(const ir::SourceLoc& loc, const std::string& msg) const {
+  throw UserError(loc.str() + ": race: " + msg);
+}
+
+void MeshWorld::join(Clock& into, const Clock& from) const {
+  for (size_t i = 0; i < into.size(); ++i) into[i] = std::max(into[i], from[i]);
+}
+
+std::vector<MeshWorld::Element>& MeshWorld::elements(int device, int root) {
+  std::vector<Element>& e = memory_.at(device)[root];
+  if (e.empty()) e.resize(static_cast<size_t>(landing_roots_.at(root)));
+  return e;
+}
+
+// --- the scheduler ------------------------------------------------------------------------------
+
+void MeshWorld::run(const std::function<void(int)>& device_body) {
+  const int n = devices();
+  state_.assign(n, State::ready);
+  ready_.assign(n, nullptr);
+  waiting_for_.assign(n, "");
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (int d = 0; d < n; ++d) {
+    threads.emplace_back([this, d, &device_body] {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return running_ == d || aborted_; });
+        if (aborted_) return;
+      }
+      try {
+        device_body(d);
+      } catch (const Aborted&) {
+        return;
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!error_) error_ = std::current_exception();
+        aborted_ = true;
+        cv_.notify_all();
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      state_[d] = State::done;
+      pass_baton(d);
+    });
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = 0;
+    cv_.notify_all();
+  }
+  for (std::thread& t : threads) t.join();
+  if (error_) std::rethrow_exception(error_);
+  check_end();
+}
+
+void MeshWorld::pass_baton(int from) {
+  const int n = devices();
+  for (int k = 1; k <= n; ++k) {
+    const int g = (from + k) % n;
+    if (state_[g] == State::blocked && ready_[g]()) state_[g] = State::ready;
+    if (state_[g] == State::ready) {
+      running_ = g;
+      cv_.notify_all();
+      return;
+    }
+  }
+  if (std::all_of(state_.begin(), state_.end(), [](State s) { return s == State::done; })) {
+    running_ = -1;
+    return;
+  }
+  std::string msg = "deadlock: every device that has not finished is waiting, and nothing it waits for can come:";
+  for (int g = 0; g < n; ++g)
+    if (state_[g] == State::blocked) msg += "\n  " + waiting_for_[g];
+  error_ = std::make_exception_ptr(UserError(msg));
+  aborted_ = true;
+  cv_.notify_all();
+}
+
+void MeshWorld::block_until(int device, const std::function<bool()>& ready, const std::string& what) {
+  if (ready()) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  state_[device] = State::blocked;
+  ready_[device] = ready;
+  waiting_for_[device] = what;
+  pass_baton(device);
+  cv_.wait(lock, [&] { return running_ == device || aborted_; });
+  if (aborted_) throw Aborted{};
+}
+
+// --- copies -------------------------------------------------------------------------------------
+
+void MeshWorld::start_copy(int sender, int receiver, int channel, const Region& landing, const Region& source,
+                           const ir::SourceLoc& loc) {
+  Clock& c = clocks_.at(sender);
+  ++c[sender];
+  const std::string what = device_name(sender) + "'s " + copy_name(channel) + " to " + device_name(receiver);
+  for (const Flight& f : flights_)
+    if (f.sender == receiver && !f.sent && f.source.root == landing.root) {
+      std::vector<int64_t> a = f.source.positions;
+      std::sort(a.begin(), a.end());
+      for (int64_t p : landing.positions)
+        if (p >= 0 && std::binary_search(a.begin(), a.end(), p))
+          race(loc, what + " lands in " + region_name(landing) + ", which " + device_name(receiver) + "'s " +
+                        copy_name(f.channel) + " (started at " + f.loc.str() +
+                        ") is still sending from: the sender waits for its send (wait_send) before that region "
+                        "may be written");
+    }
+  std::vector<Element>& mem = elements(receiver, landing.root);
+  const int64_t seen = c[receiver];  // how far the sender knows the receiver's events
+  for (int64_t p : landing.positions) {
+    if (p < 0) continue;
+    Element& e = mem.at(static_cast<size_t>(p));
+    if (e.owner_loc && e.owner_epoch >= seen)
+      race(loc, what + " lands in " + region_name(landing) + ", which " + device_name(receiver) +
+                    " also reads or writes (at " + e.owner_loc->str() +
+                    ") with nothing ordering that access before this copy (a barrier, a signal and wait, or a "
+                    "copy's wait between them)");
+    if (e.landing_loc && (e.landing_received < 0 || e.landing_received >= seen))
+      race(loc, what + " lands in " + region_name(landing) + ", where a copy from " + device_name(e.landing_sender) +
+                    " (ph::remote_copy at " + e.landing_loc->str() + ") " +
+                    (e.landing_received < 0 ? "is still landing" : "landed") +
+                    ", with nothing ordering its receive before this copy");
+    e.landing_sender = sender;
+    e.landing_received = -1;
+    e.landing_loc = &copy_locs_.at(channel);
+  }
+  flights_.push_back(Flight{sender, receiver, channel, landing, source, c, false, false, loc});
+}
+
+void MeshWorld::wait_send(int device, int channel, const ir::SourceLoc& loc) {
+  auto pending = [this, device, channel] {
+    return std::find_if(flights_.begin(), flights_.end(),
+                        [&](const Flight& f) { return f.sender == device && f.channel == channel && !f.sent; });
+  };
+  block_until(
+      device, [&] { return pending() != flights_.end(); },
+      loc.str() + ": " + device_name(device) + " waits for the send of " + copy_name(channel) +
+          ", which it has not started");
+  auto f = pending();
+  f->sent = true;
+  if (f->received) flights_.erase(f);
+}
+
+void MeshWorld::wait_recv(int device, int channel, const ir::SourceLoc& loc) {
+  auto pending = [this, device, channel] {
+    return std::find_if(flights_.begin(), flights_.end(),
+                        [&](const Flight& f) { return f.receiver == device && f.channel == channel && !f.received; });
+  };
+  block_until(
+      device, [&] { return pending() != flights_.end(); },
+      loc.str() + ": " + device_name(device) + " waits for " + copy_name(channel) + " to land, and no device sends it");
+  auto f = pending();
+  f->received = true;
+  Clock& c = clocks_.at(device);
+  ++c[device];
+  join(c, f->clock);
+  std::vector<Element>& mem = elements(device, f->landing.root);
+  for (int64_t p : f->landing.positions)
+    if (p >= 0) mem.at(static_cast<size_t>(p)).landing_received = c[device];
+  if (f->sent) flights_.erase(f);
+}
+
+void MeshWorld::access(int device, const Region& region, bool write, const ir::SourceLoc& loc) {
+  if (write)
+    for (const Flight& f : flights_)
+      if (f.sender == device && !f.sent && f.source.root == region.root) {
+        std::vector<int64_t> a = f.source.positions;
+        std::sort(a.begin(), a.end());
+        for (int64_t p : region.positions)
+          if (p >= 0 && std::binary_search(a.begin(), a.end(), p))
+            race(loc, device_name(device) + " writes " + region_name(region) + ", which its " + copy_name(f.channel) +
+                          " (started at " + f.loc.str() +
+                          ") is still sending from: wait for the send (wait_send) before writing it");
+      }
+  if (!tracked(region.root)) return;
+  std::vector<Element>& mem = elements(device, region.root);
+  const Clock& c = clocks_.at(device);
+  for (int64_t p : region.positions) {
+    if (p < 0) continue;
+    Element& e = mem.at(static_cast<size_t>(p));
+    if (e.landing_loc && e.landing_received < 0)
+      race(loc, device_name(device) + (write ? " writes " : " reads ") + region_name(region) + " while a copy from " +
+                    device_name(e.landing_sender) + " (ph::remote_copy at " + e.landing_loc->str() +
+                    ") may still be landing there: wait for it to land (wait_recv) first");
+    e.owner_epoch = c[device];
+    e.owner_loc = &loc;
+  }
+}
+
+// --- synchronization ----------------------------------------------------------------------------
+
+void MeshWorld::barrier(int device, const std::vector<int64_t>& axes, const ir::SourceLoc& loc) {
+  const std::vector<int64_t> me = mesh_.coords(device);
+  std::vector<int64_t> group = axes;  // the axes, then the coordinates off them
+  group.push_back(-1);
+  for (size_t a = 0; a < me.size(); ++a)
+    if (std::find(axes.begin(), axes.end(), static_cast<int64_t>(a)) == axes.end()) group.push_back(me[a]);
+  int64_t members = 1;
+  for (int64_t a : axes) members *= mesh_.axes().at(a).size;
+  std::vector<int64_t>& counts = barrier_counts_[axes];
+  counts.resize(static_cast<size_t>(devices()), 0);
+  const int64_t generation = counts[device]++;
+  Clock& c = clocks_.at(device);
+  ++c[device];
+  Generation& g = barriers_[group][generation];
+  if (g.clock.empty()) g.clock.assign(c.size(), 0);
+  join(g.clock, c);
+  ++g.arrived;
+  block_until(
+      device, [&g, members] { return g.arrived == members; },
+      loc.str() + ": " + device_name(device) + " waits at a barrier for " + std::to_string(members - g.arrived) +
+          " more device(s) of its group, which never reach it");
+  join(c, g.clock);
+}
+
+void MeshWorld::signal(int device, int peer, int semaphore, int64_t count, const ir::SourceLoc& loc) {
+  if (count < 0) throw UserError(loc.str() + ": ph::signal with a negative count (" + std::to_string(count) + ")");
+  Clock& c = clocks_.at(device);
+  ++c[device];
+  semaphores_.at(peer).at(semaphore) += count;
+  join(semaphore_clocks_.at(peer).at(semaphore), c);
+  semaphore_locs_.at(semaphore) = loc;
+}
+
+void MeshWorld::wait(int device, int semaphore, int64_t count, const ir::SourceLoc& loc) {
+  if (count < 0) throw UserError(loc.str() + ": ph::wait with a negative count (" + std::to_string(count) + ")");
+  int64_t& s = semaphores_.at(device).at(semaphore);
+  block_until(
+      device, [&s, count] { return s >= count; },
+      loc.str() + ": " + device_name(device) + " waits for semaphore s" + std::to_string(semaphore) + " to reach " +
+          std::to_string(count) + " (it is " + std::to_string(s) + "), and no device signals it enough");
+  s -= count;
+  join(clocks_.at(device), semaphore_clocks_.at(device).at(semaphore));
+}
+
+void MeshWorld::check_end() const {
+  for (const Flight& f : flights_)
+    throw UserError(f.loc.str() + ": " + device_name(f.sender) + "'s " + copy_name(f.channel) + " to " +
+                    device_name(f.receiver) + " was never waited for " +
+                    (!f.sent && !f.received ? "(neither its send nor its receive)"
+                     : !f.sent              ? "on its send (wait_send)"
+                                            : "on its receive (wait_recv)") +
+                    " before the kernel ended; every copy must be");
+  for (int d = 0; d < devices(); ++d)
+    for (size_t s = 0; s < semaphores_[d].size(); ++s)
+      if (semaphores_[d][s] != 0)
+        throw UserError(semaphore_locs_[s].str() + ": semaphore s" + std::to_string(s) + " of " + device_name(d) +
+                        " is " + std::to_string(semaphores_[d][s]) +
+                        " when the kernel ends; every signal must be waited for (it must end at 0)");
+}
+
+}  // namespace parhelion::interp

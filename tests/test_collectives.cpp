@@ -1,0 +1,306 @@
+// Collectives (issue 21): kernels on a mesh, run by the reference interpreter on every device.
+// The library's all-gather and all-reduces against their references on rings of 1 to 8
+// devices and on a 2-D mesh; the text form; and every error the interpreter and the tracer
+// report: races on a copy's regions, deadlocks, unwaited copies, unbalanced semaphores, peers
+// outside the mesh, misuse while tracing, and backends that cannot generate collectives.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backend/registry.h"
+#include "driver/compiled_kernel_impl.h"
+#include "driver/driver.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "kernels/kernels.h"
+#include "kernels/references.h"
+#include "parhelion/parhelion.h"
+
+#include "tests/user_error.h"
+
+namespace ph = parhelion;
+namespace kernels = ph::kernels;
+
+namespace {
+
+std::vector<ph::Array> shards_of(int64_t n, const ph::Shape& shape, ph::DType dtype, uint64_t seed) {
+  std::vector<ph::Array> s;
+  for (int64_t d = 0; d < n; ++d) s.push_back(ph::Array::random(shape, dtype, seed + static_cast<uint64_t>(d)));
+  return s;
+}
+
+// One argument list per device: its shard.
+std::vector<std::vector<ph::Arg>> per_device(const std::vector<ph::Array>& shards) {
+  std::vector<std::vector<ph::Arg>> args;
+  for (const ph::Array& s : shards) args.push_back({s});
+  return args;
+}
+
+ph::Mesh ring(int64_t n) { return ph::Mesh{{"x", n}}; }
+
+TEST(Collectives, AllGatherOnRingsOf1To8Devices) {
+  for (int64_t n : {1, 2, 3, 4, 8})
+    for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
+      SCOPED_TRACE("n=" + std::to_string(n) + " " + std::string(ph::dtype_name(dt)));
+      const std::vector<ph::Array> x = shards_of(n, {5, 7}, dt, 10);
+      const std::vector<std::vector<ph::Array>> out = kernels::all_gather.interpret_on(ring(n), per_device(x));
+      ASSERT_EQ(static_cast<int64_t>(out.size()), n);
+      const ph::Array want = ph::ref::all_gather(x);
+      for (const std::vector<ph::Array>& o : out) EXPECT_EQ(ph::max_abs_diff(o.at(0), want), 0);  // copies are exact
+    }
+}
+
+TEST(Collectives, AllReduceOneShotAndRingMatchTheSum) {
+  for (int64_t n : {1, 2, 3, 4, 5}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const std::vector<ph::Array> x = shards_of(n, {6, 9}, ph::DType::f32, 20);
+    const ph::Array want = ph::ref::all_reduce(x);
+    for (const std::vector<ph::Array>& o : kernels::all_reduce.interpret_on(ring(n), per_device(x)))
+      EXPECT_LT(ph::max_abs_diff(o.at(0), want), 1e-5);
+    const std::vector<ph::Array> chunks = shards_of(n, {3 * n, 4}, ph::DType::f32, 30);
+    const ph::Array want_ring = ph::ref::all_reduce(chunks);
+    for (const std::vector<ph::Array>& o : kernels::all_reduce_ring.interpret_on(ring(n), per_device(chunks)))
+      EXPECT_LT(ph::max_abs_diff(o.at(0), want_ring), 1e-5);
+  }
+}
+
+TEST(Collectives, TheRingsTextFormReadsBack) {
+  const std::vector<ph::Array> x = shards_of(4, {8, 4}, ph::DType::f32, 1);
+  const std::string ir = ph::ir::print(kernels::all_reduce_ring.trace_on(ring(4), {x[0]})->fn);
+  EXPECT_HAS(ir, "mesh x=4 copies=2 semaphores=1");
+  for (const char* op :
+       {"device_index x", "copy_start c0 ", "copy_wait_send c0", "copy_wait_recv c1", "signal s0, ", "wait s0, "})
+    EXPECT_HAS(ir, op);
+  EXPECT_EQ(ph::ir::print(ph::ir::parse(ir, "ring.tir")), ir);
+}
+
+// On a 2-D mesh: a ring all-gather along y within each x row, then a barrier over the whole
+// mesh and a check of the coordinates: out[y m + i, j] = x of device (x, y) at [i, j] + 1000 x.
+ph::Tensor gather_along_y(ph::Tensor x) {
+  const int64_t ny = ph::mesh_size("y");
+  auto [m, k] = x.sizes<2>();
+  auto out = ph::empty({ny * m, k});
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    auto y = ph::device_index("y");
+    out[ph::slice(y * m, ph::length(m)), ph::all] =
+        x[ph::all, ph::all] + ph::cast(ph::device_index("x"), ph::DType::f32) * 1000.0f;
+    for (auto step : ph::grid(ny - 1)) {
+      auto rows = ph::slice(ph::remainder(y - step.begin(), ny) * m, ph::length(m));
+      auto send = ph::remote_copy(out, {rows, ph::all}, out[rows, ph::all], ph::ring_next("y"));
+      send.start();
+      send.wait();
+    }
+    ph::barrier({"x", "y"});
+  }
+  return out;
+}
+
+TEST(Collectives, RingAlongOneAxisOfA2DMesh) {
+  ph::Kernel k("gather_along_y", gather_along_y);
+  const ph::Mesh mesh{{"x", 2}, {"y", 3}};
+  const std::vector<ph::Array> x = shards_of(6, {2, 3}, ph::DType::f32, 40);
+  const std::vector<std::vector<ph::Array>> out = k.interpret_on(mesh, per_device(x));
+  for (int64_t d = 0; d < 6; ++d) {
+    const std::vector<int64_t> c = mesh.coords(d);
+    for (int64_t y = 0; y < 3; ++y)
+      for (int64_t i = 0; i < 6; ++i)
+        EXPECT_FLOAT_EQ(out[d][0].get(y * 6 + i),
+                        x[static_cast<size_t>(mesh.device_at({c[0], y}))].get(i) + 1000.0f * static_cast<float>(c[0]));
+  }
+}
+
+// --- errors --------------------------------------------------------------------------------------
+
+// Each device copies its x into `buf` of the next one; `mistake` picks what goes wrong. (The
+// allocations are named buf0 (buf), buf1 (src) and buf2 (out) in messages.)
+enum class Mistake {
+  land_on_written,
+  read_before_recv,
+  no_waits,
+  only_device_0_sends,
+  overwrite_source,
+  one_slot_no_credit,
+  unbalanced_signal,
+  peer_outside,
+  none
+};
+
+ph::Tensor ring_send(ph::Tensor x, Mistake mistake) {
+  const int64_t n = ph::mesh_size("x");
+  auto buf = ph::zeros({x.size(0), x.size(1)});
+  auto src = ph::zeros({x.size(0), x.size(1)});
+  auto out = ph::empty({x.size(0), x.size(1)});
+  auto sem = ph::semaphore();
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    auto me = ph::device_index("x");
+    src[ph::all, ph::all] = x[ph::all, ph::all];
+    if (mistake == Mistake::one_slot_no_credit) {  // every step lands in the same buffer
+      for (auto step : ph::grid(3)) {
+        auto send = ph::remote_copy(buf, {ph::all, ph::all},
+                                    src[ph::all, ph::all] + ph::cast(step.begin(), ph::DType::f32), ph::ring_next("x"));
+        send.start();
+        send.wait();
+        out[ph::all, ph::all] = buf[ph::all, ph::all];
+      }
+      continue;
+    }
+    if (mistake == Mistake::land_on_written) {  // device 1 sends to device 0, which wrote there first
+      buf[ph::all, ph::all] = x[ph::all, ph::all];
+      auto send = ph::remote_copy(buf, {ph::all, ph::all}, src[ph::all, ph::all], ph::peer("x", 0));
+      ph::when(me == 1, [&] {
+        send.start();
+        send.wait_send();
+      });
+      ph::when(me == 0, [&] { send.wait_recv(); });
+      continue;
+    }
+    auto to = mistake == Mistake::peer_outside ? ph::peer("x", me + 1) : ph::ring_next("x");
+    auto send = ph::remote_copy(buf, {ph::all, ph::all}, src[ph::all, ph::all], to);
+    if (mistake == Mistake::only_device_0_sends)
+      ph::when(me == 0, [&] { send.start(); });
+    else
+      send.start();
+    if (mistake == Mistake::overwrite_source) src[ph::all, ph::all] = x[ph::all, ph::all] * 2.0f;
+    if (mistake == Mistake::read_before_recv) out[ph::all, ph::all] = buf[ph::all, ph::all];
+    if (mistake == Mistake::unbalanced_signal) ph::signal(sem, ph::ring_next("x"));
+    if (mistake == Mistake::no_waits) continue;
+    send.wait();
+    out[ph::all, ph::all] = buf[ph::all, ph::all];
+  }
+  (void)n;
+  return out;
+}
+
+template <Mistake M>
+ph::Tensor ring_send_with(ph::Tensor x) {
+  return ring_send(x, M);
+}
+
+template <Mistake M>
+std::string error_of() {
+  ph::Kernel k("ring_send", ring_send_with<M>);
+  const std::vector<ph::Array> x = shards_of(4, {2, 3}, ph::DType::f32, 50);
+  return user_error_of([&] { k.interpret_on(ring(4), per_device(x)); });
+}
+
+TEST(Collectives, ACorrectRingSendPasses) {
+  ph::Kernel k("ring_send", ring_send_with<Mistake::none>);
+  const std::vector<ph::Array> x = shards_of(4, {2, 3}, ph::DType::f32, 50);
+  const std::vector<std::vector<ph::Array>> out = k.interpret_on(ring(4), per_device(x));
+  for (int64_t d = 0; d < 4; ++d) EXPECT_EQ(ph::max_abs_diff(out[d][0], x[(d + 3) % 4]), 0);
+}
+
+TEST(Collectives, ReadingALandingRegionBeforeItsReceiveIsARace) {
+  const std::string e = error_of<Mistake::read_before_recv>();
+  EXPECT_HAS(e, "test_collectives.cpp:");
+  EXPECT_HAS(e, "race: device 1 (x=1) reads buf0");
+  EXPECT_HAS(e, "may still be landing there: wait for it to land (wait_recv) first");
+}
+
+TEST(Collectives, WritingWhatACopySendsBeforeItsSendIsARace) {
+  const std::string e = error_of<Mistake::overwrite_source>();
+  EXPECT_HAS(e, "race: device 0 (x=0) writes buf1");
+  EXPECT_HAS(e, "is still sending from: wait for the send (wait_send) before writing it");
+}
+
+TEST(Collectives, ACopyLandingWhereTheReceiverWroteUnorderedIsARace) {
+  const std::string e = error_of<Mistake::land_on_written>();
+  EXPECT_HAS(e, "race: device 1 (x=1)'s copy c0");
+  EXPECT_HAS(
+      e, "to device 0 (x=0) lands in buf0 (element [0, 0] among others), which device 0 (x=0) also reads or writes");
+  EXPECT_HAS(e, "with nothing ordering that access before this copy");
+}
+
+TEST(Collectives, ReusingALandingBufferWithoutFlowControlIsARace) {
+  const std::string e = error_of<Mistake::one_slot_no_credit>();
+  EXPECT_HAS(e, "race: device ");
+  EXPECT_HAS(e, "lands in buf0");
+  EXPECT_HAS(e, "with nothing ordering its receive before this copy");
+}
+
+TEST(Collectives, ACopyNobodySendsIsADeadlock) {
+  const std::string e = error_of<Mistake::only_device_0_sends>();
+  EXPECT_HAS(e, "deadlock: every device that has not finished is waiting");
+  EXPECT_HAS(e, "device 0 (x=0) waits for copy c0 (ph::remote_copy at ");
+  EXPECT_HAS(e, "device 2 (x=2) waits for the send of copy c0");
+}
+
+TEST(Collectives, UnwaitedCopiesAndUnbalancedSemaphoresAreRefusedAtTheEnd) {
+  EXPECT_HAS(error_of<Mistake::no_waits>(), "was never waited for (neither its send nor its receive)");
+  const std::string e = error_of<Mistake::unbalanced_signal>();
+  EXPECT_HAS(e, "semaphore s0 of device 0 (x=0) is 1 when the kernel ends");
+  EXPECT_HAS(e, "test_collectives.cpp:");
+}
+
+TEST(Collectives, APeerOutsideTheMeshIsRefused) {
+  EXPECT_HAS(error_of<Mistake::peer_outside>(),
+             "copy_start: the peer's coordinate along x is 4, outside the mesh's 0..3");
+}
+
+ph::Tensor needs_mesh(ph::Tensor x) {
+  auto out = ph::empty_like(x);
+  for (auto t : ph::tile(x.size(0))) out[t] = x[t] + ph::cast(ph::device_index("x"), ph::DType::f32);
+  return out;
+}
+
+TEST(Collectives, TracingErrorsNameTheLine) {
+  ph::Kernel k("needs_mesh", needs_mesh);
+  ph::Array x = ph::Array::random({8}, ph::DType::f32, 1);
+  EXPECT_HAS(user_error_of([&] { k.interpret({x}); }), "ph::device_index needs a mesh");
+  EXPECT_HAS(user_error_of([&] { k.run({x}); }), "test_collectives.cpp:");
+  EXPECT_HAS(user_error_of([&] {
+               k.interpret_on(ph::Mesh{{"y", 2}}, {{x}, {x}});
+             }),
+             "ph::device_index: 'x' is not an axis of the mesh (y=2)");
+  EXPECT_HAS(user_error_of([&] { k.interpret_on(ring(2), {{x}}); }), "takes the arguments of 2 devices, got 1");
+  ph::Array other = ph::Array::random({9}, ph::DType::f32, 1);
+  EXPECT_HAS(user_error_of([&] {
+               k.interpret_on(ring(2), {{x}, {other}});
+             }),
+             "device 1's arguments differ in shape, dtype or layout from device 0's");
+  EXPECT_HAS(user_error_of([] { ph::Mesh{{"x", 2}, {"x", 3}}; }), "mesh axis x is named twice");
+}
+
+ph::Tensor bad_copy(ph::Tensor x) {
+  auto out = ph::empty({4, 8});
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    ph::remote_copy(out, {ph::all, ph::all}, x[ph::all], ph::ring_next("x")).start();
+  }
+  return out;
+}
+
+TEST(Collectives, ACopyOfTheWrongShapeIsRefusedWhileTracing) {
+  ph::Kernel k("bad_copy", bad_copy);
+  ph::Array x = ph::Array::random({8}, ph::DType::f32, 1);
+  const std::string e = user_error_of([&] { k.interpret_on(ring(2), {{x}, {x}}); });
+  EXPECT_HAS(e, "test_collectives.cpp:");
+  EXPECT_HAS(e,
+             "ph::remote_copy: a remote copy of a block of shape [8] into buf0 indexed as [4, 8]: the shapes must be "
+             "the same");
+}
+
+TEST(Collectives, BackendsThatCannotGenerateCollectivesSaySo) {
+  const std::vector<ph::Array> x = shards_of(2, {4, 4}, ph::DType::f32, 1);
+  auto traced = kernels::all_gather.trace_on(ring(2), {x[0]});
+  for (const char* target : {"cpu", "pallas", "triton"})
+    EXPECT_HAS(user_error_of([&] { ph::driver::configure(*traced, ph::backend::for_target(target)); }),
+               "backend cannot generate kernel all_gather, which runs on a mesh (x=2), yet");
+}
+
+TEST(Collectives, TheTextFormRefusesCollectivesWithoutAMesh) {
+  const std::string text =
+      "kernel k(arg0: f32[4]) -> ()\n"
+      "  $b0 = block_size(extent=1, fixed=1)\n"
+      "  launch g0 in 0..1 by $b0 {\n"
+      "    %0 = device_index x : i64[]\n"
+      "  }\n"
+      "  return\n";
+  EXPECT_HAS(user_error_of([&] { ph::ir::parse(text, "k.tir"); }),
+             "k.tir:4:23: 'x' names a mesh axis, but the kernel has no mesh line");
+}
+
+}  // namespace
