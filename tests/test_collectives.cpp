@@ -65,6 +65,33 @@ TEST(Collectives, AllReduceOneShotAndRingMatchTheSum) {
   }
 }
 
+// The cpu backend runs the same kernels, every device a thread of this process.
+TEST(Collectives, TheCpuBackendRunsTheLibrarysCollectivesAsTheInterpreterDoes) {
+  for (int64_t n : {1, 2, 3, 4}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const std::vector<ph::Array> x = shards_of(n, {5, 7}, ph::DType::bf16, 60);
+    const ph::Array gathered = ph::ref::all_gather(x);
+    for (const std::vector<ph::Array>& o : kernels::all_gather.run_on(ring(n), per_device(x)))
+      EXPECT_EQ(ph::max_abs_diff(o.at(0), gathered), 0);
+    const std::vector<ph::Array> y = shards_of(n, {6, 9}, ph::DType::f32, 70);
+    const ph::Array sum = ph::ref::all_reduce(y);
+    for (const std::vector<ph::Array>& o : kernels::all_reduce.run_on(ring(n), per_device(y)))
+      EXPECT_LT(ph::max_abs_diff(o.at(0), sum), 1e-5);
+    const std::vector<ph::Array> chunks = shards_of(n, {2 * n, 33}, ph::DType::f32, 80);
+    const ph::Array chunk_sum = ph::ref::all_reduce(chunks);
+    for (const std::vector<ph::Array>& o : kernels::all_reduce_ring.run_on(ring(n), per_device(chunks)))
+      EXPECT_LT(ph::max_abs_diff(o.at(0), chunk_sum), 1e-5);
+  }
+  // The generated code: the copy is a store into the peer's tensor, the rest calls the mesh.
+  const std::vector<ph::Array> x = shards_of(2, {4, 4}, ph::DType::f32, 1);
+  auto configured =
+      ph::driver::configure(*kernels::all_gather.trace_on(ring(2), {x[0]}), ph::backend::for_target("cpu"));
+  const std::string source = ph::driver::specialize(*configured, configured->config)->artifact.source;
+  EXPECT_HAS(source, "ph_rt_table->mesh_tensor(");
+  EXPECT_HAS(source, "ph_rt_table->mesh_sync(");
+  EXPECT_HAS(source, "ph_rt_table->mesh_coord(");
+}
+
 TEST(Collectives, TheRingsTextFormReadsBack) {
   const std::vector<ph::Array> x = shards_of(4, {8, 4}, ph::DType::f32, 1);
   const std::string ir = ph::ir::print(kernels::all_reduce_ring.trace_on(ring(4), {x[0]})->fn);
@@ -179,10 +206,13 @@ ph::Tensor ring_send_with(ph::Tensor x) {
   return ring_send(x, M);
 }
 
+// The interpreter's error; the cpu backend's, which must say the same where it finds it (its
+// runs track no regions: races are the interpreter's to find).
 template <Mistake M>
-std::string error_of() {
+std::string error_of(bool on_cpu = false) {
   ph::Kernel k("ring_send", ring_send_with<M>);
   const std::vector<ph::Array> x = shards_of(4, {2, 3}, ph::DType::f32, 50);
+  if (on_cpu) return user_error_of([&] { k.run_on(ring(4), per_device(x)); });
   return user_error_of([&] { k.interpret_on(ring(4), per_device(x)); });
 }
 
@@ -190,7 +220,11 @@ TEST(Collectives, ACorrectRingSendPasses) {
   ph::Kernel k("ring_send", ring_send_with<Mistake::none>);
   const std::vector<ph::Array> x = shards_of(4, {2, 3}, ph::DType::f32, 50);
   const std::vector<std::vector<ph::Array>> out = k.interpret_on(ring(4), per_device(x));
-  for (int64_t d = 0; d < 4; ++d) EXPECT_EQ(ph::max_abs_diff(out[d][0], x[(d + 3) % 4]), 0);
+  const std::vector<std::vector<ph::Array>> cpu = k.run_on(ring(4), per_device(x));
+  for (int64_t d = 0; d < 4; ++d) {
+    EXPECT_EQ(ph::max_abs_diff(out[d][0], x[(d + 3) % 4]), 0);
+    EXPECT_EQ(ph::max_abs_diff(cpu[d][0], x[(d + 3) % 4]), 0);
+  }
 }
 
 TEST(Collectives, ReadingALandingRegionBeforeItsReceiveIsARace) {
@@ -226,6 +260,7 @@ TEST(Collectives, ACopyNobodySendsIsADeadlock) {
   EXPECT_HAS(e, "deadlock: every device that has not finished is waiting");
   EXPECT_HAS(e, "device 0 (x=0) waits for copy c0 (ph::remote_copy at ");
   EXPECT_HAS(e, "device 2 (x=2) waits for the send of copy c0");
+  EXPECT_EQ(error_of<Mistake::only_device_0_sends>(true), e);
 }
 
 TEST(Collectives, UnwaitedCopiesAndUnbalancedSemaphoresAreRefusedAtTheEnd) {
@@ -233,6 +268,8 @@ TEST(Collectives, UnwaitedCopiesAndUnbalancedSemaphoresAreRefusedAtTheEnd) {
   const std::string e = error_of<Mistake::unbalanced_signal>();
   EXPECT_HAS(e, "semaphore s0 of device 0 (x=0) is 1 when the kernel ends");
   EXPECT_HAS(e, "test_collectives.cpp:");
+  EXPECT_EQ(error_of<Mistake::unbalanced_signal>(true), e);
+  EXPECT_EQ(error_of<Mistake::no_waits>(true), error_of<Mistake::no_waits>());
 }
 
 TEST(Collectives, APeerOutsideTheMeshIsRefused) {
@@ -286,7 +323,7 @@ TEST(Collectives, ACopyOfTheWrongShapeIsRefusedWhileTracing) {
 TEST(Collectives, BackendsThatCannotGenerateCollectivesSaySo) {
   const std::vector<ph::Array> x = shards_of(2, {4, 4}, ph::DType::f32, 1);
   auto traced = kernels::all_gather.trace_on(ring(2), {x[0]});
-  for (const char* target : {"cpu", "pallas", "triton"})
+  for (const char* target : {"pallas", "triton"})
     EXPECT_HAS(user_error_of([&] { ph::driver::configure(*traced, ph::backend::for_target(target)); }),
                "backend cannot generate kernel all_gather, which runs on a mesh (x=2), yet");
 }

@@ -137,6 +137,13 @@ class KernelBase {
   // a deadlock (every device still running is waiting), a copy never waited for, a semaphore not
   // back at 0 at the end, a peer outside the mesh, and interpret()'s errors.
   std::vector<std::vector<Array>> interpret_on(const Mesh& mesh, const std::vector<std::vector<Arg>>& args);
+  // Runs a collective kernel on every device of `mesh` on this host's cpu backend: the devices
+  // are threads of this process, run one at a time, switching when one waits (the interpreter's
+  // schedule), with `config` if given, else the default. Throws UserError for a deadlock, a copy
+  // never waited for, a semaphore not back at 0 and a peer outside the mesh, as interpret_on;
+  // races are found by interpret_on only.
+  std::vector<std::vector<Array>> run_on(const Mesh& mesh, const std::vector<std::vector<Arg>>& args,
+                                         const Config* config = nullptr);
   // The kernel traced on `mesh` for the signature of `args` (one device's; cached).
   std::shared_ptr<CompiledKernel::Impl> trace_on(const Mesh& mesh, const std::vector<Arg>& args);
 

@@ -18,4 +18,8 @@ std::shared_ptr<Executable> Backend::load(const Artifact&, const lower::BlockPro
                   machine().description + ")");
 }
 
+void Backend::run_on_mesh(const ir::Function& fn, const std::vector<std::vector<void*>>&, const MeshDeviceFn&) const {
+  throw UserError("the " + name() + " backend cannot run kernel " + fn.name + " on a mesh in this process");
+}
+
 }  // namespace parhelion::backend

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "ir/ir.h"
 #include "lower/strategy.h"
 #include "parhelion/config.h"
+#include "runtime/gemm/abi.h"
 
 namespace parhelion::lower {
 struct BlockProgram;
@@ -98,9 +100,10 @@ struct Artifact {
 class Executable {
  public:
   virtual ~Executable() = default;
-  // Runs launch `index` on the kernel's tensors (by Tile IR tensor id) and scalar arguments.
-  // Throws UserError for a failure the user can fix (an out-of-bounds computed index).
-  virtual void run_launch(int index, void* const* tensors, const double* scalars) const = 0;
+  // Runs launch `index` on the kernel's tensors (by Tile IR tensor id) and scalar arguments,
+  // its code calling `runtime` (null: the process's table; a mesh device's on a mesh). Throws
+  // UserError for a failure the user can fix (an out-of-bounds computed index).
+  virtual void run_launch(int index, void* const* tensors, const double* scalars, const ph_runtime* runtime) const = 0;
   // Where the compiled program came from, for `CompiledKernel`'s accessors.
   std::string source_path;
   bool cache_hit = false;
@@ -147,6 +150,13 @@ class Backend {
   // Compiles (or finds in a cache) and loads an artifact. The default throws: the backend's
   // code runs on other hardware.
   virtual std::shared_ptr<Executable> load(const Artifact& artifact, const lower::BlockProgram& program) const;
+  // Runs `device(d, runtime)` for every device of the mesh of `fn` (loaded with this backend,
+  // Capabilities::collectives), `runtime` being the table device d's launches call: its
+  // collectives reach the other devices' tensors (`tensors[d][t]`: device d's tensor t).
+  // Rethrows a device's error; the default throws (the backend runs no mesh here).
+  using MeshDeviceFn = std::function<void(int device, const ph_runtime* runtime)>;
+  virtual void run_on_mesh(const ir::Function& fn, const std::vector<std::vector<void*>>& tensors,
+                           const MeshDeviceFn& device) const;
 };
 
 }  // namespace parhelion::backend

@@ -114,21 +114,32 @@ lower::BlockProgram plan(const Impl& configured, const Config& config) {
 
 void load(Impl& K) { K.executable = K.backend->load(K.artifact, K.program); }
 
-std::vector<Array> run(const Impl& K, const std::vector<Arg>& args) {
+namespace {
+
+// One device's run of a loaded kernel: its tensors (arguments, then allocations and views, all
+// made before the first launch), their addresses and the scalar arguments.
+struct DeviceRun {
+  std::vector<Array> tensors;
+  std::vector<void*> ptrs;
+  std::vector<double> scalars;
+};
+
+DeviceRun prepare(const Impl& K, const std::vector<Arg>& args) {
   PH_CHECK(K.executable, "run() of a kernel that is not loaded");
   const ir::Function& fn = K.fn;
-  std::vector<Array> tensors(fn.tensors.size());
-  std::vector<double> scalars;
+  DeviceRun r;
+  std::vector<Array>& tensors = r.tensors;
+  tensors.resize(fn.tensors.size());
   int ti = 0;
   for (const Arg& a : args) {
     if (a.is_tensor())
       tensors[ti++] = *a.array;
     else
-      scalars.push_back(a.scalar);
+      r.scalars.push_back(a.scalar);
   }
   // An integer argument (ph::Int) reaches the generated code as a double: it must be one.
   for (int i : K.integer_params) {
-    const double v = scalars.at(i);
+    const double v = r.scalars.at(i);
     if (std::nearbyint(v) != v || std::abs(v) >= 9007199254740992.0)
       throw UserError("kernel " + K.name + ": integer argument " + fn.scalar_params.at(i) + " is " + std::to_string(v) +
                       ", not an integer");
@@ -145,9 +156,9 @@ std::vector<Array> run(const Impl& K, const std::vector<Arg>& args) {
                         " in memory; pass distinct arrays");
     }
   }
-  std::vector<void*> ptrs(fn.tensors.size(), nullptr);
+  std::vector<void*>& ptrs = r.ptrs;
+  ptrs.assign(fn.tensors.size(), nullptr);
   for (int i = 0; i < fn.num_tensor_params; ++i) ptrs[i] = tensors[i].data();
-  int launch = 0;
   for (const ir::Op& op : fn.body) {
     if (op.kind == ir::OpKind::Alloc) {
       const ir::TensorInfo& t = fn.tensors[op.tensor];
@@ -160,20 +171,45 @@ std::vector<Array> run(const Impl& K, const std::vector<Arg>& args) {
       }
       ptrs[op.tensor] = a.data();
       tensors[op.tensor] = std::move(a);
-      continue;
-    }
-    if (op.kind == ir::OpKind::View) {  // the root's memory at the view's offset (its strides are in the code)
+    } else if (op.kind == ir::OpKind::View) {  // the root's memory at the view's offset (its strides are in the code)
       const ir::TensorInfo& t = fn.tensors[op.tensor];
       ptrs[op.tensor] = static_cast<char*>(ptrs[t.root]) + t.offset * static_cast<int64_t>(dtype_size(t.dtype));
       Array root = tensors[t.root];
       tensors[op.tensor] = Array::wrap(ptrs[op.tensor], t.shape, t.strides, t.dtype, std::make_shared<Array>(root));
-      continue;
     }
-    if (op.kind == ir::OpKind::Launch) K.executable->run_launch(launch++, ptrs.data(), scalars.data());
   }
+  return r;
+}
+
+// The launches, in order; `runtime` (null: the process's) is what their code calls.
+std::vector<Array> execute(const Impl& K, DeviceRun& r, const ph_runtime* runtime) {
+  int launch = 0;
+  for (const ir::Op& op : K.fn.body)
+    if (op.kind == ir::OpKind::Launch) K.executable->run_launch(launch++, r.ptrs.data(), r.scalars.data(), runtime);
   std::vector<Array> out;
-  for (int t : fn.outputs) out.push_back(tensors[t]);
+  for (int t : K.fn.outputs) out.push_back(r.tensors[t]);
   return out;
+}
+
+}  // namespace
+
+std::vector<Array> run(const Impl& K, const std::vector<Arg>& args) {
+  DeviceRun r = prepare(K, args);
+  return execute(K, r, nullptr);
+}
+
+std::vector<std::vector<Array>> run_on_mesh(const Impl& K, const std::vector<std::vector<Arg>>& args) {
+  if (!K.backend->capabilities().collectives)
+    throw UserError("the " + K.backend->name() + " backend cannot run kernel " + K.name + " on a mesh");
+  std::vector<DeviceRun> devices;
+  for (const std::vector<Arg>& a : args) devices.push_back(prepare(K, a));
+  std::vector<std::vector<void*>> tensors;
+  for (const DeviceRun& d : devices) tensors.push_back(d.ptrs);
+  std::vector<std::vector<Array>> outputs(devices.size());
+  K.backend->run_on_mesh(K.fn, tensors, [&](int device, const ph_runtime* runtime) {
+    outputs.at(device) = execute(K, devices.at(device), runtime);
+  });
+  return outputs;
 }
 
 }  // namespace parhelion::driver

@@ -45,5 +45,8 @@ void load(Impl& specialized);
 
 // Runs a loaded kernel on `args` (of the signature it was traced for); returns its outputs.
 std::vector<Array> run(const Impl& loaded, const std::vector<Arg>& args);
+// Runs a loaded kernel traced on a mesh on every device (args[d]: device d's), through its
+// backend's Backend::run_on_mesh; returns each device's outputs.
+std::vector<std::vector<Array>> run_on_mesh(const Impl& loaded, const std::vector<std::vector<Arg>>& args);
 
 }  // namespace parhelion::driver

@@ -245,22 +245,57 @@ std::shared_ptr<CompiledKernel::Impl> KernelBase::trace_on(const Mesh& mesh, con
   return traced->second;
 }
 
-std::vector<std::vector<Array>> KernelBase::interpret_on(const Mesh& mesh, const std::vector<std::vector<Arg>>& args) {
+namespace {
+
+// Checks a collective call's per-device arguments: one list per device of the mesh, each of the
+// signature of device 0's.
+void check_mesh_args(const KernelBase& k, const Mesh& mesh, const std::vector<std::vector<Arg>>& args) {
   if (static_cast<int64_t>(args.size()) != mesh.devices())
-    throw UserError("kernel " + name_ + " on mesh " + mesh.to_string() + " takes the arguments of " +
+    throw UserError("kernel " + k.name() + " on mesh " + mesh.to_string() + " takes the arguments of " +
                     std::to_string(mesh.devices()) + " devices, got " + std::to_string(args.size()));
-  const std::string signature = signature_key(*this, args.at(0));
+  const std::string signature = signature_key(k, args.at(0));
   for (size_t d = 1; d < args.size(); ++d) {
-    check_args(*this, args[d]);
-    if (signature_key(*this, args[d]) != signature)
-      throw UserError("kernel " + name_ + ": device " + std::to_string(d) +
+    check_args(k, args[d]);
+    if (signature_key(k, args[d]) != signature)
+      throw UserError("kernel " + k.name() + ": device " + std::to_string(d) +
                       "'s arguments differ in shape, dtype or layout from device 0's (every device of a mesh runs "
                       "the same specialization)");
   }
+}
+
+}  // namespace
+
+std::vector<std::vector<Array>> KernelBase::interpret_on(const Mesh& mesh, const std::vector<std::vector<Arg>>& args) {
+  check_mesh_args(*this, mesh, args);
   std::vector<std::vector<Array>> outputs;
   for (interp::Interpretation& r : interp::interpret_on_mesh(trace_on(mesh, args[0])->fn, args))
     outputs.push_back(std::move(r.outputs));
   return outputs;
+}
+
+std::vector<std::vector<Array>> KernelBase::run_on(const Mesh& mesh, const std::vector<std::vector<Arg>>& args,
+                                                   const Config* config) {
+  check_mesh_args(*this, mesh, args);
+  std::shared_ptr<CompiledKernel::Impl> traced = trace_on(mesh, args[0]);
+  std::shared_ptr<CompiledKernel::Impl> K;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string key = "mesh(" + mesh.to_string() + ")|" + signature_key(*this, args[0]);
+    auto configured = cache_->configured.find(key + "|cpu");
+    if (configured == cache_->configured.end())
+      configured =
+          cache_->configured.emplace(key + "|cpu", driver::configure(*traced, backend::for_target("cpu"))).first;
+    const std::string compiled_key = key + "|" + (config ? config->to_json() : "default");
+    auto it = cache_->by_key.find(compiled_key);
+    if (it == cache_->by_key.end()) {
+      auto specialized = driver::specialize(
+          *configured->second, config ? config->filled_from(configured->second->config) : configured->second->config);
+      driver::load(*specialized);
+      it = cache_->by_key.emplace(compiled_key, specialized).first;
+    }
+    K = it->second;
+  }
+  return driver::run_on_mesh(*K, args);
 }
 
 }  // namespace parhelion

@@ -169,6 +169,10 @@ void MeshWorld::start_copy(int sender, int receiver, int channel, const Region& 
                         ") is still sending from: the sender waits for its send (wait_send) before that region "
                         "may be written");
     }
+  if (landing.root < 0) {  // (untracked: the cpu backend's copies)
+    flights_.push_back(Flight{sender, receiver, channel, landing, source, c, false, false, loc});
+    return;
+  }
   std::vector<Element>& mem = elements(receiver, landing.root);
   const int64_t seen = c[receiver];  // how far the sender knows the receiver's events
   for (int64_t p : landing.positions) {
@@ -218,9 +222,11 @@ void MeshWorld::wait_recv(int device, int channel, const ir::SourceLoc& loc) {
   Clock& c = clocks_.at(device);
   ++c[device];
   join(c, f->clock);
-  std::vector<Element>& mem = elements(device, f->landing.root);
-  for (int64_t p : f->landing.positions)
-    if (p >= 0) mem.at(static_cast<size_t>(p)).landing_received = c[device];
+  if (f->landing.root >= 0) {
+    std::vector<Element>& mem = elements(device, f->landing.root);
+    for (int64_t p : f->landing.positions)
+      if (p >= 0) mem.at(static_cast<size_t>(p)).landing_received = c[device];
+  }
   if (f->sent) flights_.erase(f);
 }
 

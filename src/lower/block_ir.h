@@ -160,6 +160,9 @@ struct LaunchPlan {
   // groups of `group` blocks of the second-to-last, that one fastest within a group; 1: plain.
   int group = 1;
   int64_t total_steps = 1;
+  // A launch with collectives (ir::has_collectives) runs its grid steps in order on one thread:
+  // its waits may wait for what an earlier step of another device does.
+  bool collectives = false;
   int num_threads = 1;
   std::vector<BlockSpec> operands;
   std::vector<Scratch> scratch;

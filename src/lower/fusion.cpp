@@ -6,6 +6,7 @@
 #include <map>
 #include <vector>
 
+#include "ir/collectives.h"
 #include "ir/type_rules.h"
 #include "ir/views.h"
 
@@ -128,6 +129,9 @@ class Fusion {
         if (ix.has_value()) users_[ix.value].push_back(pos);
       if (op.kind == OpKind::VarSet || op.kind == OpKind::VarDecl) var_writes_.push_back(pos);
       if (op.kind == OpKind::Store) tensor_writes_.push_back(pos);
+      // Copies from other devices land in this device's tensors by the time a wait returns.
+      if (ir::is_collective(op) && op.kind != OpKind::CopyStart && op.kind != OpKind::Signal)
+        sync_points_.push_back(pos);
       if (op.kind == OpKind::Loop) {
         loops.push_back(pos);
         collect(op.body, loops);
@@ -179,8 +183,9 @@ class Fusion {
       case OpKind::VarDecl:
       case OpKind::VarSet:
         return fn_.vars[op.var].type.shape;
-      case OpKind::Store: {
-        ir::Type t;  // the store covers the indexed region
+      case OpKind::Store:
+      case OpKind::CopyStart: {
+        ir::Type t;  // the store (the copy) covers the indexed region
         ir::load_type(fn_, op.tensor, op.index, &t);
         return t.shape;
       }
@@ -208,6 +213,8 @@ class Fusion {
       if (t.vars.count(ops_[w].op->var) && between(w)) return true;
     for (int w : tensor_writes_)
       if (t.tensors.count(ir::root_of(fn_, ops_[w].op->tensor)) && between(w)) return true;
+    for (int w : sync_points_)
+      if (!t.tensors.empty() && between(w)) return true;
     // A store that reads the tensor it writes, evaluated inside the store's own loop nest, sees
     // the elements it has already overwritten unless every element reads only itself (the same
     // index, no transpose): `x[all, all] = transpose(x[all, all])` must read x first.
@@ -230,7 +237,7 @@ class Fusion {
   std::vector<OpInfo> ops_;
   std::map<int, int> def_;  // value id -> position of its defining op
   std::map<int, std::vector<int>> users_;
-  std::vector<int> var_writes_, tensor_writes_;
+  std::vector<int> var_writes_, tensor_writes_, sync_points_;
   std::map<int, Tree> tree_;
   std::set<int> chosen_;
 
@@ -263,6 +270,7 @@ bool writes_between(const ir::Function& fn, const std::vector<Op>& ops, size_t f
   auto check = [&](const Op& op) {
     writes |= (op.kind == OpKind::VarSet || op.kind == OpKind::VarDecl) && vars.count(op.var);
     writes |= op.kind == OpKind::Store && tensors.count(ir::root_of(fn, op.tensor));
+    writes |= ir::is_collective(op) && op.kind != OpKind::CopyStart && op.kind != OpKind::Signal && !tensors.empty();
   };
   for (size_t i = from + 1; i < to; ++i) {
     check(ops[i]);

@@ -1,10 +1,13 @@
 #include "lower/lower.h"
 
+#include "ir/collectives.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
 
 #include "backend/backend.h"
+#include "ir/collectives.h"
 #include "ir/printer.h"
 #include "ir/views.h"
 #include "lower/cache_hints.h"
@@ -83,7 +86,11 @@ class Planner {
         L.total_steps *= g.steps;
         L.grid.push_back(g);
       }
-      L.num_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p_.config.num_threads, L.total_steps)));
+      L.collectives = ir::has_collectives(op.body);
+      L.num_threads =
+          L.collectives
+              ? 1
+              : static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p_.config.num_threads, L.total_steps)));
       plan_operands(L, op.body);
       plan_scratch(L, op);
       plan_dots(L, op);

@@ -77,8 +77,10 @@ void LaunchEmitter::declare_tensors() {
   for (size_t t = 0; t < fn_.tensors.size(); ++t) {
     if (!used[t]) continue;
     std::string ty = storage_type(fn_.tensors[t].dtype);
-    line(ty + "* __restrict T" + std::to_string(t) + " = static_cast<" + ty + "*>(ph_tensors[" + std::to_string(t) +
-         "]);");
+    // On a mesh, copies (this device's to itself, other devices' between its waits) write the
+    // tensors through other pointers: no __restrict there.
+    line(ty + (L_.collectives ? "* T" : "* __restrict T") + std::to_string(t) + " = static_cast<" + ty +
+         "*>(ph_tensors[" + std::to_string(t) + "]);");
   }
 }
 
@@ -104,6 +106,12 @@ void LaunchEmitter::statement(const Op& op) {
       return;
     case OpKind::Store:
       return store(op);
+    case OpKind::CopyStart:
+    case OpKind::CopyWait:
+    case OpKind::Barrier:
+    case OpKind::Signal:
+    case OpKind::SemWait:
+      return collective(op);
     case OpKind::VarDecl:
     case OpKind::VarSet:
       if (const Op* dot = op.kind == OpKind::VarSet ? in_place_dot(op) : nullptr) {

@@ -29,6 +29,9 @@ class CpuBackend final : public Backend {
   void check(const lower::BlockProgram& program) const override;
   Artifact generate(const lower::BlockProgram& program) const override;
   std::shared_ptr<Executable> load(const Artifact& artifact, const lower::BlockProgram& program) const override;
+  // Every device on a thread of this process, one at a time (mesh_runner.cpp).
+  void run_on_mesh(const ir::Function& fn, const std::vector<std::vector<void*>>& tensors,
+                   const MeshDeviceFn& device) const override;
 
  private:
   Host host_;

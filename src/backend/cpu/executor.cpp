@@ -41,7 +41,8 @@ class CpuExecutable final : public Executable {
   }
 
   // Each thread runs ranges of consecutive grid steps with its own scratch area.
-  void run_launch(int index, void* const* tensors, const double* scalars) const override {
+  void run_launch(int index, void* const* tensors, const double* scalars, const ph_runtime* runtime) const override {
+    if (!runtime) runtime = runtime::runtime_table();
     const Launch& L = launches_.at(index);
     if (L.total_steps == 0) return;
     const int threads = L.threads;
@@ -58,11 +59,11 @@ class CpuExecutable final : public Executable {
         // keeps a float sum the same from run to run.
         int64_t b = steps * tid / threads, e = steps * (tid + 1) / threads;
         L.partials(0, tensors, base, per_thread, threads, tid);
-        if (b < e) L.fn(tensors, scalars, own, b, e, runtime::runtime_table(), &status);
+        if (b < e) L.fn(tensors, scalars, own, b, e, runtime, &status);
         return;
       }
       for (auto [b, e] = queue.claim(); b < e; std::tie(b, e) = queue.claim())
-        L.fn(tensors, scalars, own, b, e, runtime::runtime_table(), &status);
+        L.fn(tensors, scalars, own, b, e, runtime, &status);
     });
     if (L.partials && !status.failed)
       runtime::parallel_run(threads, [&](int tid) { L.partials(1, tensors, base, per_thread, threads, tid); });

@@ -33,8 +33,17 @@ struct ph_status {
   const char* what;   // "dimension D of NAME (size N)"
 };
 
-// What generated code can call; one table per process, passed to every launch.
+// What generated code can call; one table per process, passed to every launch, and one per
+// device of a mesh for a kernel on one (src/ir/collectives.h), whose collectives call the rest:
+// `op` numbers the kernel's collective ops (ir::is_collective) in program order.
 struct ph_runtime {
   void (*gemm)(const ph_gemm_args*);
+  void* mesh;                                                       // the device's context (null off a mesh)
+  int64_t (*mesh_coord)(void* mesh, int axis);                      // the device's coordinate along an axis
+  void* (*mesh_tensor)(void* mesh, int64_t device, int tensor);     // a device's tensor
+  int64_t (*mesh_peer)(void* mesh, int op, const int64_t* coords);  // the device at coords
+  // The synchronization of op `op` (its copy landed, its wait, barrier, signal), with its peer
+  // and count where it has them.
+  void (*mesh_sync)(void* mesh, int op, int64_t peer, int64_t count);
 };
 }

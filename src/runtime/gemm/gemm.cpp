@@ -568,7 +568,7 @@ void gemm(const ph_gemm_args& g) {
 }
 
 const ph_runtime* runtime_table() {
-  static const ph_runtime t{[](const ph_gemm_args* g) { gemm(*g); }};
+  static const ph_runtime t{[](const ph_gemm_args* g) { gemm(*g); }, nullptr, nullptr, nullptr, nullptr, nullptr};
   return &t;
 }
 

@@ -53,6 +53,8 @@ std::string LaunchEmitter::op_expr(const Op& op, const Idx& idx) {
     }
     case OpKind::Arange:
       return "static_cast<int64_t>(" + idx[0] + ")";
+    case OpKind::DeviceIndex:
+      return device_index_expr(op);
     case OpKind::VarGet: {
       const lower::Scratch& s = L_.scratch[L_.var_scratch.at(op.var)];
       return read(scratch_ref(s, idx), s.dtype);

@@ -12,7 +12,7 @@ void LaunchEmitter::collect_index_uses() {
   std::map<int, const Op*> defs;
   ir::walk(L_.op->body, [&](const Op& op) {
     if (op.result >= 0) defs[op.result] = &op;
-    if (op.kind != OpKind::Load && op.kind != OpKind::Store) return;
+    if (op.kind != OpKind::Load && op.kind != OpKind::Store && op.kind != OpKind::CopyStart) return;
     if (ir::is_masked(op)) return;  // checked per active element where used (expressions.cpp)
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     for (size_t d = 0; d < op.index.size(); ++d) {

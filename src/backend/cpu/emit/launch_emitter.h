@@ -36,6 +36,10 @@ class LaunchEmitter : private EmitContext {
   void block(const std::vector<Op>& ops);
   void statement(const Op& op);
   void store(const Op& op);
+  // --- collectives: copies to peers, waits, barriers, semaphores (collectives.cpp) ---
+  void collective(const Op& op);
+  std::string device_index_expr(const Op& op);
+  int collective_number(const Op& op) const;
   // --- cache hints: streamed stores, next-step prefetches (cache_hints.cpp) ---
   void streamed_store(const Op& op, const std::vector<Dim>& shape);
   // The prefetches `host` issues for elements [from, from + count) of the row of its loop nest
