@@ -111,10 +111,121 @@ ph::Tensor all_reduce_ring_body(ph::Tensor x) {
   return out;
 }
 
+// a [m, k] per device, b [k, n] the same on every device -> [n_dev m, n] = all_gather(a) . b, on
+// every device. The ring of all_gather_body, with each step's product overlapping the copy:
+// a device starts sending the shard it holds newest, multiplies that shard's rows by b while the
+// copy is in flight, and only then waits for it (and for the previous device's next shard).
+ph::Tensor all_gather_matmul_body(ph::Tensor a, ph::Tensor b) {
+  ph::expect(a.rank() == 2 && b.rank() == 2, "all_gather_matmul: a is [m, k] (this device's rows), b [k, n]");
+  const int64_t n_dev = ph::mesh_size("x");
+  auto [m, k] = a.sizes<2>();
+  auto [k2, n] = b.sizes<2>();
+  ph::expect(k == k2,
+             "all_gather_matmul: a has " + std::to_string(k) + " columns but b " + std::to_string(k2) + " rows");
+  auto gathered = ph::empty({n_dev * m, k}, a.dtype());
+  auto out = ph::empty({n_dev * m, n}, a.dtype());
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    auto me = ph::device_index("x");
+    gathered[ph::slice(me * m, ph::length(m)), ph::all] = a[ph::all, ph::all];
+    for (auto step : ph::grid(n_dev)) {
+      auto s = step.begin();
+      auto rows = ph::slice(ph::remainder(me - s, n_dev) * m, ph::length(m));
+      auto send = ph::remote_copy(gathered, {rows, ph::all}, gathered[rows, ph::all], ph::ring_next("x"));
+      auto sends = s < n_dev - 1;  // the last shard goes nowhere
+      ph::when(sends, [&] { send.start(); });
+      for (auto tn : ph::tile(n)) {
+        ph::Var acc = ph::zeros({m, tn});
+        for (auto tk : ph::tile(k)) acc = acc + ph::dot(gathered[rows, tk], b[tk, tn]);
+        out[rows, tn] = acc;
+      }
+      ph::when(sends, [&] { send.wait(); });
+    }
+  }
+  return out;
+}
+
+// a [M, k] and b [k, n] per device (the contraction sharded: device d holds columns and rows d of
+// it) -> [M / n_dev, n] on device d = rows chunk d of the sum over devices of a . b. A ring
+// reduce-scatter fused with the product: at step s a device computes its product for chunk
+// (me - s - 1) mod n_dev, adds the partial sum of that chunk that arrived at step s - 1, and
+// sends it on, its next product overlapping the copy; the last step's sum is chunk `me`'s. The
+// partials land in two slots with credits, as in all_reduce_ring_body.
+ph::Tensor matmul_reduce_scatter_body(ph::Tensor a, ph::Tensor b) {
+  ph::expect(a.rank() == 2 && b.rank() == 2, "matmul_reduce_scatter: a is [M, k], b [k, n] (this device's k)");
+  const int64_t n_dev = ph::mesh_size("x");
+  auto [rows, k] = a.sizes<2>();
+  auto [k2, n] = b.sizes<2>();
+  ph::expect(k == k2,
+             "matmul_reduce_scatter: a has " + std::to_string(k) + " columns but b " + std::to_string(k2) + " rows");
+  ph::expect(rows % n_dev == 0, "matmul_reduce_scatter: a's rows must split into one chunk per device of the ring");
+  const int64_t c = rows / n_dev;
+  auto slots = ph::empty({2, c, n});
+  auto out = ph::empty({c, n}, a.dtype());
+  auto credit = ph::semaphore();
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    auto me = ph::device_index("x");
+    for (auto step : ph::grid(n_dev)) {
+      auto s = step.begin();
+      auto chunk = ph::slice(ph::remainder(me - s - 1, n_dev) * c, ph::length(c));
+      ph::Var acc = ph::load(slots, {ph::remainder(s + 1, 2), ph::all, ph::all}, s > 0, 0.0f);  // step s - 1's
+      for (auto tk : ph::tile(k)) acc = acc + ph::dot(a[chunk, tk], b[tk, ph::all]);
+      ph::when(
+          s < n_dev - 1,
+          [&] {
+            ph::when(s >= 2, [&] { ph::wait(credit); });  // the next device has read this slot
+            auto send = ph::remote_copy(slots, {ph::remainder(s, 2), ph::all, ph::all}, acc, ph::ring_next("x"));
+            send.start();
+            send.wait();
+            ph::when(s >= 1 && s + 1 <= n_dev - 2, [&] { ph::signal(credit, ph::ring_prev("x")); });
+          },
+          [&] { out[ph::all, ph::all] = acc; });  // the last step: chunk me, summed
+    }
+  }
+  return out;
+}
+
+// x [m, h] per device (a partial sum, as a row-parallel layer leaves it), bias and weight [h] ->
+// rms_norm(the sum over devices of x, plus bias) * weight, on every device: the one-shot
+// all-reduce of all_reduce_body, its sum never stored, normalized in the same pass.
+ph::Tensor all_reduce_bias_rms_norm_body(ph::Tensor x, ph::Tensor bias, ph::Tensor weight, ph::Scalar eps) {
+  ph::expect(x.rank() == 2, "all_reduce_bias_rms_norm: x must be [m, h], this device's partial sum");
+  const int64_t n_dev = ph::mesh_size("x");
+  auto [m, h] = x.sizes<2>();
+  ph::expect(bias.sizes() == Shape{h} && weight.sizes() == Shape{h},
+             "all_reduce_bias_rms_norm: bias and weight must be [" + std::to_string(h) + "]");
+  auto landing = ph::empty({n_dev, m, h});
+  auto out = ph::empty({m, h}, x.dtype());
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    auto me = ph::device_index("x");
+    ph::RemoteCopy send;
+    for (auto peer : ph::grid(n_dev)) {
+      send = ph::remote_copy(landing, {me, ph::all, ph::all}, x[ph::all, ph::all], ph::peer("x", peer.begin()));
+      send.start();
+    }
+    for (auto peer : ph::grid(n_dev)) {
+      (void)peer;
+      send.wait();
+    }
+    for (auto r : ph::tile(m)) {
+      auto v = ph::sum(landing[ph::all, r, ph::all], 0) + bias[ph::all];
+      auto rstd = ph::rsqrt(ph::mean(v * v, -1, true) + eps);
+      out[r, ph::all] = v * rstd * weight[ph::all];
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Kernel<Tensor(Tensor)> all_gather("all_gather", all_gather_body);
 Kernel<Tensor(Tensor)> all_reduce("all_reduce", all_reduce_body);
 Kernel<Tensor(Tensor)> all_reduce_ring("all_reduce_ring", all_reduce_ring_body);
+Kernel<Tensor(Tensor, Tensor)> all_gather_matmul("all_gather_matmul", all_gather_matmul_body);
+Kernel<Tensor(Tensor, Tensor)> matmul_reduce_scatter("matmul_reduce_scatter", matmul_reduce_scatter_body);
+Kernel<Tensor(Tensor, Tensor, Tensor, Scalar)> all_reduce_bias_rms_norm("all_reduce_bias_rms_norm",
+                                                                        all_reduce_bias_rms_norm_body);
 
 }  // namespace parhelion::kernels

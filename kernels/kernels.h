@@ -83,6 +83,12 @@ extern Kernel<Tensor(Tensor, Scalar, Int)> dropout_backward;
 extern Kernel<Tensor(Tensor)> all_gather;       // x [m, k] -> [n m, k], device d's x at rows d m..
 extern Kernel<Tensor(Tensor)> all_reduce;       // x [m, k] -> the sum over devices, one shot
 extern Kernel<Tensor(Tensor)> all_reduce_ring;  // x [n c, k] -> the sum, reduce-scatter + all-gather
+// Fused with compute: (a [m, k], b [k, n]) -> all_gather(a) . b [n m, n], each step's product
+// overlapping the next shard's copy; (a [M, k], b [k, n], k sharded) -> rows chunk d of the sum of
+// a . b over devices [M / n, n]; (x [m, h], bias [h], weight [h], eps) -> rms_norm(sum of x + bias).
+extern Kernel<Tensor(Tensor, Tensor)> all_gather_matmul;
+extern Kernel<Tensor(Tensor, Tensor)> matmul_reduce_scatter;
+extern Kernel<Tensor(Tensor, Tensor, Tensor, Scalar)> all_reduce_bias_rms_norm;
 
 // Jagged tensors (jagged.cpp).
 // (values [T,M], offsets [B+1] i32/i64, non-decreasing in [0, T]) -> out [B,M]: the mean of the

@@ -92,6 +92,52 @@ TEST(Collectives, TheCpuBackendRunsTheLibrarysCollectivesAsTheInterpreterDoes) {
   EXPECT_HAS(source, "ph_rt_table->mesh_coord(");
 }
 
+// The fused kernels, in the interpreter and on the cpu backend, against the references.
+TEST(Collectives, CollectivesFusedWithMatmulsAndANormMatchTheReferences) {
+  for (int64_t n : {1, 2, 3, 4}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const std::vector<ph::Array> a = shards_of(n, {6, 40}, ph::DType::f32, 90);
+    const ph::Array b = ph::Array::random({40, 24}, ph::DType::f32, 91);
+    const ph::Array gathered = ph::ref::matmul(ph::ref::all_gather(a), b);
+    std::vector<std::vector<ph::Arg>> args;
+    for (const ph::Array& s : a) args.push_back({s, b});
+    for (auto run : {&ph::KernelBase::interpret_on, static_cast<decltype(&ph::KernelBase::interpret_on)>(nullptr)}) {
+      auto out =
+          run ? (kernels::all_gather_matmul.*run)(ring(n), args) : kernels::all_gather_matmul.run_on(ring(n), args);
+      for (const std::vector<ph::Array>& o : out) EXPECT_LT(ph::max_abs_diff(o.at(0), gathered), 1e-4);
+    }
+
+    const std::vector<ph::Array> ak = shards_of(n, {4 * n, 24}, ph::DType::f32, 92);
+    const std::vector<ph::Array> bk = shards_of(n, {24, 40}, ph::DType::f32, 93);
+    std::vector<ph::Array> products;
+    for (int64_t d = 0; d < n; ++d) products.push_back(ph::ref::matmul(ak[d], bk[d]));
+    const ph::Array total = ph::ref::all_reduce(products);
+    std::vector<std::vector<ph::Arg>> kargs;
+    for (int64_t d = 0; d < n; ++d) kargs.push_back({ak[d], bk[d]});
+    for (bool cpu : {false, true}) {
+      auto out = cpu ? kernels::matmul_reduce_scatter.run_on(ring(n), kargs)
+                     : kernels::matmul_reduce_scatter.interpret_on(ring(n), kargs);
+      for (int64_t d = 0; d < n; ++d)
+        for (int64_t i = 0; i < 4 * 40; ++i)
+          EXPECT_NEAR(out[d][0].get(i), total.get(d * 4 * 40 + i), 1e-4) << (cpu ? "cpu" : "interpreter");
+    }
+
+    const std::vector<ph::Array> x = shards_of(n, {5, 64}, ph::DType::f32, 94);
+    const ph::Array bias = ph::Array::random({64}, ph::DType::f32, 95), w = ph::Array::random({64}, ph::DType::f32, 96);
+    const ph::Array sum = ph::ref::all_reduce(x);
+    ph::Array biased = ph::Array::empty({5, 64}, ph::DType::f32);
+    for (int64_t i = 0; i < 5 * 64; ++i) biased.set(i, sum.get(i) + bias.get(i % 64));
+    const ph::Array normed = ph::ref::rms_norm(biased, w, 1e-6);
+    std::vector<std::vector<ph::Arg>> nargs;
+    for (const ph::Array& s : x) nargs.push_back({s, bias, w, 1e-6});
+    for (bool cpu : {false, true}) {
+      auto out = cpu ? kernels::all_reduce_bias_rms_norm.run_on(ring(n), nargs)
+                     : kernels::all_reduce_bias_rms_norm.interpret_on(ring(n), nargs);
+      for (const std::vector<ph::Array>& o : out) EXPECT_LT(ph::max_abs_diff(o.at(0), normed), 1e-4);
+    }
+  }
+}
+
 TEST(Collectives, TheRingsTextFormReadsBack) {
   const std::vector<ph::Array> x = shards_of(4, {8, 4}, ph::DType::f32, 1);
   const std::string ir = ph::ir::print(kernels::all_reduce_ring.trace_on(ring(4), {x[0]})->fn);
