@@ -1,22 +1,29 @@
 // Collectives: kernels that run on every device of a mesh and move blocks between them.
 //
-// A kernel called on a mesh (parhelion/mesh.h; KernelBase::interpret_on) runs once on every
+// A kernel called on a mesh (parhelion/mesh.h; KernelBase::interpret_on, run_on) runs once on every
 // device, each with its own arguments of the same shapes. Inside it, a device knows its
 // coordinates and the mesh's size, copies blocks into the same tensor on a peer, and
 // synchronizes. An all-gather over a ring:
 //
-//   ph::Tensor all_gather(ph::Tensor x) {                     // x: this device's [m, n] shard
+//   ph::Tensor all_gather(ph::Tensor x) {                 // x: this device's [m, k] shard
 //     const int64_t n = ph::mesh_size("x");
-//     auto out = ph::empty({n * x.size(0), x.size(1)});
+//     auto [m, k] = x.sizes<2>();
+//     auto out = ph::empty({n * m, k}, x.dtype());
 //     for (auto g : ph::grid(1)) {
 //       auto me = ph::device_index("x");
 //       out[ph::slice(me * m, ph::length(m)), ph::all] = x[ph::all, ph::all];
-//       auto copy = ...;                                       // see docs/distributed.md
+//       for (auto step : ph::grid(n - 1)) {
+//         auto rows = ph::slice(ph::remainder(me - step.begin(), n) * m, ph::length(m));
+//         auto send = ph::remote_copy(out, {rows, ph::all}, out[rows, ph::all], ph::ring_next("x"));
+//         send.start();
+//         send.wait();
+//       }
 //     }
 //     return out;
 //   }
 //
-// The rules (src/ir/collectives.h states them exactly):
+// (With n = 1 there is no step: kernels/collectives.cpp guards the loop.) docs/distributed.md is
+// the user's account. The rules (src/ir/collectives.h states them exactly):
 // - remote_copy(dst, index, block, peer).start() begins copying `block` into dst[index] on
 //   `peer`; wait_send() returns once the block has left (the sender may then overwrite the memory
 //   it was loaded from), wait_recv() once a copy of this statement has landed on this device (the
