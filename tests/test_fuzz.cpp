@@ -238,6 +238,24 @@ TEST(Fuzz, GeneratorDrawsAtomicUpdatesThatAgreeWithTheInterpreter) {
   EXPECT_TRUE(r.findings.empty()) << describe(r.findings);
 }
 
+// Collective programs: remote copies to a ring neighbour (on a ring or along one axis of a 2-D
+// mesh), waits, barriers and device coordinates, run on the cpu backend's simulated mesh at
+// random configs against the interpreter on every device; the Python backends refuse them with
+// a reason (they do not generate kernels on a mesh yet).
+TEST(Fuzz, GeneratorDrawsCollectivesThatAgreeWithTheInterpreter) {
+  std::string all;
+  for (uint64_t seed = 1; seed <= 60; ++seed) all += fz::to_cpp(fz::generate(seed, "collectives"));
+  for (const char* s : {"ph::remote_copy(", ".start();", ".wait();", "ph::barrier({", "ph::device_index(\"y\")",
+                        "ph::Mesh mesh{{\"x\", 2}, {\"y\", ", "kernel.run_on(mesh, args"})
+    EXPECT_NE(all.find(s), std::string::npos) << "no generated program has " << s;
+  fz::FuzzOptions o = counted_sample("collectives", 20261205, 30, 3, 5);
+  fz::FuzzReport r = fz::fuzz(o);
+  EXPECT_EQ(r.programs, 30);
+  EXPECT_GE(r.cpu_runs, 80);
+  EXPECT_GE(r.by_backend["pallas"].refusals["a kernel on a mesh (collectives)"], 5);
+  EXPECT_TRUE(r.findings.empty()) << describe(r.findings);
+}
+
 // The pallas path of the slices and indexed families: slice stores, starts computed in the
 // kernel (pl.ds) and masked stores are emitted for pallas (not only refused), and a seeded
 // sample of each family, every program on pallas, agrees with the interpreter.

@@ -15,8 +15,9 @@ using ir::ReduceFn;
 using ir::UnaryFn;
 
 const std::vector<std::string>& families() {
-  static const std::vector<std::string> f = {"pointwise", "row_reduce", "loop_reduce", "matmul", "gather", "indexed",
-                                             "views",     "slices",     "jagged",      "scans",  "atomics"};
+  static const std::vector<std::string> f = {"pointwise", "row_reduce", "loop_reduce", "matmul",
+                                             "gather",    "indexed",    "views",       "slices",
+                                             "jagged",    "scans",      "atomics",     "collectives"};
   return f;
 }
 
@@ -53,6 +54,8 @@ class Generator {
       scans();
     else if (family == "atomics")
       atomics();
+    else if (family == "collectives")
+      collectives();
     else
       throw UserError("unknown fuzz family '" + family + "'");
     return std::move(p_);
@@ -867,6 +870,77 @@ class Generator {
     }
     if (inner) launch.body.push_back(std::move(body));
     p_.body.push_back(std::move(launch));
+  }
+
+  // A kernel on a mesh (a ring, or a 2-D mesh with the ring along one axis): rows of x [m, k]
+  // per block, an expression of them (and of the device's coordinates) copied to the device
+  // `shift` ahead along the ring, into the same rows of a landing tensor there; after the wait,
+  // the landed rows combined with the local ones. The copies run in a launch over row blocks
+  // (its steps in order) or in a loop over them inside a one-step launch, sometimes with a
+  // second, independent store between the start and the wait (the overlap a fused kernel has)
+  // and a barrier. Every block lands in rows of its own, once, so the program is race-free.
+  void collectives() {
+    if (chance(0.7))
+      p_.mesh = {{"x", static_cast<int64_t>(1 + pick(5))}};
+    else
+      p_.mesh = {{"x", 2}, {"y", choose<int64_t>({2, 3})}};
+    const int axis = static_cast<int>(pick(p_.mesh.size()));
+    const int64_t size = p_.mesh[static_cast<size_t>(axis)].size;
+    const int64_t shift = size > 1 ? static_cast<int64_t>(1 + pick(static_cast<size_t>(size - 1))) : 0;
+    const int64_t m = extent(), k = choose<int64_t>({1, 3, 8, 17, 32});
+    const int x = tensor({m, k}, in_dtype());
+    const int landing = tensor({m, k}, choose({DType::f32, DType::f32, DType::bf16}), true);
+    const int out = tensor({m, k}, data_dtype(), true);
+    const int rows_tile = new_tile();
+    const std::vector<Subscript> rows = {tile_ix(rows_tile), all_ix()};
+    std::vector<Leaf> leaves = {[=, this] { return load(x, rows); }};
+    for (size_t a = 0; a < p_.mesh.size(); ++a)
+      if (chance(0.5))
+        leaves.push_back([=, this] {
+          Expr e;
+          e.kind = Expr::DeviceIndex;
+          e.axis = static_cast<int>(a);
+          return cast(add(e), DType::f32);
+        });
+    std::vector<Stmt> body;
+    Stmt copy;
+    copy.kind = Stmt::Copy;
+    copy.copy = p_.num_copies++;
+    copy.tensor = landing;
+    copy.index = rows;
+    copy.expr = anchored(fexpr(leaves, {leaves[0]}, 3), leaves[0]);  // (a copy does not broadcast)
+    copy.axis = axis;
+    copy.shift = shift;
+    std::vector<int> all_axes;
+    for (size_t a = 0; a < p_.mesh.size(); ++a) all_axes.push_back(static_cast<int>(a));
+    Stmt barrier;
+    barrier.kind = Stmt::Barrier;
+    barrier.axes = chance(0.5) ? all_axes : std::vector<int>{axis};
+    if (chance(0.2)) body.push_back(barrier);
+    body.push_back(copy);
+    if (chance(0.4)) {  // work that overlaps the copy
+      const int other = tensor({m, k}, data_dtype(), true);
+      body.push_back(store(other, rows, fexpr({leaves[0]}, {leaves[0]}, 3)));
+    }
+    Stmt wait;
+    wait.kind = Stmt::CopyWait;
+    wait.copy = copy.copy;
+    body.push_back(wait);
+    if (chance(0.2)) body.push_back(barrier);
+    const std::vector<Leaf> after = {[=, this] { return load(landing, rows); }, leaves[0]};
+    body.push_back(store(out, rows, fexpr(after, after, 3)));
+    if (chance(0.5)) {  // a launch over row blocks
+      Stmt launch = loop({dim(m)}, {rows_tile});
+      launch.body = std::move(body);
+      p_.body.push_back(std::move(launch));
+    } else {  // a loop over them in a one-step launch
+      Stmt inner = loop({dim(m)}, {rows_tile});
+      inner.body = std::move(body);
+      Stmt launch = loop({LoopDim{1}}, {new_tile()}, true);
+      launch.body.push_back(std::move(inner));
+      p_.body.push_back(std::move(launch));
+    }
+    if (chance(0.5)) p_.returns = {out};
   }
 
   // --- host views ---

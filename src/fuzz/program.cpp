@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "ir/ir.h"
+#include "parhelion/collectives.h"
 #include "parhelion/error.h"
 #include "parhelion/lang.h"
 
@@ -63,6 +64,8 @@ std::vector<Array> make_inputs(const Program& p, uint64_t seed) {
   }
   return in;
 }
+
+uint64_t device_seed(uint64_t seed, int64_t device) { return seed + 1000003ull * static_cast<uint64_t>(device); }
 
 std::vector<Arg> make_args(const Program& p, const std::vector<Array>& inputs) {
   std::vector<Arg> args(inputs.begin(), inputs.end());
@@ -335,6 +338,8 @@ class Player {
         return e.scalar ? tiles_.at(e.tile).begin() : tiles_.at(e.tile).index();
       case Expr::TileId:
         return tiles_.at(e.tile).id();
+      case Expr::DeviceIndex:
+        return device_index(p_.mesh.at(e.axis).name);
       case Expr::Unary:
         return unary(static_cast<UnaryFn>(e.fn), arg(0));
       case Expr::Binary:
@@ -476,6 +481,22 @@ class Player {
           for (const Stmt& b : s.body) stmt(b);
         });
         return;
+      case Stmt::Copy: {
+        const MeshAxis& a = p_.mesh.at(s.axis);
+        Peer to = peer(a.name, remainder(device_index(a.name) + s.shift, a.size));
+        copies_.at(s.copy) = remote_copy(tensors_.at(s.tensor), subscript(s.index), expr(s.expr), to);
+        copies_.at(s.copy).start();
+        return;
+      }
+      case Stmt::CopyWait:
+        copies_.at(s.copy).wait();
+        return;
+      case Stmt::Barrier: {
+        std::vector<std::string> axes;
+        for (int a : s.axes) axes.push_back(p_.mesh.at(a).name);
+        barrier(axes);
+        return;
+      }
     }
   }
 
@@ -485,6 +506,7 @@ class Player {
   std::vector<Tile> tiles_;
   std::vector<std::unique_ptr<Var>> vars_;
   std::vector<BlockSizeRef> refs_;
+  std::vector<RemoteCopy> copies_ = std::vector<RemoteCopy>(static_cast<size_t>(p_.num_copies));
 };
 
 }  // namespace
@@ -548,6 +570,7 @@ class Printer {
           os << "  auto " << tensor(i) << " = ph::empty(" << sh << ", " << dtype_expr(t.dtype) << ");\n";
       }
     }
+    for (int c = 0; c < p_.num_copies; ++c) os << "  ph::RemoteCopy c" << c << ";\n";
     for (const Stmt& s : p_.body) stmt(os, s, 1);
     if (outs.size() == 1)
       os << "  return " << tensor(outs[0]) << ";\n";
@@ -636,6 +659,8 @@ class Printer {
         return "t" + std::to_string(e.tile) + (e.scalar ? ".begin()" : ".index()");
       case Expr::TileId:
         return "t" + std::to_string(e.tile) + ".id()";
+      case Expr::DeviceIndex:
+        return "ph::device_index(\"" + p_.mesh.at(e.axis).name + "\")";
       case Expr::Unary: {
         auto f = static_cast<UnaryFn>(e.fn);
         if (f == UnaryFn::neg) return "(-" + arg(0) + ")";
@@ -784,6 +809,24 @@ class Printer {
         for (const Stmt& b : s.body) stmt(os, b, depth + 1);
         os << pad << "});\n";
         return;
+      case Stmt::Copy: {
+        const MeshAxis& a = p_.mesh.at(s.axis);
+        const std::string c = "c" + std::to_string(s.copy), axis = "\"" + a.name + "\"";
+        os << pad << c << " = ph::remote_copy(" << tensor(s.tensor) << ", {" << subscript(s.index) << "}, "
+           << expr(s.expr) << ", ph::peer(" << axis << ", ph::remainder(ph::device_index(" << axis << ") + " << s.shift
+           << ", " << a.size << ")));\n"
+           << pad << c << ".start();\n";
+        return;
+      }
+      case Stmt::CopyWait:
+        os << pad << "c" << s.copy << ".wait();\n";
+        return;
+      case Stmt::Barrier: {
+        std::string axes;
+        for (int a : s.axes) axes += (axes.empty() ? "\"" : ", \"") + p_.mesh.at(a).name + "\"";
+        os << pad << "ph::barrier({" << axes << "});\n";
+        return;
+      }
     }
   }
 
@@ -801,6 +844,45 @@ std::string to_cpp(const Program& p, const std::string& config_json, uint64_t se
      << "#include <parhelion/parhelion.h>\n\n#include <cmath>\n#include <cstdio>\n#include <tuple>\n\nnamespace ph = "
         "parhelion;\n\n"
      << pr.kernel() << "\nint main() {\n";
+  if (!p.mesh.empty()) {  // every device's inputs, then the kernel on the mesh, compiled and interpreted
+    std::string axes;
+    for (const MeshAxis& a : p.mesh)
+      axes += (axes.empty() ? "{\"" : ", {\"") + a.name + "\", " + std::to_string(a.size) + "}";
+    os << "  ph::Mesh mesh{" << axes << "};\n"
+       << "  std::vector<std::vector<ph::Array>> inputs;\n"
+       << "  std::vector<std::vector<ph::Arg>> args;\n"
+       << "  for (int64_t d = 0; d < mesh.devices(); ++d) {\n"
+       << "    const uint64_t seed = " << seed << "ull + 1000003ull * static_cast<uint64_t>(d);\n"
+       << "    inputs.emplace_back();\n";
+    for (size_t i = 0; i < p.tensors.size(); ++i) {
+      const TensorDecl& t = p.tensors[i];
+      if (t.is_output || t.is_view()) continue;
+      auto [lo, hi] = data_range(t.dtype);
+      os << "    inputs.back().push_back(ph::Array::random(" << Printer::shape(t.shape) << ", " << dtype_expr(t.dtype)
+         << ", seed * 131 + " << i << ", " << lo << ", " << hi << "));\n";
+    }
+    os << "  }\n"
+       << "  for (auto& in : inputs) {\n"
+       << "    args.emplace_back(in.begin(), in.end());\n";
+    if (p.has_scalar) os << "    args.back().emplace_back(" << number(p.scalar_value) << ");\n";
+    os << "  }\n"
+       << "  ph::Kernel kernel(\"" << p.name << "\", " << p.name << ");\n";
+    if (!config_json.empty()) {
+      std::string escaped;
+      for (char c : config_json) escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
+      os << "  ph::Config config = ph::Config::from_json(\"" << escaped << "\");\n"
+         << "  auto got = kernel.run_on(mesh, args, &config);\n";
+    } else {
+      os << "  auto got = kernel.run_on(mesh, args);\n";
+    }
+    os << "  auto want = kernel.interpret_on(mesh, args);\n"
+       << "  for (size_t d = 0; d < got.size(); ++d)\n"
+       << "    for (size_t i = 0; i < got[d].size(); ++i)\n"
+       << "      std::printf(\"device %zu, output %zu: max |compiled - interpreted| = %g\\n\", d, i,\n"
+       << "                  ph::max_abs_diff(got[d][i], want[d][i]));\n"
+       << "}\n";
+    return os.str();
+  }
   std::string args;
   for (size_t i = 0; i < p.tensors.size(); ++i) {
     const TensorDecl& t = p.tensors[i];

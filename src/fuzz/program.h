@@ -18,6 +18,7 @@
 #include "parhelion/array.h"
 #include "parhelion/dtype.h"
 #include "parhelion/kernel.h"
+#include "parhelion/mesh.h"
 
 namespace parhelion::fuzz {
 
@@ -109,6 +110,7 @@ struct Expr {
     // 2 ph::associative_scan with maximum, 3 a segmented sum of args[0] that restarts where the
     // bool block args[1] is true (a pair scan of values and flags).
     Scan,
+    DeviceIndex,  // ph::device_index(the mesh's axis `axis`) (i64 scalar; a Program on a mesh)
   } kind = Number;
   std::vector<int64_t> dims;  // Reshape: trailing constant dims; Permute: the permutation
   std::vector<int> args;      // child expressions
@@ -128,7 +130,11 @@ struct Expr {
 struct Stmt {
   // When: ph::when(expr, [&] { body }) under the bool scalar `expr` (an else branch is a second
   // When under its negation).
-  enum Kind { Loop, VarDecl, VarSet, Store, When } kind = Store;
+  // On a mesh (Program::mesh): Copy makes copy handle `copy` (ph::remote_copy of `expr` into
+  // tensor[index] of the peer `shift` devices ahead along mesh axis `axis`, modulo its size) and
+  // starts it; CopyWait waits for copy `copy` (wait(): its send and a receive); Barrier is
+  // ph::barrier over the mesh axes `axes`.
+  enum Kind { Loop, VarDecl, VarSet, Store, When, Copy, CopyWait, Barrier } kind = Store;
   // Loop: its dims (tile numbers `tiles`, one per dim); at the top level a launch.
   std::vector<LoopDim> dims;
   std::vector<int> tiles;
@@ -138,8 +144,12 @@ struct Stmt {
   int expr = -1;    // VarDecl / VarSet / Store: the value
   int tensor = -1;  // Store
   std::vector<Subscript> index;
-  int mask = -1;   // Store: >= 0, a masked store (ph::store) of the elements where it is true
-  int atomic = 0;  // Store: an ir::AtomicFn: ph::atomic_add / atomic_max / atomic_min (masked or not)
+  int mask = -1;          // Store: >= 0, a masked store (ph::store) of the elements where it is true
+  int atomic = 0;         // Store: an ir::AtomicFn: ph::atomic_add / atomic_max / atomic_min (masked or not)
+  int copy = -1;          // Copy / CopyWait
+  int axis = 0;           // Copy: the mesh axis of the peer
+  int64_t shift = 0;      // Copy
+  std::vector<int> axes;  // Barrier
 };
 
 struct Program {
@@ -155,6 +165,10 @@ struct Program {
   // The tensors the kernel returns (empty: every output). An input here is updated in place;
   // an output not here is an intermediate between launches.
   std::vector<int> returns;
+  // Not empty: the kernel runs on this mesh (KernelBase::interpret_on, run_on), device d with
+  // inputs of its own (make_inputs(p, device_seed(seed, d))); it makes `num_copies` copies.
+  std::vector<MeshAxis> mesh;
+  int num_copies = 0;
 
   int num_inputs() const;
   std::vector<int> outputs() const;   // the tensors allocated in host code
@@ -163,6 +177,8 @@ struct Program {
 
 // The kernel's inputs: seeded random data in [-1, 1] (index tensors: valid indices).
 std::vector<Array> make_inputs(const Program& p, uint64_t seed);
+// The seed of device `device`'s inputs, for a program on a mesh.
+uint64_t device_seed(uint64_t seed, int64_t device);
 // The arguments for a call: the inputs, then the scalar.
 std::vector<Arg> make_args(const Program& p, const std::vector<Array>& inputs);
 
