@@ -1,7 +1,5 @@
 #include "driver/driver.h"
 
-#include "ir/collectives.h"
-
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -83,10 +81,6 @@ std::shared_ptr<Impl> trace(const std::string& name, const std::vector<bool>& ar
 }
 
 std::shared_ptr<Impl> configure(const Impl& traced, const backend::Backend& backend) {
-  if (!traced.fn.mesh.empty() && !backend.capabilities().collectives)
-    throw UserError("the " + backend.name() + " backend cannot generate kernel " + traced.name +
-                    ", which runs on a mesh (" + ir::mesh_to_string(traced.fn.mesh) +
-                    "), yet; the reference interpreter runs it (KernelBase::interpret_on)");
   auto K = traced_part(traced);
   K->backend = &backend;
   K->spec = lower::derive_config_spec(K->fn, backend);

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 
+#include "backend/backend.h"
+#include "ir/collectives.h"
 #include "ir/printer.h"
+#include "parhelion/error.h"
 
 namespace parhelion::lower {
 namespace {
@@ -21,6 +24,13 @@ constexpr int64_t kLargestBlock = 16384;
 }  // namespace
 
 ConfigSpec derive_config_spec(const ir::Function& fn, const KnobTable& knobs, const backend::Backend& backend) {
+  // Every path to a backend's code starts here: a kernel on a mesh stops at a backend that
+  // cannot generate collectives, with a UserError rather than a missing case later.
+  if (!fn.mesh.empty() && !backend.capabilities().collectives)
+    throw UserError("the " + backend.name() + " backend cannot generate kernel " + fn.name +
+                    ", which runs on a mesh (" + ir::mesh_to_string(fn.mesh) +
+                    "), yet; the reference interpreter runs it (KernelBase::interpret_on), and the cpu backend "
+                    "(KernelBase::run_on)");
   ConfigSpec spec;
   for (int id : knobs.block_sizes) {
     const ir::BlockSize& b = fn.block_sizes[id];

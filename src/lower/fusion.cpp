@@ -36,6 +36,10 @@ bool is_transcendental(const Op& op) {
 class Fusion {
  public:
   Fusion(const ir::Function& fn, const Op& launch) : fn_(fn) {
+    // (any launch's: a device ahead of this one may be copying into them already)
+    ir::walk(fn.body, [&](const Op& op) {
+      if (op.kind == OpKind::CopyStart) landing_roots_.insert(ir::root_of(fn, op.tensor));
+    });
     std::vector<int> loops;
     collect(launch.body, loops);
   }
@@ -214,7 +218,8 @@ class Fusion {
     for (int w : tensor_writes_)
       if (t.tensors.count(ir::root_of(fn_, ops_[w].op->tensor)) && between(w)) return true;
     for (int w : sync_points_)
-      if (!t.tensors.empty() && between(w)) return true;
+      for (int root : t.tensors)
+        if (landing_roots_.count(root) && between(w)) return true;
     // A store that reads the tensor it writes, evaluated inside the store's own loop nest, sees
     // the elements it has already overwritten unless every element reads only itself (the same
     // index, no transpose): `x[all, all] = transpose(x[all, all])` must read x first.
@@ -238,6 +243,7 @@ class Fusion {
   std::map<int, int> def_;  // value id -> position of its defining op
   std::map<int, std::vector<int>> users_;
   std::vector<int> var_writes_, tensor_writes_, sync_points_;
+  std::set<int> landing_roots_;  // the tensors copies land in (roots)
   std::map<int, Tree> tree_;
   std::set<int> chosen_;
 
@@ -262,6 +268,13 @@ void reads_of(int v, const std::map<int, const Op*>& def, const ir::Function& fn
     if (ix.has_value()) reads_of(ix.value, def, fn, vars, tensors);
 }
 
+// Whether copies (CopyStart) land in root tensor `root`.
+bool lands_in(const ir::Function& fn, int root) {
+  bool lands = false;
+  ir::walk(fn.body, [&](const Op& op) { lands |= op.kind == OpKind::CopyStart && ir::root_of(fn, op.tensor) == root; });
+  return lands;
+}
+
 // Whether an op of `ops` strictly between positions `from` and `to` (or inside one of them)
 // assigns one of `vars` or stores to one of `tensors`.
 bool writes_between(const ir::Function& fn, const std::vector<Op>& ops, size_t from, size_t to,
@@ -270,7 +283,9 @@ bool writes_between(const ir::Function& fn, const std::vector<Op>& ops, size_t f
   auto check = [&](const Op& op) {
     writes |= (op.kind == OpKind::VarSet || op.kind == OpKind::VarDecl) && vars.count(op.var);
     writes |= op.kind == OpKind::Store && tensors.count(ir::root_of(fn, op.tensor));
-    writes |= ir::is_collective(op) && op.kind != OpKind::CopyStart && op.kind != OpKind::Signal && !tensors.empty();
+    // (a wait may let other devices' copies land in any tensor a copy lands in)
+    writes |= ir::is_collective(op) && op.kind != OpKind::CopyStart && op.kind != OpKind::Signal &&
+              std::any_of(tensors.begin(), tensors.end(), [&](int t) { return lands_in(fn, t); });
   };
   for (size_t i = from + 1; i < to; ++i) {
     check(ops[i]);

@@ -74,8 +74,12 @@ std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool every_b
     if (launch.kind != OpKind::Launch) continue;
     std::set<int> written;
     ir::walk(launch.body, [&](const Op& op) {
-      // (a copy to a peer writes the same tensor there, and other devices' copies here)
-      if (op.kind == OpKind::Store || op.kind == OpKind::CopyStart) written.insert(op.tensor);
+      if (op.kind == OpKind::Store) written.insert(op.tensor);
+    });
+    // Copies (of any launch: a device ahead of this one may be making them) land in a tensor
+    // while this one runs: never staged.
+    ir::walk(fn.body, [&](const Op& op) {
+      if (op.kind == OpKind::CopyStart) written.insert(op.tensor);
     });
     ir::walk(launch.body, [&](const Op& op) {
       if (op.kind != OpKind::Loop || op.loop_tiles.size() != 1) return;
