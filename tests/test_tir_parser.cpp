@@ -176,7 +176,9 @@ TEST(TirParser, FuzzerProgramsRoundTrip) {
     const ph::fuzz::Program p = ph::fuzz::generate(seed);
     std::unique_ptr<ph::KernelBase> k = ph::fuzz::make_kernel(p);
     const std::vector<ph::Array> inputs = ph::fuzz::make_inputs(p, seed);
-    const ir::Function& fn = k->trace(ph::fuzz::make_args(p, inputs))->fn;
+    const std::vector<ph::Arg> args = ph::fuzz::make_args(p, inputs);
+    // (a program on a mesh is traced on it: its inputs are any one device's)
+    const ir::Function& fn = p.mesh.empty() ? k->trace(args)->fn : k->trace_on(ph::Mesh(p.mesh), args)->fn;
     expect_round_trip(fn, "fuzz_seed_" + std::to_string(seed));
     ++by_family[p.family];
     if (HasFailure()) break;  // one program's report is enough to debug

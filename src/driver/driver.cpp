@@ -68,7 +68,8 @@ std::shared_ptr<Impl> trace(const std::string& name, const std::vector<bool>& ar
   ir::verify(K->fn);
   std::vector<bool> written(K->fn.tensors.size(), false);
   ir::walk(K->fn.body, [&](const ir::Op& op) {
-    if (op.kind == ir::OpKind::Store) written[ir::root_of(K->fn, op.tensor)] = true;  // a view writes its root
+    // (a view writes its root; a copy writes the same tensor on its peer, and its peers' copies here)
+    if (op.kind == ir::OpKind::Store || op.kind == ir::OpKind::CopyStart) written[ir::root_of(K->fn, op.tensor)] = true;
   });
   for (int i = 0; i < K->fn.num_tensor_params; ++i)
     if (written[i]) K->written_params.push_back(i);

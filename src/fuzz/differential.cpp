@@ -578,7 +578,7 @@ class ModuleSampler {
     if (!p.mesh.empty()) {  // (no Python backend generates kernels on a mesh yet: docs/distributed.md)
       BackendCounts& counts = report.by_backend[backend_];
       ++counts.unsupported;
-      ++counts.refusals["a kernel on a mesh (collectives)"];
+      ++counts.refusals["does not support a kernel on a mesh (collectives) yet"];
       return;
     }
     // Emitted in a child, like the cpu runs: a crash there is a finding.

@@ -1,5 +1,7 @@
 // The devices of a collective kernel in the reference interpreter, and what they share
-// (src/ir/collectives.h states the semantics this checks).
+// (src/ir/collectives.h states the semantics this checks). The cpu backend's simulated mesh
+// runs its devices under the same scheduler (backend/cpu/mesh_runner.cpp), with regions it
+// does not track (Region::root -1).
 //
 // Each device runs on a thread of its own, but only one runs at a time: a device runs until it
 // finishes or must wait (for a copy, a semaphore, a barrier), then hands over to the next device
@@ -51,10 +53,10 @@ class MeshWorld {
   void run(const std::function<void(int)>& device_body);
 
   // --- copies ---
-  // Device `sender` starts copy `channel` (written at `copy_loc`) to `receiver`: its block lands
-  // in `landing` (checked: ordered after the receiver's accesses and the earlier landings there,
-  // and not on a region being sent from); `source` (root -1: none) is the region the block was
-  // loaded from, which the sender may not write until its wait on the send.
+  // Device `sender` starts copy `channel` to `receiver` at `loc`: its block lands in `landing`
+  // (checked: ordered after the receiver's accesses and the earlier landings there, and not on a
+  // region being sent from; root -1: not tracked); `source` (root -1: none) is the region the
+  // block was loaded from, which the sender may not write until its wait on the send.
   void start_copy(int sender, int receiver, int channel, const Region& landing, const Region& source,
                   const ir::SourceLoc& loc);
   void wait_send(int device, int channel, const ir::SourceLoc& loc);
