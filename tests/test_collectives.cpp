@@ -323,6 +323,70 @@ TEST(Collectives, APeerOutsideTheMeshIsRefused) {
              "copy_start: the peer's coordinate along x is 4, outside the mesh's 0..3");
 }
 
+// Two launches: a ring all-gather, then a plain (multi-threaded) launch over its result, which
+// every device reads once the first launch's copies have all landed.
+ph::Tensor gather_then_scale(ph::Tensor x) {
+  const int64_t n = ph::mesh_size("x");
+  auto [m, k] = x.sizes<2>();
+  auto gathered = ph::empty({n * m, k});
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    auto me = ph::device_index("x");
+    gathered[ph::slice(me * m, ph::length(m)), ph::all] = x[ph::all, ph::all];
+    for (auto step : ph::grid(n - 1)) {
+      auto rows = ph::slice(ph::remainder(me - step.begin(), n) * m, ph::length(m));
+      auto send = ph::remote_copy(gathered, {rows, ph::all}, gathered[rows, ph::all], ph::ring_next("x"));
+      send.start();
+      send.wait();
+    }
+  }
+  auto out = ph::empty({n * m, k});
+  for (auto [r, c] : ph::tile(n * m, k)) out[r, c] = gathered[r, c] * 3.0f;
+  return out;
+}
+
+TEST(Collectives, ALaterLaunchReadsWhatCopiesLandedOnEveryBackendThatRunsThem) {
+  ph::Kernel k("gather_then_scale", gather_then_scale);
+  const std::vector<ph::Array> x = shards_of(3, {40, 24}, ph::DType::f32, 7);
+  const ph::Array gathered = ph::ref::all_gather(x);
+  for (bool cpu : {false, true}) {
+    auto out = cpu ? k.run_on(ring(3), per_device(x)) : k.interpret_on(ring(3), per_device(x));
+    for (const std::vector<ph::Array>& o : out)
+      for (int64_t i = 0; i < gathered.numel(); ++i) ASSERT_FLOAT_EQ(o[0].get(i), 3.0f * gathered.get(i));
+  }
+}
+
+// A barrier one device never reaches, and a semaphore wait nobody signals: deadlocks.
+ph::Tensor skipped_barrier(ph::Tensor x, ph::Int which) {
+  auto out = ph::empty_like(x);
+  auto sem = ph::semaphore();
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    auto me = ph::device_index("x");
+    ph::when(which == 0 && me != 1, [&] { ph::barrier("x"); });
+    ph::when(which == 1, [&] { ph::wait(sem, 2); });
+    out[ph::all] = x[ph::all];
+  }
+  return out;
+}
+
+TEST(Collectives, ABarrierNotReachedAndASemaphoreNotSignalledAreDeadlocks) {
+  ph::Kernel k("skipped_barrier", skipped_barrier);
+  ph::Array x = ph::Array::random({8}, ph::DType::f32, 1);
+  for (bool cpu : {false, true}) {
+    auto call = [&](int64_t which) {
+      std::vector<std::vector<ph::Arg>> args = {{x, which}, {x, which}, {x, which}};
+      return user_error_of([&] { cpu ? k.run_on(ring(3), args) : k.interpret_on(ring(3), args); });
+    };
+    const std::string barrier = call(0);
+    EXPECT_HAS(barrier, "deadlock: every device that has not finished is waiting");
+    EXPECT_HAS(barrier, "device 0 (x=0) waits at a barrier for 1 more device(s) of its group, which never reach it");
+    const std::string semaphore = call(1);
+    EXPECT_HAS(semaphore,
+               "device 0 (x=0) waits for semaphore s0 to reach 2 (it is 0), and no device signals it enough");
+  }
+}
+
 ph::Tensor needs_mesh(ph::Tensor x) {
   auto out = ph::empty_like(x);
   for (auto t : ph::tile(x.size(0))) out[t] = x[t] + ph::cast(ph::device_index("x"), ph::DType::f32);

@@ -81,7 +81,7 @@ void MeshWorld::run(const std::function<void(int)>& device_body) {
   const int n = devices();
   state_.assign(n, State::ready);
   ready_.assign(n, nullptr);
-  waiting_for_.assign(n, "");
+  waiting_for_.assign(n, nullptr);
   std::vector<std::thread> threads;
   threads.reserve(n);
   for (int d = 0; d < n; ++d) {
@@ -134,13 +134,13 @@ void MeshWorld::pass_baton(int from) {
   }
   std::string msg = "deadlock: every device that has not finished is waiting, and nothing it waits for can come:";
   for (int g = 0; g < n; ++g)
-    if (state_[g] == State::blocked) msg += "\n  " + waiting_for_[g];
+    if (state_[g] == State::blocked) msg += "\n  " + waiting_for_[g]();
   error_ = std::make_exception_ptr(UserError(msg));
   aborted_ = true;
   cv_.notify_all();
 }
 
-void MeshWorld::block_until(int device, const std::function<bool()>& ready, const std::string& what) {
+void MeshWorld::block_until(int device, const std::function<bool()>& ready, const std::function<std::string()>& what) {
   if (ready()) return;
   std::unique_lock<std::mutex> lock(mu_);
   state_[device] = State::blocked;
@@ -202,8 +202,10 @@ void MeshWorld::wait_send(int device, int channel, const ir::SourceLoc& loc) {
   };
   block_until(
       device, [&] { return pending() != flights_.end(); },
-      loc.str() + ": " + device_name(device) + " waits for the send of " + copy_name(channel) +
-          ", which it has not started");
+      [&] {
+        return loc.str() + ": " + device_name(device) + " waits for the send of " + copy_name(channel) +
+               ", which it has not started";
+      });
   auto f = pending();
   f->sent = true;
   if (f->received) flights_.erase(f);
@@ -216,7 +218,10 @@ void MeshWorld::wait_recv(int device, int channel, const ir::SourceLoc& loc) {
   };
   block_until(
       device, [&] { return pending() != flights_.end(); },
-      loc.str() + ": " + device_name(device) + " waits for " + copy_name(channel) + " to land, and no device sends it");
+      [&] {
+        return loc.str() + ": " + device_name(device) + " waits for " + copy_name(channel) +
+               " to land, and no device sends it";
+      });
   auto f = pending();
   f->received = true;
   Clock& c = clocks_.at(device);
@@ -278,8 +283,10 @@ void MeshWorld::barrier(int device, const std::vector<int64_t>& axes, const ir::
   ++g.arrived;
   block_until(
       device, [&g, members] { return g.arrived == members; },
-      loc.str() + ": " + device_name(device) + " waits at a barrier for " + std::to_string(members - g.arrived) +
-          " more device(s) of its group, which never reach it");
+      [&] {
+        return loc.str() + ": " + device_name(device) + " waits at a barrier for " +
+               std::to_string(members - g.arrived) + " more device(s) of its group, which never reach it";
+      });
   join(c, g.clock);
 }
 
@@ -297,8 +304,11 @@ void MeshWorld::wait(int device, int semaphore, int64_t count, const ir::SourceL
   int64_t& s = semaphores_.at(device).at(semaphore);
   block_until(
       device, [&s, count] { return s >= count; },
-      loc.str() + ": " + device_name(device) + " waits for semaphore s" + std::to_string(semaphore) + " to reach " +
-          std::to_string(count) + " (it is " + std::to_string(s) + "), and no device signals it enough");
+      [&] {
+        return loc.str() + ": " + device_name(device) + " waits for semaphore s" + std::to_string(semaphore) +
+               " to reach " + std::to_string(count) + " (it is " + std::to_string(s) +
+               "), and no device signals it enough";
+      });
   s -= count;
   join(clocks_.at(device), semaphore_clocks_.at(device).at(semaphore));
 }

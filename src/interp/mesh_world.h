@@ -91,9 +91,9 @@ class MeshWorld {
     const ir::SourceLoc* landing_loc = nullptr;
   };
 
-  // Blocks `device` until `ready()` holds, letting the others run; `what` says why, for a
-  // deadlock's report. Throws Aborted when another device failed.
-  void block_until(int device, const std::function<bool()>& ready, const std::string& what);
+  // Blocks `device` until `ready()` holds, letting the others run; `what()` says why, for a
+  // deadlock's report (when it is made). Throws Aborted when another device failed.
+  void block_until(int device, const std::function<bool()>& ready, const std::function<std::string()>& what);
   void pass_baton(int from);  // with mu_ held
   void join(Clock& into, const Clock& from) const;
   std::string copy_name(int channel) const;
@@ -128,7 +128,7 @@ class MeshWorld {
   int running_ = -1;
   std::vector<State> state_;
   std::vector<std::function<bool()>> ready_;
-  std::vector<std::string> waiting_for_;
+  std::vector<std::function<std::string()>> waiting_for_;
   bool aborted_ = false;
   std::exception_ptr error_;
 };
