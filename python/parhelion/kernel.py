@@ -99,6 +99,27 @@ class KernelAPI:
         values = self._values(args, kwargs)
         return self._wrap(self._core_for(values).interpret(values, self._names), values)
 
+    def interpret_on(self, mesh: Any, devices: Any) -> list:
+        """A kernel on a device mesh (docs/distributed.md), run by the reference interpreter on
+        every device: `mesh` is {"x": 4} (or (name, size) pairs), `devices` one argument tuple
+        per device (row-major over the axes); the result is each device's outputs."""
+        axes, values = self._mesh_values(mesh, devices)
+        outs = self._core_for(values[0]).interpret_on(axes, values, self._names)
+        return [self._wrap(o, v) for o, v in zip(outs, values)]
+
+    def run_on(self, mesh: Any, devices: Any, config: Any = None) -> list:
+        """As interpret_on, compiled for the cpu backend: every device a thread of this process."""
+        axes, values = self._mesh_values(mesh, devices)
+        outs = self._core_for(values[0]).run_on(axes, values, _config_json(config), self._names)
+        return [self._wrap(o, v) for o, v in zip(outs, values)]
+
+    def _mesh_values(self, mesh: Any, devices: Any) -> tuple[list, list]:
+        axes = list(mesh.items()) if isinstance(mesh, dict) else [tuple(a) for a in mesh]
+        values = [self._values(tuple(d) if isinstance(d, (tuple, list)) else (d,), {}) for d in devices]
+        if not values:
+            raise _core.UserError(f"{self.name} on a mesh needs the arguments of every device")
+        return axes, values
+
     def emit(self, *args: Any, target: str = "cpu", tpu: str | None = None, gpu: str | None = None,
              config: Any = None, **kwargs: Any) -> Emitted:
         """The kernel's code for `target` ("cpu", "pallas", "triton") at these arguments' shapes;

@@ -31,6 +31,13 @@ struct CallArgs {
   std::vector<Arg> args;
 };
 
+// A mesh from its axes, (name, devices) pairs in order.
+Mesh mesh_of(const std::vector<std::pair<std::string, int64_t>>& axes) {
+  std::vector<MeshAxis> a;
+  for (const auto& [name, size] : axes) a.push_back({name, size});
+  return Mesh(a);
+}
+
 // `names`: the parameters' names (the Python signature's), for errors; empty: by position.
 CallArgs convert_args(KernelBase& k, const nb::sequence& values, const std::vector<std::string>& names) {
   const size_t n = nb::len(values);
@@ -176,6 +183,40 @@ void bind_kernels(nb::module_& m) {
             return to_python(k.interpret(c.args));
           },
           nb::arg("args"), nb::arg("names") = std::vector<std::string>{})
+      .def(
+          "interpret_on",
+          [](KernelBase& k, const std::vector<std::pair<std::string, int64_t>>& axes, const nb::sequence& devices,
+             const std::vector<std::string>& names) {
+            std::vector<CallArgs> calls;
+            calls.reserve(nb::len(devices));  // the Args point into each CallArgs' arrays
+            for (nb::handle d : devices) calls.push_back(convert_args(k, nb::cast<nb::sequence>(d), names));
+            std::vector<std::vector<Arg>> args;
+            for (const CallArgs& c : calls) args.push_back(c.args);
+            nb::list out;
+            for (std::vector<Array>& o : k.interpret_on(mesh_of(axes), args)) out.append(to_python(std::move(o)));
+            return out;
+          },
+          nb::arg("axes"), nb::arg("devices"), nb::arg("names") = std::vector<std::string>{})
+      .def(
+          "run_on",
+          [](KernelBase& k, const std::vector<std::pair<std::string, int64_t>>& axes, const nb::sequence& devices,
+             const std::string& config, const std::vector<std::string>& names) {
+            std::vector<CallArgs> calls;
+            calls.reserve(nb::len(devices));
+            for (nb::handle d : devices) calls.push_back(convert_args(k, nb::cast<nb::sequence>(d), names));
+            std::vector<std::vector<Arg>> args;
+            for (const CallArgs& c : calls) args.push_back(c.args);
+            std::unique_ptr<Config> cfg = parse_config(config);
+            std::vector<std::vector<Array>> outs;
+            {
+              nb::gil_scoped_release nogil;
+              outs = k.run_on(mesh_of(axes), args, cfg.get());
+            }
+            nb::list out;
+            for (std::vector<Array>& o : outs) out.append(to_python(std::move(o)));
+            return out;
+          },
+          nb::arg("axes"), nb::arg("devices"), nb::arg("config") = "", nb::arg("names") = std::vector<std::string>{})
       .def(
           "emit",
           [](KernelBase& k, const nb::sequence& args, const std::string& target, const std::string& config,

@@ -767,6 +767,107 @@ void bind_functions(nb::module_& m) {
       nb::arg("cond"), nb::arg("then"), nb::arg("otherwise").none() = nb::none());
 }
 
+// Collectives (include/parhelion/collectives.h; docs/distributed.md), at the user's Python line.
+void bind_collectives(nb::module_& m) {
+  nb::class_<Peer>(m, "Peer", "A device of the mesh, by its coordinates (peer, ring_next, ring_prev).")
+      .def(
+          "along",
+          [](const Peer& p, const std::string& axis, nb::handle index) {
+            PythonLine line;
+            return p.along(axis, operand(index));
+          },
+          nb::arg("axis"), nb::arg("index"));
+  nb::class_<RemoteCopy>(m, "RemoteCopy", "A copy of a block into a tensor of a peer (remote_copy).")
+      .def("start",
+           [](const RemoteCopy& c) {
+             PythonLine line;
+             c.start();
+           })
+      .def("wait_send",
+           [](const RemoteCopy& c) {
+             PythonLine line;
+             c.wait_send();
+           })
+      .def("wait_recv",
+           [](const RemoteCopy& c) {
+             PythonLine line;
+             c.wait_recv();
+           })
+      .def("wait", [](const RemoteCopy& c) {
+        PythonLine line;
+        c.wait();
+      });
+  nb::class_<Semaphore>(m, "Semaphore", "A counting semaphore on every device (semaphore).");
+  m.def(
+      "device_index",
+      [](const std::string& axis) {
+        PythonLine line;
+        return device_index(axis);
+      },
+      nb::arg("axis"));
+  m.def(
+      "mesh_size",
+      [](const std::string& axis) {
+        PythonLine line;
+        return mesh_size(axis);
+      },
+      nb::arg("axis"));
+  m.def(
+      "peer",
+      [](const std::string& axis, nb::handle index) {
+        PythonLine line;
+        return peer(axis, operand(index));
+      },
+      nb::arg("axis"), nb::arg("index"));
+  m.def(
+      "ring_next",
+      [](const std::string& axis) {
+        PythonLine line;
+        return ring_next(axis);
+      },
+      nb::arg("axis"));
+  m.def(
+      "ring_prev",
+      [](const std::string& axis) {
+        PythonLine line;
+        return ring_prev(axis);
+      },
+      nb::arg("axis"));
+  m.def(
+      "remote_copy",
+      [](const Tensor& dst, nb::handle index, nb::handle block, const Peer& to) {
+        PythonLine line;
+        return remote_copy(dst, indices(index), operand(block), to);
+      },
+      nb::arg("dst"), nb::arg("index"), nb::arg("block"), nb::arg("to"));
+  m.def(
+      "barrier",
+      [](nb::handle axes) {
+        PythonLine line;
+        if (nb::isinstance<nb::str>(axes)) return barrier(std::vector<std::string>{nb::cast<std::string>(axes)});
+        barrier(nb::cast<std::vector<std::string>>(axes));
+      },
+      nb::arg("axes"));
+  m.def("semaphore", [] {
+    PythonLine line;
+    return semaphore();
+  });
+  m.def(
+      "signal",
+      [](const Semaphore& s, const Peer& to, nb::handle count) {
+        PythonLine line;
+        signal(s, to, operand(count));
+      },
+      nb::arg("s"), nb::arg("to"), nb::arg("count") = 1);
+  m.def(
+      "wait",
+      [](const Semaphore& s, nb::handle count) {
+        PythonLine line;
+        wait(s, operand(count));
+      },
+      nb::arg("s"), nb::arg("count") = 1);
+}
+
 }  // namespace
 
 void bind_language(nb::module_& m) {
@@ -775,6 +876,7 @@ void bind_language(nb::module_& m) {
   bind_tensor(m);
   bind_loops(m);
   bind_functions(m);
+  bind_collectives(m);
   nb::class_<PythonKernel, KernelBase>(m, "PythonKernel")
       .def(nb::init<const std::string&, const std::vector<std::string>&, nb::object>());
   m.def("_set_package_dir", [](const std::string& dir) { package_dir() = dir; });

@@ -323,3 +323,51 @@ def test_kernels_run_on_numpy_and_keep_their_cache():
     got = softmax(x)
     assert isinstance(got, np.ndarray)
     np.testing.assert_allclose(got, torch.softmax(torch.from_numpy(x), -1).numpy(), rtol=1e-5, atol=1e-6)
+
+
+@ph.kernel
+def ring_all_gather(x):
+    n = ph.mesh_size("x")
+    m, k = x.shape
+    out = ph.empty([n * m, k], x.dtype)
+    for g in ph.grid(1):
+        me = ph.device_index("x")
+        out[ph.slice(me * m, m), :] = x[:, :]
+        for step in ph.grid(n - 1):
+            rows = ph.slice(ph.remainder(me - step.begin, n) * m, m)
+            send = ph.remote_copy(out, (rows, slice(None)), out[rows, :], ph.ring_next("x"))
+            send.start()
+            send.wait()
+    return out
+
+
+@ph.kernel
+def read_before_landing(x):
+    buf = ph.zeros(list(x.shape))
+    out = ph.empty_like(x)
+    for g in ph.grid(1):
+        send = ph.remote_copy(buf, (slice(None), slice(None)), x[:, :], ph.ring_next("x"))
+        send.start()
+        out[:, :] = buf[:, :]
+        send.wait()
+    return out
+
+
+def test_collectives_on_a_mesh_in_the_interpreter_and_on_the_cpu():
+    """A ring all-gather written in Python, on 4 simulated devices: the interpreter and the cpu
+    backend (devices as threads) against numpy; a read of a landing region that a copy is not
+    ordered after is a race, reported at the user's lines (docs/distributed.md)."""
+    shards = [np.random.RandomState(d).randn(3, 5).astype(np.float32) for d in range(4)]
+    want = np.concatenate(shards)
+    for outs in (ring_all_gather.interpret_on({"x": 4}, [(s,) for s in shards]),
+                 ring_all_gather.run_on({"x": 4}, [(s,) for s in shards])):
+        assert len(outs) == 4
+        for o in outs:
+            np.testing.assert_array_equal(np.asarray(o), want)
+    with pytest.raises(ph.UserError) as e:
+        read_before_landing.interpret_on([("x", 2)], [(s,) for s in shards[:2]])
+    # (device 0 read its buffer; device 1's copy then lands there unordered: both lines named)
+    msg = str(e.value)
+    assert f"test_language.py:{line_of(read_before_landing, 'send.start()')}: race: device 1" in msg
+    assert f"test_language.py:{line_of(read_before_landing, 'out[:, :] = buf')})" in msg
+    assert "with nothing ordering that access before this copy" in msg
