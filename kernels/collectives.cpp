@@ -6,26 +6,46 @@ namespace parhelion::kernels {
 namespace {
 namespace ph = parhelion;
 
+// Flow control of a ring's copies, one step at a time. Waits pair with the copies of a statement
+// by count only (src/ir/collectives.h: which of two copies in flight a wait saw land is not
+// defined), so a device starts its step-s copy to its next neighbour only once that neighbour
+// has received its step s - 1 copy, which the neighbour signals.
+struct RingCredit {
+  ph::Semaphore ready = ph::semaphore();
+  // Before step s's start: the next device has received step s - 1's copy.
+  void before_start(const ph::Tensor& s) {
+    ph::when(s > 0, [&] { ph::wait(ready); });
+  }
+  // After step s's receive, of `steps` copies: the previous device may start its next one.
+  void after_receive(const ph::Tensor& s, int64_t steps) {
+    ph::when(s < steps - 1, [&] { ph::signal(ready, ph::ring_prev("x")); });
+  }
+};
+
 // x [m, k] per device -> out [n m, k] on every device, rows d m .. (d + 1) m - 1 being device d's
 // x. A ring: each device keeps its shard in place, then n - 1 times sends the shard it holds
 // newest (its own first, then the one that just arrived) to its next neighbour, which lands it
-// in its own row block of out. Every row block lands once, so the landings need no flow control.
+// in its own row block of out, one copy in flight at a time (RingCredit).
 ph::Tensor all_gather_body(ph::Tensor x) {
   ph::expect(x.rank() == 2, "all_gather: x must be [m, k], this device's shard");
   const int64_t n = ph::mesh_size("x");
   auto [m, k] = x.sizes<2>();
   auto out = ph::empty({n * m, k}, x.dtype());
+  RingCredit credit;
   for (auto g : ph::grid(1)) {
     (void)g;
     auto me = ph::device_index("x");
     out[ph::slice(me * m, ph::length(m)), ph::all] = x[ph::all, ph::all];
     if (n > 1) {
       for (auto step : ph::grid(n - 1)) {
-        auto shard = ph::remainder(me - step.begin(), n);  // the shard this device sends now
+        auto s = step.begin();
+        auto shard = ph::remainder(me - s, n);  // the shard this device sends now
         auto rows = ph::slice(shard * m, ph::length(m));
         auto send = ph::remote_copy(out, {rows, ph::all}, out[rows, ph::all], ph::ring_next("x"));
+        credit.before_start(s);
         send.start();
         send.wait();  // ours has left, and the previous device's (shard - 1) has landed
+        credit.after_receive(s, n - 1);
       }
     }
   }
@@ -62,10 +82,9 @@ ph::Tensor all_reduce_body(ph::Tensor x) {
 // 2 (n - 1) / n of x per device instead of one shot's n - 1 times x. A ring, in two phases:
 // - reduce-scatter: at step s, a device adds its chunk (me - s - 1) mod n to the partial sum of
 //   that chunk that arrived at step s - 1, and sends it on; after n - 1 steps it holds the whole
-//   sum of chunk `me`. Partials land in two slots, used in turn; a device sends into a slot of
-//   its next neighbour only after the neighbour has read what landed there two steps before (a
-//   credit: the neighbour signals the semaphore once it has read the slot and will be sent into it
-//   again).
+//   sum of chunk `me`. Partials land in two slots, used in turn, one copy in flight at a time
+//   (RingCredit): a device signals its previous one after it has received, and read the slot
+//   that copy's successor lands in.
 // - all-gather of the summed chunks, as all_gather_body.
 ph::Tensor all_reduce_ring_body(ph::Tensor x) {
   ph::expect(x.rank() == 2, "all_reduce_ring: x must be [n c, k], this device's part");
@@ -75,7 +94,7 @@ ph::Tensor all_reduce_ring_body(ph::Tensor x) {
   const int64_t c = rows / n;
   auto slots = ph::empty({2, c, k});  // partial sums, in f32
   auto out = ph::empty({rows, k}, x.dtype());
-  auto credit = ph::semaphore();
+  RingCredit reduce_credit, gather_credit;
   for (auto g : ph::grid(1)) {
     (void)g;
     auto me = ph::device_index("x");
@@ -89,20 +108,23 @@ ph::Tensor all_reduce_ring_body(ph::Tensor x) {
         auto sent = ph::remainder(me - s - 1, n);
         auto received = partial_of(ph::remainder(s + 1, 2), s > 0);  // step s - 1's slot (none at step 0)
         auto partial = received + x[chunk(sent), ph::all];
-        ph::when(s >= 2, [&] { ph::wait(credit); });  // the next device has read this slot
         auto send = ph::remote_copy(slots, {ph::remainder(s, 2), ph::all, ph::all}, partial, ph::ring_next("x"));
+        reduce_credit.before_start(s);
         send.start();
         send.wait();
-        // The slot read above is free again; the previous device sends into it at step s + 1.
-        ph::when(s >= 1 && s + 1 <= n - 2, [&] { ph::signal(credit, ph::ring_prev("x")); });
+        // (the slot read above is where the previous device's next copy lands)
+        reduce_credit.after_receive(s, n - 1);
       }
       // The last partial of chunk `me`, the sum this device ends with.
       out[chunk(me), ph::all] = slots[(n - 2) % 2, ph::all, ph::all] + x[chunk(me), ph::all];
       for (auto step : ph::grid(n - 1)) {
-        auto shard = ph::remainder(me - step.begin(), n);
+        auto s = step.begin();
+        auto shard = ph::remainder(me - s, n);
         auto send = ph::remote_copy(out, {chunk(shard), ph::all}, out[chunk(shard), ph::all], ph::ring_next("x"));
+        gather_credit.before_start(s);
         send.start();
         send.wait();
+        gather_credit.after_receive(s, n - 1);
       }
     } else {
       out[ph::all, ph::all] = x[ph::all, ph::all];
@@ -124,6 +146,7 @@ ph::Tensor all_gather_matmul_body(ph::Tensor a, ph::Tensor b) {
              "all_gather_matmul: a has " + std::to_string(k) + " columns but b " + std::to_string(k2) + " rows");
   auto gathered = ph::empty({n_dev * m, k}, a.dtype());
   auto out = ph::empty({n_dev * m, n}, a.dtype());
+  RingCredit credit;
   for (auto g : ph::grid(1)) {
     (void)g;
     auto me = ph::device_index("x");
@@ -133,13 +156,19 @@ ph::Tensor all_gather_matmul_body(ph::Tensor a, ph::Tensor b) {
       auto rows = ph::slice(ph::remainder(me - s, n_dev) * m, ph::length(m));
       auto send = ph::remote_copy(gathered, {rows, ph::all}, gathered[rows, ph::all], ph::ring_next("x"));
       auto sends = s < n_dev - 1;  // the last shard goes nowhere
-      ph::when(sends, [&] { send.start(); });
+      ph::when(sends, [&] {
+        credit.before_start(s);
+        send.start();
+      });
       for (auto tn : ph::tile(n)) {
         ph::Var acc = ph::zeros({m, tn});
         for (auto tk : ph::tile(k)) acc = acc + ph::dot(gathered[rows, tk], b[tk, tn]);
         out[rows, tn] = acc;
       }
-      ph::when(sends, [&] { send.wait(); });
+      ph::when(sends, [&] {
+        send.wait();
+        credit.after_receive(s, n_dev - 1);
+      });
     }
   }
   return out;
@@ -150,7 +179,7 @@ ph::Tensor all_gather_matmul_body(ph::Tensor a, ph::Tensor b) {
 // reduce-scatter fused with the product: at step s a device computes its product for chunk
 // (me - s - 1) mod n_dev, adds the partial sum of that chunk that arrived at step s - 1, and
 // sends it on, its next product overlapping the copy; the last step's sum is chunk `me`'s. The
-// partials land in two slots with credits, as in all_reduce_ring_body.
+// partials land in two slots, one copy in flight at a time, as in all_reduce_ring_body.
 ph::Tensor matmul_reduce_scatter_body(ph::Tensor a, ph::Tensor b) {
   ph::expect(a.rank() == 2 && b.rank() == 2, "matmul_reduce_scatter: a is [M, k], b [k, n] (this device's k)");
   const int64_t n_dev = ph::mesh_size("x");
@@ -162,7 +191,7 @@ ph::Tensor matmul_reduce_scatter_body(ph::Tensor a, ph::Tensor b) {
   const int64_t c = rows / n_dev;
   auto slots = ph::empty({2, c, n});
   auto out = ph::empty({c, n}, a.dtype());
-  auto credit = ph::semaphore();
+  RingCredit credit;
   for (auto g : ph::grid(1)) {
     (void)g;
     auto me = ph::device_index("x");
@@ -174,11 +203,11 @@ ph::Tensor matmul_reduce_scatter_body(ph::Tensor a, ph::Tensor b) {
       ph::when(
           s < n_dev - 1,
           [&] {
-            ph::when(s >= 2, [&] { ph::wait(credit); });  // the next device has read this slot
             auto send = ph::remote_copy(slots, {ph::remainder(s, 2), ph::all, ph::all}, acc, ph::ring_next("x"));
+            credit.before_start(s);
             send.start();
             send.wait();
-            ph::when(s >= 1 && s + 1 <= n_dev - 2, [&] { ph::signal(credit, ph::ring_prev("x")); });
+            credit.after_receive(s, n_dev - 1);
           },
           [&] { out[ph::all, ph::all] = acc; });  // the last step: chunk me, summed
     }

@@ -141,7 +141,7 @@ TEST(Collectives, CollectivesFusedWithMatmulsAndANormMatchTheReferences) {
 TEST(Collectives, TheRingsTextFormReadsBack) {
   const std::vector<ph::Array> x = shards_of(4, {8, 4}, ph::DType::f32, 1);
   const std::string ir = ph::ir::print(kernels::all_reduce_ring.trace_on(ring(4), {x[0]})->fn);
-  EXPECT_HAS(ir, "mesh x=4 copies=2 semaphores=1");
+  EXPECT_HAS(ir, "mesh x=4 copies=2 semaphores=2");
   for (const char* op :
        {"device_index x", "copy_start c0 ", "copy_wait_send c0", "copy_wait_recv c1", "signal s0, ", "wait s0, "})
     EXPECT_HAS(ir, op);
@@ -164,6 +164,7 @@ ph::Tensor gather_along_y(ph::Tensor x) {
       auto send = ph::remote_copy(out, {rows, ph::all}, out[rows, ph::all], ph::ring_next("y"));
       send.start();
       send.wait();
+      ph::barrier("y");  // one copy in flight towards a device: the next starts after every receive
     }
     ph::barrier({"x", "y"});
   }
@@ -323,8 +324,9 @@ TEST(Collectives, APeerOutsideTheMeshIsRefused) {
              "copy_start: the peer's coordinate along x is 4, outside the mesh's 0..3");
 }
 
-// Two launches: a ring all-gather, then a plain (multi-threaded) launch over its result, which
-// every device reads once the first launch's copies have all landed.
+// Two launches: a ring all-gather (a barrier per step: one copy in flight towards a device), then
+// a plain (multi-threaded) launch over its result, which every device reads once the first
+// launch's copies have all landed.
 ph::Tensor gather_then_scale(ph::Tensor x) {
   const int64_t n = ph::mesh_size("x");
   auto [m, k] = x.sizes<2>();
@@ -338,6 +340,7 @@ ph::Tensor gather_then_scale(ph::Tensor x) {
       auto send = ph::remote_copy(gathered, {rows, ph::all}, gathered[rows, ph::all], ph::ring_next("x"));
       send.start();
       send.wait();
+      ph::barrier("x");
     }
   }
   auto out = ph::empty({n * m, k});
@@ -354,6 +357,35 @@ TEST(Collectives, ALaterLaunchReadsWhatCopiesLandedOnEveryBackendThatRunsThem) {
     for (const std::vector<ph::Array>& o : out)
       for (int64_t i = 0; i < gathered.numel(); ++i) ASSERT_FLOAT_EQ(o[0].get(i), 3.0f * gathered.get(i));
   }
+}
+
+// The same ring without the barrier: a device can start its next copy before its neighbour has
+// received the previous one, and a wait pairs with copies by count only, so the neighbour's
+// first wait does not say which of the two landed: forwarding that shard is a race.
+ph::Tensor unpaced_ring(ph::Tensor x) {
+  const int64_t n = ph::mesh_size("x");
+  auto [m, k] = x.sizes<2>();
+  auto gathered = ph::empty({n * m, k});
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    auto me = ph::device_index("x");
+    gathered[ph::slice(me * m, ph::length(m)), ph::all] = x[ph::all, ph::all];
+    for (auto step : ph::grid(n - 1)) {
+      auto rows = ph::slice(ph::remainder(me - step.begin(), n) * m, ph::length(m));
+      auto send = ph::remote_copy(gathered, {rows, ph::all}, gathered[rows, ph::all], ph::ring_next("x"));
+      send.start();
+      send.wait();
+    }
+  }
+  return gathered;
+}
+
+TEST(Collectives, TwoCopiesOfAStatementInFlightTowardsADeviceLeaveItsWaitsAmbiguous) {
+  ph::Kernel k("unpaced_ring", unpaced_ring);
+  const std::vector<ph::Array> x = shards_of(4, {2, 3}, ph::DType::f32, 3);
+  const std::string e = user_error_of([&] { k.interpret_on(ring(4), per_device(x)); });
+  EXPECT_HAS(e, "race: device ");
+  EXPECT_HAS(e, "may still be landing there: wait for it to land (wait_recv) first");
 }
 
 // A barrier one device never reaches, and a semaphore wait nobody signals: deadlocks.

@@ -17,6 +17,7 @@
 //         auto send = ph::remote_copy(out, {rows, ph::all}, out[rows, ph::all], ph::ring_next("x"));
 //         send.start();
 //         send.wait();
+//         ph::barrier("x");  // one copy in flight towards a device at a time (see below)
 //       }
 //     }
 //     return out;
@@ -29,6 +30,9 @@
 //   it was loaded from), wait_recv() once a copy of this statement has landed on this device (the
 //   landing region may then be read); wait() is both. Until its wait_recv, a device must not touch
 //   a region a copy lands in. Every copy started is waited for, both ends, before the kernel ends.
+//   Waits pair with copies by count only: with two copies of a statement in flight towards a
+//   device, its region counts as landed once the device has waited for both (so a ring that
+//   forwards what it receives paces its copies: a semaphore, a barrier per step).
 // - barrier(axes): no device of the group passes it before all of them have reached it.
 // - signal(sem, peer, n) adds n to the peer's semaphore; wait(sem, n) waits until this device's
 //   is at least n and takes n. Semaphores start at 0 and must end at 0.

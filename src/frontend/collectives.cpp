@@ -2,6 +2,8 @@
 // barriers and semaphores, each checked against src/ir/collectives.h's rules at the user's line.
 #include "parhelion/collectives.h"
 
+#include <algorithm>
+
 #include "frontend/operands.h"
 #include "frontend/tracer.h"
 #include "ir/collectives.h"
@@ -177,6 +179,7 @@ void barrier(const std::vector<std::string>& axes, Loc loc) {
       if (b == axis) T.fail("ph::barrier names axis " + a + " twice", loc);
     op.dims.push_back(axis);
   }
+  std::sort(op.dims.begin(), op.dims.end());  // a group is a set of axes: {"y", "x"} is {"x", "y"}
   emit_collective(T, op, loc);
 }
 

@@ -878,7 +878,8 @@ class Generator {
   // the landed rows combined with the local ones. The copies run in a launch over row blocks
   // (its steps in order) or in a loop over them inside a one-step launch, sometimes with a
   // second, independent store between the start and the wait (the overlap a fused kernel has)
-  // and a barrier. Every block lands in rows of its own, once, so the program is race-free.
+  // and a barrier per block (one copy in flight towards a device at a time). Every block lands in
+  // rows of its own, once, so the program is race-free.
   void collectives() {
     if (chance(0.7))
       p_.mesh = {{"x", static_cast<int64_t>(1 + pick(5))}};
@@ -926,7 +927,9 @@ class Generator {
     wait.kind = Stmt::CopyWait;
     wait.copy = copy.copy;
     body.push_back(wait);
-    if (chance(0.2)) body.push_back(barrier);
+    // Waits pair with copies by count only: the next block's copy starts once every device of the
+    // ring has received this one (a barrier; otherwise two could be in flight towards a device).
+    body.push_back(barrier);
     const std::vector<Leaf> after = {[=, this] { return load(landing, rows); }, leaves[0]};
     body.push_back(store(out, rows, fexpr(after, after, 3)));
     if (chance(0.5)) {  // a launch over row blocks

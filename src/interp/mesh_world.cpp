@@ -192,47 +192,81 @@ void MeshWorld::start_copy(int sender, int receiver, int channel, const Region& 
     e.landing_received = -1;
     e.landing_loc = &copy_locs_.at(channel);
   }
+  if (sender == receiver && source.root == landing.root && source.root >= 0) {
+    std::vector<int64_t> a = source.positions;
+    std::sort(a.begin(), a.end());
+    for (int64_t p : landing.positions)
+      if (p >= 0 && std::binary_search(a.begin(), a.end(), p))
+        race(loc, what + " lands in " + region_name(landing) + ", which it is sending from itself");
+  }
   flights_.push_back(Flight{sender, receiver, channel, landing, source, c, false, false, loc});
 }
 
+// A wait pairs with the copies of its channel by count only: on a TPU it waits on a semaphore
+// that every such copy adds to, so while two are in flight, which one a wait saw complete is not
+// defined. A wait is therefore owed to the copies in flight until as many waits as copies have
+// been made; only then are they all known complete (their regions released, their clocks
+// learnt). A kernel that reads a landing region while another copy of the same statement may
+// still be landing on the device is reported as a race there (flow control, a barrier or a
+// copy statement per buffer avoid it).
 void MeshWorld::wait_send(int device, int channel, const ir::SourceLoc& loc) {
-  auto pending = [this, device, channel] {
-    return std::find_if(flights_.begin(), flights_.end(),
-                        [&](const Flight& f) { return f.sender == device && f.channel == channel && !f.sent; });
+  auto in_flight = [this, device, channel] {
+    return std::count_if(flights_.begin(), flights_.end(),
+                         [&](const Flight& f) { return f.sender == device && f.channel == channel && !f.sent; });
   };
+  int64_t& owed = sends_owed_[{device, channel}];
   block_until(
-      device, [&] { return pending() != flights_.end(); },
+      device, [&] { return in_flight() > owed; },
       [&] {
         return loc.str() + ": " + device_name(device) + " waits for the send of " + copy_name(channel) +
                ", which it has not started";
       });
-  auto f = pending();
-  f->sent = true;
-  if (f->received) flights_.erase(f);
+  if (++owed < in_flight()) return;
+  owed = 0;
+  for (auto f = flights_.begin(); f != flights_.end();) {
+    if (f->sender == device && f->channel == channel && !f->sent) {
+      f->sent = true;
+      if (f->received) {
+        f = flights_.erase(f);
+        continue;
+      }
+    }
+    ++f;
+  }
 }
 
 void MeshWorld::wait_recv(int device, int channel, const ir::SourceLoc& loc) {
-  auto pending = [this, device, channel] {
-    return std::find_if(flights_.begin(), flights_.end(),
-                        [&](const Flight& f) { return f.receiver == device && f.channel == channel && !f.received; });
+  auto in_flight = [this, device, channel] {
+    return std::count_if(flights_.begin(), flights_.end(),
+                         [&](const Flight& f) { return f.receiver == device && f.channel == channel && !f.received; });
   };
+  int64_t& owed = receives_owed_[{device, channel}];
   block_until(
-      device, [&] { return pending() != flights_.end(); },
+      device, [&] { return in_flight() > owed; },
       [&] {
         return loc.str() + ": " + device_name(device) + " waits for " + copy_name(channel) +
                " to land, and no device sends it";
       });
-  auto f = pending();
-  f->received = true;
   Clock& c = clocks_.at(device);
   ++c[device];
-  join(c, f->clock);
-  if (f->landing.root >= 0) {
-    std::vector<Element>& mem = elements(device, f->landing.root);
-    for (int64_t p : f->landing.positions)
-      if (p >= 0) mem.at(static_cast<size_t>(p)).landing_received = c[device];
+  if (++owed < in_flight()) return;
+  owed = 0;
+  for (auto f = flights_.begin(); f != flights_.end();) {
+    if (f->receiver == device && f->channel == channel && !f->received) {
+      f->received = true;
+      join(c, f->clock);
+      if (f->landing.root >= 0) {
+        std::vector<Element>& mem = elements(device, f->landing.root);
+        for (int64_t p : f->landing.positions)
+          if (p >= 0) mem.at(static_cast<size_t>(p)).landing_received = c[device];
+      }
+      if (f->sent) {
+        f = flights_.erase(f);
+        continue;
+      }
+    }
+    ++f;
   }
-  if (f->sent) flights_.erase(f);
 }
 
 void MeshWorld::access(int device, const Region& region, bool write, const ir::SourceLoc& loc) {
@@ -264,7 +298,8 @@ void MeshWorld::access(int device, const Region& region, bool write, const ir::S
 
 // --- synchronization ----------------------------------------------------------------------------
 
-void MeshWorld::barrier(int device, const std::vector<int64_t>& axes, const ir::SourceLoc& loc) {
+void MeshWorld::barrier(int device, std::vector<int64_t> axes, const ir::SourceLoc& loc) {
+  std::sort(axes.begin(), axes.end());  // (a group is a set of axes)
   const std::vector<int64_t> me = mesh_.coords(device);
   std::vector<int64_t> group = axes;  // the axes, then the coordinates off them
   group.push_back(-1);
@@ -310,7 +345,14 @@ void MeshWorld::wait(int device, int semaphore, int64_t count, const ir::SourceL
                "), and no device signals it enough";
       });
   s -= count;
-  join(clocks_.at(device), semaphore_clocks_.at(device).at(semaphore));
+  // Which signals a wait took is not defined while others are outstanding: their clocks are
+  // learnt once the semaphore is drained, every signal made to it then taken.
+  ++clocks_.at(device)[device];
+  if (s == 0) {
+    Clock& signalled = semaphore_clocks_.at(device).at(semaphore);
+    join(clocks_.at(device), signalled);
+    std::fill(signalled.begin(), signalled.end(), 0);
+  }
 }
 
 void MeshWorld::check_end() const {

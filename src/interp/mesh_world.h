@@ -68,7 +68,7 @@ class MeshWorld {
   bool tracked(int root) const { return landing_roots_.count(root) != 0; }
 
   // --- synchronization ---
-  void barrier(int device, const std::vector<int64_t>& axes, const ir::SourceLoc& loc);
+  void barrier(int device, std::vector<int64_t> axes, const ir::SourceLoc& loc);
   void signal(int device, int peer, int semaphore, int64_t count, const ir::SourceLoc& loc);
   void wait(int device, int semaphore, int64_t count, const ir::SourceLoc& loc);
 
@@ -109,6 +109,8 @@ class MeshWorld {
   std::vector<std::map<int, std::vector<Element>>> memory_;  // per device, per tracked root
   std::vector<Clock> clocks_;
   std::list<Flight> flights_;
+  // Waits made on (device, channel) not yet known to be for which copies (wait_send, wait_recv).
+  std::map<std::pair<int, int>, int64_t> sends_owed_, receives_owed_;
   std::vector<std::vector<int64_t>> semaphores_;  // per device, per semaphore
   std::vector<std::vector<Clock>> semaphore_clocks_;
   std::vector<ir::SourceLoc> semaphore_locs_;  // a signal's line, for the end report

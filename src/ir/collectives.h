@@ -14,7 +14,10 @@
 //   when its data has left and one to the receiver's receive count when it has landed. CopyWait
 //   send waits for the device's send count to be positive and takes one from it; CopyWait recv
 //   does the same with its receive count: it waits for a copy of this channel that some device
-//   (often another) sent to it. Until then:
+//   (often another) sent to it. Waits pair with copies by count only (a TPU's DMA semaphore counts
+//   bytes): while two copies of a channel are in flight to (or from) a device, which one a wait saw
+//   complete is not defined, so a copy is known landed (sent) only once the device has waited as
+//   many times as such copies were in flight. Until then:
 //   - the receiver must not read or write the landing region, and two copies in flight must not
 //     land on overlapping regions;
 //   - when the copied block is a load (from a tensor of the sender), the sender must not write the
@@ -25,7 +28,9 @@
 //   Copies and signals made before a barrier are not thereby complete; only their waits say so.
 // - Signal adds `count` to the peer's semaphore `channel` (ph::semaphore, 0 when the kernel
 //   starts); SemWait waits until the device's own semaphore is at least `count`, then subtracts
-//   it. A semaphore must be back at 0 when the kernel ends.
+//   it. What a wait orders after the signals is known once it drains the semaphore (which of
+//   several outstanding signals it took is not defined). A semaphore must be back at 0 when the
+//   kernel ends.
 // - A launch that contains collectives runs its grid steps in order, on every backend.
 // The reference interpreter runs every device and reports a race, a deadlock (every device that
 // has not finished is waiting), an unwaited copy or a semaphore left non-zero at the user's line.

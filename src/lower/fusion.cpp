@@ -132,7 +132,8 @@ class Fusion {
       for (const auto& ix : op.index)
         if (ix.has_value()) users_[ix.value].push_back(pos);
       if (op.kind == OpKind::VarSet || op.kind == OpKind::VarDecl) var_writes_.push_back(pos);
-      if (op.kind == OpKind::Store) tensor_writes_.push_back(pos);
+      // (a copy writes its tensor on the peer: this device itself when it copies to itself)
+      if (op.kind == OpKind::Store || op.kind == OpKind::CopyStart) tensor_writes_.push_back(pos);
       // Copies from other devices land in this device's tensors by the time a wait returns.
       if (ir::is_collective(op) && op.kind != OpKind::CopyStart && op.kind != OpKind::Signal)
         sync_points_.push_back(pos);
@@ -224,7 +225,7 @@ class Fusion {
     // the elements it has already overwritten unless every element reads only itself (the same
     // index, no transpose): `x[all, all] = transpose(x[all, all])` must read x first.
     const Op& user = *c.op;
-    if (user.kind == OpKind::Store)
+    if (user.kind == OpKind::Store || user.kind == OpKind::CopyStart)
       for (const Op* load : t.loads)
         if (ir::root_of(fn_, load->tensor) == ir::root_of(fn_, user.tensor) &&
             (load->tensor != user.tensor || t.transposes || !same_index(load->index, user.index)))
@@ -282,7 +283,7 @@ bool writes_between(const ir::Function& fn, const std::vector<Op>& ops, size_t f
   bool writes = false;
   auto check = [&](const Op& op) {
     writes |= (op.kind == OpKind::VarSet || op.kind == OpKind::VarDecl) && vars.count(op.var);
-    writes |= op.kind == OpKind::Store && tensors.count(ir::root_of(fn, op.tensor));
+    writes |= (op.kind == OpKind::Store || op.kind == OpKind::CopyStart) && tensors.count(ir::root_of(fn, op.tensor));
     // (a wait may let other devices' copies land in any tensor a copy lands in)
     writes |= ir::is_collective(op) && op.kind != OpKind::CopyStart && op.kind != OpKind::Signal &&
               std::any_of(tensors.begin(), tensors.end(), [&](int t) { return lands_in(fn, t); });

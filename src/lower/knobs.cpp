@@ -1,9 +1,12 @@
 #include "lower/knobs.h"
 
+#include "ir/collectives.h"
+
 #include <algorithm>
 #include <set>
 
 #include "backend/backend.h"
+#include "ir/collectives.h"
 #include "ir/views.h"
 #include "lower/cache_hints.h"
 
@@ -136,8 +139,10 @@ KnobTable derive_knobs(const ir::Function& fn, const backend::Capabilities& caps
   KnobTable t;
   for (const ir::BlockSize& b : fn.block_sizes)
     if (b.fixed == 0) t.block_sizes.push_back(b.id);
+  // (a launch with collectives runs its steps in the order of its tiles: no order knob)
   for (const Op& op : fn.body)
-    if (op.kind == OpKind::Launch && op.loop_tiles.size() >= 2) t.loop_orders.push_back(&op);
+    if (op.kind == OpKind::Launch && op.loop_tiles.size() >= 2 && !ir::has_collectives(op.body))
+      t.loop_orders.push_back(&op);
   ir::walk(fn.body, [&](const Op& op) {
     if (op.kind == OpKind::Dot) t.micro_kernels.push_back(&op);
   });
@@ -152,7 +157,7 @@ KnobTable derive_knobs(const ir::Function& fn, const backend::Capabilities& caps
         for (const AtomicSite& s : atomic_sites(fn, op)) t.atomics.push_back(s);
   if (!caps.launch_groups.empty())
     for (const Op& op : fn.body) {
-      if (op.kind != OpKind::Launch || op.loop_tiles.size() < 2) continue;
+      if (op.kind != OpKind::Launch || op.loop_tiles.size() < 2 || ir::has_collectives(op.body)) continue;
       bool dot = false;
       ir::walk(op.body, [&](const Op& o) { dot |= o.kind == OpKind::Dot; });
       if (dot) t.launch_groups.push_back(&op);

@@ -338,6 +338,7 @@ def ring_all_gather(x):
             send = ph.remote_copy(out, (rows, slice(None)), out[rows, :], ph.ring_next("x"))
             send.start()
             send.wait()
+            ph.barrier("x")  # one copy in flight towards a device at a time
     return out
 
 
