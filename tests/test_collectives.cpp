@@ -380,6 +380,38 @@ ph::Tensor unpaced_ring(ph::Tensor x) {
   return gathered;
 }
 
+// A copy landing in a kernel argument: each device must have its own array (the cpu backend's
+// devices share this process's memory; the interpreter copies arguments per device).
+ph::Tensor land_in_argument(ph::Tensor x, ph::Tensor y) {
+  auto out = ph::empty_like(x);
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    auto send = ph::remote_copy(x, {ph::all}, y[ph::all] * 2.0f, ph::ring_next("x"));
+    send.start();
+    send.wait();
+    out[ph::all] = x[ph::all];
+  }
+  return out;
+}
+
+TEST(Collectives, DevicesSharingAnArgumentThatCopiesLandInAreRefusedOnTheCpu) {
+  ph::Kernel k("land_in_argument", land_in_argument);
+  ph::Array x0 = ph::Array::zeros({8}, ph::DType::f32), x1 = ph::Array::zeros({8}, ph::DType::f32);
+  ph::Array y0 = ph::Array::random({8}, ph::DType::f32, 1), y1 = ph::Array::random({8}, ph::DType::f32, 2);
+  EXPECT_HAS(user_error_of([&] {
+               k.run_on(ring(2), {{x0, y0}, {x0, y1}});
+             }),
+             "tensor argument 0 is written by the kernel (or copies land in it), and device 0's and device 1's "
+             "overlap in memory; pass each device its own array");
+  const auto out = k.run_on(ring(2), {{x0, y0}, {x1, y1}});
+  const auto want = k.interpret_on(ring(2), {{x0, y0}, {x1, y1}});
+  for (int64_t i = 0; i < 8; ++i) {
+    EXPECT_FLOAT_EQ(out[0][0].get(i), 2.0f * y1.get(i));
+    EXPECT_FLOAT_EQ(out[1][0].get(i), 2.0f * y0.get(i));
+    EXPECT_FLOAT_EQ(want[0][0].get(i), 2.0f * y1.get(i));
+  }
+}
+
 TEST(Collectives, TwoCopiesOfAStatementInFlightTowardsADeviceLeaveItsWaitsAmbiguous) {
   ph::Kernel k("unpaced_ring", unpaced_ring);
   const std::vector<ph::Array> x = shards_of(4, {2, 3}, ph::DType::f32, 3);

@@ -198,6 +198,19 @@ std::vector<std::vector<Array>> run_on_mesh(const Impl& K, const std::vector<std
     throw UserError("the " + K.backend->name() + " backend cannot run kernel " + K.name + " on a mesh");
   std::vector<DeviceRun> devices;
   for (const std::vector<Arg>& a : args) devices.push_back(prepare(K, a));
+  // Every device has its own copy of what the kernel writes (or copies land in): devices that
+  // shared one would see each other's writes, which the semantics (and the interpreter) do not.
+  for (int i : K.written_params)
+    for (size_t d = 0; d < devices.size(); ++d)
+      for (size_t e = d + 1; e < devices.size(); ++e) {
+        auto [lo, hi] = byte_range(devices[d].tensors[i]);
+        auto [lo2, hi2] = byte_range(devices[e].tensors[i]);
+        if (lo < hi2 && lo2 < hi)
+          throw UserError("kernel " + K.name + ": tensor argument " + std::to_string(i) +
+                          " is written by the kernel (or copies land in it), and device " + std::to_string(d) +
+                          "'s and device " + std::to_string(e) +
+                          "'s overlap in memory; pass each device its own array");
+      }
   std::vector<std::vector<void*>> tensors;
   for (const DeviceRun& d : devices) tensors.push_back(d.ptrs);
   std::vector<std::vector<Array>> outputs(devices.size());

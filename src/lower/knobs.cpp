@@ -24,7 +24,7 @@ int position(const std::vector<T>& v, const T& x) {
 
 // The loads and stores directly in `body` (not in nested loops) that index `tile` exactly once
 // and whose block the loop's strategy can move: loads of tensors the launch does not write
-// (a staged copy of a tensor being written would go stale), and with `every_block` also its
+// (a staged copy of a tensor being written would go stale; `written` holds roots), and with `every_block` also its
 // stores and the loads of written tensors. A block whose scalar index is computed inside the
 // loop (a row number loaded per trip) cannot be moved: its copy is made before the trip
 // (resident: before the loop) computes the index.
@@ -38,7 +38,7 @@ void collect_movable(const ir::Function& fn, const std::vector<Op>& body, int ti
     if (!invariant_index) continue;
     // A gather or a masked access has no block to copy: it is read (written) in place.
     if (ir::has_gather(op) || ir::is_masked(op)) continue;
-    if ((op.kind == OpKind::Load && (every_block || !written.count(op.tensor))) ||
+    if ((op.kind == OpKind::Load && (every_block || !written.count(ir::root_of(fn, op.tensor)))) ||
         (every_block && op.kind == OpKind::Store)) {
       int uses = 0;
       for (const ir::IndexItem& ix : op.index) uses += ix.kind == ir::IndexItem::Tile && ix.tile == tile;
@@ -77,12 +77,12 @@ std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool every_b
     if (launch.kind != OpKind::Launch) continue;
     std::set<int> written;
     ir::walk(launch.body, [&](const Op& op) {
-      if (op.kind == OpKind::Store) written.insert(op.tensor);
+      if (op.kind == OpKind::Store) written.insert(ir::root_of(fn, op.tensor));  // (a view writes its root)
     });
     // Copies (of any launch: a device ahead of this one may be making them) land in a tensor
     // while this one runs: never staged.
     ir::walk(fn.body, [&](const Op& op) {
-      if (op.kind == OpKind::CopyStart) written.insert(op.tensor);
+      if (op.kind == OpKind::CopyStart) written.insert(ir::root_of(fn, op.tensor));
     });
     ir::walk(launch.body, [&](const Op& op) {
       if (op.kind != OpKind::Loop || op.loop_tiles.size() != 1) return;
