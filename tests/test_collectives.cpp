@@ -305,7 +305,7 @@ TEST(Collectives, ReusingALandingBufferWithoutFlowControlIsARace) {
 TEST(Collectives, ACopyNobodySendsIsADeadlock) {
   const std::string e = error_of<Mistake::only_device_0_sends>();
   EXPECT_HAS(e, "deadlock: every device that has not finished is waiting");
-  EXPECT_HAS(e, "device 0 (x=0) waits for copy c0 (ph::remote_copy at ");
+  EXPECT_HAS(e, "device 0 (x=0) waits for copy c0 (started at ");
   EXPECT_HAS(e, "device 2 (x=2) waits for the send of copy c0");
   EXPECT_EQ(error_of<Mistake::only_device_0_sends>(true), e);
 }

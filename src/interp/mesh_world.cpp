@@ -27,10 +27,12 @@ MeshWorld::MeshWorld(const ir::Function& fn)
       semaphore_clocks_(
           static_cast<size_t>(mesh_.devices()),
           std::vector<Clock>(static_cast<size_t>(fn.num_semaphores), Clock(static_cast<size_t>(mesh_.devices()), 0))),
-      semaphore_locs_(static_cast<size_t>(fn.num_semaphores)) {
+      semaphore_locs_(static_cast<size_t>(mesh_.devices()),
+                      std::vector<ir::SourceLoc>(static_cast<size_t>(fn.num_semaphores))) {
   ir::walk(fn.body, [&](const ir::Op& op) {
     if (op.kind != ir::OpKind::CopyStart) return;
-    copy_locs_.at(static_cast<size_t>(op.channel)) = op.loc;
+    if (copy_locs_.at(static_cast<size_t>(op.channel)).line == 0)
+      copy_locs_.at(static_cast<size_t>(op.channel)) = op.loc;
     const int root = ir::root_of(fn, op.tensor);
     landing_roots_[root] = shape_numel(fn.tensors.at(root).shape);
   });
@@ -44,7 +46,8 @@ std::string MeshWorld::device_name(int d) const {
 }
 
 std::string MeshWorld::copy_name(int channel) const {
-  return "copy c" + std::to_string(channel) + " (ph::remote_copy at " + copy_locs_.at(channel).str() + ")";
+  const ir::SourceLoc& at = copy_locs_.at(channel);
+  return "copy c" + std::to_string(channel) + (at.line > 0 ? " (started at " + at.str() + ")" : "");
 }
 
 std::string MeshWorld::region_name(const Region& r) const {
@@ -185,12 +188,12 @@ void MeshWorld::start_copy(int sender, int receiver, int channel, const Region& 
                     "copy's wait between them)");
     if (e.landing_loc && (e.landing_received < 0 || e.landing_received >= seen))
       race(loc, what + " lands in " + region_name(landing) + ", where a copy from " + device_name(e.landing_sender) +
-                    " (ph::remote_copy at " + e.landing_loc->str() + ") " +
+                    " (started at " + e.landing_loc->str() + ") " +
                     (e.landing_received < 0 ? "is still landing" : "landed") +
                     ", with nothing ordering its receive before this copy");
     e.landing_sender = sender;
     e.landing_received = -1;
-    e.landing_loc = &copy_locs_.at(channel);
+    e.landing_loc = &loc;  // (the start's op: it outlives the run)
   }
   if (sender == receiver && source.root == landing.root && source.root >= 0) {
     std::vector<int64_t> a = source.positions;
@@ -289,7 +292,7 @@ void MeshWorld::access(int device, const Region& region, bool write, const ir::S
     Element& e = mem.at(static_cast<size_t>(p));
     if (e.landing_loc && e.landing_received < 0)
       race(loc, device_name(device) + (write ? " writes " : " reads ") + region_name(region) + " while a copy from " +
-                    device_name(e.landing_sender) + " (ph::remote_copy at " + e.landing_loc->str() +
+                    device_name(e.landing_sender) + " (started at " + e.landing_loc->str() +
                     ") may still be landing there: wait for it to land (wait_recv) first");
     e.owner_epoch = c[device];
     e.owner_loc = &loc;
@@ -331,7 +334,7 @@ void MeshWorld::signal(int device, int peer, int semaphore, int64_t count, const
   ++c[device];
   semaphores_.at(peer).at(semaphore) += count;
   join(semaphore_clocks_.at(peer).at(semaphore), c);
-  semaphore_locs_.at(semaphore) = loc;
+  semaphore_locs_.at(peer).at(semaphore) = loc;
 }
 
 void MeshWorld::wait(int device, int semaphore, int64_t count, const ir::SourceLoc& loc) {
@@ -366,7 +369,7 @@ void MeshWorld::check_end() const {
   for (int d = 0; d < devices(); ++d)
     for (size_t s = 0; s < semaphores_[d].size(); ++s)
       if (semaphores_[d][s] != 0)
-        throw UserError(semaphore_locs_[s].str() + ": semaphore s" + std::to_string(s) + " of " + device_name(d) +
+        throw UserError(semaphore_locs_[d][s].str() + ": semaphore s" + std::to_string(s) + " of " + device_name(d) +
                         " is " + std::to_string(semaphores_[d][s]) +
                         " when the kernel ends; every signal must be waited for (it must end at 0)");
 }

@@ -53,7 +53,8 @@ class MeshWorld {
   void run(const std::function<void(int)>& device_body);
 
   // --- copies ---
-  // Device `sender` starts copy `channel` to `receiver` at `loc`: its block lands in `landing`
+  // Device `sender` starts copy `channel` to `receiver` at `loc` (the start op's, which must
+  // outlive the run: reports point to it): its block lands in `landing`
   // (checked: ordered after the receiver's accesses and the earlier landings there, and not on a
   // region being sent from; root -1: not tracked); `source` (root -1: none) is the region the
   // block was loaded from, which the sender may not write until its wait on the send.
@@ -113,7 +114,7 @@ class MeshWorld {
   std::map<std::pair<int, int>, int64_t> sends_owed_, receives_owed_;
   std::vector<std::vector<int64_t>> semaphores_;  // per device, per semaphore
   std::vector<std::vector<Clock>> semaphore_clocks_;
-  std::vector<ir::SourceLoc> semaphore_locs_;  // a signal's line, for the end report
+  std::vector<std::vector<ir::SourceLoc>> semaphore_locs_;  // per device: the last signal to it, for the end report
   // Barriers: per group (its axes and the coordinates off them) and generation, the arrivals
   // and the join of their clocks.
   struct Generation {
