@@ -22,10 +22,24 @@ struct RingCredit {
   }
 };
 
+// The all-gather ring's steps (device code, n > 1): `out` holds one block of `m` rows per device,
+// this device's (`me`) already in place; n - 1 times a device sends the block it holds newest
+// (its own first, then the one that just arrived) to its next neighbour, which lands it in the
+// same rows of its own `out`, one copy in flight at a time (`credit`).
+void ring_all_gather(const ph::Tensor& out, const ph::Tensor& me, int64_t n, int64_t m, RingCredit& credit) {
+  for (auto step : ph::grid(n - 1)) {
+    auto s = step.begin();
+    auto rows = ph::slice(ph::remainder(me - s, n) * m, ph::length(m));  // the block sent now
+    auto send = ph::remote_copy(out, {rows, ph::all}, out[rows, ph::all], ph::ring_next("x"));
+    credit.before_start(s);
+    send.start();
+    send.wait();  // ours has left, and the previous device's (one block back) has landed
+    credit.after_receive(s, n - 1);
+  }
+}
+
 // x [m, k] per device -> out [n m, k] on every device, rows d m .. (d + 1) m - 1 being device d's
-// x. A ring: each device keeps its shard in place, then n - 1 times sends the shard it holds
-// newest (its own first, then the one that just arrived) to its next neighbour, which lands it
-// in its own row block of out, one copy in flight at a time (RingCredit).
+// x: each device puts its shard in place, then the ring (ring_all_gather).
 ph::Tensor all_gather_body(ph::Tensor x) {
   ph::expect(x.rank() == 2, "all_gather: x must be [m, k], this device's shard");
   const int64_t n = ph::mesh_size("x");
@@ -36,18 +50,7 @@ ph::Tensor all_gather_body(ph::Tensor x) {
     (void)g;
     auto me = ph::device_index("x");
     out[ph::slice(me * m, ph::length(m)), ph::all] = x[ph::all, ph::all];
-    if (n > 1) {
-      for (auto step : ph::grid(n - 1)) {
-        auto s = step.begin();
-        auto shard = ph::remainder(me - s, n);  // the shard this device sends now
-        auto rows = ph::slice(shard * m, ph::length(m));
-        auto send = ph::remote_copy(out, {rows, ph::all}, out[rows, ph::all], ph::ring_next("x"));
-        credit.before_start(s);
-        send.start();
-        send.wait();  // ours has left, and the previous device's (shard - 1) has landed
-        credit.after_receive(s, n - 1);
-      }
-    }
+    if (n > 1) ring_all_gather(out, me, n, m, credit);
   }
   return out;
 }
@@ -85,7 +88,7 @@ ph::Tensor all_reduce_body(ph::Tensor x) {
 //   sum of chunk `me`. Partials land in two slots, used in turn, one copy in flight at a time
 //   (RingCredit): a device signals its previous one after it has received, and read the slot
 //   that copy's successor lands in.
-// - all-gather of the summed chunks, as all_gather_body.
+// - all-gather of the summed chunks (ring_all_gather).
 ph::Tensor all_reduce_ring_body(ph::Tensor x) {
   ph::expect(x.rank() == 2, "all_reduce_ring: x must be [n c, k], this device's part");
   const int64_t n = ph::mesh_size("x");
@@ -117,15 +120,7 @@ ph::Tensor all_reduce_ring_body(ph::Tensor x) {
       }
       // The last partial of chunk `me`, the sum this device ends with.
       out[chunk(me), ph::all] = slots[(n - 2) % 2, ph::all, ph::all] + x[chunk(me), ph::all];
-      for (auto step : ph::grid(n - 1)) {
-        auto s = step.begin();
-        auto shard = ph::remainder(me - s, n);
-        auto send = ph::remote_copy(out, {chunk(shard), ph::all}, out[chunk(shard), ph::all], ph::ring_next("x"));
-        gather_credit.before_start(s);
-        send.start();
-        send.wait();
-        gather_credit.after_receive(s, n - 1);
-      }
+      ring_all_gather(out, me, n, c, gather_credit);
     } else {
       out[ph::all, ph::all] = x[ph::all, ph::all];
     }

@@ -324,10 +324,11 @@ TEST(Collectives, APeerOutsideTheMeshIsRefused) {
              "copy_start: the peer's coordinate along x is 4, outside the mesh's 0..3");
 }
 
-// Two launches: a ring all-gather (a barrier per step: one copy in flight towards a device), then
-// a plain (multi-threaded) launch over its result, which every device reads once the first
-// launch's copies have all landed.
-ph::Tensor gather_then_scale(ph::Tensor x) {
+// A ring all-gather, with a barrier per step (one copy in flight towards a device) or, `paced`
+// false, without: a device can then start its next copy before its neighbour has received the
+// previous one, and a wait pairs with copies by count only, so the neighbour's first wait does not
+// say which of the two landed: forwarding that shard is a race.
+ph::Tensor ring_gather(ph::Tensor x, bool paced) {
   const int64_t n = ph::mesh_size("x");
   auto [m, k] = x.sizes<2>();
   auto gathered = ph::empty({n * m, k});
@@ -340,13 +341,22 @@ ph::Tensor gather_then_scale(ph::Tensor x) {
       auto send = ph::remote_copy(gathered, {rows, ph::all}, gathered[rows, ph::all], ph::ring_next("x"));
       send.start();
       send.wait();
-      ph::barrier("x");
+      if (paced) ph::barrier("x");
     }
   }
-  auto out = ph::empty({n * m, k});
-  for (auto [r, c] : ph::tile(n * m, k)) out[r, c] = gathered[r, c] * 3.0f;
+  return gathered;
+}
+
+// Two launches: the paced ring, then a plain (multi-threaded) launch over its result, which every
+// device reads once the first launch's copies have all landed.
+ph::Tensor gather_then_scale(ph::Tensor x) {
+  auto gathered = ring_gather(x, true);
+  auto out = ph::empty(gathered.sizes());
+  for (auto [r, c] : ph::tile(gathered.size(0), gathered.size(1))) out[r, c] = gathered[r, c] * 3.0f;
   return out;
 }
+
+ph::Tensor unpaced_ring(ph::Tensor x) { return ring_gather(x, false); }
 
 TEST(Collectives, ALaterLaunchReadsWhatCopiesLandedOnEveryBackendThatRunsThem) {
   ph::Kernel k("gather_then_scale", gather_then_scale);
@@ -357,27 +367,6 @@ TEST(Collectives, ALaterLaunchReadsWhatCopiesLandedOnEveryBackendThatRunsThem) {
     for (const std::vector<ph::Array>& o : out)
       for (int64_t i = 0; i < gathered.numel(); ++i) ASSERT_FLOAT_EQ(o[0].get(i), 3.0f * gathered.get(i));
   }
-}
-
-// The same ring without the barrier: a device can start its next copy before its neighbour has
-// received the previous one, and a wait pairs with copies by count only, so the neighbour's
-// first wait does not say which of the two landed: forwarding that shard is a race.
-ph::Tensor unpaced_ring(ph::Tensor x) {
-  const int64_t n = ph::mesh_size("x");
-  auto [m, k] = x.sizes<2>();
-  auto gathered = ph::empty({n * m, k});
-  for (auto g : ph::grid(1)) {
-    (void)g;
-    auto me = ph::device_index("x");
-    gathered[ph::slice(me * m, ph::length(m)), ph::all] = x[ph::all, ph::all];
-    for (auto step : ph::grid(n - 1)) {
-      auto rows = ph::slice(ph::remainder(me - step.begin(), n) * m, ph::length(m));
-      auto send = ph::remote_copy(gathered, {rows, ph::all}, gathered[rows, ph::all], ph::ring_next("x"));
-      send.start();
-      send.wait();
-    }
-  }
-  return gathered;
 }
 
 // A copy landing in a kernel argument: each device must have its own array (the cpu backend's

@@ -128,6 +128,36 @@ std::unique_ptr<Ready> make_ready(const Program& p, uint64_t seed, json& r) {
   return k;
 }
 
+// The configs a program runs at: the given ones, else the default and `configs - 1` random ones
+// of `configured`'s space (seeded by the program's seed).
+std::vector<Config> configs_to_run(const CompiledKernel::Impl& configured, uint64_t seed, int configs,
+                                   const std::vector<Config>& explicit_configs) {
+  std::vector<Config> todo = explicit_configs;
+  if (!todo.empty()) return todo;
+  tune::ConfigCodec codec(configured.spec);
+  std::mt19937_64 gen(seed * 7919 + 17);
+  todo.push_back(configured.config);
+  for (int i = 1; i < configs; ++i) todo.push_back(codec.decode(codec.random(gen)));
+  return todo;
+}
+
+// Runs one config's compile, run and comparison (`run`), turning what it throws into findings
+// of `r` at config `cj` (a config refused for fast memory is counted, not a finding).
+void run_config(json& r, const std::string& cj, const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const UserError& e) {
+    if (is_fit_rejection(e.what()))
+      r["not_fitting"] = r["not_fitting"].get<int>() + 1;
+    else
+      add_finding(r, "rejected", cj, e.what());
+  } catch (const CompileError& e) {
+    add_finding(r, "compile error", cj, std::string(e.what()) + " (source " + e.source_path() + ")");
+  } catch (const std::exception& e) {
+    add_finding(r, "internal error", cj, e.what());
+  }
+}
+
 // The program's trace configured for the cpu backend (on its mesh, for device 0's inputs).
 std::shared_ptr<CompiledKernel::Impl> configured_on_cpu(KernelBase& k, const Program& q, uint64_t seed) {
   if (q.mesh.empty()) return k.trace(make_args(q, make_inputs(q, seed)));
@@ -165,16 +195,9 @@ json check_mesh_here(const Program& p, uint64_t seed, int configs, const std::ve
     return r;
   }
   const Tolerance tol = tolerance_of(p);
-  std::vector<Config> todo = explicit_configs;
-  if (todo.empty()) {
-    tune::ConfigCodec codec(configured->spec);
-    std::mt19937_64 gen(seed * 7919 + 17);
-    todo.push_back(configured->config);
-    for (int i = 1; i < configs; ++i) todo.push_back(codec.decode(codec.random(gen)));
-  }
-  for (const Config& c : todo) {
+  for (const Config& c : configs_to_run(*configured, seed, configs, explicit_configs)) {
     const std::string cj = c.to_json();
-    try {
+    run_config(r, cj, [&] {
       const std::vector<std::vector<Array>> fresh = inputs_of();
       const std::vector<std::vector<Array>> got = kernel->run_on(mesh, args_of(fresh), &c);
       r["runs"] = r["runs"].get<int>() + 1;
@@ -185,16 +208,7 @@ json check_mesh_here(const Program& p, uint64_t seed, int configs, const std::ve
           break;
         }
       }
-    } catch (const UserError& e) {
-      if (is_fit_rejection(e.what()))
-        r["not_fitting"] = r["not_fitting"].get<int>() + 1;
-      else
-        add_finding(r, "rejected", cj, e.what());
-    } catch (const CompileError& e) {
-      add_finding(r, "compile error", cj, std::string(e.what()) + " (source " + e.source_path() + ")");
-    } catch (const std::exception& e) {
-      add_finding(r, "internal error", cj, e.what());
-    }
+    });
   }
   return r;
 }
@@ -202,25 +216,15 @@ json check_mesh_here(const Program& p, uint64_t seed, int configs, const std::ve
 json check_here(const Program& p, uint64_t seed, int configs, const std::vector<Config>& explicit_configs) {
   if (!p.mesh.empty()) return check_mesh_here(p, seed, configs, explicit_configs);
   json r = {{"findings", json::array()}, {"runs", 0}, {"not_fitting", 0}};
-  auto finding = [&](const std::string& kind, const std::string& config, const std::string& detail) {
-    add_finding(r, kind, config, detail);
-  };
   std::unique_ptr<Ready> ready = make_ready(p, seed, r);
   if (!ready) return r;
   KernelBase* kernel = ready->kernel.get();
   const std::vector<Array>& want = ready->want;
   const auto& traced = ready->traced;
   const Tolerance tol = tolerance_of(p);
-  std::vector<Config> todo = explicit_configs;
-  if (todo.empty()) {
-    tune::ConfigCodec codec(traced->spec);
-    std::mt19937_64 gen(seed * 7919 + 17);
-    todo.push_back(traced->config);
-    for (int i = 1; i < configs; ++i) todo.push_back(codec.decode(codec.random(gen)));
-  }
-  for (const Config& c : todo) {
-    std::string cj = c.to_json();
-    try {
+  for (const Config& c : configs_to_run(*traced, seed, configs, explicit_configs)) {
+    const std::string cj = c.to_json();
+    run_config(r, cj, [&] {
       // Fresh inputs for every run: an in-place kernel updates its arguments.
       std::vector<Array> fresh = make_inputs(p, seed);
       std::vector<Arg> fresh_args = make_args(p, fresh);
@@ -233,17 +237,8 @@ json check_here(const Program& p, uint64_t seed, int configs, const std::vector<
           break;
         }
       std::string diff = compare_outputs(got, want, tol);
-      if (!diff.empty()) finding("mismatch", cj, diff);
-    } catch (const UserError& e) {
-      if (is_fit_rejection(e.what()))
-        r["not_fitting"] = r["not_fitting"].get<int>() + 1;
-      else
-        finding("rejected", cj, e.what());
-    } catch (const CompileError& e) {
-      finding("compile error", cj, std::string(e.what()) + " (source " + e.source_path() + ")");
-    } catch (const std::exception& e) {
-      finding("internal error", cj, e.what());
-    }
+      if (!diff.empty()) add_finding(r, "mismatch", cj, diff);
+    });
   }
   return r;
 }

@@ -10,6 +10,22 @@
 namespace parhelion::interp {
 namespace {
 
+// A region's accessed positions, sorted (for overlaps, once per copy rather than per access).
+std::vector<int64_t> sorted_positions(const MeshWorld::Region& r) {
+  std::vector<int64_t> s;
+  for (int64_t p : r.positions)
+    if (p >= 0) s.push_back(p);
+  std::sort(s.begin(), s.end());
+  return s;
+}
+
+// Whether region `r` accesses one of the `sorted` positions (of the same root).
+bool overlaps(const std::vector<int64_t>& sorted, const MeshWorld::Region& r) {
+  for (int64_t p : r.positions)
+    if (p >= 0 && std::binary_search(sorted.begin(), sorted.end(), p)) return true;
+  return false;
+}
+
 // Ends a device's thread when another device failed (not an std::exception: nothing in the
 // interpreter catches it on the way out).
 struct Aborted {};
@@ -162,18 +178,14 @@ void MeshWorld::start_copy(int sender, int receiver, int channel, const Region& 
   ++c[sender];
   const std::string what = device_name(sender) + "'s " + copy_name(channel) + " to " + device_name(receiver);
   for (const Flight& f : flights_)
-    if (f.sender == receiver && !f.sent && f.source.root == landing.root) {
-      std::vector<int64_t> a = f.source.positions;
-      std::sort(a.begin(), a.end());
-      for (int64_t p : landing.positions)
-        if (p >= 0 && std::binary_search(a.begin(), a.end(), p))
-          race(loc, what + " lands in " + region_name(landing) + ", which " + device_name(receiver) + "'s " +
-                        copy_name(f.channel) + " (started at " + f.loc.str() +
-                        ") is still sending from: the sender waits for its send (wait_send) before that region "
-                        "may be written");
-    }
+    if (f.sender == receiver && !f.sent && f.source.root == landing.root && overlaps(f.source_sorted, landing))
+      race(loc, what + " lands in " + region_name(landing) + ", which " + device_name(receiver) + "'s " +
+                    copy_name(f.channel) + " (started at " + f.loc.str() +
+                    ") is still sending from: the sender waits for its send (wait_send) before that region "
+                    "may be written");
+  Flight flight{sender, receiver, channel, landing, source, sorted_positions(source), c, false, false, loc};
   if (landing.root < 0) {  // (untracked: the cpu backend's copies)
-    flights_.push_back(Flight{sender, receiver, channel, landing, source, c, false, false, loc});
+    flights_.push_back(std::move(flight));
     return;
   }
   std::vector<Element>& mem = elements(receiver, landing.root);
@@ -195,14 +207,9 @@ void MeshWorld::start_copy(int sender, int receiver, int channel, const Region& 
     e.landing_received = -1;
     e.landing_loc = &loc;  // (the start's op: it outlives the run)
   }
-  if (sender == receiver && source.root == landing.root && source.root >= 0) {
-    std::vector<int64_t> a = source.positions;
-    std::sort(a.begin(), a.end());
-    for (int64_t p : landing.positions)
-      if (p >= 0 && std::binary_search(a.begin(), a.end(), p))
-        race(loc, what + " lands in " + region_name(landing) + ", which it is sending from itself");
-  }
-  flights_.push_back(Flight{sender, receiver, channel, landing, source, c, false, false, loc});
+  if (sender == receiver && source.root == landing.root && overlaps(flight.source_sorted, landing))
+    race(loc, what + " lands in " + region_name(landing) + ", which it is sending from itself");
+  flights_.push_back(std::move(flight));
 }
 
 // A wait pairs with the copies of its channel by count only: on a TPU it waits on a semaphore
@@ -212,78 +219,63 @@ void MeshWorld::start_copy(int sender, int receiver, int channel, const Region& 
 // learnt). A kernel that reads a landing region while another copy of the same statement may
 // still be landing on the device is reported as a race there (flow control, a barrier or a
 // copy statement per buffer avoid it).
-void MeshWorld::wait_send(int device, int channel, const ir::SourceLoc& loc) {
-  auto in_flight = [this, device, channel] {
-    return std::count_if(flights_.begin(), flights_.end(),
-                         [&](const Flight& f) { return f.sender == device && f.channel == channel && !f.sent; });
-  };
-  int64_t& owed = sends_owed_[{device, channel}];
+bool MeshWorld::await_copies(int device, const std::function<bool(const Flight&)>& pending, int64_t& owed,
+                             const std::function<std::string()>& what) {
+  auto in_flight = [&] { return std::count_if(flights_.begin(), flights_.end(), pending); };
   block_until(
-      device, [&] { return in_flight() > owed; },
-      [&] {
-        return loc.str() + ": " + device_name(device) + " waits for the send of " + copy_name(channel) +
-               ", which it has not started";
-      });
-  if (++owed < in_flight()) return;
+      device, [&] { return in_flight() > owed; }, what);
+  if (++owed < in_flight()) return false;
   owed = 0;
+  return true;
+}
+
+void MeshWorld::complete_copies(const std::function<bool(const Flight&)>& pending,
+                                const std::function<void(Flight&)>& done) {
   for (auto f = flights_.begin(); f != flights_.end();) {
-    if (f->sender == device && f->channel == channel && !f->sent) {
-      f->sent = true;
-      if (f->received) {
-        f = flights_.erase(f);
-        continue;
-      }
-    }
-    ++f;
+    if (pending(*f)) done(*f);
+    if (f->sent && f->received)
+      f = flights_.erase(f);
+    else
+      ++f;
   }
 }
 
+void MeshWorld::wait_send(int device, int channel, const ir::SourceLoc& loc) {
+  auto pending = [&](const Flight& f) { return f.sender == device && f.channel == channel && !f.sent; };
+  if (!await_copies(device, pending, sends_owed_[{device, channel}], [&] {
+        return loc.str() + ": " + device_name(device) + " waits for the send of " + copy_name(channel) +
+               ", which it has not started";
+      }))
+    return;
+  complete_copies(pending, [](Flight& f) { f.sent = true; });
+}
+
 void MeshWorld::wait_recv(int device, int channel, const ir::SourceLoc& loc) {
-  auto in_flight = [this, device, channel] {
-    return std::count_if(flights_.begin(), flights_.end(),
-                         [&](const Flight& f) { return f.receiver == device && f.channel == channel && !f.received; });
-  };
-  int64_t& owed = receives_owed_[{device, channel}];
-  block_until(
-      device, [&] { return in_flight() > owed; },
-      [&] {
-        return loc.str() + ": " + device_name(device) + " waits for " + copy_name(channel) +
-               " to land, and no device sends it";
-      });
+  auto pending = [&](const Flight& f) { return f.receiver == device && f.channel == channel && !f.received; };
+  const bool all_landed = await_copies(device, pending, receives_owed_[{device, channel}], [&] {
+    return loc.str() + ": " + device_name(device) + " waits for " + copy_name(channel) +
+           " to land, and no device sends it";
+  });
   Clock& c = clocks_.at(device);
   ++c[device];
-  if (++owed < in_flight()) return;
-  owed = 0;
-  for (auto f = flights_.begin(); f != flights_.end();) {
-    if (f->receiver == device && f->channel == channel && !f->received) {
-      f->received = true;
-      join(c, f->clock);
-      if (f->landing.root >= 0) {
-        std::vector<Element>& mem = elements(device, f->landing.root);
-        for (int64_t p : f->landing.positions)
-          if (p >= 0) mem.at(static_cast<size_t>(p)).landing_received = c[device];
-      }
-      if (f->sent) {
-        f = flights_.erase(f);
-        continue;
-      }
-    }
-    ++f;
-  }
+  if (!all_landed) return;
+  complete_copies(pending, [&](Flight& f) {
+    f.received = true;
+    join(c, f.clock);
+    if (f.landing.root < 0) return;
+    std::vector<Element>& mem = elements(device, f.landing.root);
+    for (int64_t p : f.landing.positions)
+      if (p >= 0) mem.at(static_cast<size_t>(p)).landing_received = c[device];
+  });
 }
 
 void MeshWorld::access(int device, const Region& region, bool write, const ir::SourceLoc& loc) {
   if (write)
     for (const Flight& f : flights_)
-      if (f.sender == device && !f.sent && f.source.root == region.root) {
-        std::vector<int64_t> a = f.source.positions;
-        std::sort(a.begin(), a.end());
-        for (int64_t p : region.positions)
-          if (p >= 0 && std::binary_search(a.begin(), a.end(), p))
-            race(loc, device_name(device) + " writes " + region_name(region) + ", which its " + copy_name(f.channel) +
-                          " (started at " + f.loc.str() +
-                          ") is still sending from: wait for the send (wait_send) before writing it");
-      }
+      if (f.sender == device && !f.sent && f.source.root == region.root && overlaps(f.source_sorted, region))
+        race(loc, device_name(device) + " writes " + region_name(region) + ", which its " + copy_name(f.channel) +
+                      " (started at " + f.loc.str() +
+                      ") is still sending from: wait for the send (wait_send) before writing it");
   if (!tracked(region.root)) return;
   std::vector<Element>& mem = elements(device, region.root);
   const Clock& c = clocks_.at(device);

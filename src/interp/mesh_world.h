@@ -77,7 +77,8 @@ class MeshWorld {
   struct Flight {
     int sender, receiver, channel;
     Region landing, source;
-    Clock clock;  // the sender's, at the start
+    std::vector<int64_t> source_sorted;  // source's positions, sorted (overlap checks)
+    Clock clock;                         // the sender's, at the start
     bool sent = false, received = false;
     ir::SourceLoc loc;
   };
@@ -96,6 +97,12 @@ class MeshWorld {
   // deadlock's report (when it is made). Throws Aborted when another device failed.
   void block_until(int device, const std::function<bool()>& ready, const std::function<std::string()>& what);
   void pass_baton(int from);  // with mu_ held
+  // A wait on copies (`pending` says which it can be for; `owed` counts the waits not yet
+  // matched): blocks until one is in flight, and says whether the waits now match every copy in
+  // flight; complete_copies then applies `done` to each, forgetting those done at both ends.
+  bool await_copies(int device, const std::function<bool(const Flight&)>& pending, int64_t& owed,
+                    const std::function<std::string()>& what);
+  void complete_copies(const std::function<bool(const Flight&)>& pending, const std::function<void(Flight&)>& done);
   void join(Clock& into, const Clock& from) const;
   std::string copy_name(int channel) const;
   std::string region_name(const Region& r) const;
