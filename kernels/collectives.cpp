@@ -57,12 +57,14 @@ ph::Tensor all_gather_body(ph::Tensor x) {
 
 // x [m, k] per device -> out [m, k] = the sum of every device's x, on every device. One shot:
 // each device copies its x to every device (itself included) into a landing buffer of one slot
-// per sender, waits for all of them, then sums the slots in f32.
+// per sender, waits for all of them, then sums the slots in f32. The slots hold x's dtype, so the
+// copies send x in place (all in flight at once: a computed block would be staged, one copy of
+// the statement at a time, src/ir/collectives.h).
 ph::Tensor all_reduce_body(ph::Tensor x) {
   ph::expect(x.rank() == 2, "all_reduce: x must be [m, k], this device's part");
   const int64_t n = ph::mesh_size("x");
   auto [m, k] = x.sizes<2>();
-  auto landing = ph::empty({n, m, k});
+  auto landing = ph::empty({n, m, k}, x.dtype());
   auto out = ph::empty({m, k}, x.dtype());
   for (auto g : ph::grid(1)) {
     (void)g;
@@ -212,14 +214,15 @@ ph::Tensor matmul_reduce_scatter_body(ph::Tensor a, ph::Tensor b) {
 
 // x [m, h] per device (a partial sum, as a row-parallel layer leaves it), bias and weight [h] ->
 // rms_norm(the sum over devices of x, plus bias) * weight, on every device: the one-shot
-// all-reduce of all_reduce_body, its sum never stored, normalized in the same pass.
+// all-reduce of all_reduce_body (x sent in place), its sum never stored, normalized in the same
+// pass.
 ph::Tensor all_reduce_bias_rms_norm_body(ph::Tensor x, ph::Tensor bias, ph::Tensor weight, ph::Scalar eps) {
   ph::expect(x.rank() == 2, "all_reduce_bias_rms_norm: x must be [m, h], this device's partial sum");
   const int64_t n_dev = ph::mesh_size("x");
   auto [m, h] = x.sizes<2>();
   ph::expect(bias.sizes() == Shape{h} && weight.sizes() == Shape{h},
              "all_reduce_bias_rms_norm: bias and weight must be [" + std::to_string(h) + "]");
-  auto landing = ph::empty({n_dev, m, h});
+  auto landing = ph::empty({n_dev, m, h}, x.dtype());
   auto out = ph::empty({m, h}, x.dtype());
   for (auto g : ph::grid(1)) {
     (void)g;

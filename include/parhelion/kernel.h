@@ -166,6 +166,11 @@ class KernelBase {
   // emit() for TPU generation `tpu` (v5e, v6e, v5p, v7x), as a Pallas module.
   PallasModule emit_pallas(const std::vector<Arg>& args, const std::string& tpu = "v7x",
                            const Config* config = nullptr);
+  // emit_pallas() for a kernel on `mesh` (args: one device's): the module's kernel function takes
+  // every tensor argument stacked over the mesh's devices and runs under jax.shard_map
+  // (docs/distributed.md).
+  PallasModule emit_pallas_on(const Mesh& mesh, const std::vector<Arg>& args, const std::string& tpu = "v7x",
+                              const Config* config = nullptr);
 
   // Pins a config for every later call (validated against each signature's ConfigSpec).
   void pin_config(const Config& c);
@@ -203,6 +208,7 @@ class KernelBase {
                              const CompiledKernel::Impl& configured);
   ConfigChoice choose_from_table(const std::vector<Arg>& args, const std::string& target,
                                  const CompiledKernel::Impl& configured) const;
+  EmittedKernel emitted(const CompiledKernel::Impl& configured, const std::string& target, const Config* config);
   struct Cache;
   std::unique_ptr<Cache> cache_;
 };

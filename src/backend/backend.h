@@ -50,6 +50,9 @@ struct Capabilities {
   // body: not in a ph::when) moves its blocks; empty: as any inner loop. Strategy::Grid turns
   // the launch's body around that one loop, so it is offered only there.
   std::vector<lower::Strategy> sole_inner_loop_strategies;
+  // How an inner loop in a launch with collectives (src/ir/collectives.h) moves its blocks; empty:
+  // as any inner loop. (Pallas: copies and waits run at trace time, in the loop's own order.)
+  std::vector<lower::Strategy> collective_inner_loop_strategies;
   int max_pipeline_buffers = 3;
   // Every block an inner loop touches moves through fast memory, stores and blocks of
   // tensors the launch writes included (a TPU computes only on VMEM). Otherwise only blocks of
@@ -82,8 +85,10 @@ struct Capabilities {
   // barriers, semaphores. Otherwise configure() refuses them, naming the backend.
   bool collectives = false;
 
-  // The strategies offered to an inner loop: nested in another, its launch's sole loop, or not.
-  const std::vector<lower::Strategy>& loop_strategies(bool nested, bool sole) const {
+  // The strategies offered to an inner loop: in a launch with collectives, nested in another,
+  // its launch's sole loop, or none of these.
+  const std::vector<lower::Strategy>& loop_strategies(bool nested, bool sole, bool collective) const {
+    if (collective && !collective_inner_loop_strategies.empty()) return collective_inner_loop_strategies;
     if (nested && !nested_inner_loop_strategies.empty()) return nested_inner_loop_strategies;
     if (sole && !sole_inner_loop_strategies.empty()) return sole_inner_loop_strategies;
     return inner_loop_strategies;

@@ -206,7 +206,13 @@ EmittedKernel KernelBase::emit(const std::vector<Arg>& args, const std::string& 
     chosen = choose_config(args, target, *configured).config;
     config = &chosen;
   }
-  auto K = driver::specialize(*configured, config ? config->filled_from(configured->config) : configured->config);
+  return emitted(*configured, target, config);
+}
+
+// The code of a configured kernel at `config` (or its default).
+EmittedKernel KernelBase::emitted(const CompiledKernel::Impl& configured, const std::string& target,
+                                  const Config* config) {
+  auto K = driver::specialize(configured, config ? config->filled_from(configured.config) : configured.config);
   EmittedKernel e;
   e.target = target;
   e.language = K->artifact.language;
@@ -220,6 +226,14 @@ EmittedKernel KernelBase::emit(const std::vector<Arg>& args, const std::string& 
 
 PallasModule KernelBase::emit_pallas(const std::vector<Arg>& args, const std::string& tpu, const Config* config) {
   EmittedKernel e = emit(args, "pallas:" + tpu, config);
+  return PallasModule{e.source, e.config, e.config_spec, e.block_ir, e.footprint_bytes, tpu};
+}
+
+PallasModule KernelBase::emit_pallas_on(const Mesh& mesh, const std::vector<Arg>& args, const std::string& tpu,
+                                        const Config* config) {
+  const std::string target = "pallas:" + tpu;
+  auto configured = driver::configure(*trace_on(mesh, args), backend::for_target(target));
+  EmittedKernel e = emitted(*configured, target, config);
   return PallasModule{e.source, e.config, e.config_spec, e.block_ir, e.footprint_bytes, tpu};
 }
 

@@ -16,6 +16,7 @@
 #include "interp/mesh_world.h"
 #include "interp/value.h"
 #include "interp/views.h"
+#include "ir/collectives.h"
 #include "ir/printer.h"
 #include "ir/type_rules.h"
 #include "ir/views.h"
@@ -262,10 +263,12 @@ class Interpreter {
     // allocation before the peer reaches its own code.
     for (const Op& op : fn_.body)
       if (op.kind == OpKind::Alloc) alloc(op);
-    std::set<int> loads;
     ir::walk(fn_.body, [&](const Op& op) {
-      if (op.kind == OpKind::Load) loads.insert(op.result);
-      if (op.kind == OpKind::CopyStart && loads.count(op.operands[0])) copy_sources_.insert(op.operands[0]);
+      if (op.kind != OpKind::CopyStart) return;
+      if (const Op* load = ir::copy_block_load(fn_, op))
+        copy_sources_.insert(load->result);
+      else
+        staged_copies_.insert(&op);
     });
   }
 
@@ -764,7 +767,8 @@ class Interpreter {
     const int root = ir::root_of(fn_, op.tensor);
     auto source = copy_source_regions_.find(op.operands[0]);
     world_->start_copy(device_, receiver, op.channel, {root, pos},
-                       source == copy_source_regions_.end() ? MeshWorld::Region{} : source->second, op.loc);
+                       source == copy_source_regions_.end() ? MeshWorld::Region{} : source->second,
+                       staged_copies_.count(&op) ? &op : nullptr, op.loc);
     const Value v = broadcast_to(operand(op, 0), shape);
     TensorState& T = devices_->at(receiver)->tensors_.at(root);
     const std::string what = "copy to " + fn_.tensors[op.tensor].name;
@@ -928,7 +932,8 @@ class Interpreter {
   int device_ = 0;
   std::vector<int64_t> coords_;
   std::vector<Interpreter*>* devices_ = nullptr;
-  std::set<int> copy_sources_;
+  std::set<int> copy_sources_;         // loads that copies send in place (ir::copy_block_load)
+  std::set<const Op*> staged_copies_;  // copies whose blocks are staged
   std::map<int, MeshWorld::Region> copy_source_regions_;
 };
 

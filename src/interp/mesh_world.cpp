@@ -173,17 +173,25 @@ void MeshWorld::block_until(int device, const std::function<bool()>& ready, cons
 // --- copies -------------------------------------------------------------------------------------
 
 void MeshWorld::start_copy(int sender, int receiver, int channel, const Region& landing, const Region& source,
-                           const ir::SourceLoc& loc) {
+                           const void* staged_by, const ir::SourceLoc& loc) {
   Clock& c = clocks_.at(sender);
   ++c[sender];
   const std::string what = device_name(sender) + "'s " + copy_name(channel) + " to " + device_name(receiver);
+  if (staged_by)
+    for (const Flight& f : flights_)
+      if (f.sender == sender && f.staged_by == staged_by && !f.sent)
+        race(loc, what + " starts while its previous copy (started at " + f.loc.str() +
+                      ") may still be sending: its block is computed, so a backend stages it in a buffer of "
+                      "the copy statement's own, which that copy may still be reading; wait for its send "
+                      "(wait_send) first, or copy a block loaded from a tensor of the destination's dtype (sent "
+                      "in place)");
   for (const Flight& f : flights_)
     if (f.sender == receiver && !f.sent && f.source.root == landing.root && overlaps(f.source_sorted, landing))
       race(loc, what + " lands in " + region_name(landing) + ", which " + device_name(receiver) + "'s " +
                     copy_name(f.channel) + " (started at " + f.loc.str() +
                     ") is still sending from: the sender waits for its send (wait_send) before that region "
                     "may be written");
-  Flight flight{sender, receiver, channel, landing, source, sorted_positions(source), c, false, false, loc};
+  Flight flight{sender, receiver, channel, landing, source, sorted_positions(source), c, false, false, loc, staged_by};
   if (landing.root < 0) {  // (untracked: the cpu backend's copies)
     flights_.push_back(std::move(flight));
     return;

@@ -57,9 +57,11 @@ class MeshWorld {
   // outlive the run: reports point to it): its block lands in `landing`
   // (checked: ordered after the receiver's accesses and the earlier landings there, and not on a
   // region being sent from; root -1: not tracked); `source` (root -1: none) is the region the
-  // block was loaded from, which the sender may not write until its wait on the send.
+  // block was loaded from, which the sender may not write until its wait on the send. A staged
+  // block (src/ir/collectives.h) may not start while the statement's previous copy may still be
+  // sending: `staged_by` names the statement whose buffer holds it (nullptr: sent in place).
   void start_copy(int sender, int receiver, int channel, const Region& landing, const Region& source,
-                  const ir::SourceLoc& loc);
+                  const void* staged_by, const ir::SourceLoc& loc);
   void wait_send(int device, int channel, const ir::SourceLoc& loc);
   void wait_recv(int device, int channel, const ir::SourceLoc& loc);
   // Device `device` reads or writes `region` of a tensor: checked against the copies that land
@@ -81,6 +83,7 @@ class MeshWorld {
     Clock clock;                         // the sender's, at the start
     bool sent = false, received = false;
     ir::SourceLoc loc;
+    const void* staged_by = nullptr;
   };
   // An element of a tracked tensor on one device: the owner's epoch and line at its last access,
   // and the last copy that landed there: its sender, and the owner's epoch at the wait that

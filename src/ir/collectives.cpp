@@ -75,6 +75,17 @@ std::string copy_rule(const Function& fn, int tensor, const std::vector<IndexIte
   return {};
 }
 
+const Op* copy_block_load(const Function& fn, const Op& start) {
+  const Op* load = nullptr;
+  walk(fn.body, [&](const Op& op) {
+    if (op.kind == OpKind::Load && op.result == start.operands[0]) load = &op;
+  });
+  if (!load || is_masked(*load) || has_gather(*load) ||
+      fn.tensors[load->tensor].dtype != fn.tensors[start.tensor].dtype)
+    return nullptr;
+  return load;
+}
+
 std::string count_rule(const Function& fn, const Type& count) {
   if (count.rank() != 0 || count.dtype != DType::i64)
     return "a semaphore's count must be an i64 scalar, got " + type_to_string(fn, count);

@@ -20,8 +20,12 @@
 //   many times as such copies were in flight. Until then:
 //   - the receiver must not read or write the landing region, and two copies in flight must not
 //     land on overlapping regions;
-//   - when the copied block is a load (from a tensor of the sender), the sender must not write the
-//     loaded region until its wait on the send (a backend may copy from that memory directly).
+//   - when the copied block is sent in place (copy_block_load: an unmasked load, without a gather,
+//     of a tensor of the destination's dtype), the sender must not write the loaded region until
+//     its wait on the send (a backend copies from that memory directly);
+//   - any other block is staged (a backend stores it into a buffer of the copy statement's own,
+//     which the copy reads until it has been sent): the device must not start the statement's
+//     copy again while an earlier one of it may still be sending (before as many wait_sends).
 //   Every copy started must be waited for, send and receive, before the kernel ends.
 // - Barrier: no device of the group (the devices whose coordinates differ only along the
 //   barrier's axes) passes its k-th barrier on that group before each of them has reached it.
@@ -63,6 +67,10 @@ std::string peer_rule(const Function& fn, const std::vector<Type>& coords);
 // no gather or scatter item (a copy moves one rectangular region), into a tensor that is not an
 // expanded view.
 std::string copy_rule(const Function& fn, int tensor, const std::vector<IndexItem>& index, const Type& value);
+// The load a copy (CopyStart) sends in place (collectives.h: an unmasked load without a gather,
+// of the destination's dtype), or nullptr when its block is staged.
+const Op* copy_block_load(const Function& fn, const Op& start);
+
 // A semaphore's count: an i64 scalar.
 std::string count_rule(const Function& fn, const Type& count);
 

@@ -61,7 +61,8 @@ ConfigSpec derive_config_spec(const ir::Function& fn, const KnobTable& knobs, co
     s.tile = site.loop->loop_tiles[0];
     s.loop = ir::tile_name(fn, s.tile);
     s.defined_at = site.loop->loc.str();
-    for (Strategy st : caps.loop_strategies(site.nested, site.sole)) s.strategies.push_back(strategy_name(st));
+    for (Strategy st : caps.loop_strategies(site.nested, site.sole, site.collective))
+      s.strategies.push_back(strategy_name(st));
     s.max_buffers = caps.max_pipeline_buffers;
     spec.inner_loops.push_back(s);
   }

@@ -90,7 +90,8 @@ std::vector<InnerLoopSite> inner_loop_sites(const ir::Function& fn, bool every_b
       // the staging plans (a slot per trip, a resident copy of a static extent) assume a fixed one.
       // So does a jagged loop: its range is known only when it is entered.
       if (fn.tiles[op.loop_tiles[0]].parent >= 0 || fn.tiles[op.loop_tiles[0]].is_jagged()) return;
-      InnerLoopSite s{&op, &launch, {}, nested_in_loop(launch.body, op), sole_loop(launch, op)};
+      InnerLoopSite s{
+          &op, &launch, {}, nested_in_loop(launch.body, op), sole_loop(launch, op), ir::has_collectives(launch.body)};
       std::set<int> defined_in_loop;
       ir::walk(op.body, [&](const Op& inner) {
         // (On a target that moves every block, a constant index is the same on every trip,

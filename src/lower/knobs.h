@@ -32,6 +32,9 @@ struct InnerLoopSite {
   // The only loop of its launch, a direct child of the launch's body (not in a ph::when): its
   // strategies are the backend's sole-loop ones (Capabilities::sole_inner_loop_strategies).
   bool sole = false;
+  // In a launch with collectives: its strategies are the backend's collective ones
+  // (Capabilities::collective_inner_loop_strategies).
+  bool collective = false;
 };
 
 // A tensor (a root: not a view) that a launch updates atomically: one atomics knob each.

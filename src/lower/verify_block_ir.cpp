@@ -112,7 +112,8 @@ class Verifier {
         continue;
       }
       const InnerLoopSite& site = p_.knobs.inner_loops.at(il.knob);
-      const std::vector<Strategy>& offered = p_.backend->capabilities().loop_strategies(site.nested, site.sole);
+      const std::vector<Strategy>& offered =
+          p_.backend->capabilities().loop_strategies(site.nested, site.sole, site.collective);
       expect(std::find(offered.begin(), offered.end(), il.strategy) != offered.end(),
              std::string("loop strategy ") + strategy_name(il.strategy) + " is not offered by the backend");
       expect(il.strategy == Strategy::Pipeline || il.buffers == 1, "only a pipelined loop has several buffers");

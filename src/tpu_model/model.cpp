@@ -399,7 +399,8 @@ class LaunchModel {
         piped.push_back({s.loop_tile, static_cast<double>(s.block_bytes)});
         continue;
       }
-      if (s.shares >= 0) continue;  // (another slot's resident copy: moved once)
+      if (s.shares >= 0) continue;                               // (another slot's resident copy: moved once)
+      if (s.mode == backend::pallas::PallasSlot::Hbm) continue;  // (a landing tensor: its accesses' DMAs)
       // (an atomic update's block comes in too: its prior contents, read-modify-written)
       Move m{{},
              static_cast<double>(s.block_bytes),

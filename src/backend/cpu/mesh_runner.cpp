@@ -58,7 +58,7 @@ void mesh_sync(void* mesh, int op, int64_t peer, int64_t count) {
   const int p = static_cast<int>(peer);
   switch (o.kind) {
     case ir::OpKind::CopyStart:
-      return w.start_copy(d.index, p, o.channel, {}, {}, o.loc);
+      return w.start_copy(d.index, p, o.channel, {}, {}, nullptr, o.loc);  // (races: the interpreter's)
     case ir::OpKind::CopyWait:
       if (static_cast<ir::CopyEnd>(o.fn) == ir::CopyEnd::send) return w.wait_send(d.index, o.channel, o.loc);
       return w.wait_recv(d.index, o.channel, o.loc);

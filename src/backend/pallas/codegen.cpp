@@ -9,10 +9,12 @@
 #include <set>
 #include <sstream>
 
+#include "backend/pallas/collectives.h"
 #include "backend/pallas/plan.h"
 #include "backend/pallas/random.h"
 #include "backend/pallas/scan.h"
 #include "backend/pallas/views.h"
+#include "ir/collectives.h"
 #include "ir/printer.h"
 #include "ir/trip_guard.h"
 #include "ir/type_rules.h"
@@ -152,11 +154,16 @@ class Emitter {
     line("# config " + p_.config.to_json());
     line("# Run on a TPU VM with jax[tpu]; on any machine with interpret=pltpu.InterpretParams().");
     line("import contextlib");
+    if (!fn_.mesh.empty()) line("import math");
     line("");
     line("import jax");
     line("import jax.numpy as jnp");
     line("from jax.experimental import pallas as pl");
     line("from jax.experimental.pallas import tpu as pltpu");
+    if (!fn_.mesh.empty()) {
+      line("from jax.sharding import PartitionSpec as P");
+      line("import numpy as np");
+    }
     line("");
     line("KERNEL = \"" + fn_.name + "\"");
     line("TPU = \"" + tpu_.name + "\"");
@@ -177,9 +184,14 @@ class Emitter {
     line("    checks and interpret mode's padded buffer bounds ask for.\"\"\"");
     line("    if jax.default_backend() == \"tpu\":");
     line("        return contextlib.nullcontext()");
-    line("    device = jax.sharding.AbstractDevice(device_kind=DEVICE_KIND, num_cores=1, platform=\"tpu\")");
-    line(
-        "    return jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), (\"x\",), abstract_device=device))");
+    if (!fn_.mesh.empty()) {  // (inside shard_map, whose mesh is the target's when exported: _mesh)
+      line("    return contextlib.nullcontext()  # on a mesh: shard_map's mesh (_mesh) names the target");
+    } else {
+      line("    device = jax.sharding.AbstractDevice(device_kind=DEVICE_KIND, num_cores=1, platform=\"tpu\")");
+      line(
+          "    return jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), (\"x\",), "
+          "abstract_device=device))");
+    }
     line("");
     line("");
     line("def _to_f8(x, dtype, max_finite, keep_inf):");
@@ -215,6 +227,11 @@ class Emitter {
     line("    return jnp.right_shift(a, jnp.where((n < 0) | (n > 31), 31, n))");
     line("");
     line("");
+    if (!fn_.mesh.empty()) {
+      for (const std::string& l : collective_helpers(fn_, tpu_.device_kind)) line(l);
+      line("");
+      line("");
+    }
     if (ir::uses_random(fn_)) os_ << random_helpers();
     if (uses_scan(fn_)) os_ << scan_helpers();
     if (has_jagged_loop()) {
@@ -454,6 +471,9 @@ class Emitter {
     // output, so those blocks keep it.
     std::vector<int> aliased;
     std::vector<int> vars;
+    // A launch with collectives' scratch operands (plan.h, LaunchCollectives): kernel parameter
+    // name and pltpu scratch shape.
+    std::vector<std::pair<std::string, std::string>> comm;
   };
 
   std::vector<LaunchInfo> infos_;
@@ -478,7 +498,9 @@ class Emitter {
         prior_in_.insert(static_cast<int>(i));
     for (size_t i = 0; i < pl.slots.size(); ++i) {
       // (a slot sharing another's resident copy has no operand: plan.h, PallasSlot::shares)
-      if (reads(static_cast<int>(i)) && pl.slots[i].shares < 0) info.inputs.push_back(static_cast<int>(i));
+      // (a tensor in HBM is its output's buffer, read and written in place)
+      if (reads(static_cast<int>(i)) && pl.slots[i].shares < 0 && pl.slots[i].mode != PallasSlot::Hbm)
+        info.inputs.push_back(static_cast<int>(i));
       if (pl.slots[i].written) info.outputs.push_back(static_cast<int>(i));
     }
     std::set<int> written;
@@ -502,6 +524,9 @@ class Emitter {
       params.push_back("gb" + std::to_string(g) + "_ref");
       params.push_back("gs" + std::to_string(g) + "_ref");
     }
+    comm_scratch(pl, &info);
+    for (const auto& [name, shape] : info.comm) params.push_back(name);
+    find_copy_only_loads(pl);
     line("");
     line("def _kernel_" + std::to_string(L.index) + "(" + join(params) + "):");
     ++depth_;
@@ -511,6 +536,7 @@ class Emitter {
       grid_offsets(pl.grid[i]);
     }
     for (const std::string& note : pl.order_notes) line("# " + note);
+    if (pl.comm.any) handshake(pl);
     for (size_t i = 0; i < pl.slots.size(); ++i)
       if (pl.slots[i].shares >= 0)
         line(slot_ref(static_cast<int>(i), false) + " = " + slot_ref(pl.slots[i].shares, false) + "  # " +
@@ -543,6 +569,204 @@ class Emitter {
     --depth_;
     infos_.push_back(info);
     for (int s : info.outputs) has_value_.insert(pl.slots[s].tensor);
+  }
+
+  // --- collectives (collectives.h; plan.h, LaunchCollectives) ---
+
+  // A value's shape with every tile at its block (a buffer's: the plan refused ragged blocks).
+  std::string static_shape(const std::vector<Dim>& shape) const {
+    std::vector<std::string> s;
+    for (const Dim& d : kept(shape)) s.push_back(std::to_string(d.kind == Dim::Const ? d.size : block(d.tile)));
+    return tuple_str(s);
+  }
+  int hbm_slot(int tensor) const {
+    for (size_t k = 0; k < cur_->slots.size(); ++k)
+      if (cur_->slots[k].tensor == tensor && cur_->slots[k].mode == PallasSlot::Hbm) return static_cast<int>(k);
+    PH_CHECK(false, "a landing tensor without its HBM slot");
+    return -1;
+  }
+  // The region of a tensor in HBM that an access or a copy names (`at_origin`: the same shape at
+  // index 0, for a wait's descriptor, which counts only the bytes).
+  std::string hbm_region(const Op& op, bool at_origin = false) {
+    std::vector<std::string> idx;
+    for (const ir::IndexItem& ix : op.index) {
+      switch (ix.kind) {
+        case ir::IndexItem::All:
+          idx.push_back(":");
+          break;
+        case ir::IndexItem::Scalar:
+          idx.push_back(at_origin ? "0" : operand(ix.value));
+          break;
+        case ir::IndexItem::Slice:
+          idx.push_back("pl.ds(" + (at_origin ? std::string("0") : operand(ix.value)) + ", " +
+                        std::to_string(ix.length) + ")");
+          break;
+        case ir::IndexItem::Tile: {
+          const std::string off = at_origin ? "0" : "off_" + tname(ix.tile);
+          idx.push_back(unit(ix.tile) ? off : "pl.ds(" + off + ", " + std::to_string(block(ix.tile)) + ")");
+          break;
+        }
+        default:
+          PH_CHECK(false, "a gather on a tensor in HBM (the plan refuses it)");
+      }
+    }
+    return slot_ref(hbm_slot(op.tensor), true) + ".at[" + join(idx) + "]";
+  }
+  std::string hbm_buffer(const Op& op) const { return "hb" + std::to_string(cur_->comm.hbm_of.at(&op)) + "_ref"; }
+  // A load or store's DMA between its region in HBM and its VMEM buffer (`in`: into the buffer).
+  // A load under a scalar mask moves nothing when the mask is off: the region may be where a
+  // copy is landing.
+  void hbm_transfer(const Op& op, bool in) {
+    const std::string region = hbm_region(op), buf = hbm_buffer(op);
+    const std::string copy = "_hbm_copy(" + (in ? region + ", " + buf : buf + ", " + region) + ", hsem_ref)";
+    if (in && op.kind == OpKind::Load && ir::is_masked(op) && type(op.operands[0]).rank() == 0) {
+      const std::string name = "_when_" + std::to_string(when_counter_++);
+      line("@pl.when(" + operand(op.operands[0]) + ")");
+      line("def " + name + "():");
+      line("    " + copy);
+      return;
+    }
+    line(copy);
+  }
+
+  // The scratch operands of a launch with collectives, in kernel-parameter order.
+  void comm_scratch(const PallasLaunch& pl, LaunchInfo* info) {
+    if (!pl.comm.any) return;
+    const LaunchCollectives& c = pl.comm;
+    for (size_t k = 0; k < c.hbm.size(); ++k) {
+      const Op& op = *c.hbm[k].op;
+      ir::Type region;
+      ir::load_type(fn_, op.tensor, op.index, &region);
+      info->comm.push_back({"hb" + std::to_string(k) + "_ref", "pltpu.VMEM(" + static_shape(region.shape) + ", " +
+                                                                   jnp_dtype(fn_.tensors[op.tensor].dtype) + ")"});
+    }
+    for (size_t k = 0; k < c.copies.size(); ++k) {
+      if (c.copies[k].load) continue;
+      const Op& op = *c.copies[k].op;
+      info->comm.push_back({"cs" + std::to_string(k) + "_ref", "pltpu.VMEM(" +
+                                                                   static_shape(type(op.operands[0]).shape) + ", " +
+                                                                   jnp_dtype(fn_.tensors[op.tensor].dtype) + ")"});
+    }
+    const std::string channels = std::to_string(std::max<int64_t>(fn_.num_copies, 1));
+    info->comm.push_back({"csend_ref", "pltpu.SemaphoreType.DMA((" + channels + ",))"});
+    info->comm.push_back({"crecv_ref", "pltpu.SemaphoreType.DMA((" + channels + ",))"});
+    if (fn_.num_semaphores > 0)
+      info->comm.push_back({"psem_ref", "pltpu.SemaphoreType.REGULAR((" + std::to_string(fn_.num_semaphores) + ",))"});
+    if (!c.barrier_groups.empty())
+      info->comm.push_back(
+          {"bsem_ref", "pltpu.SemaphoreType.REGULAR((" + std::to_string(c.barrier_groups.size()) + ",))"});
+    info->comm.push_back({"hsem_ref", "pltpu.SemaphoreType.DMA"});
+  }
+
+  // Loads whose block only direct copies read (plan.h, CopySource): the copy moves it from where
+  // it is, so the load itself is not emitted.
+  std::set<const Op*> copy_only_loads_;
+  void find_copy_only_loads(const PallasLaunch& pl) {
+    copy_only_loads_.clear();
+    std::map<int, const Op*> direct;  // load result -> load
+    for (const CopySource& c : pl.comm.copies)
+      if (c.load) direct[c.load->result] = c.load;
+    std::set<int> other;  // read by anything else
+    ir::walk(pl.plan->op->body, [&](const Op& o) {
+      for (size_t k = 0; k < o.operands.size(); ++k)
+        if (!(o.kind == OpKind::CopyStart && k == 0 && pl.comm.copies[pl.comm.copy_of.at(&o)].load))
+          other.insert(o.operands[k]);
+      for (const ir::IndexItem& ix : o.index)
+        if (ix.value >= 0) other.insert(ix.value);
+      for (const ir::ScanCombine& c : o.combine)
+        ir::walk(c.ops, [&](const Op& i) { other.insert(i.operands.begin(), i.operands.end()); });
+    });
+    for (const auto& [v, load] : direct)
+      if (!other.count(v)) copy_only_loads_.insert(load);
+  }
+
+  // The first grid step's handshake: every device has entered the kernel (its semaphores exist)
+  // before any copy or signal reaches it.
+  void handshake(const PallasLaunch& pl) {
+    std::vector<std::string> first;
+    for (const lower::GridDim& g : pl.grid) first.push_back("(g_" + tname(g.tile) + " == 0)");
+    std::vector<int64_t> all;
+    for (size_t a = 0; a < fn_.mesh.size(); ++a) all.push_back(static_cast<int64_t>(a));
+    line("");
+    line("@pl.when(" + (first.empty() ? std::string("True") : join(first, " & ")) +
+         ")  # every device has entered the kernel before any copy or signal reaches it");
+    line("def _handshake():");
+    ++depth_;
+    for (const std::string& l : group_barrier(fn_, all, "pltpu.get_barrier_semaphore()")) line(l);
+    --depth_;
+    line("");
+  }
+
+  std::string peer_id(const Op& op, size_t first) {
+    std::vector<std::string> c;
+    for (size_t k = first; k < op.operands.size(); ++k) c.push_back(operand(op.operands[k]));
+    return "(" + join(c) + ",)";
+  }
+  const Op& first_copy_of(int channel) const {
+    const Op* start = nullptr;
+    ir::walk(cur_->plan->op->body, [&](const Op& o) {
+      if (!start && o.kind == OpKind::CopyStart && o.channel == channel) start = &o;
+    });
+    PH_CHECK(start, "a wait for a copy the launch does not start (the plan refuses it)");
+    return *start;
+  }
+  std::string remote_copy(const std::string& src, const Op& start, bool at_origin, const std::string& device) {
+    const std::string c = std::to_string(start.channel);
+    return "pltpu.make_async_remote_copy(" + src + ", " + hbm_region(start, at_origin) + ", csend_ref.at[" + c +
+           "], crecv_ref.at[" + c + "], device_id=" + device + ", device_id_type=pl.DeviceIdType.MESH)";
+  }
+
+  // DeviceIndex, CopyStart, CopyWait, Barrier, Signal, SemWait.
+  void collective(const Op& op) {
+    const std::string at = "  # at " + op.loc.str();
+    switch (op.kind) {
+      case OpKind::DeviceIndex:
+        line(v(op.result) + " = jax.lax.axis_index(\"" + fn_.mesh[op.axis].name + "\")");
+        return;
+      case OpKind::CopyStart: {
+        const CopySource& c = cur_->comm.copies[cur_->comm.copy_of.at(&op)];
+        std::string src;
+        if (!c.load) {  // staged in VMEM, in the destination's dtype
+          src = "cs" + std::to_string(cur_->comm.copy_of.at(&op)) + "_ref";
+          line(src + "[...] = " +
+               to_storage("jnp.broadcast_to(" + operand(op.operands[0]) + ", " +
+                              static_shape(type(op.operands[0]).shape) + ")",
+                          fn_.tensors[op.tensor].dtype));
+        } else if (cur_->slots[cur_->slot_of.at(c.load)].mode == PallasSlot::Hbm) {
+          src = hbm_region(*c.load);  // HBM to the peer's HBM
+        } else {
+          src = access(*c.load);  // the VMEM block, as a ref
+          src = src.size() > 5 && src.substr(src.size() - 5) == "[...]" ? src.substr(0, src.size() - 5)
+                                                                        : src.replace(src.find('['), 1, ".at[");
+        }
+        line(remote_copy(src, op, false, peer_id(op, 1)) + ".start()" + at);
+        return;
+      }
+      case OpKind::CopyWait: {
+        const Op& start = first_copy_of(op.channel);
+        const bool send = static_cast<ir::CopyEnd>(op.fn) == ir::CopyEnd::send;
+        line(remote_copy(hbm_region(start, true), start, true, own_device_id(fn_)) +
+             (send ? ".wait_send()" : ".wait_recv()") + at);
+        return;
+      }
+      case OpKind::Barrier: {
+        const auto& groups = cur_->comm.barrier_groups;
+        const size_t g = std::find(groups.begin(), groups.end(), op.dims) - groups.begin();
+        line("# barrier" + at);
+        for (const std::string& l : group_barrier(fn_, op.dims, "bsem_ref.at[" + std::to_string(g) + "]")) line(l);
+        return;
+      }
+      case OpKind::Signal:
+        line("pl.semaphore_signal(psem_ref.at[" + std::to_string(op.channel) + "], " + operand(op.operands[0]) +
+             ", device_id=" + peer_id(op, 1) + ", device_id_type=pl.DeviceIdType.MESH)" + at);
+        return;
+      case OpKind::SemWait:
+        line("pl.semaphore_wait(psem_ref.at[" + std::to_string(op.channel) + "], " + operand(op.operands[0]) + ")" +
+             at);
+        return;
+      default:
+        PH_CHECK(false, "not a collective op");
+    }
   }
 
   // Values that only dots read, which take them as they are stored: a transpose (a dot folds
@@ -689,6 +913,7 @@ class Emitter {
   std::string access(const Op& op) {
     int s = cur_->slot_of.at(&op);
     const PallasSlot& slot = cur_->slots[s];
+    if (slot.mode == PallasSlot::Hbm) return hbm_buffer(op) + "[...]";  // (its DMA: hbm_transfer)
     bool out = op.kind == OpKind::Store;
     std::string ref =
         slot.mode == PallasSlot::Pipeline ? "b" + std::to_string(s) + (out ? "o" : "i") : slot_ref(s, out);
@@ -799,6 +1024,8 @@ class Emitter {
       case OpKind::Load: {
         const ir::TensorInfo& t = fn_.tensors[op.tensor];
         if (cur_->dma_rows_of.count(&op)) return dma_gather(op);
+        if (copy_only_loads_.count(&op)) return;  // (a copy moves its block: find_copy_only_loads)
+        if (cur_->comm.hbm_of.count(&op)) hbm_transfer(op, true);
         line(v(op.result) + "_raw = " + access(op));
         if (!ir::has_gather(op) && !ir::is_masked(op)) {
           raw_[op.result] = t.dtype;             // a dot may read the stored dtype directly
@@ -846,6 +1073,9 @@ class Emitter {
         // or earlier stores: see kernel()), selected in the storage dtype so they stay bit-exact.
         if (ir::is_masked(op))
           e = "jnp.where(jnp.broadcast_to(" + operand(op.operands[1]) + ", " + shape + "), " + e + ", " + ref + ")";
+        // A tensor in HBM: the region comes into its buffer first when a mask keeps some of it.
+        const bool hbm = cur_->comm.hbm_of.count(&op) > 0;
+        if (hbm && ir::is_masked(op)) hbm_transfer(op, true);
         // A ragged last block of a tile whose range ends inside the tensor: the elements past
         // the range's end are the tensor's, kept (the plan reads the prior contents in).
         for (size_t d = 0, axis = 0; d < op.index.size(); ++d) {
@@ -864,8 +1094,16 @@ class Emitter {
           axis += !(ix.kind == ir::IndexItem::Tile && unit(ix.tile));  // (a unit tile's dim is not in the value)
         }
         line(ref + " = " + e);
+        if (hbm) hbm_transfer(op, false);
         return;
       }
+      case OpKind::DeviceIndex:
+      case OpKind::CopyStart:
+      case OpKind::CopyWait:
+      case OpKind::Barrier:
+      case OpKind::Signal:
+      case OpKind::SemWait:
+        return collective(op);
       case OpKind::Constant:
         return def(py_number(op.number, rt->dtype));
       case OpKind::Full:
@@ -1744,9 +1982,12 @@ class Emitter {
     std::vector<std::string> args;
     for (int i = 0; i < fn_.num_tensor_params; ++i) args.push_back(fn_.tensors[i].name);
     for (const std::string& s : fn_.scalar_params) args.push_back(s);
-    line("def " + fn_.name + "(" + join(args) + (args.empty() ? "" : ", ") + "*, interpret=False):");
+    // (on a mesh, the function of one device, which the kernel function runs on each: collectives.h)
+    const std::string name = fn_.mesh.empty() ? fn_.name : "_" + fn_.name + "_on_device";
+    line("def " + name + "(" + join(args) + (args.empty() ? "" : ", ") + "*, interpret=False):");
     ++depth_;
-    line("\"\"\"" + fn_.name + " for the shapes and dtypes in SIGNATURE; returns its output(s).\"\"\"");
+    line("\"\"\"" + fn_.name + (fn_.mesh.empty() ? "" : " on one device of the mesh,") +
+         " for the shapes and dtypes in SIGNATURE; returns its output(s).\"\"\"");
     for (int i = 0; i < fn_.num_tensor_params; ++i) {
       const ir::TensorInfo& t = fn_.tensors[i];
       line("if tuple(" + t.name + ".shape) != SIGNATURE[" + std::to_string(i) + "][0] or " + t.name +
@@ -1795,6 +2036,10 @@ class Emitter {
       outs.push_back(fn_.tensors[t].origin == ir::TensorInfo::View ? view_value(fn_, t) : "t" + std::to_string(t));
     line("return " + (outs.size() == 1 ? outs[0] : tuple_str(outs)));
     --depth_;
+    if (fn_.mesh.empty()) return;
+    line("");
+    line("");
+    for (const std::string& l : mesh_host_function(fn_, name)) line(l);
   }
 
   void call(const PallasLaunch& pl, const LaunchInfo& info) {
@@ -1832,7 +2077,7 @@ class Emitter {
     auto spec = [&](const PallasSlot& s) {
       // A pipelined operand stays in HBM; a resident one spans its loop (block index 0 there).
       // (A dma gather's table too: its rows are copied by the kernel.)
-      if (s.mode == PallasSlot::Pipeline || s.mode == PallasSlot::Dma)
+      if (s.mode == PallasSlot::Pipeline || s.mode == PallasSlot::Dma || s.mode == PallasSlot::Hbm)
         return std::string("pl.BlockSpec(memory_space=pl.ANY)");
       if (s.mode == PallasSlot::Smem) return std::string("pl.BlockSpec(memory_space=pltpu.SMEM)");
       // (a resident input whose block changes only at outer grid dims keeps one buffer: plan.cpp,
@@ -1887,6 +2132,7 @@ class Emitter {
       scratch.push_back("pltpu.VMEM(" + tuple_str(b) + ", " + jnp_dtype(fn_.tensors[g.op->tensor].dtype) + ")");
       scratch.push_back("pltpu.SemaphoreType.DMA((" + std::to_string(g.rows) + ",))");
     }
+    for (const auto& [name, shape] : info.comm) scratch.push_back(shape);
     // Headroom over the planned footprint for Mosaic's own scratch, within the core's VMEM.
     int64_t limit = std::min<int64_t>(tpu_.vmem_bytes, std::max<int64_t>(pl.vmem_bytes * 3 / 2, 32 << 20));
     // Steps that share a block in VMEM (a jagged store's whole dim, atomic updates meeting on a
@@ -1907,8 +2153,9 @@ class Emitter {
     line("out_specs=[" + join(out_specs, ",\n" + std::string(depth_ * 4 + 11, ' ')) + "],");
     line("scratch_shapes=[" + join(scratch) + "],");
     if (!aliases.empty()) line("input_output_aliases={" + join(aliases) + "},");
-    line("compiler_params=pltpu.CompilerParams(dimension_semantics=" + tuple_str(sem) +
-         ", vmem_limit_bytes=" + std::to_string(limit) + "),");
+    // (a launch with collectives: the barrier semaphore of its handshake)
+    line("compiler_params=pltpu.CompilerParams(dimension_semantics=" + tuple_str(sem) + ", vmem_limit_bytes=" +
+         std::to_string(limit) + (pl.comm.any ? ", collective_id=" + std::to_string(L.index) : "") + "),");
     line("interpret=interpret,");
     line("name=\"" + fn_.name + "_" + n + "\",");
     --depth_;

@@ -30,7 +30,19 @@ std::vector<InterpretResult> run_in_interpret_mode(const std::vector<InterpretCa
     json inputs = json::array();
     for (size_t i = 0; i < c.inputs.size(); ++i)
       inputs.push_back(write_input(c.inputs[i], dir.path / (stem + "_in" + std::to_string(i))));
+    json devices = json::array(), mesh = json::array();
+    for (size_t d = 0; d < c.device_inputs.size(); ++d) {
+      json one = json::array();
+      for (size_t i = 0; i < c.device_inputs[d].size(); ++i)
+        one.push_back(write_input(c.device_inputs[d][i],
+                                  dir.path / (stem + "_d" + std::to_string(d) + "_in" + std::to_string(i))));
+      devices.push_back(one);
+    }
+    for (const MeshAxis& a : c.mesh) mesh.push_back(json::array({a.name, a.size}));
     manifest.push_back({{"name", c.name},
+                        {"mesh", mesh},
+                        {"device_inputs", devices},
+                        {"timeout", c.timeout_s},
                         {"module", (dir.path / (stem + ".py")).string()},
                         {"function", c.function},
                         {"inputs", inputs},
@@ -47,6 +59,11 @@ std::vector<InterpretResult> run_in_interpret_mode(const std::vector<InterpretCa
     if (out.ok) {
       out.outputs = read_outputs(dir.path / ("case" + std::to_string(results.size()) + "_out"), r, &out.error);
       out.ok = out.error.empty();
+      const size_t per = r.value("outputs_per_device", size_t{0});
+      for (size_t k = 0; per && k < out.outputs.size(); ++k) {
+        if (k % per == 0) out.device_outputs.emplace_back();
+        out.device_outputs.back().push_back(out.outputs[k]);
+      }
     }
     results.push_back(std::move(out));
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "parhelion/array.h"
+#include "parhelion/mesh.h"
 
 namespace parhelion::backend::pallas {
 
@@ -21,14 +22,20 @@ struct InterpretCase {
   std::vector<Array> inputs;
   std::vector<double> scalars;
   bool export_for_tpu = false;
+  // A kernel on a mesh (collectives.h): run on every device of it, device d's tensor arguments
+  // device_inputs[d] (inputs is then unused); a run that deadlocks ends after timeout_s.
+  std::vector<MeshAxis> mesh = {};
+  std::vector<std::vector<Array>> device_inputs = {};
+  int timeout_s = 600;
 };
 
 struct InterpretResult {
   bool ok = false;
-  std::string error;           // when !ok: the Python exception and a short trace
-  bool races = false;          // interpret mode detected a race
-  std::string export_status;   // "ok", the lowering error, or "" when not asked for
-  std::vector<Array> outputs;  // f32, in the kernel's output order
+  std::string error;                               // when !ok: the Python exception and a short trace
+  bool races = false;                              // interpret mode detected a race
+  std::string export_status;                       // "ok", the lowering error, or "" when not asked for
+  std::vector<Array> outputs;                      // f32, in the kernel's output order
+  std::vector<std::vector<Array>> device_outputs;  // on a mesh: device d's outputs (f32)
 };
 
 // The Python that runs them, or "" when there is none.

@@ -78,6 +78,10 @@ PallasBackend::PallasBackend(const TpuGeneration& generation) : generation_(gene
   // A launch's sole loop may also run on the grid: its trips as the last grid dim ("arbitrary"),
   // the state in VMEM scratch across them (plan.h, PallasLaunch::grid_loop).
   caps_.sole_inner_loop_strategies = {lower::Strategy::Pipeline, lower::Strategy::Resident, lower::Strategy::Grid};
+  // In a launch with collectives a loop runs at trace time (resident), each trip's copies,
+  // waits and signals in the order the kernel wrote them (plan.h, the collective launch).
+  caps_.collective_inner_loop_strategies = {lower::Strategy::Resident};
+  caps_.collectives = true;
   caps_.inner_loops_move_every_block = true;
   caps_.lowering_plans_staged_copies = false;
   caps_.runs_on_host = false;

@@ -7,7 +7,10 @@
 
 #include "backend/pallas/gather.h"
 #include "backend/pallas/tpu.h"
+#include "ir/collectives.h"
 #include "ir/printer.h"
+#include "ir/type_rules.h"
+#include "ir/views.h"
 #include "parhelion/error.h"
 #include "runtime/format_bytes.h"
 
@@ -36,6 +39,7 @@ std::string scalar_index_map(const BlockProgram& p, const ir::Op& launch, const 
 }
 
 bool writes_every_block(const BlockProgram& p, const PallasLaunch& pl, const PallasSlot& s) {
+  if (s.mode == PallasSlot::Hbm) return false;                // (accesses and copies write regions of it, in place)
   if (!s.written || s.mode == PallasSlot::Dma) return false;  // (a scatter writes the rows it names)
   if (s.whole_tensor) return true;
   const ir::Function& fn = *p.fn;
@@ -70,6 +74,8 @@ const char* mode_name(PallasSlot::Mode m) {
       return "dma";
     case PallasSlot::Smem:
       return "smem";
+    case PallasSlot::Hbm:
+      return "hbm";
   }
   return "?";
 }
@@ -140,7 +146,9 @@ class Planner {
     out_.grid = L_.grid;
     find_grid_loop();
     for (const lower::GridDim& g : out_.grid) out_.total_steps *= g.steps;
+    find_landing();
     visit(L_.op->body, nullptr);
+    plan_copy_sources();
     check_outputs();
     if (out_.grid_loop) plan_grid_loop();
     out_.row_stats = plan_row_stats(p_, *L_.op);
@@ -188,6 +196,124 @@ class Planner {
       }
       if (op.kind == OpKind::Load || op.kind == OpKind::Store) add(op, loop);
       if (op.kind == OpKind::Dot) check_dot(op);
+      if (op.kind == OpKind::CopyStart) add_copy(op);
+      if (op.kind == OpKind::CopyWait) {
+        // (a pallas_call's DMA semaphores are its own: a copy is waited for in the launch that
+        // starts it)
+        bool started = false;
+        ir::walk(L_.op->body, [&](const Op& o) { started |= o.kind == OpKind::CopyStart && o.channel == op.channel; });
+        if (!started) unsupported(op, "waiting for a copy started in another launch");
+      }
+      if (op.kind == OpKind::Barrier) {
+        auto& groups = out_.comm.barrier_groups;
+        if (std::find(groups.begin(), groups.end(), op.dims) == groups.end()) groups.push_back(op.dims);
+      }
+    }
+  }
+
+  // --- a launch with collectives (plan.h, LaunchCollectives) ---
+
+  // The tensors copies land in during this launch stay in HBM (a peer writes them there), each
+  // access a DMA through VMEM (add_hbm). A copy's destination is the tensor itself, not a view
+  // of it (whose BlockSpec would be another array than the one the peer writes).
+  void find_landing() {
+    out_.comm.any = ir::has_collectives(L_.op->body);
+    ir::walk(L_.op->body, [&](const Op& op) {
+      if (op.kind != OpKind::CopyStart) return;
+      if (fn_.tensors[op.tensor].origin == ir::TensorInfo::View)
+        unsupported(op, "a copy into a view (" + fn_.tensors[op.tensor].name + "): copy into the tensor it views");
+      out_.comm.landing.insert(op.tensor);
+    });
+  }
+
+  // A load or store of a landing tensor: one slot in HBM for the tensor, and a VMEM buffer of
+  // the access's region. The region must be whole blocks at offsets the emitter can name: a
+  // launch tile's block or a trace-time loop's trip (dividing its range), a slice, an integer.
+  void add_hbm(const Op& op) {
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    if (ir::is_atomic(op)) unsupported(op, "an atomic update of a tensor copies land in (" + t.name + ")");
+    check_whole_blocks(op);
+    int slot = -1;
+    for (size_t k = 0; k < out_.slots.size(); ++k)
+      if (out_.slots[k].tensor == op.tensor && out_.slots[k].mode == PallasSlot::Hbm) slot = static_cast<int>(k);
+    if (slot < 0) {
+      PallasSlot s;
+      s.tensor = op.tensor;
+      s.first = &op;
+      s.mode = PallasSlot::Hbm;
+      s.block = t.shape;  // (the whole tensor: accesses name their regions in it)
+      s.written = true;   // (copies land in it)
+      out_.slots.push_back(s);
+      slot = static_cast<int>(out_.slots.size()) - 1;
+    }
+    (op.kind == OpKind::Load ? out_.slots[slot].read : out_.slots[slot].written) = true;
+    out_.slot_of[&op] = slot;
+    ir::Type region;
+    ir::load_type(fn_, op.tensor, op.index, &region);
+    region.dtype = t.dtype;
+    const int64_t bytes = value_bytes(region);
+    out_.comm.hbm_of[&op] = static_cast<int>(out_.comm.hbm.size());
+    out_.comm.hbm.push_back({&op, bytes});
+    out_.comm.vmem_bytes += bytes;
+  }
+
+  // A region of a landing tensor (an access, or a copy's destination) is DMAed whole: its tiles
+  // must be a launch tile's or a trace-time loop's whose blocks divide their range.
+  void check_whole_blocks(const Op& op) {
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    const std::string what = op.kind == OpKind::CopyStart ? "a copy into " : "an access of ";
+    for (const ir::IndexItem& ix : op.index) {
+      if (ix.kind == ir::IndexItem::Gather)
+        unsupported(op, "a gather or scatter on a tensor copies land in (" + t.name + ")");
+      if (ix.kind != ir::IndexItem::Tile) continue;
+      const ir::TileInfo& ti = fn_.tiles[ix.tile];
+      if (ti.parent >= 0 || ti.is_jagged())
+        unsupported(op, what + t.name +
+                            " (copies land in it) through a tile over another tile's block, or a jagged "
+                            "tile");
+      if (!pallas_unit_tile(p_, ix.tile) && ti.extent() % std::min(p_.block_of_tile(ix.tile), ti.extent()) != 0)
+        unsupported(op, what + t.name + " (copies land in it) through a ragged last block of " +
+                            ir::tile_name(fn_, ix.tile) + " (" + std::to_string(ti.extent()) +
+                            " elements in blocks of " + std::to_string(p_.block_of_tile(ix.tile)) +
+                            "): it is DMAed in whole blocks; use a block size that divides it");
+    }
+  }
+
+  void add_copy(const Op& op) {
+    // (the destination's slot: the landing tensor in HBM, even when nothing else accesses it)
+    bool has_slot = false;
+    for (const PallasSlot& s : out_.slots) has_slot |= s.tensor == op.tensor && s.mode == PallasSlot::Hbm;
+    if (!has_slot) {
+      PallasSlot s;
+      s.tensor = op.tensor;
+      s.first = &op;
+      s.mode = PallasSlot::Hbm;
+      s.block = fn_.tensors[op.tensor].shape;
+      s.written = true;
+      out_.slots.push_back(s);
+    }
+    check_whole_blocks(op);
+    out_.comm.copy_of[&op] = static_cast<int>(out_.comm.copies.size());
+    out_.comm.copies.push_back({&op, nullptr, 0});
+  }
+
+  // Each copy's source: the block's unmasked load, copied from where it is (HBM, or its VMEM
+  // block), or else a staging buffer (plan.h, CopySource).
+  void plan_copy_sources() {
+    for (CopySource& c : out_.comm.copies) {
+      if (const Op* d = ir::copy_block_load(fn_, *c.op)) {
+        const PallasSlot::Mode m = out_.slots[out_.slot_of.at(d)].mode;
+        if (m != PallasSlot::Hbm && m != PallasSlot::Grid && m != PallasSlot::Resident)
+          unsupported(*c.op, std::string("a copy of a block loaded through ") + mode_name(m) +
+                                 " (a block loaded unmasked is sent in place: copy one loaded from a tensor in "
+                                 "HBM or VMEM)");
+        c.load = d;
+        continue;
+      }
+      ir::Type block = fn_.type_of(c.op->operands[0]);
+      block.dtype = fn_.tensors[c.op->tensor].dtype;  // (staged in the destination's dtype)
+      c.bytes = value_bytes(block);
+      out_.comm.vmem_bytes += c.bytes;
     }
   }
 
@@ -599,6 +725,11 @@ class Planner {
   }
 
   void add(const Op& op, const Op* loop) {
+    if (out_.comm.landing.count(ir::root_of(fn_, op.tensor))) {
+      if (fn_.tensors[op.tensor].origin == ir::TensorInfo::View)
+        unsupported(op, "a view of a tensor copies land in (" + fn_.tensors[op.tensor].name + ")");
+      return add_hbm(op);
+    }
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     // The slot belongs to the innermost open loop whose tile the access indexes (a load of
     // x[rows, ph::all] in a K loop nested in the jagged loop over rows is the jagged loop's);
@@ -903,6 +1034,12 @@ class Planner {
                                                : "grid dims " + names(rest) + " run in order (\"arbitrary\")") +
                                  "; each block is read-modify-written in VMEM");
     }
+    // A launch with collectives runs its steps in order on every backend (src/ir/collectives.h).
+    if (out_.comm.any && nd > 0) {
+      for (size_t g = 0; g < nd; ++g) out_.arbitrary[g] = true;
+      out_.order_notes.push_back("collectives: grid dims " + names(all) +
+                                 " run in order (\"arbitrary\"), as a launch with collectives does on every backend");
+    }
     // A loop on the grid carries its state in VMEM from trip to trip: its trips run in order.
     if (out_.grid_loop) {
       out_.arbitrary.back() = true;
@@ -1011,6 +1148,10 @@ class Planner {
       case OpKind::TileId:
         add_tile(d->tile);
         return nullptr;
+      case OpKind::DeviceIndex:  // (every coordinate along its axis: a key below 0, device_key)
+        if (std::find(tiles->begin(), tiles->end(), device_key(d->axis)) == tiles->end())
+          tiles->push_back(device_key(d->axis));
+        return nullptr;
       case OpKind::Cast:
         if (is_floating(fn_.type_of(d->operands[0]).dtype)) return d;
         return start_tiles(d->operands[0], tiles);
@@ -1049,6 +1190,8 @@ class Planner {
         return at.at(d->tile).off + at.at(d->tile).n;
       case OpKind::TileId:
         return at.at(d->tile).id;
+      case OpKind::DeviceIndex:
+        return at.at(device_key(d->axis)).off;
       case OpKind::Cast:
         return eval_start(d->operands[0], at);
       default:
@@ -1085,8 +1228,19 @@ class Planner {
 
   // A tile's offset, valid length and block number at each of its positions, as the emitter
   // forms them (grid steps, loop trips, the trips of a tile over its parent's block).
+  // A slice start computed from the device's coordinate along mesh axis `axis` is checked at each
+  // of its values, as a tile's offsets are: it takes the key -1 - axis among the tiles.
+  static int device_key(int axis) { return -1 - axis; }
+  std::string position_name(int key) const {
+    return key >= 0 ? ir::tile_name(fn_, key) : "ph::device_index(\"" + fn_.mesh[-1 - key].name + "\")";
+  }
+
   std::vector<TilePos> tile_positions(int tile, const std::map<int, TilePos>& at) {
     std::vector<TilePos> out;
+    if (tile < 0) {
+      for (int64_t k = 0; k < fn_.mesh[-1 - tile].size; ++k) out.push_back({k, 1, k});
+      return out;
+    }
     const ir::TileInfo& t = fn_.tiles[tile];
     for (const lower::GridDim& g : L_.grid)
       if (g.tile == tile) {
@@ -1112,9 +1266,10 @@ class Planner {
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     std::vector<int> tiles;
     if (const Op* bad = start_tiles(ix.value, &tiles))
-      unsupported(op, "a ph::slice whose start is computed with " + std::string(ir::op_name(*bad)) +
-                          " (pallas computes slice starts from tile offsets and ends, t.id(), constants and "
-                          "integer + - * // % min max; a start loaded from a tensor is not supported yet)");
+      unsupported(
+          op, "a ph::slice whose start is computed with " + std::string(ir::op_name(*bad)) +
+                  " (pallas computes slice starts from tile offsets and ends, t.id(), ph::device_index, constants and "
+                  "integer + - * // % min max; a start loaded from a tensor is not supported yet)");
     if (!def(ix.value)) unsupported(op, "a ph::slice whose start is defined outside the launch");
     std::set<int64_t> values;
     int64_t positions = 0, unaligned = -1;
@@ -1130,7 +1285,8 @@ class Planner {
         if (v < 0 || v + ix.length > t.shape[dim]) {
           std::string where;
           for (int u : tiles)
-            where += (where.empty() ? "" : ", ") + ir::tile_name(fn_, u) + " at offset " + std::to_string(at[u].off);
+            where += (where.empty() ? "" : ", ") + position_name(u) + " at " + (u >= 0 ? "offset " : "") +
+                     std::to_string(at[u].off);
           throw UserError(op.loc.str() +
                           ": the pallas backend checks a computed ph::slice start when it compiles (a "
                           "TPU kernel cannot report an error): " +
@@ -1358,8 +1514,9 @@ class Planner {
       detail += (detail.empty() ? "" : ", ") + what + " " + std::to_string(n) + " x " + format_bytes(bytes);
     };
     for (const PallasSlot& s : out_.slots) {
-      if (s.mode == PallasSlot::Dma || s.mode == PallasSlot::Smem) continue;  // in HBM, in SMEM
-      if (s.shares >= 0) continue;                                            // (another slot's copy)
+      if (s.mode == PallasSlot::Dma || s.mode == PallasSlot::Smem || s.mode == PallasSlot::Hbm)
+        continue;                   // in HBM, in SMEM (an Hbm slot's buffers are counted below)
+      if (s.shares >= 0) continue;  // (another slot's copy)
       std::string what =
           fn_.tensors[s.tensor].name + (s.mode == PallasSlot::Grid ? "" : std::string(" ") + mode_name(s.mode));
       // (outputs of a pipeline are double-buffered at most: see the pallas emitter)
@@ -1404,6 +1561,7 @@ class Planner {
     for (const DmaRows& g : out_.dma_rows) item(fn_.tensors[g.op->tensor].name + " dma rows", 1, g.buffer_bytes);
     if (vars) item("scratch", 1, vars);
     if (big1 + big2) item("intermediates", 1, big1 + big2);
+    if (out_.comm.vmem_bytes) item("landing and staging buffers", 1, out_.comm.vmem_bytes);
     out_.vmem_detail = detail;
   }
 

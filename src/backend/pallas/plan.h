@@ -14,6 +14,9 @@
 //     per-row DMAs copy the indexed rows into a VMEM buffer (a DmaRows).
 //   - a scalar read at indices computed in the kernel (offsets[g + 1], a jagged loop's bounds):
 //     the whole tensor in SMEM, read by the scalar core at those indices.
+//   - in a launch with collectives, a tensor copies land in (src/ir/collectives.h): the tensor
+//     stays in HBM (memory space ANY; a peer's copy writes it there), and each load or store of
+//     it is a DMA through a VMEM buffer of its own (an HbmAccess), waited for at once.
 //   - in a jagged loop (a range computed in the kernel): like `resident`, the whole dim the
 //     jagged tile indexes is in VMEM; each trip reads a block of the loop's block size at a
 //     start clamped inside it, whose rows from the trip's offset on are the trip's.
@@ -42,7 +45,7 @@ struct PallasSlot {
   std::vector<int> trip_tiles;
   // How the block reaches VMEM: a grid-level BlockSpec, an inner loop's strategy, or by the
   // row DMAs of a dma gather (the tensor stays in HBM; block_bytes is 0).
-  enum Mode { Grid, Resident, Pipeline, Dma, Smem } mode = Grid;
+  enum Mode { Grid, Resident, Pipeline, Dma, Smem, Hbm } mode = Grid;
   int buffers = 2;
   std::vector<int64_t> block;  // per tensor dim: block extent, or -1 for a squeezed dim
   int64_t block_bytes = 0;     // one buffer
@@ -84,6 +87,42 @@ struct DmaRows {
   int64_t buffer_bytes = 0;
 };
 
+// A load or store of a tensor left in HBM (mode Hbm): its region is DMAed into (or out of) a VMEM
+// buffer of the region's shape, in the tensor's storage dtype.
+struct HbmAccess {
+  const ir::Op* op = nullptr;
+  int64_t bytes = 0;  // the region (whole blocks: the plan refuses ragged ones)
+};
+
+// Where a copy (CopyStart) takes its block from. A block loaded unmasked from a tensor is copied
+// from that memory directly (the language lets a backend: the sender may not write the region
+// before its wait_send), from HBM for a tensor in HBM, from the VMEM block otherwise; any other
+// block is first stored into a VMEM staging buffer of its own (one per copy statement, so the
+// same statement must not start again before its previous copy's wait_send).
+struct CopySource {
+  const ir::Op* op = nullptr;
+  const ir::Op* load = nullptr;  // the block's load when copied directly, else nullptr (staged)
+  int64_t bytes = 0;             // the staging buffer (0 when direct)
+};
+
+// The communication of a launch with collectives: its grid runs in order, its inner loops at
+// trace time, and the pallas_call takes these scratch operands besides its blocks: one DMA
+// semaphore per copy channel for sends and one for receives (a remote copy increments the
+// receiver's; channels are the function's), one REGULAR semaphore per ph::semaphore and per
+// group of barrier axes, one DMA semaphore for its own HBM accesses, and the barrier semaphore
+// (collective_id) for the handshake that every device has entered the kernel before any copy
+// or signal reaches it.
+struct LaunchCollectives {
+  bool any = false;
+  std::set<int> landing;       // tensors (roots) copies land in during this launch
+  std::vector<HbmAccess> hbm;  // one VMEM buffer per access of a landing tensor
+  std::map<const ir::Op*, int> hbm_of;
+  std::vector<CopySource> copies;  // per CopyStart op
+  std::map<const ir::Op*, int> copy_of;
+  std::vector<std::vector<int64_t>> barrier_groups;  // the distinct axes sets of the barriers (mesh axis indices)
+  int64_t vmem_bytes = 0;
+};
+
 struct PallasLaunch {
   int index = 0;
   const lower::LaunchPlan* plan = nullptr;
@@ -120,6 +159,7 @@ struct PallasLaunch {
   // jax.lax.fori_loop over their whole trips rather than unrolled: those of more than
   // kMaxUnrolledTrips trips whose offsets may be dynamic (plan.cpp, plan_rolled_loops).
   std::set<int> rolled_loops;
+  LaunchCollectives comm;
 };
 
 // The longest trace-time loop emitted unrolled (a Python loop at trace time; each trip its own
@@ -146,7 +186,7 @@ std::string scalar_index_map(const lower::BlockProgram& p, const ir::Op& launch,
 // Throws UserError (naming the user's line) for what the pallas backend cannot express yet.
 std::vector<PallasLaunch> plan_pallas(const lower::BlockProgram& p);
 
-const char* mode_name(PallasSlot::Mode m);  // "grid", "resident", "pipeline", "dma", "smem"
+const char* mode_name(PallasSlot::Mode m);  // "grid", "resident", "pipeline", "dma", "smem", "hbm"
 
 // The launch tiles whose grid index an atomic update's block index depends on (a tile of its
 // subscript, the launch tile a ph::tile(outer) slices, a launch tile's t.id() as a scalar).
