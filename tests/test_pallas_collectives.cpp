@@ -336,7 +336,7 @@ TEST(PallasCollectives, ADeadlockedRunIsStoppedByTheTimeout) {
 // --- refusals ------------------------------------------------------------------------------------
 
 // Copies land in `buf` in blocks of the row tile: a block size that leaves a ragged last block
-// cannot be DMAed whole.
+// cannot be DMAed whole, so the pallas config space does not offer it.
 ph::Tensor ragged_landing(ph::Tensor x) {
   auto buf = ph::empty({x.size(0), x.size(1)});
   for (auto rows : ph::tile(x.size(0))) {
@@ -347,14 +347,33 @@ ph::Tensor ragged_landing(ph::Tensor x) {
   return buf;
 }
 
+// A copy into a view of a tensor: the peer's copy would land in another array than the tensor's.
+ph::Tensor copy_into_view(ph::Tensor x) {
+  auto buf = ph::empty({x.size(0), x.size(1)});
+  auto rows = buf.narrow(0, 0, x.size(0) / 2);
+  auto half = x.narrow(0, 0, x.size(0) / 2);
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    auto send = ph::remote_copy(rows, {ph::all, ph::all}, half[ph::all, ph::all], ph::ring_next("x"));
+    send.start();
+    send.wait();
+  }
+  return buf;
+}
+
 TEST(PallasCollectives, WhatTheBackendCannotExpressIsRefusedAtTheUsersLine) {
-  ph::Kernel<ph::Tensor(ph::Tensor)> k("ragged_landing", ragged_landing);
   const ph::Array x = ph::Array::random({20, 128}, ph::DType::f32, 1);
+  ph::Kernel<ph::Tensor(ph::Tensor)> ragged("ragged_landing", ragged_landing);
   const ph::Config cfg = ph::Config::from_json(R"({"block_sizes": [16]})");
-  const std::string e = user_error_of([&] { k.emit_pallas_on(ring(2), {x}, "v7x", &cfg); });
+  std::string e = user_error_of([&] { ragged.emit_pallas_on(ring(2), {x}, "v7x", &cfg); });
+  EXPECT_HAS(e, "block_sizes[0] = 16 is out of its domain {32} (the loop at ");
   EXPECT_HAS(e, "test_pallas_collectives.cpp:");
-  EXPECT_HAS(e, "through a ragged last block of");
-  EXPECT_HAS(e, "use a block size that divides it");
+  EXPECT_NO_THROW(ragged.emit_pallas_on(ring(2), {x}));  // (the default: one block of 20 rows)
+
+  ph::Kernel<ph::Tensor(ph::Tensor)> view("copy_into_view", copy_into_view);
+  e = user_error_of([&] { view.emit_pallas_on(ring(2), {x}); });
+  EXPECT_HAS(e, "test_pallas_collectives.cpp:");
+  EXPECT_HAS(e, "the pallas backend does not support a copy into a view");
 }
 
 }  // namespace

@@ -166,6 +166,9 @@ class KernelBase {
   // emit() for TPU generation `tpu` (v5e, v6e, v5p, v7x), as a Pallas module.
   PallasModule emit_pallas(const std::vector<Arg>& args, const std::string& tpu = "v7x",
                            const Config* config = nullptr);
+  // emit() for a kernel on `mesh` (args: one device's; an empty mesh: emit()).
+  EmittedKernel emit_on(const Mesh& mesh, const std::vector<Arg>& args, const std::string& target = "cpu",
+                        const Config* config = nullptr);
   // emit_pallas() for a kernel on `mesh` (args: one device's): the module's kernel function takes
   // every tensor argument stacked over the mesh's devices and runs under jax.shard_map
   // (docs/distributed.md).

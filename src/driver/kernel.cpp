@@ -229,11 +229,16 @@ PallasModule KernelBase::emit_pallas(const std::vector<Arg>& args, const std::st
   return PallasModule{e.source, e.config, e.config_spec, e.block_ir, e.footprint_bytes, tpu};
 }
 
+EmittedKernel KernelBase::emit_on(const Mesh& mesh, const std::vector<Arg>& args, const std::string& target,
+                                  const Config* config) {
+  if (mesh.empty()) return emit(args, target, config);
+  auto configured = driver::configure(*trace_on(mesh, args), backend::for_target(target));
+  return emitted(*configured, target, config);
+}
+
 PallasModule KernelBase::emit_pallas_on(const Mesh& mesh, const std::vector<Arg>& args, const std::string& tpu,
                                         const Config* config) {
-  const std::string target = "pallas:" + tpu;
-  auto configured = driver::configure(*trace_on(mesh, args), backend::for_target(target));
-  EmittedKernel e = emitted(*configured, target, config);
+  EmittedKernel e = emit_on(mesh, args, "pallas:" + tpu, config);
   return PallasModule{e.source, e.config, e.config_spec, e.block_ir, e.footprint_bytes, tpu};
 }
 

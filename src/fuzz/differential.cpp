@@ -108,16 +108,31 @@ struct Ready {
   std::vector<Arg> args;  // point into `inputs`
   std::shared_ptr<CompiledKernel::Impl> traced;
   std::vector<Array> want;
+  // On a mesh: every device's inputs (`inputs` are device 0's), and `want` every device's
+  // outputs in turn.
+  Mesh mesh;
+  std::vector<std::vector<Array>> device_inputs;
 };
 
 std::unique_ptr<Ready> make_ready(const Program& p, uint64_t seed, json& r) {
   auto k = std::make_unique<Ready>();
   k->kernel = make_kernel(p);
-  k->inputs = make_inputs(p, seed);
+  k->mesh = Mesh(p.mesh);
+  k->inputs = make_inputs(p, p.mesh.empty() ? seed : device_seed(seed, 0));
   k->args = make_args(p, k->inputs);
   try {
-    k->traced = k->kernel->trace(k->args);
-    k->want = k->kernel->interpret(k->args);
+    k->traced = k->kernel->trace_on(k->mesh, k->args);
+    if (p.mesh.empty()) {
+      k->want = k->kernel->interpret(k->args);
+    } else {
+      std::vector<std::vector<Arg>> args;
+      for (int64_t d = 0; d < k->mesh.devices(); ++d) {
+        k->device_inputs.push_back(make_inputs(p, device_seed(seed, d)));
+        args.push_back(make_args(p, k->device_inputs.back()));
+      }
+      for (std::vector<Array>& outs : k->kernel->interpret_on(k->mesh, args))
+        for (Array& o : outs) k->want.push_back(std::move(o));
+    }
   } catch (const UserError& e) {
     add_finding(r, "rejected", "", e.what());
     return nullptr;
@@ -460,6 +475,9 @@ struct ModulePending {
   std::string name, source;
   std::vector<Array> inputs;
   std::vector<double> scalars;
+  // On a mesh: every device's inputs (`want`: every device's outputs in turn).
+  std::vector<MeshAxis> mesh = {};
+  std::vector<std::vector<Array>> device_inputs = {};
 };
 
 // In the child: the interpreter's outputs, and the module of the target's default config and
@@ -493,7 +511,8 @@ json prepare_module_here(const Program& p, uint64_t seed, const std::string& tar
   // cannot express yet: that counts as unsupported, like a refused module.
   std::shared_ptr<CompiledKernel::Impl> configured;
   try {
-    configured = kernel->trace(args, target);
+    configured =
+        p.mesh.empty() ? kernel->trace(args, target) : driver::configure(*ready->traced, backend::for_target(target));
   } catch (const UserError& e) {
     refused(e);
     return r;
@@ -510,7 +529,7 @@ json prepare_module_here(const Program& p, uint64_t seed, const std::string& tar
   }
   for (const Config* c : {static_cast<const Config*>(nullptr), static_cast<const Config*>(&random)}) {
     try {
-      EmittedKernel m = kernel->emit(args, target, c);
+      EmittedKernel m = kernel->emit_on(ready->mesh, args, target, c);
       r["modules"].push_back({{"source", m.source}, {"config", m.config.to_json()}});
     } catch (const UserError& e) {
       refused(e);
@@ -530,11 +549,15 @@ using ModuleRunner = std::function<std::vector<ModuleRun>(const std::vector<Modu
 
 std::vector<ModuleRun> run_pallas(const std::vector<ModulePending>& pending) {
   std::vector<backend::pallas::InterpretCase> cases;
-  for (const ModulePending& m : pending)
+  for (const ModulePending& m : pending) {
     cases.push_back({m.name, m.source, m.program.name, m.inputs, m.scalars, false});
+    cases.back().mesh = m.mesh;
+    cases.back().device_inputs = m.device_inputs;
+    cases.back().timeout_s = m.mesh.empty() ? 600 : 120;  // (a deadlock)
+  }
   std::vector<ModuleRun> out;
   for (auto& r : backend::pallas::run_in_interpret_mode(cases))
-    out.push_back({r.ok, r.error, r.races, std::move(r.outputs)});
+    out.push_back({r.ok, r.error, r.races, std::move(r.outputs)});  // (on a mesh: every device's in turn)
   return out;
 }
 
@@ -570,12 +593,6 @@ class ModuleSampler {
 
   void prepare(const Program& p, uint64_t seed, FuzzReport& report,
                const std::function<void(const std::string&)>& log) {
-    if (!p.mesh.empty()) {  // (no Python backend generates kernels on a mesh yet: docs/distributed.md)
-      BackendCounts& counts = report.by_backend[backend_];
-      ++counts.unsupported;
-      ++counts.refusals["does not support a kernel on a mesh (collectives) yet"];
-      return;
-    }
     // Emitted in a child, like the cpu runs: a crash there is a finding.
     json r = in_child([&] { return prepare_module_here(p, seed, target_); }, 120);
     BackendCounts& counts = report.by_backend[backend_];
@@ -597,9 +614,12 @@ class ModuleSampler {
     }
     std::vector<double> scalars;
     if (p.has_scalar) scalars.push_back(p.scalar_value);
+    std::vector<std::vector<Array>> device_inputs;
+    for (int64_t d = 0; !p.mesh.empty() && d < Mesh(p.mesh).devices(); ++d)
+      device_inputs.push_back(make_inputs(p, device_seed(seed, d)));
     for (const json& m : r["modules"])
       pending_.push_back({p, seed, m["config"], want, tolerance_of(p), p.family + " seed " + std::to_string(seed),
-                          m["source"], inputs, scalars});
+                          m["source"], inputs, scalars, p.mesh, device_inputs});
     if (pending_.size() >= 16) flush(report, log);
   }
 

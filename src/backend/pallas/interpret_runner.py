@@ -73,7 +73,7 @@ def run_on_mesh(case, mod):
     per_device = [[load_array(s) for s in d] for d in case["device_inputs"]]
     args = [jnp.stack([d[i] for d in per_device]) for i in range(len(per_device[0]))] if per_device[0] else []
     scal = list(case["scalars"])
-    params = pltpu.InterpretParams(detect_races=True, uninitialized_memory="nan")
+    params = pltpu.InterpretParams(detect_races=True, uninitialized_memory="nan", buffer_bounds="padded")
     outs = fn(*args, *scal, interpret=params)
     outs = outs if isinstance(outs, (tuple, list)) else (outs,)
     n = len(per_device)

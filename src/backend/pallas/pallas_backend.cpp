@@ -92,9 +92,27 @@ std::vector<std::string> PallasBackend::gather_strategies(const ir::Function& fn
   return pallas::gather_strategies(fn, load, machine_.fast_memory_bytes);
 }
 
-// A block size is legal when every block it shapes is (see tpu_block_legal).
+// A block size is legal when every block it shapes is (see tpu_block_legal), and divides the
+// range of each tile that indexes a tensor copies land in (plan.h: its regions are DMAed whole).
 bool PallasBackend::block_size_legal(const ir::Function& fn, int block_id, int64_t block) const {
   bool ok = true;
+  for (const Op& launch : fn.body) {
+    if (launch.kind != OpKind::Launch) continue;
+    std::set<int> landing;
+    ir::walk(launch.body, [&](const Op& op) {
+      if (op.kind == OpKind::CopyStart) landing.insert(op.tensor);
+    });
+    ir::walk(launch.body, [&](const Op& op) {
+      const bool lands = op.kind == OpKind::CopyStart ||
+                         ((op.kind == OpKind::Load || op.kind == OpKind::Store) && landing.count(op.tensor));
+      if (!lands) return;
+      for (const ir::IndexItem& ix : op.index) {
+        if (ix.kind != ir::IndexItem::Tile || fn.tiles[ix.tile].block != block_id) continue;
+        const int64_t extent = fn.tiles[ix.tile].extent();
+        if (block > 1 && extent % std::min(block, extent) != 0) ok = false;
+      }
+    });
+  }
   ir::walk(fn.body, [&](const Op& op) {
     if (op.kind != OpKind::Load && op.kind != OpKind::Store) return;
     const ir::TensorInfo& t = fn.tensors[op.tensor];
