@@ -261,6 +261,39 @@ namespace {
 
 // The suite's failure paths (its baselines need the bench venv, which `make test` does not
 // create): a missing interpreter and a malformed suite file are said, not crashed on.
+// Kernels on a mesh: the pallas module under shard_map, the cpu backend's code, the TPU model's
+// exposed communication, and what --mesh refuses.
+TEST(Cli, EmitOnAMesh) {
+  Result code = cli("emit all_gather --mesh x=4 --target pallas --shape 8,128");
+  ASSERT_EQ(code.status, 0) << code.out;
+  EXPECT_HAS(code, "def all_gather(arg0, *, interpret=False, mesh=None):");
+  EXPECT_HAS(code, "pltpu.make_async_remote_copy(");
+  EXPECT_HAS(code, "jax.shard_map(");
+  Result cpu = cli("emit all_reduce_ring --mesh x=4 --shape 16,128");
+  ASSERT_EQ(cpu.status, 0) << cpu.out;
+  EXPECT_HAS(cpu, "mesh_tensor(");
+  Result p =
+      cli("emit all_gather_matmul --mesh x=4 --target pallas --tpu v5e --shape 128,1024,8192 --dtype bf16 "
+          "--predict --json");
+  ASSERT_EQ(p.status, 0) << p.out;
+  auto j = nlohmann::json::parse(p.out);
+  EXPECT_EQ(j["mesh"], "x=4");
+  EXPECT_GT(j["comm_ms"].get<double>(), j["exposed_comm_ms"].get<double>());
+  Result text = cli("emit all_gather --mesh x=8 --target pallas --predict");
+  EXPECT_HAS(text, "of copies and synchronization over the inter-chip links");
+  EXPECT_HAS(text, "ICI-bound");
+  Result bad = cli("emit softmax --mesh x=4 --target pallas");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_HAS(bad, "'softmax' is not a kernel that runs on a mesh; those are: all_gather, ");
+  Result axis = cli("emit all_gather --mesh y=4 --target pallas");
+  EXPECT_NE(axis.status, 0);
+  EXPECT_HAS(axis, "collectives.cpp:");  // (the library's line that names axis x)
+  Result form = cli("emit all_gather --mesh x4");
+  EXPECT_HAS(form, "--mesh: 'x4' is not NAME=SIZE");
+  Result rows = cli("emit all_reduce_ring --mesh x=3 --shape 16,128");
+  EXPECT_HAS(rows, "M = 16 must be a multiple of the 3 devices");
+}
+
 TEST(Cli, SuiteSaysWhatIsMissing) {
   setenv("PARHELION_BENCH_PYTHON", "/nonexistent/python", 1);
   Result missing = cli("bench --suite softmax");

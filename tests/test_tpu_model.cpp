@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "kernels/mesh_registry.h"
 #include "kernels/registry.h"
 #include "tools/tpu_table.h"
 #include "tpu_model/hardware.h"
@@ -198,6 +199,47 @@ TEST(TpuModel, PredictionJsonAndErrors) {
   EXPECT_THROW(ph::predict_tpu(*e.kernel, in.args(), "v9"), ph::UserError);
   ph::Config bad = ph::Config::from_json(R"({"block_sizes":[24],"loop_orders":[],"num_threads":1})");
   EXPECT_THROW(ph::predict_tpu(*e.kernel, in.args(), "v6e", &bad), ph::UserError);
+}
+
+// --- kernels on a mesh (docs/distributed.md) -----------------------------------------------------
+
+ph::TpuPrediction on_ring(const std::string& kernel, const ph::Shape& shape, int64_t devices, const std::string& tpu) {
+  const ph::kernels::MeshKernelEntry* e = ph::kernels::find_mesh_kernel(kernel);
+  const ph::kernels::Inputs in = e->make_inputs(shape, ph::DType::bf16, devices);
+  return ph::predict_tpu_on(*e->kernel, ph::Mesh{{"x", devices}}, in.args(), tpu);
+}
+
+// A ring all-gather's n - 1 copies cross one inter-chip link each, at one direction's published
+// share of the chip's ICI bandwidth, and nothing hides them; fused with a matmul large enough,
+// each step's product hides the next shard's copy.
+TEST(TpuModel, CopiesOnAMeshCostTheirLinkTimeAndComputeHidesThem) {
+  const auto& v5e = ph::tpu_model::tpu_hardware("v5e");
+  EXPECT_EQ(v5e.ici_links, 4);
+  EXPECT_NEAR(v5e.ici_link_bytes_per_s, 400e9 / 8, 1e6);  // 400 GB/s both ways over 4 links
+  EXPECT_NEAR(ph::tpu_model::tpu_hardware("v5p").ici_link_bytes_per_s, 1200e9 / 12, 1e6);
+  bool sourced = false;
+  for (const std::string& s : v5e.sources) sourced |= s.find("ICI 400 GB/s per chip") != std::string::npos;
+  EXPECT_TRUE(sourced);
+
+  const double shard = 128.0 * 1024 * 2;  // one device's [128, 1024] bf16
+  const ph::TpuPrediction gather = on_ring("all_gather", {128, 1024}, 4, "v5e");
+  EXPECT_GE(gather.comm_s, 3 * shard / v5e.ici_link_bytes_per_s);
+  EXPECT_GE(gather.exposed_comm_s, 0.9 * gather.comm_s);  // nothing to hide behind
+  EXPECT_EQ(gather.bound, "ICI");
+  EXPECT_GE(gather.seconds, gather.exposed_comm_s);
+  // Twice the rows: the wire time of the 3 copies doubles (their latencies do not).
+  const ph::TpuPrediction twice = on_ring("all_gather", {256, 1024}, 4, "v5e");
+  EXPECT_NEAR(twice.comm_s - gather.comm_s, 3 * shard / v5e.ici_link_bytes_per_s, 1e-9);
+  // v6e's links are twice as fast.
+  EXPECT_LT(on_ring("all_gather", {256, 1024}, 4, "v6e").comm_s, twice.comm_s);
+
+  const ph::TpuPrediction fused = on_ring("all_gather_matmul", {128, 1024, 8192}, 4, "v5e");
+  EXPECT_NEAR(fused.comm_s, gather.comm_s, gather.comm_s * 0.01);  // the same copies
+  EXPECT_LT(fused.exposed_comm_s, 0.2 * fused.comm_s) << "each step's product hides the next copy";
+  EXPECT_GT(fused.flops, 0);
+  const nlohmann::json j = nlohmann::json::parse(fused.to_json());
+  EXPECT_NEAR(j.at("exposed_comm_ms").get<double>(), fused.exposed_comm_s * 1e3, 1e-9);
+  EXPECT_NEAR(j.at("comm_ms").get<double>(), fused.comm_s * 1e3, 1e-9);
 }
 
 }  // namespace

@@ -17,6 +17,11 @@ const char* const kUsage = R"(usage:
   parhelion emit KERNEL --target pallas [--tpu v5e|v6e|v5p|v7x] --shape ... [--dtype ...] [--config JSON]
                  [--stage spec|block|code] [-o FILE]     a JAX Pallas TPU module (see docs/pallas.md)
   parhelion emit KERNEL --target pallas --tpu v7x --shape ... --predict [--json]   modelled TPU time
+  parhelion emit KERNEL --mesh x=4 [--target cpu|pallas] [--tpu v7x] --shape ... [--dtype ...] [--config JSON]
+                 [--stage spec|block|code] [--predict [--json]] [-o FILE]
+                 a kernel that runs on a mesh (all_gather, all_reduce, all_reduce_ring, all_gather_matmul,
+                 matmul_reduce_scatter, all_reduce_bias_rms_norm); --predict: one device's modelled TPU time
+                 and its exposed communication (docs/distributed.md)
   parhelion emit KERNEL --target triton [--gpu h100|h200|b200] --shape ... [--dtype ...] [--config JSON]
                  [--stage spec|block|code] [-o FILE]     a Triton module for an NVIDIA GPU (see docs/triton.md)
   parhelion tune KERNEL --target pallas --tpu v7x --shape ... --model [--json]     tune against the model
@@ -48,11 +53,11 @@ const char* const kUsage = R"(usage:
 namespace {
 
 const std::set<std::string> kSwitches = {"quick", "tuned", "predict", "model", "suite", "tpu-table", "no-minimize"};
-const std::set<std::string> kValued = {"shape",   "dtype",        "config",       "seed",        "stage",
-                                       "reps",    "tune",         "effort",       "budget",      "threads",
-                                       "target",  "tpu",          "gpu",          "output",      "png",
-                                       "rounds",  "suite-file",   "seconds",      "programs",    "family",
-                                       "configs", "pallas-every", "triton-every", "fast-memory", "config-table"};
+const std::set<std::string> kValued = {
+    "shape",        "dtype",        "config",      "seed",         "stage",    "reps",   "tune",
+    "effort",       "budget",       "threads",     "target",       "tpu",      "gpu",    "output",
+    "png",          "rounds",       "suite-file",  "seconds",      "programs", "family", "configs",
+    "pallas-every", "triton-every", "fast-memory", "config-table", "mesh"};
 
 std::string flag_name(const std::string& key) { return key == "output" ? "-o" : "--" + key; }
 
@@ -142,7 +147,8 @@ void check_flags_apply(const Options& o) {
   static const std::map<std::string, std::set<std::string>> takes = {
       {"list", {}},
       {"run", {"shape", "dtype", "config", "seed", "reps", "tune", "budget", "threads", "target", "config-table"}},
-      {"emit", {"shape", "dtype", "config", "stage", "target", "tpu", "gpu", "output", "predict", "config-table"}},
+      {"emit",
+       {"shape", "dtype", "config", "stage", "target", "tpu", "gpu", "output", "predict", "config-table", "mesh"}},
       {"tune", {"shape", "shapes", "dtype", "effort", "budget", "seed", "target", "tpu", "model", "output"}},
       {"bench", {"threads", "quick", "tuned", "suite", "tpu-table", "png", "rounds", "budget", "suite-file"}},
       {"fuzz", {"seconds", "programs", "seed", "family", "configs", "pallas-every", "triton-every", "no-minimize"}},
@@ -212,6 +218,21 @@ void check_flags_apply(const Options& o) {
       if (o.has(flag) && suite) refuse(flag, "does not apply to --suite (the suite tunes every case itself)");
     if (suite && o.extra.size() > 1) throw UserError("bench --suite takes at most one KERNEL");
   }
+}
+
+Mesh parse_mesh(const std::string& text) {
+  std::vector<MeshAxis> axes;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw UserError("--mesh: '" + item + "' is not NAME=SIZE (expected e.g. --mesh x=4 or --mesh x=2,y=4)");
+    axes.push_back(
+        {item.substr(0, eq), parse_integer(item.substr(eq + 1), "--mesh " + item.substr(0, eq), 1, 1 << 16)});
+  }
+  if (axes.empty()) throw UserError("--mesh is empty (expected e.g. --mesh x=4)");
+  return Mesh(axes);
 }
 
 Shape parse_shape(const std::string& text) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "parhelion/array.h"
+#include "parhelion/mesh.h"
 
 namespace parhelion::tools {
 
@@ -42,6 +43,8 @@ void check_flags_apply(const Options& o);
 
 // --shape D0,D1,...: positive dimensions.
 Shape parse_shape(const std::string& text);
+// "x=4" or "x=2,y=4" (throws UserError naming what is wrong).
+Mesh parse_mesh(const std::string& text);
 
 // The most threads a flag may ask for: more than any host has, so a larger number is a typo.
 constexpr int64_t kMaxThreadsFlag = 4096;

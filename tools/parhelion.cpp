@@ -23,6 +23,7 @@
 #include "bench/baselines.h"
 #include "driver/compiled_kernel_impl.h"
 #include "interp/interpreter.h"
+#include "kernels/mesh_registry.h"
 #include "kernels/registry.h"
 #include "parhelion/tpu.h"
 #include "runtime/format_bytes.h"
@@ -122,6 +123,11 @@ void print_prediction(const ph::TpuPrediction& t) {
       "per call    %.4f ms timed from a host: + %.3f ms of dispatch and sync (a framework's; the torch_tpu "
       "figure)\n",
       t.call_seconds() * 1e3, t.dispatch_s * 1e3);
+  if (t.comm_s > 0)
+    std::printf(
+        "ICI         %.4f ms of copies and synchronization over the inter-chip links, %.4f ms of it exposed "
+        "(stalls no compute hides; in the device time)\n",
+        t.comm_s * 1e3, t.exposed_comm_s * 1e3);
   std::printf("basis       %s\n", t.basis.c_str());
   std::printf("strategy    %s; VMEM %s of %s\n", t.strategy.c_str(), ph::format_bytes(t.vmem_bytes).c_str(),
               ph::format_bytes(t.vmem_capacity).c_str());
@@ -371,7 +377,73 @@ int cmd_emit_triton(const Options& o, const Prepared& p, const std::string& stag
   return 0;
 }
 
+// emit --mesh: a library kernel that runs on a mesh (kernels/mesh_registry.h), one device's
+// arguments at --shape; the code of the target, or with --predict the TPU model's time.
+int cmd_emit_on_mesh(const Options& o) {
+  const ph::kernels::MeshKernelEntry* e = ph::kernels::find_mesh_kernel(o.kernel);
+  if (!e) {
+    std::string names;
+    for (const auto& m : ph::kernels::mesh_registry()) names += (names.empty() ? "" : ", ") + m.name;
+    throw ph::UserError("--mesh: '" + o.kernel + "' is not a kernel that runs on a mesh; those are: " + names);
+  }
+  const ph::Mesh mesh = ph::tools::parse_mesh(o.flags.at("mesh"));
+  const ph::Shape shape = o.flags.count("shape") ? ph::tools::parse_shape(o.flags.at("shape")) : e->default_shape;
+  ph::DType dtype = ph::DType::f32;
+  if (auto d = o.flags.find("dtype"); d != o.flags.end()) {
+    auto dt = ph::parse_dtype(d->second);
+    if (!dt || (*dt != ph::DType::f32 && *dt != ph::DType::bf16))
+      throw ph::UserError("--dtype " + d->second + " is not supported by " + e->name + " (supported: f32, bf16)");
+    dtype = *dt;
+  }
+  const ph::kernels::Inputs in = e->make_inputs(shape, dtype, mesh.devices());
+  std::unique_ptr<ph::Config> config;
+  if (auto c = o.flags.find("config"); c != o.flags.end())
+    config = std::make_unique<ph::Config>(ph::Config::from_json(c->second));
+  const std::string target = o.flags.count("target") ? o.flags.at("target") : "cpu";
+  const std::string tpu = o.flags.count("tpu") ? o.flags.at("tpu") : "v7x";
+  const std::string what = e->name + " " + ph::shape_to_string(shape) + " " + std::string(ph::dtype_name(dtype)) +
+                           " on the mesh " + mesh.to_string();
+  if (o.flags.count("predict")) {
+    if (target != "pallas") throw ph::UserError("--predict needs --target pallas (it models a TPU)");
+    const ph::TpuPrediction t = ph::predict_tpu_on(*e->kernel, mesh, in.args(), tpu, config.get());
+    if (o.json) {
+      json j = json::parse(t.to_json());
+      j["kernel"] = e->name;
+      j["shape"] = shape;
+      j["dtype"] = ph::dtype_name(dtype);
+      j["tpu"] = tpu;
+      j["mesh"] = mesh.to_string();
+      std::cout << j.dump() << "\n";
+    } else {
+      std::printf("kernel      %s, on TPU %s (timing model, one device)\n", what.c_str(), tpu.c_str());
+      print_prediction(t);
+    }
+    return t.fits ? 0 : 1;
+  }
+  if (target != "cpu" && target != "pallas")
+    throw ph::UserError("--mesh: --target must be cpu or pallas (the backends that generate collectives); got '" +
+                        target + "'");
+  const ph::EmittedKernel m =
+      e->kernel->emit_on(mesh, in.args(), target == "pallas" ? "pallas:" + tpu : "cpu", config.get());
+  const std::string stage = o.flags.count("stage") ? o.flags.at("stage") : "code";
+  if (stage == "spec") {
+    std::cout << m.config_spec << "default: " << m.config.to_json() << "\n";
+  } else if (stage == "block") {
+    std::cout << m.block_ir;
+  } else if (stage != "code") {
+    throw ph::UserError("--stage with --mesh must be spec, block or code; got '" + stage + "'");
+  } else if (auto f = o.flags.find("output"); f != o.flags.end()) {
+    std::ofstream out(f->second);
+    if (!(out << m.source)) throw ph::UserError("cannot write " + f->second);
+    std::cerr << "wrote " << f->second << ": " << what << ", config " << m.config.to_json() << "\n";
+  } else {
+    std::cout << m.source;
+  }
+  return 0;
+}
+
 int cmd_emit(const Options& o) {
+  if (o.flags.count("mesh")) return cmd_emit_on_mesh(o);
   Prepared p = prepare(o);
   std::string stage = o.flags.count("stage") ? o.flags.at("stage") : "code";
   std::string target = o.flags.count("target") ? o.flags.at("target") : "cpu";

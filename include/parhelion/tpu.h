@@ -25,6 +25,9 @@ struct TpuPrediction {
                          // ("gathers:dma"), or "none"
   int64_t vmem_bytes = 0, vmem_capacity = 0;
   double compute_s = 0, dma_s = 0, overhead_s = 0;  // summed over steps, before overlap
+  // On a mesh (docs/distributed.md): the ICI time of one device's copies, barriers and signals,
+  // and the part of it that no compute hides (the time its waits stall: in `seconds`).
+  double comm_s = 0, exposed_comm_s = 0;
   // `seconds` is device time. A call from a framework adds its host's dispatch and sync, which
   // the model takes from a published figure (the hardware table's dispatch_s): `call_seconds`.
   double dispatch_s = 0;
@@ -37,6 +40,10 @@ struct TpuPrediction {
 // shapes on TPU `tpu` (v5e, v6e, v5p, v7x). Throws UserError for an invalid config.
 TpuPrediction predict_tpu(KernelBase& kernel, const std::vector<Arg>& args, const std::string& tpu,
                           const Config* config = nullptr);
+// predict_tpu() for a kernel on `mesh` (args: one device's; docs/distributed.md): one device's
+// time, its copies over the inter-chip links (comm_s), and what no compute hides (exposed_comm_s).
+TpuPrediction predict_tpu_on(KernelBase& kernel, const Mesh& mesh, const std::vector<Arg>& args, const std::string& tpu,
+                             const Config* config = nullptr);
 
 struct TpuTuneReport {
   std::string kernel, tpu;

@@ -130,6 +130,17 @@ class KernelAPI:
         d["config"] = json.loads(d["config"])
         return Emitted(**d)
 
+    def emit_on(self, mesh: Any, *args: Any, target: str = "cpu", tpu: str | None = None, config: Any = None,
+                **kwargs: Any) -> Emitted:
+        """emit() for a kernel on `mesh` ({"x": 4}, or (name, size) pairs) at one device's arguments:
+        for pallas, a module whose kernel function takes every tensor stacked over the devices
+        and runs under jax.shard_map (docs/distributed.md)."""
+        values = self._values(args, kwargs)
+        axes = list(mesh.items()) if isinstance(mesh, dict) else [tuple(a) for a in mesh]
+        d = self._core_for(values).emit_on(axes, values, _target(target, tpu, None), _config_json(config), self._names)
+        d["config"] = json.loads(d["config"])
+        return Emitted(**d)
+
     def ir(self, *args: Any, **kwargs: Any) -> str:
         """The traced Tile IR for these arguments' signature."""
         values = self._values(args, kwargs)

@@ -228,6 +228,16 @@ void bind_kernels(nb::module_& m) {
           nb::arg("args"), nb::arg("target") = "cpu", nb::arg("config") = "",
           nb::arg("names") = std::vector<std::string>{})
       .def(
+          "emit_on",
+          [](KernelBase& k, const std::vector<std::pair<std::string, int64_t>>& axes, const nb::sequence& args,
+             const std::string& target, const std::string& config, const std::vector<std::string>& names) {
+            CallArgs c = convert_args(k, args, names);
+            std::unique_ptr<Config> cfg = parse_config(config);
+            return emitted(k.emit_on(mesh_of(axes), c.args, target, cfg.get()));
+          },
+          nb::arg("axes"), nb::arg("args"), nb::arg("target") = "cpu", nb::arg("config") = "",
+          nb::arg("names") = std::vector<std::string>{})
+      .def(
           "compile",
           [](KernelBase& k, const nb::sequence& args, const std::string& config,
              const std::vector<std::string>& names) {

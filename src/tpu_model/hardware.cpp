@@ -16,12 +16,20 @@ constexpr double kDmaLatency = 0.5e-6;     // calibrated: v5e matmul at 128^3 bl
 constexpr double kDmaHalf = 96.0 * 1024;   // calibrated: v5e matmul at 128^3 blocks
 constexpr double kDmaPeak = 0.92;          // Ironwood HBM microbenchmark: large copies near peak
 constexpr double kF32Ratio = 1.0 / 3;      // f32 matmul as 3 bf16 passes (XLA precision HIGH)
+// No public figure for a remote DMA's latency over one ICI hop: an assumption of the order of a
+// local DMA's fixed cost plus a hop, to be replaced by a measurement.
+constexpr double kIciLatency = 2e-6;
 // pytorch/helion benchmarks/run_tpu.py: "~180 us torch_tpu sync overhead floor" per timed call
 // (each sample: synchronize, call, synchronize; the median).
 constexpr double kDispatch = 180e-6;
 
-TpuHardware make(const std::string& name, double bf16, double hbm, int mxu, std::vector<std::string> sources) {
+// `ici_bidi`: the chip's published ICI bandwidth, both directions of all its links together.
+TpuHardware make(const std::string& name, double bf16, double hbm, int mxu, int links, double ici_bidi,
+                 std::vector<std::string> sources) {
   TpuHardware h;
+  h.ici_links = links;
+  h.ici_link_bytes_per_s = ici_bidi / (2.0 * links);
+  h.ici_latency_s = kIciLatency;
   h.name = name;
   h.bf16_flops = bf16;
   h.f32_matmul_ratio = kF32Ratio;
@@ -58,6 +66,11 @@ TpuHardware make(const std::string& name, double bf16, double hbm, int mxu, std:
   sources.push_back("f32 matmul at 1/3 of bf16: three bf16 passes (XLA precision HIGH)");
   sources.push_back("dispatch 180 us per call: the torch_tpu sync floor in pytorch/helion benchmarks/run_tpu.py");
   sources.push_back("DMA size curve, latency, emit_pipeline trip cost: calibrated (tests/test_tpu_model.cpp)");
+  sources.push_back("ICI " + std::to_string(std::lround(ici_bidi / 1e9)) + " GB/s per chip, both directions of " +
+                    std::to_string(links) + " links (" + (links == 6 ? "3-D" : "2-D") +
+                    " torus): cloud.google.com/tpu/docs; " + std::to_string(std::lround(h.ici_link_bytes_per_s / 1e9)) +
+                    " GB/s one way per link; the 2 us latency of a remote copy or signal is an assumption "
+                    "(no public figure)");
   h.sources = std::move(sources);
   return h;
 }
@@ -82,14 +95,14 @@ TpuHardware with_sustained_mxu(TpuHardware h, double fraction) {
 
 const std::vector<TpuHardware>& tpu_hardware() {
   static const std::vector<TpuHardware> all = {
-      make("v5e", 197e12, 819e9, 128,
+      make("v5e", 197e12, 819e9, 128, 4, 400e9,
            {"197 TFLOP/s bf16, 819 GB/s HBM, 4 MXUs of 128x128, 1 TensorCore: cloud.google.com/tpu/docs/v5e"}),
-      make("v6e", 918e12, 1640e9, 256,
+      make("v6e", 918e12, 1640e9, 256, 4, 800e9,
            {"918 TFLOP/s bf16, 1640 GB/s HBM, 256x256 MXUs, 1 TensorCore: cloud.google.com/tpu/docs/v6e"}),
-      make("v5p", 459e12 / 2, 2765e9 / 2, 128,
+      make("v5p", 459e12 / 2, 2765e9 / 2, 128, 6, 1200e9,
            {"459 TFLOP/s bf16 and 2765 GB/s per chip over 2 megacore TensorCores: cloud.google.com/tpu/docs/v5p"}),
       with_sustained_mxu(
-          make("v7x", 2307e12 / 2, 7380e9 / 2, 256,
+          make("v7x", 2307e12 / 2, 7380e9 / 2, 256, 6, 1200e9,
                {"2307 TFLOP/s bf16 and 7.38 TB/s per chip over 2 TensorCores (one device each), 256x256 MXUs: "
                 "cloud.google.com/tpu/docs/tpu7x; jax tpu_info 1.155e15 per core"}),
           kV7xMxuSustained),

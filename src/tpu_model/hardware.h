@@ -33,6 +33,12 @@ struct TpuHardware {
   // A host call's dispatch and synchronization through the framework (not the chip's: the
   // stack's), added to device time where a call is timed from the host as users time it.
   double dispatch_s = 0;
+  // Inter-chip links (ICI), for kernels on a mesh: a remote copy to a neighbour crosses one link,
+  // at one direction's bandwidth, after `ici_latency_s` (DMA issue and one hop); a signal or a
+  // barrier's round takes that latency.
+  int ici_links = 0;                // per chip (a 2-D torus has 4, a 3-D torus 6)
+  double ici_link_bytes_per_s = 0;  // one direction of one link
+  double ici_latency_s = 0;
   std::vector<std::string> sources;
 
   // The bf16 rate long matmuls reach.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -61,7 +62,10 @@ class LaunchModel {
       }
     }
     account_region(step_ops, step_);
-    simulate(r);
+    if (pl_.comm.any)
+      timeline(r);
+    else
+      simulate(r);
     return r;
   }
 
@@ -497,6 +501,216 @@ class LaunchModel {
     r.overhead_s = steps * hw_.grid_step_s + overhead_inner * steps;
   }
 
+  // --- a launch with collectives (docs/distributed.md) ---
+  // One device's timeline through the launch body, op by op in program order: its grid steps in
+  // order and its loops' trips (trace-time loops: every trip's copies and waits are its own),
+  // ph::when regions whose condition the model can evaluate (tile offsets, constants, device 0's
+  // coordinates) taken or skipped by it, the others taken.
+  //   - compute accumulates as regions do (Work: the busiest unit) until the next communication;
+  //   - a landing tensor's access is a DMA waited for at once;
+  //   - a copy leaves on one ICI link (the device's copies queue for it) and lands one latency
+  //     after its last byte leaves; every device runs the same timeline, so the copy a device
+  //     receives lands when its own lands at its peer;
+  //   - a wait stalls until its copy has left (send) or landed (receive): the stall is exposed
+  //     communication; a barrier takes one latency; a semaphore wait until a signal sent when
+  //     this device sent its own last one has arrived.
+  // One ICI link per device for all its copies, and one hop each: a ring's copies exactly; a
+  // one-shot collective's copies to far peers cross more hops over more links (not modelled).
+  void timeline(Prediction& r) {
+    std::map<int, std::deque<double>> sent, landed;  // per copy channel: completion times, oldest first
+    Work pending;
+    double t = 0, link_free = 0, exposed = 0, comm = 0, last_signal = -1, dma = 0, pure = 0, flops = 0;
+    auto flush = [&] {
+      t += pending.seconds();
+      pure += pending.seconds();
+      flops += pending.flops;
+      pending = Work{};
+    };
+    auto stall_until = [&](double when) {
+      if (when <= t) return;
+      exposed += when - t;
+      t = when;
+    };
+    double in_bytes = 0, out_bytes = 0;
+    for (const backend::pallas::PallasSlot& s : pl_.slots) {
+      if (s.mode == backend::pallas::PallasSlot::Hbm || s.shares >= 0) continue;
+      if (s.read) in_bytes += static_cast<double>(s.block_bytes);
+      if (s.written) out_bytes += static_cast<double>(s.block_bytes);
+    }
+    std::map<int, int64_t> at;  // tile -> the current block's offset
+    std::function<void(const std::vector<Op>&)> run = [&](const std::vector<Op>& ops) {
+      for (const Op& op : ops) {
+        switch (op.kind) {
+          case OpKind::Loop: {
+            const ir::TileInfo& ti = fn_.tiles[op.loop_tiles[0]];
+            const int64_t b = std::max<int64_t>(1, block(ti.id));
+            for (int64_t off = ti.begin; off < ti.end; off += b) {
+              at[ti.id] = off;
+              run(op.body);
+            }
+            at.erase(ti.id);
+            continue;
+          }
+          case OpKind::If:
+            if (std::optional<int64_t> c = evaluate(op.operands[0], at); c && *c == 0) continue;
+            run(op.body);
+            continue;
+          case OpKind::Load:
+          case OpKind::Store:
+            if (!pl_.comm.hbm_of.count(&op)) break;
+            flush();
+            dma += hw_.dma_latency_s + dma_s(static_cast<double>(pl_.comm.hbm[pl_.comm.hbm_of.at(&op)].bytes));
+            t += hw_.dma_latency_s + dma_s(static_cast<double>(pl_.comm.hbm[pl_.comm.hbm_of.at(&op)].bytes));
+            continue;
+          case OpKind::CopyStart: {
+            flush();
+            ir::Type region;
+            ir::load_type(fn_, op.tensor, op.index, &region);
+            const double bytes = vector_elems(region) * static_cast<double>(dtype_size(fn_.tensors[op.tensor].dtype));
+            const double start = std::max(t, link_free), wire = bytes / hw_.ici_link_bytes_per_s;
+            link_free = start + wire;
+            sent[op.channel].push_back(link_free);
+            landed[op.channel].push_back(link_free + hw_.ici_latency_s);
+            comm += wire + hw_.ici_latency_s;
+            continue;
+          }
+          case OpKind::CopyWait: {
+            flush();
+            std::deque<double>& q =
+                static_cast<ir::CopyEnd>(op.fn) == ir::CopyEnd::send ? sent[op.channel] : landed[op.channel];
+            if (!q.empty()) {
+              stall_until(q.front());
+              q.pop_front();
+            }
+            continue;
+          }
+          case OpKind::Barrier:
+            flush();
+            comm += hw_.ici_latency_s;
+            stall_until(t + hw_.ici_latency_s);
+            continue;
+          case OpKind::Signal:
+            flush();
+            last_signal = t;
+            continue;
+          case OpKind::SemWait:
+            flush();
+            comm += hw_.ici_latency_s;
+            stall_until(std::max(last_signal, 0.0) + hw_.ici_latency_s);
+            continue;
+          default:
+            break;
+        }
+        account(op, pending);
+      }
+    };
+    // The grid's steps in order (a launch with collectives runs them so), its blocks moved in at
+    // the first and written back after the last (the launches of the library: one step).
+    t = hw_.dma_latency_s + dma_s(in_bytes);
+    dma += t;
+    std::function<void(size_t)> steps = [&](size_t g) {
+      if (g == pl_.grid.size()) {
+        run(L_.op->body);
+        flush();
+        t += hw_.grid_step_s;
+        return;
+      }
+      const lower::GridDim& d = pl_.grid[g];
+      for (int64_t k = 0; k < d.steps; ++k) {
+        at[d.tile] = d.begin + k * (unit(d.tile) ? 1 : d.block);
+        steps(g + 1);
+      }
+    };
+    steps(0);
+    t += dma_s(out_bytes);
+    dma += dma_s(out_bytes);
+    r.seconds = t;
+    r.flops = flops;
+    r.compute_s = pure;
+    r.dma_s = dma;
+    r.overhead_s = static_cast<double>(pl_.total_steps) * hw_.grid_step_s;
+    r.comm_s = comm;
+    r.exposed_comm_s = exposed;
+  }
+
+  // A scalar the model can compute at these tile offsets (device 0's coordinates), else nullopt.
+  std::optional<int64_t> evaluate(int v, const std::map<int, int64_t>& at) const {
+    auto d = defs_.find(v);
+    if (d == defs_.end()) return std::nullopt;
+    const Op& op = *d->second;
+    auto tile_at = [&](int tile) -> std::optional<int64_t> {
+      auto it = at.find(tile);
+      return it == at.end() ? std::nullopt : std::optional<int64_t>(it->second);
+    };
+    switch (op.kind) {
+      case OpKind::Constant:
+        return static_cast<int64_t>(op.number);
+      case OpKind::DeviceIndex:
+        return 0;
+      case OpKind::TileBegin:
+        return tile_at(op.tile);
+      case OpKind::TileEnd: {
+        std::optional<int64_t> b = tile_at(op.tile);
+        if (!b) return b;
+        return std::min(*b + (unit(op.tile) ? 1 : block(op.tile)), fn_.tiles[op.tile].end);
+      }
+      case OpKind::TileId: {
+        std::optional<int64_t> b = tile_at(op.tile);
+        const ir::TileInfo& ti = fn_.tiles[op.tile];
+        if (!b || ti.parent >= 0) return std::nullopt;
+        return (*b - ti.begin) / (unit(op.tile) ? 1 : block(op.tile));
+      }
+      case OpKind::Cast:
+        return evaluate(op.operands[0], at);
+      case OpKind::Unary:
+        if (static_cast<ir::UnaryFn>(op.fn) == ir::UnaryFn::logical_not) {
+          std::optional<int64_t> a = evaluate(op.operands[0], at);
+          return a ? std::optional<int64_t>(*a == 0) : a;
+        }
+        return std::nullopt;
+      case OpKind::Binary: {
+        std::optional<int64_t> a = evaluate(op.operands[0], at), b = evaluate(op.operands[1], at);
+        if (!a || !b) return std::nullopt;
+        switch (static_cast<ir::BinaryFn>(op.fn)) {
+          case ir::BinaryFn::add:
+            return *a + *b;
+          case ir::BinaryFn::sub:
+            return *a - *b;
+          case ir::BinaryFn::mul:
+            return *a * *b;
+          case ir::BinaryFn::maximum:
+            return std::max(*a, *b);
+          case ir::BinaryFn::minimum:
+            return std::min(*a, *b);
+          case ir::BinaryFn::lt:
+            return *a < *b;
+          case ir::BinaryFn::le:
+            return *a <= *b;
+          case ir::BinaryFn::gt:
+            return *a > *b;
+          case ir::BinaryFn::ge:
+            return *a >= *b;
+          case ir::BinaryFn::eq:
+            return *a == *b;
+          case ir::BinaryFn::ne:
+            return *a != *b;
+          case ir::BinaryFn::logical_and:
+            return *a && *b;
+          case ir::BinaryFn::logical_or:
+            return *a || *b;
+          case ir::BinaryFn::floordiv:
+            return *b == 0 ? 0 : (*a / *b - ((*a % *b != 0) && ((*a < 0) != (*b < 0))));
+          case ir::BinaryFn::mod:
+            return *b == 0 ? 0 : ((*a % *b) + *b) % *b;
+          default:
+            return std::nullopt;
+        }
+      }
+      default:
+        return std::nullopt;
+    }
+  }
+
   const lower::BlockProgram& p_;
   const ir::Function& fn_;
   const backend::pallas::PallasLaunch& pl_;
@@ -546,11 +760,16 @@ Prediction predict(const lower::BlockProgram& p, const TpuHardware& hw) {
     r.compute_s += one.compute_s;
     r.dma_s += one.dma_s;
     r.overhead_s += one.overhead_s;
+    r.comm_s += one.comm_s;
+    r.exposed_comm_s += one.exposed_comm_s;
   }
   r.tflops = r.seconds > 0 ? r.flops / r.seconds / 1e12 : 0;
   r.dispatch_s = hw.dispatch_s;
-  double most = std::max({r.compute_s, r.dma_s, r.overhead_s});
-  r.bound = most == r.compute_s ? "compute" : most == r.dma_s ? "HBM" : "per-step overhead";
+  double most = std::max({r.compute_s, r.dma_s, r.overhead_s, r.exposed_comm_s});
+  r.bound = most == r.compute_s    ? "compute"
+            : most == r.dma_s      ? "HBM"
+            : most == r.overhead_s ? "per-step overhead"
+                                   : "ICI";  // (exposed communication: docs/distributed.md)
   return r;
 }
 
@@ -572,7 +791,9 @@ std::string TpuPrediction::to_json() const {
                    {"vmem_capacity", vmem_capacity},
                    {"compute_ms", compute_s * 1e3},
                    {"dma_ms", dma_s * 1e3},
-                   {"overhead_ms", overhead_s * 1e3}};
+                   {"overhead_ms", overhead_s * 1e3},
+                   {"comm_ms", comm_s * 1e3},
+                   {"exposed_comm_ms", exposed_comm_s * 1e3}};
   return j.dump();
 }
 

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "backend/registry.h"
 #include "driver/driver.h"
 #include "parhelion/error.h"
 #include "parhelion/tpu.h"
@@ -64,6 +65,15 @@ std::string ms(double s) {
 TpuPrediction predict_tpu(KernelBase& kernel, const std::vector<Arg>& args, const std::string& tpu,
                           const Config* config) {
   Context c = context(kernel, args, tpu);
+  return model(c, c.spec().complete(config ? *config : c.configured->config));
+}
+
+TpuPrediction predict_tpu_on(KernelBase& kernel, const Mesh& mesh, const std::vector<Arg>& args, const std::string& tpu,
+                             const Config* config) {
+  if (mesh.empty()) return predict_tpu(kernel, args, tpu, config);
+  Context c;
+  c.hw = &tpu_model::tpu_hardware(tpu);
+  c.configured = driver::configure(*kernel.trace_on(mesh, args), backend::for_target("pallas:" + tpu));
   return model(c, c.spec().complete(config ? *config : c.configured->config));
 }
 

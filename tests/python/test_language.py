@@ -372,3 +372,14 @@ def test_collectives_on_a_mesh_in_the_interpreter_and_on_the_cpu():
     assert f"test_language.py:{line_of(read_before_landing, 'send.start()')}: race: device 1" in msg
     assert f"test_language.py:{line_of(read_before_landing, 'out[:, :] = buf')})" in msg
     assert "with nothing ordering that access before this copy" in msg
+
+
+def test_a_kernel_on_a_mesh_emits_a_pallas_module_under_shard_map():
+    """emit_on: the ring all-gather as a Pallas module for 4 TPU devices (remote DMAs under
+    jax.shard_map; tests/test_pallas_collectives.cpp runs such modules in interpret mode)."""
+    x = np.zeros((8, 128), np.float32)
+    m = ring_all_gather.emit_on({"x": 4}, x, target="pallas", tpu="v7x")
+    assert "pltpu.make_async_remote_copy(" in m.source
+    assert "jax.shard_map(" in m.source
+    assert 'MESH = (("x",), (4,))' in m.source
+    compile(m.source, "ring_all_gather.py", "exec")  # (valid Python)
