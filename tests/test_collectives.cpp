@@ -452,6 +452,70 @@ TEST(Collectives, StartingAStagedCopyAgainBeforeItsSendIsARace) {
   EXPECT_HAS(e, "a backend stages it in a buffer of the copy statement's own");
 }
 
+// A block sent in place whose region is written between its load and the copy's start: a backend
+// sends what the region holds at the start, not what was loaded.
+ph::Tensor write_between_load_and_start(ph::Tensor x) {
+  auto src = ph::empty({x.size(0), x.size(1)});
+  auto landing = ph::empty({x.size(0), x.size(1)});
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    src[ph::all, ph::all] = x[ph::all, ph::all];
+    auto block = src[ph::all, ph::all];
+    src[ph::all, ph::all] = x[ph::all, ph::all] * 2.0f;
+    auto send = ph::remote_copy(landing, {ph::all, ph::all}, block, ph::ring_next("x"));
+    send.start();
+    send.wait();
+  }
+  return landing;
+}
+
+TEST(Collectives, WritingASentInPlaceRegionBetweenItsLoadAndTheStartIsRefused) {
+  ph::Kernel k("write_between_load_and_start", write_between_load_and_start);
+  const std::vector<ph::Array> x = shards_of(2, {2, 3}, ph::DType::f32, 6);
+  const std::string e = user_error_of([&] { k.interpret_on(ring(2), per_device(x)); });
+  EXPECT_HAS(e, "test_collectives.cpp:");
+  EXPECT_HAS(e, "copy c0 sends its block in place from buf0, loaded at ");
+  EXPECT_HAS(e, "but that region was written between the load and this start");
+}
+
+// Device 0 sends two copies of one statement to device 1, the second after a signal that device 1
+// makes before its first wait: in this schedule device 1's first wait finds one copy in flight
+// and reads its slot, but had the second copy started before that wait, the wait could have seen
+// it land instead (waits pair by count). The second start is the race.
+ph::Tensor two_copies_one_wait_apart(ph::Tensor x) {
+  auto slots = ph::empty({2, x.size(0), x.size(1)});
+  auto out = ph::empty({x.size(0), x.size(1)});
+  auto go = ph::semaphore();
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    auto me = ph::device_index("x");
+    ph::when(me == 1, [&] { ph::signal(go, ph::peer("x", 0)); });
+    for (auto s : ph::grid(2)) {
+      auto send = ph::remote_copy(slots, {s.begin(), ph::all, ph::all}, x[ph::all, ph::all], ph::peer("x", 1));
+      ph::when(me == 0, [&] {
+        ph::when(s.begin() == 1, [&] { ph::wait(go); });
+        send.start();
+        send.wait_send();
+      });
+      ph::when(me == 1, [&] {
+        send.wait_recv();
+        out[ph::all, ph::all] = slots[s.begin(), ph::all, ph::all];
+      });
+    }
+  }
+  return out;
+}
+
+TEST(Collectives, ACopyStartingUnorderedWithTheReceiversEarlierWaitIsARace) {
+  ph::Kernel k("two_copies_one_wait_apart", two_copies_one_wait_apart);
+  const std::vector<ph::Array> x = shards_of(2, {2, 3}, ph::DType::f32, 7);
+  const std::string e = user_error_of([&] { k.interpret_on(ring(2), per_device(x)); });
+  EXPECT_HAS(e, "test_collectives.cpp:");
+  EXPECT_HAS(e, "race: device 0 (x=0)'s copy c0");
+  EXPECT_HAS(e, "starts unordered with device 1 (x=1)'s wait at ");
+  EXPECT_HAS(e, "so that wait may have seen this copy land instead");
+}
+
 TEST(Collectives, ABarrierNotReachedAndASemaphoreNotSignalledAreDeadlocks) {
   ph::Kernel k("skipped_barrier", skipped_barrier);
   ph::Array x = ph::Array::random({8}, ph::DType::f32, 1);

@@ -69,7 +69,8 @@ TEST(Fuzz, TritonSamplesAgreeWithTheInterpreter) {
   EXPECT_GE(r.by_backend["triton"].runs, 30) << "most programs run in Triton's interpreter";
   EXPECT_TRUE(r.findings.empty()) << describe(r.findings);
   for (const auto& [why, n] : r.by_backend["triton"].refusals)
-    EXPECT_TRUE(why.find("does not support") != std::string::npos || why.find("does not fit") != std::string::npos)
+    EXPECT_TRUE(why.find("does not support") != std::string::npos || why.find("does not fit") != std::string::npos ||
+                why.find("which runs on a mesh") != std::string::npos)
         << n << " x " << why;
 }
 

@@ -265,6 +265,74 @@ TEST(PallasCollectives, ARingAlongOneAxisOfA2DMesh) {
   for (int64_t d = 0; d < 8; ++d) EXPECT_EQ(ph::max_abs_diff(r.device_outputs[d][0], want[d][0]), 0) << "device " << d;
 }
 
+// A launch of several grid steps, each sending its rows of x in place to the next device (one copy
+// in flight towards a device at a time: a barrier per step): x stays
+// in HBM (a VMEM block would be refilled by the next step's while a copy may still read it), and
+// a scalar-masked store into the landing tensor moves its region only when the mask is on.
+ph::Tensor shift_rows(ph::Tensor x) {
+  auto out = ph::empty({x.size(0), x.size(1)});
+  auto seen = ph::zeros({x.size(0), x.size(1)});
+  for (auto rows : ph::tile(x.size(0))) {
+    auto send = ph::remote_copy(out, {rows, ph::all}, x[rows, ph::all], ph::ring_next("x"));
+    send.start();
+    send.wait();
+    ph::store(seen, {rows, ph::all}, out[rows, ph::all] * 2.0f, ph::device_index("x") > 0);
+    ph::barrier("x");  // (each step's copies before the next's: waits pair with copies by count)
+  }
+  return seen;
+}
+
+TEST(PallasCollectives, ALaunchOfSeveralStepsSendsFromHbmAndAScalarMaskedStoreMovesItsRegionOrNot) {
+  ph::Kernel<ph::Tensor(ph::Tensor)> k("shift_rows", shift_rows);
+  pallas::InterpretCase c;
+  c.name = "shift_rows";
+  c.function = k.name();
+  c.mesh = ring(4).axes();
+  std::vector<std::vector<ph::Arg>> args;
+  for (int64_t d = 0; d < 4; ++d) {
+    c.device_inputs.push_back({ph::Array::random({32, 128}, ph::DType::f32, 80 + d)});
+    args.push_back({c.device_inputs.back()[0]});
+  }
+  const ph::Config cfg = ph::Config::from_json(R"({"block_sizes": [8]})");
+  c.source = k.emit_pallas_on(ring(4), args[0], "v7x", &cfg).source;
+  EXPECT_NE(c.source.find("grid=(4,)"), std::string::npos) << c.source;
+  EXPECT_NE(c.source.find("s0_ref.at[pl.ds(off_"), std::string::npos) << "sent from x in HBM\n" << c.source;
+  const pallas::InterpretResult r = pallas::run_in_interpret_mode({c}).at(0);
+  ASSERT_TRUE(r.ok) << r.error << "\n" << c.source;
+  EXPECT_FALSE(r.races);
+  const std::vector<std::vector<ph::Array>> want = k.interpret_on(ring(4), args);
+  for (int64_t d = 0; d < 4; ++d) EXPECT_EQ(ph::max_abs_diff(r.device_outputs[d][0], want[d][0]), 0) << "device " << d;
+}
+
+// A semaphore signalled in one launch and waited for in another: each pallas_call has its own.
+ph::Tensor signal_across_launches(ph::Tensor x) {
+  auto out = ph::empty({x.size(0), x.size(1)});
+  auto ready = ph::semaphore();
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    ph::signal(ready, ph::ring_next("x"));
+  }
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    ph::wait(ready);
+    out[ph::all, ph::all] = x[ph::all, ph::all];
+  }
+  return out;
+}
+
+// A masked store into a landing tensor whose mask is elementwise.
+ph::Tensor elementwise_masked_landing(ph::Tensor x) {
+  auto buf = ph::empty({x.size(0), x.size(1)});
+  for (auto g : ph::grid(1)) {
+    (void)g;
+    auto send = ph::remote_copy(buf, {ph::all, ph::all}, x[ph::all, ph::all], ph::ring_next("x"));
+    send.start();
+    send.wait();
+    ph::store(buf, {ph::all, ph::all}, x[ph::all, ph::all], x[ph::all, ph::all] > 0.0f);
+  }
+  return buf;
+}
+
 // --- a race and a deadlock ----------------------------------------------------------------------
 
 // Each device copies its x into `buf` of the next one, then reads `buf` into out: after the
@@ -374,6 +442,16 @@ TEST(PallasCollectives, WhatTheBackendCannotExpressIsRefusedAtTheUsersLine) {
   e = user_error_of([&] { view.emit_pallas_on(ring(2), {x}); });
   EXPECT_HAS(e, "test_pallas_collectives.cpp:");
   EXPECT_HAS(e, "the pallas backend does not support a copy into a view");
+
+  ph::Kernel<ph::Tensor(ph::Tensor)> across("signal_across_launches", signal_across_launches);
+  e = user_error_of([&] { across.emit_pallas_on(ring(2), {x}); });
+  EXPECT_HAS(e, "test_pallas_collectives.cpp:");
+  EXPECT_HAS(e, "semaphore s0 is used here and in the launch at ");
+
+  ph::Kernel<ph::Tensor(ph::Tensor)> masked("elementwise_masked_landing", elementwise_masked_landing);
+  e = user_error_of([&] { masked.emit_pallas_on(ring(2), {x}); });
+  EXPECT_HAS(e, "test_pallas_collectives.cpp:");
+  EXPECT_HAS(e, "an elementwise-masked store into buf0, kept in HBM (copies land in it)");
 }
 
 }  // namespace

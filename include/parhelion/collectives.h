@@ -32,7 +32,13 @@
 //   a region a copy lands in. Every copy started is waited for, both ends, before the kernel ends.
 //   Waits pair with copies by count only: with two copies of a statement in flight towards a
 //   device, its region counts as landed once the device has waited for both (so a ring that
-//   forwards what it receives paces its copies: a semaphore, a barrier per step).
+//   forwards what it receives paces its copies: a semaphore, a barrier per step); and a copy that
+//   starts unordered with the receiver's earlier wait for the statement could have been the one
+//   that wait saw.
+// - A block loaded unmasked from a tensor of the destination's dtype is sent in place: the region
+//   must hold it from the load until wait_send (no write in between). Any other block is staged
+//   in a buffer of the statement's own: the statement must not start again before the previous
+//   copy's wait_send.
 // - barrier(axes): no device of the group passes it before all of them have reached it.
 // - signal(sem, peer, n) adds n to the peer's semaphore; wait(sem, n) waits until this device's
 //   is at least n and takes n. Semaphores start at 0 and must end at 0.

@@ -59,8 +59,9 @@ std::vector<Array> read_outputs(const fs::path& stem, const json& result, std::s
   return out;
 }
 
-std::vector<json> run_python_cases(const std::string& what, const std::string& script, const json& manifest,
-                                   const ScratchDir& dir, const std::map<std::string, std::string>& env) {
+std::vector<json> run_python_cases_until_exit(const std::string& what, const std::string& script, const json& manifest,
+                                              const ScratchDir& dir, const std::map<std::string, std::string>& env,
+                                              std::string* failure) {
   std::vector<json> results;
   if (manifest.empty()) return results;
   const std::string python = project_python();
@@ -106,9 +107,17 @@ std::vector<json> run_python_cases(const std::string& what, const std::string& s
     std::ifstream err(dir.path / "stderr.txt");
     std::string text((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
     if (text.size() > 2000) text = text.substr(text.size() - 2000);
-    throw UserError(what + " (" + python + ") stopped after " + std::to_string(results.size()) + " of " +
-                    std::to_string(manifest.size()) + " cases (exit status " + std::to_string(status) + "):\n" + text);
+    *failure = what + " (" + python + ") stopped after " + std::to_string(results.size()) + " of " +
+               std::to_string(manifest.size()) + " cases (exit status " + std::to_string(status) + "):\n" + text;
   }
+  return results;
+}
+
+std::vector<json> run_python_cases(const std::string& what, const std::string& script, const json& manifest,
+                                   const ScratchDir& dir, const std::map<std::string, std::string>& env) {
+  std::string failure;
+  std::vector<json> results = run_python_cases_until_exit(what, script, manifest, dir, env, &failure);
+  if (!failure.empty()) throw UserError(failure);
   return results;
 }
 

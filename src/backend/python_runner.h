@@ -34,6 +34,12 @@ std::vector<Array> read_outputs(const std::filesystem::path& stem, const nlohman
 // Runs `script` (its source) on `manifest` with `env` set, in `dir`; returns one result per
 // case, in order. Throws UserError naming `what` when Python is missing or dies before the last
 // case (with the end of its stderr).
+// The same, returning the results that came back when Python ends early, with why in `failure`
+// ("" when every case came back).
+std::vector<nlohmann::json> run_python_cases_until_exit(const std::string& what, const std::string& script,
+                                                        const nlohmann::json& manifest, const ScratchDir& dir,
+                                                        const std::map<std::string, std::string>& env,
+                                                        std::string* failure);
 std::vector<nlohmann::json> run_python_cases(const std::string& what, const std::string& script,
                                              const nlohmann::json& manifest, const ScratchDir& dir,
                                              const std::map<std::string, std::string>& env = {});

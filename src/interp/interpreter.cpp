@@ -695,7 +695,10 @@ class Interpreter {
     std::vector<int64_t> pos = region(op, shape, "load from", masked ? &active : nullptr);
     if (world_) {
       world_->access(device_, {root, pos}, false, op.loc);
-      if (copy_sources_.count(op.result)) copy_source_regions_[op.result] = {root, pos};
+      if (copy_sources_.count(op.result)) {
+        copy_source_regions_[op.result] = {root, pos};
+        copy_source_locs_[op.result] = &op.loc;
+      }
     }
     // Stored elements are already values of the storage dtype; widening them to the compute
     // dtype (bf16/f16 -> f32, i32 -> i64, bool -> bool) is exact.
@@ -766,6 +769,7 @@ class Interpreter {
     const std::vector<int64_t> pos = region(op, shape, "copy to", nullptr);
     const int root = ir::root_of(fn_, op.tensor);
     auto source = copy_source_regions_.find(op.operands[0]);
+    if (source != copy_source_regions_.end()) check_unchanged_since_load(op, source->second);
     world_->start_copy(device_, receiver, op.channel, {root, pos},
                        source == copy_source_regions_.end() ? MeshWorld::Region{} : source->second,
                        staged_copies_.count(&op) ? &op : nullptr, op.loc);
@@ -774,6 +778,25 @@ class Interpreter {
     const std::string what = "copy to " + fn_.tensors[op.tensor].name;
     for (size_t i = 0; i < pos.size(); ++i)
       T.data[static_cast<size_t>(pos[i])] = to_storage(v.data[i], v.dtype, T.dtype, op.loc, what);
+  }
+
+  // A block sent in place (ir::copy_block_load) is read from its region when the copy starts, as a
+  // backend sends it: the region must still hold what was loaded (nobody wrote it in between).
+  void check_unchanged_since_load(const Op& start, const MeshWorld::Region& source) {
+    const TensorState& S = tensors_.at(source.root);
+    const Value& loaded = operand(start, 0);
+    for (size_t i = 0; i < source.positions.size() && i < loaded.data.size(); ++i) {
+      const int64_t p = source.positions[i];
+      if (p < 0) continue;
+      const double now = S.data[static_cast<size_t>(p)], then = loaded.data[i];
+      if (now == then || (std::isnan(now) && std::isnan(then))) continue;
+      fail(start.loc, "copy c" + std::to_string(start.channel) + " sends its block in place from " +
+                          fn_.tensors[source.root].name + ", loaded at " +
+                          copy_source_locs_.at(start.operands[0])->str() +
+                          ", but that region was written between the load and this start (a backend sends what "
+                          "the region holds when the copy starts): start the copy before writing the region, or "
+                          "copy a computed block (staged)");
+    }
   }
 
   // A scatter that writes one position twice in one block, or that a different (parallel) grid
@@ -935,6 +958,7 @@ class Interpreter {
   std::set<int> copy_sources_;         // loads that copies send in place (ir::copy_block_load)
   std::set<const Op*> staged_copies_;  // copies whose blocks are staged
   std::map<int, MeshWorld::Region> copy_source_regions_;
+  std::map<int, const ir::SourceLoc*> copy_source_locs_;  // (the loads' ops outlive the run)
 };
 
 // Work of `ops` run `trips` times (see work_estimate).

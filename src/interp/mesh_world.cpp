@@ -191,7 +191,34 @@ void MeshWorld::start_copy(int sender, int receiver, int channel, const Region& 
                     copy_name(f.channel) + " (started at " + f.loc.str() +
                     ") is still sending from: the sender waits for its send (wait_send) before that region "
                     "may be written");
-  Flight flight{sender, receiver, channel, landing, source, sorted_positions(source), c, false, false, loc, staged_by};
+  // A wait pairs with copies by count: had this copy started before the receiver's last wait for
+  // the channel (nothing orders it after), that wait could have seen it land instead of a copy it
+  // released. So those regions were not known landed: an access the receiver made to them since
+  // is a race, and they count as landed again only when this copy is received.
+  std::vector<Region> relanding;
+  if (auto r = last_release_.find({receiver, channel}); r != last_release_.end() && r->second.epoch > c[receiver]) {
+    for (const Region& released : r->second.regions) {
+      std::vector<Element>& mem = elements(receiver, released.root);
+      for (int64_t p : released.positions) {
+        if (p < 0) continue;
+        Element& e = mem.at(static_cast<size_t>(p));
+        if (e.owner_loc && e.owner_epoch >= r->second.epoch)
+          race(loc, what + " starts unordered with " + device_name(receiver) + "'s wait at " + r->second.loc.str() +
+                        " for an earlier copy of it, after which " + device_name(receiver) + " accessed " +
+                        region_name(released) + " (at " + e.owner_loc->str() +
+                        "): waits pair with copies by count, so that wait may have seen this copy land instead, "
+                        "and the access come before the copy it waited for; order this start after that wait "
+                        "(the receiver signals the sender after it, or a barrier between them)");
+        e.landing_received = -1;
+        e.landing_loc = &loc;
+        e.landing_sender = sender;
+      }
+      relanding.push_back(released);
+    }
+    last_release_.erase(r);
+  }
+  Flight flight{sender, receiver, channel, landing, source,    sorted_positions(source),
+                c,      false,    false,   loc,     staged_by, std::move(relanding)};
   if (landing.root < 0) {  // (untracked: the cpu backend's copies)
     flights_.push_back(std::move(flight));
     return;
@@ -267,13 +294,18 @@ void MeshWorld::wait_recv(int device, int channel, const ir::SourceLoc& loc) {
   Clock& c = clocks_.at(device);
   ++c[device];
   if (!all_landed) return;
+  Release& release = last_release_[{device, channel}] = {c[device], loc, {}};
   complete_copies(pending, [&](Flight& f) {
     f.received = true;
     join(c, f.clock);
     if (f.landing.root < 0) return;
-    std::vector<Element>& mem = elements(device, f.landing.root);
-    for (int64_t p : f.landing.positions)
-      if (p >= 0) mem.at(static_cast<size_t>(p)).landing_received = c[device];
+    f.relanding.push_back(f.landing);
+    for (const Region& region : f.relanding) {
+      std::vector<Element>& mem = elements(device, region.root);
+      for (int64_t p : region.positions)
+        if (p >= 0) mem.at(static_cast<size_t>(p)).landing_received = c[device];
+      release.regions.push_back(region);
+    }
   });
 }
 

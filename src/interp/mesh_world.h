@@ -84,6 +84,9 @@ class MeshWorld {
     bool sent = false, received = false;
     ir::SourceLoc loc;
     const void* staged_by = nullptr;
+    // Regions an earlier wait released that this copy may have been the one to land instead
+    // (start_copy): they count as landed again only when this copy is received.
+    std::vector<Region> relanding = {};
   };
   // An element of a tracked tensor on one device: the owner's epoch and line at its last access,
   // and the last copy that landed there: its sender, and the owner's epoch at the wait that
@@ -122,6 +125,15 @@ class MeshWorld {
   std::list<Flight> flights_;
   // Waits made on (device, channel) not yet known to be for which copies (wait_send, wait_recv).
   std::map<std::pair<int, int>, int64_t> sends_owed_, receives_owed_;
+  // Per (receiver, channel): its last wait_recv that found every copy in flight landed (its epoch
+  // then, and where): a copy of the channel that starts towards it unordered with that wait
+  // could have been the one the wait saw (waits pair by count), see start_copy.
+  struct Release {
+    int64_t epoch;
+    ir::SourceLoc loc;
+    std::vector<Region> regions;  // the landing regions it released
+  };
+  std::map<std::pair<int, int>, Release> last_release_;
   std::vector<std::vector<int64_t>> semaphores_;  // per device, per semaphore
   std::vector<std::vector<Clock>> semaphore_clocks_;
   std::vector<std::vector<ir::SourceLoc>> semaphore_locs_;  // per device: the last signal to it, for the end report

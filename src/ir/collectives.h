@@ -21,11 +21,15 @@
 //   - the receiver must not read or write the landing region, and two copies in flight must not
 //     land on overlapping regions;
 //   - when the copied block is sent in place (copy_block_load: an unmasked load, without a gather,
-//     of a tensor of the destination's dtype), the sender must not write the loaded region until
-//     its wait on the send (a backend copies from that memory directly);
+//     of a tensor of the destination's dtype), the sender must not write the loaded region from
+//     the load until its wait on the send (a backend copies from that memory when the copy
+//     starts, and reads it until it has left);
 //   - any other block is staged (a backend stores it into a buffer of the copy statement's own,
 //     which the copy reads until it has been sent): the device must not start the statement's
 //     copy again while an earlier one of it may still be sending (before as many wait_sends).
+//   A copy that starts unordered with the receiver's earlier receive wait on its channel could
+//   have been the copy that wait saw land: the regions that wait released count as landed again
+//   only once this copy is received, and an access the receiver made to them in between is a race.
 //   Every copy started must be waited for, send and receive, before the kernel ends.
 // - Barrier: no device of the group (the devices whose coordinates differ only along the
 //   barrier's axes) passes its k-th barrier on that group before each of them has reached it.

@@ -531,11 +531,18 @@ class LaunchModel {
       exposed += when - t;
       t = when;
     };
+    // The blocks moved in (and written back): those indexed by a grid dim of several steps move
+    // at every step (charged together here), the others once.
     double in_bytes = 0, out_bytes = 0;
     for (const backend::pallas::PallasSlot& s : pl_.slots) {
       if (s.mode == backend::pallas::PallasSlot::Hbm || s.shares >= 0) continue;
-      if (s.read) in_bytes += static_cast<double>(s.block_bytes);
-      if (s.written) out_bytes += static_cast<double>(s.block_bytes);
+      bool per_step = false;
+      for (const ir::IndexItem& ix : s.first->index)
+        for (const lower::GridDim& g : pl_.grid)
+          per_step |= ix.kind == ir::IndexItem::Tile && ix.tile == g.tile && g.steps > 1;
+      const double bytes = static_cast<double>(s.block_bytes) * (per_step ? static_cast<double>(pl_.total_steps) : 1.0);
+      if (s.read) in_bytes += bytes;
+      if (s.written) out_bytes += bytes;
     }
     std::map<int, int64_t> at;  // tile -> the current block's offset
     std::function<void(const std::vector<Op>&)> run = [&](const std::vector<Op>& ops) {

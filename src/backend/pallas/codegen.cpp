@@ -498,8 +498,9 @@ class Emitter {
         prior_in_.insert(static_cast<int>(i));
     for (size_t i = 0; i < pl.slots.size(); ++i) {
       // (a slot sharing another's resident copy has no operand: plan.h, PallasSlot::shares)
-      // (a tensor in HBM is its output's buffer, read and written in place)
-      if (reads(static_cast<int>(i)) && pl.slots[i].shares < 0 && pl.slots[i].mode != PallasSlot::Hbm)
+      // (a tensor in HBM that the launch writes is its output's buffer, read and written in place)
+      const bool hbm_output = pl.slots[i].mode == PallasSlot::Hbm && pl.slots[i].written;
+      if (reads(static_cast<int>(i)) && pl.slots[i].shares < 0 && !hbm_output)
         info.inputs.push_back(static_cast<int>(i));
       if (pl.slots[i].written) info.outputs.push_back(static_cast<int>(i));
     }
@@ -610,7 +611,8 @@ class Emitter {
           PH_CHECK(false, "a gather on a tensor in HBM (the plan refuses it)");
       }
     }
-    return slot_ref(hbm_slot(op.tensor), true) + ".at[" + join(idx) + "]";
+    const int slot = hbm_slot(op.tensor);
+    return slot_ref(slot, cur_->slots[slot].written) + ".at[" + join(idx) + "]";
   }
   std::string hbm_buffer(const Op& op) const { return "hb" + std::to_string(cur_->comm.hbm_of.at(&op)) + "_ref"; }
   // A load or store's DMA between its region in HBM and its VMEM buffer (`in`: into the buffer).
@@ -1073,9 +1075,18 @@ class Emitter {
         // or earlier stores: see kernel()), selected in the storage dtype so they stay bit-exact.
         if (ir::is_masked(op))
           e = "jnp.where(jnp.broadcast_to(" + operand(op.operands[1]) + ", " + shape + "), " + e + ", " + ref + ")";
-        // A tensor in HBM: the region comes into its buffer first when a mask keeps some of it.
+        // A tensor in HBM, under a scalar mask (the plan refuses others): the region moves when the
+        // mask is on, whole, and not at all when it is off (a copy may be landing there).
         const bool hbm = cur_->comm.hbm_of.count(&op) > 0;
-        if (hbm && ir::is_masked(op)) hbm_transfer(op, true);
+        if (hbm && ir::is_masked(op)) {
+          line("@pl.when(" + operand(op.operands[1]) + ")");
+          line("def _when_" + std::to_string(when_counter_++) + "():");
+          ++depth_;
+          line(ref + " = " + to_storage("jnp.broadcast_to(" + val + ", " + shape + ")", t.dtype));
+          hbm_transfer(op, false);
+          --depth_;
+          return;
+        }
         // A ragged last block of a tile whose range ends inside the tensor: the elements past
         // the range's end are the tensor's, kept (the plan reads the prior contents in).
         for (size_t d = 0, axis = 0; d < op.index.size(); ++d) {

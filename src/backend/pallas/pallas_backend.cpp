@@ -1,6 +1,7 @@
 #include "backend/pallas/pallas_backend.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "backend/pallas/codegen.h"
@@ -149,6 +150,24 @@ void PallasBackend::check(const lower::BlockProgram& p) const {
   // layout, so a ragged grid block, and emit_pipeline's copy of one rounded up to the tiling,
   // stay inside the buffer; docs/pallas.md, "Ragged blocks". One case is refused for the
   // verification's sake: check_aliased_overhang.)
+  // A pallas_call's semaphores are its scratch: a copy channel or a semaphore is used within one
+  // launch (its copies started and waited for there, its signals and waits there).
+  std::map<std::pair<bool, int>, const Op*> used_in;  // (semaphore?, channel) -> the launch
+  for (const Op& launch : fn.body) {
+    if (launch.kind != OpKind::Launch) continue;
+    ir::walk(launch.body, [&](const Op& op) {
+      const bool copy = op.kind == OpKind::CopyStart || op.kind == OpKind::CopyWait;
+      const bool sem = op.kind == OpKind::Signal || op.kind == OpKind::SemWait;
+      if (!copy && !sem) return;
+      auto [it, fresh] = used_in.insert({{sem, op.channel}, &launch});
+      if (!fresh && it->second != &launch)
+        throw UserError(op.loc.str() + ": the pallas backend runs each launch as its own pallas_call, whose " +
+                        (sem ? "semaphores" : "copies' semaphores") +
+                        " are its own: " + (sem ? "semaphore s" : "copy c") + std::to_string(op.channel) +
+                        " is used here and in the launch at " + it->second->loc.str() + "; use one " +
+                        (sem ? "semaphore" : "copy") + " per launch (kernel " + fn.name + ")");
+    });
+  }
   const std::vector<PallasLaunch> launches = plan_pallas(p);
   std::set<int> valued;  // tensors with a value before each launch
   size_t launch = 0;

@@ -215,7 +215,10 @@ class Planner {
 
   // The tensors copies land in during this launch stay in HBM (a peer writes them there), each
   // access a DMA through VMEM (add_hbm). A copy's destination is the tensor itself, not a view
-  // of it (whose BlockSpec would be another array than the one the peer writes).
+  // of it (whose BlockSpec would be another array than the one the peer writes). In a launch of
+  // several grid steps, so do the tensors copies send in place: a copy may be waited for at a
+  // later step, when the pipeline has refilled a VMEM block with the next step's (the language
+  // lets the copy read the loaded region until its wait_send, which HBM keeps).
   void find_landing() {
     out_.comm.any = ir::has_collectives(L_.op->body);
     ir::walk(L_.op->body, [&](const Op& op) {
@@ -223,7 +226,13 @@ class Planner {
       if (fn_.tensors[op.tensor].origin == ir::TensorInfo::View)
         unsupported(op, "a copy into a view (" + fn_.tensors[op.tensor].name + "): copy into the tensor it views");
       out_.comm.landing.insert(op.tensor);
+      out_.comm.in_hbm.insert(op.tensor);
+      const Op* load = ir::copy_block_load(fn_, op);
+      if (load && out_.total_steps > 1) out_.comm.in_hbm.insert(ir::root_of(fn_, load->tensor));
     });
+  }
+  std::string in_hbm_why(int tensor) const {
+    return out_.comm.landing.count(tensor) ? "copies land in it" : "copies send from it across grid steps";
   }
 
   // A load or store of a landing tensor: one slot in HBM for the tensor, and a VMEM buffer of
@@ -231,7 +240,13 @@ class Planner {
   // launch tile's block or a trace-time loop's trip (dividing its range), a slice, an integer.
   void add_hbm(const Op& op) {
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
-    if (ir::is_atomic(op)) unsupported(op, "an atomic update of a tensor copies land in (" + t.name + ")");
+    if (ir::is_atomic(op))
+      unsupported(op, "an atomic update of " + t.name + ", kept in HBM (" + in_hbm_why(op.tensor) + ")");
+    // (a scalar mask moves the region or not; an elementwise one would write back elements it
+    // leaves, where a copy may be landing)
+    if (op.kind == OpKind::Store && ir::is_masked(op) && fn_.type_of(op.operands[1]).rank() != 0)
+      unsupported(op, "an elementwise-masked store into " + t.name + ", kept in HBM (" + in_hbm_why(op.tensor) +
+                          "): its region is DMAed whole; mask with a scalar, or store into another tensor");
     check_whole_blocks(op);
     int slot = -1;
     for (size_t k = 0; k < out_.slots.size(); ++k)
@@ -241,8 +256,8 @@ class Planner {
       s.tensor = op.tensor;
       s.first = &op;
       s.mode = PallasSlot::Hbm;
-      s.block = t.shape;  // (the whole tensor: accesses name their regions in it)
-      s.written = true;   // (copies land in it)
+      s.block = t.shape;                                   // (the whole tensor: accesses name their regions in it)
+      s.written = out_.comm.landing.count(op.tensor) > 0;  // (copies land in it)
       out_.slots.push_back(s);
       slot = static_cast<int>(out_.slots.size()) - 1;
     }
@@ -262,19 +277,23 @@ class Planner {
   void check_whole_blocks(const Op& op) {
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     const std::string what = op.kind == OpKind::CopyStart ? "a copy into " : "an access of ";
+    const std::string why = " (kept in HBM: " + in_hbm_why(op.tensor) + ")";
+    ir::Type region;
+    ir::load_type(fn_, op.tensor, op.index, &region);
+    bool kept = false;  // (a dim that stays in the region: Mosaic has no 0-d VMEM buffer to DMA through)
+    for (const ir::Dim& d : region.shape) kept |= !(d.kind == ir::Dim::Tile && pallas_unit_tile(p_, d.tile));
+    if (!kept) unsupported(op, what + "a single element of " + t.name + why + ": DMA a block of it");
     for (const ir::IndexItem& ix : op.index) {
       if (ix.kind == ir::IndexItem::Gather)
         unsupported(op, "a gather or scatter on a tensor copies land in (" + t.name + ")");
       if (ix.kind != ir::IndexItem::Tile) continue;
       const ir::TileInfo& ti = fn_.tiles[ix.tile];
       if (ti.parent >= 0 || ti.is_jagged())
-        unsupported(op, what + t.name +
-                            " (copies land in it) through a tile over another tile's block, or a jagged "
-                            "tile");
+        unsupported(op, what + t.name + why + " through a tile over another tile's block, or a jagged tile");
       if (!pallas_unit_tile(p_, ix.tile) && ti.extent() % std::min(p_.block_of_tile(ix.tile), ti.extent()) != 0)
-        unsupported(op, what + t.name + " (copies land in it) through a ragged last block of " +
-                            ir::tile_name(fn_, ix.tile) + " (" + std::to_string(ti.extent()) +
-                            " elements in blocks of " + std::to_string(p_.block_of_tile(ix.tile)) +
+        unsupported(op, what + t.name + why + " through a ragged last block of " + ir::tile_name(fn_, ix.tile) + " (" +
+                            std::to_string(ti.extent()) + " elements in blocks of " +
+                            std::to_string(p_.block_of_tile(ix.tile)) +
                             "): it is DMAed in whole blocks; use a block size that divides it");
     }
   }
@@ -725,9 +744,10 @@ class Planner {
   }
 
   void add(const Op& op, const Op* loop) {
-    if (out_.comm.landing.count(ir::root_of(fn_, op.tensor))) {
+    if (out_.comm.in_hbm.count(ir::root_of(fn_, op.tensor))) {
       if (fn_.tensors[op.tensor].origin == ir::TensorInfo::View)
-        unsupported(op, "a view of a tensor copies land in (" + fn_.tensors[op.tensor].name + ")");
+        unsupported(op, "a view of a tensor kept in HBM (" + fn_.tensors[op.tensor].name + ", " +
+                            in_hbm_why(ir::root_of(fn_, op.tensor)) + ")");
       return add_hbm(op);
     }
     const ir::TensorInfo& t = fn_.tensors[op.tensor];

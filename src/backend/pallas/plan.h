@@ -14,9 +14,10 @@
 //     per-row DMAs copy the indexed rows into a VMEM buffer (a DmaRows).
 //   - a scalar read at indices computed in the kernel (offsets[g + 1], a jagged loop's bounds):
 //     the whole tensor in SMEM, read by the scalar core at those indices.
-//   - in a launch with collectives, a tensor copies land in (src/ir/collectives.h): the tensor
-//     stays in HBM (memory space ANY; a peer's copy writes it there), and each load or store of
-//     it is a DMA through a VMEM buffer of its own (an HbmAccess), waited for at once.
+//   - in a launch with collectives, a tensor copies land in (src/ir/collectives.h), or in a
+//     launch of several steps one copies send in place from: the tensor stays in HBM (memory
+//     space ANY; a peer's copy writes it there), and each load or store of it is a DMA through a
+//     VMEM buffer of its own (an HbmAccess), waited for at once.
 //   - in a jagged loop (a range computed in the kernel): like `resident`, the whole dim the
 //     jagged tile indexes is in VMEM; each trip reads a block of the loop's block size at a
 //     start clamped inside it, whose rows from the trip's offset on are the trip's.
@@ -105,16 +106,19 @@ struct CopySource {
   int64_t bytes = 0;             // the staging buffer (0 when direct)
 };
 
-// The communication of a launch with collectives: its grid runs in order, its inner loops at
-// trace time, and the pallas_call takes these scratch operands besides its blocks: one DMA
-// semaphore per copy channel for sends and one for receives (a remote copy increments the
+// The communication of a launch with collectives: its grid runs in order, its inner loops are
+// resident (trace-time loops, or fori_loops past kMaxUnrolledTrips), and the pallas_call takes these scratch operands
+// besides its blocks: one DMA semaphore per copy channel for sends and one for receives (a remote copy increments the
 // receiver's; channels are the function's), one REGULAR semaphore per ph::semaphore and per
 // group of barrier axes, one DMA semaphore for its own HBM accesses, and the barrier semaphore
 // (collective_id) for the handshake that every device has entered the kernel before any copy
 // or signal reaches it.
 struct LaunchCollectives {
   bool any = false;
-  std::set<int> landing;       // tensors (roots) copies land in during this launch
+  std::set<int> landing;  // tensors (roots) copies land in during this launch
+  // Tensors left in HBM (Hbm slots): the landing ones, and in a launch of several grid steps
+  // those copies send in place from (plan.cpp, find_landing).
+  std::set<int> in_hbm;
   std::vector<HbmAccess> hbm;  // one VMEM buffer per access of a landing tensor
   std::map<const ir::Op*, int> hbm_of;
   std::vector<CopySource> copies;  // per CopyStart op
