@@ -17,6 +17,7 @@
 #include "kernels/references.h"
 #include "parhelion/parhelion.h"
 
+#include "tests/mesh_test_kernels.h"
 #include "tests/user_error.h"
 
 namespace ph = parhelion;
@@ -148,31 +149,8 @@ TEST(Collectives, TheRingsTextFormReadsBack) {
   EXPECT_EQ(ph::ir::print(ph::ir::parse(ir, "ring.tir")), ir);
 }
 
-// On a 2-D mesh: a ring all-gather along y within each x row, then a barrier over the whole
-// mesh and a check of the coordinates: out[y m + i, j] = x of device (x, y) at [i, j] + 1000 x.
-ph::Tensor gather_along_y(ph::Tensor x) {
-  const int64_t ny = ph::mesh_size("y");
-  auto [m, k] = x.sizes<2>();
-  auto out = ph::empty({ny * m, k});
-  for (auto g : ph::grid(1)) {
-    (void)g;
-    auto y = ph::device_index("y");
-    out[ph::slice(y * m, ph::length(m)), ph::all] =
-        x[ph::all, ph::all] + ph::cast(ph::device_index("x"), ph::DType::f32) * 1000.0f;
-    for (auto step : ph::grid(ny - 1)) {
-      auto rows = ph::slice(ph::remainder(y - step.begin(), ny) * m, ph::length(m));
-      auto send = ph::remote_copy(out, {rows, ph::all}, out[rows, ph::all], ph::ring_next("y"));
-      send.start();
-      send.wait();
-      ph::barrier("y");  // one copy in flight towards a device: the next starts after every receive
-    }
-    ph::barrier({"x", "y"});
-  }
-  return out;
-}
-
 TEST(Collectives, RingAlongOneAxisOfA2DMesh) {
-  ph::Kernel k("gather_along_y", gather_along_y);
+  ph::Kernel k("gather_along_y", ph::testing::gather_along_y);
   const ph::Mesh mesh{{"x", 2}, {"y", 3}};
   const std::vector<ph::Array> x = shards_of(6, {2, 3}, ph::DType::f32, 40);
   const std::vector<std::vector<ph::Array>> out = k.interpret_on(mesh, per_device(x));

@@ -16,6 +16,7 @@
 #include "kernels/kernels.h"
 #include "parhelion/parhelion.h"
 
+#include "tests/mesh_test_kernels.h"
 #include "tests/user_error.h"
 
 namespace ph = parhelion;
@@ -97,6 +98,26 @@ std::vector<std::vector<ph::Arg>> args_of(const Library& l) {
     for (double s : l.scalars) args.back().push_back(ph::Arg(s));
   }
   return args;
+}
+
+// A kernel of one tensor argument on `mesh`, each device's a random [rows, 128] f32: its module
+// (at `config`, or the default) as a case, and the devices' arguments for interpret_on.
+struct OneTensorCase {
+  pallas::InterpretCase c;
+  std::vector<std::vector<ph::Arg>> args;
+};
+OneTensorCase one_tensor_case(ph::Kernel<ph::Tensor(ph::Tensor)>& k, const ph::Mesh& mesh, int64_t rows, uint64_t seed,
+                              const ph::Config* config = nullptr) {
+  OneTensorCase r;
+  r.c.name = k.name();
+  r.c.function = k.name();
+  r.c.mesh = mesh.axes();
+  for (int64_t d = 0; d < mesh.devices(); ++d) {
+    r.c.device_inputs.push_back({ph::Array::random({rows, 128}, ph::DType::f32, seed + static_cast<uint64_t>(d))});
+    r.args.push_back({r.c.device_inputs.back()[0]});
+  }
+  r.c.source = k.emit_pallas_on(mesh, r.args[0], "v7x", config).source;
+  return r;
 }
 
 pallas::InterpretCase case_of(const Library& l, int64_t n) {
@@ -219,43 +240,10 @@ TEST(PallasCollectives, TheLibrarysKernelsAgreeWithJaxsOwnCollectives) {
   }
 }
 
-// On a 2-D mesh (x, y): a ring all-gather along y within each x row, then a barrier over the
-// whole mesh: out[y m + i, j] = x of device (x, y) at [i, j] + 1000 x. (Barriers over two groups,
-// device ids of two coordinates.)
-ph::Tensor gather_along_y(ph::Tensor x) {
-  const int64_t ny = ph::mesh_size("y");
-  auto [m, k] = x.sizes<2>();
-  auto out = ph::empty({ny * m, k});
-  for (auto g : ph::grid(1)) {
-    (void)g;
-    auto y = ph::device_index("y");
-    out[ph::slice(y * m, ph::length(m)), ph::all] =
-        x[ph::all, ph::all] + ph::cast(ph::device_index("x"), ph::DType::f32) * 1000.0f;
-    for (auto step : ph::grid(ny - 1)) {
-      auto rows = ph::slice(ph::remainder(y - step.begin(), ny) * m, ph::length(m));
-      auto send = ph::remote_copy(out, {rows, ph::all}, out[rows, ph::all], ph::ring_next("y"));
-      send.start();
-      send.wait();
-      ph::barrier("y");  // one copy in flight towards a device: the next starts after every receive
-    }
-    ph::barrier({"x", "y"});
-  }
-  return out;
-}
-
 TEST(PallasCollectives, ARingAlongOneAxisOfA2DMesh) {
-  ph::Kernel<ph::Tensor(ph::Tensor)> k("gather_along_y", gather_along_y);
+  ph::Kernel<ph::Tensor(ph::Tensor)> k("gather_along_y", ph::testing::gather_along_y);
   const ph::Mesh mesh{{"x", 2}, {"y", 4}};
-  pallas::InterpretCase c;
-  c.name = "gather_along_y";
-  c.function = k.name();
-  c.mesh = mesh.axes();
-  std::vector<std::vector<ph::Arg>> args;
-  for (int64_t d = 0; d < 8; ++d) {
-    c.device_inputs.push_back({ph::Array::random({8, 128}, ph::DType::f32, 70 + d)});
-    args.push_back({c.device_inputs.back()[0]});
-  }
-  c.source = k.emit_pallas_on(mesh, args[0]).source;
+  auto [c, args] = one_tensor_case(k, mesh, 8, 70);
   c.export_for_tpu = true;
   const pallas::InterpretResult r = pallas::run_in_interpret_mode({c}).at(0);
   ASSERT_TRUE(r.ok) << r.error << "\n" << c.source;
@@ -284,17 +272,8 @@ ph::Tensor shift_rows(ph::Tensor x) {
 
 TEST(PallasCollectives, ALaunchOfSeveralStepsSendsFromHbmAndAScalarMaskedStoreMovesItsRegionOrNot) {
   ph::Kernel<ph::Tensor(ph::Tensor)> k("shift_rows", shift_rows);
-  pallas::InterpretCase c;
-  c.name = "shift_rows";
-  c.function = k.name();
-  c.mesh = ring(4).axes();
-  std::vector<std::vector<ph::Arg>> args;
-  for (int64_t d = 0; d < 4; ++d) {
-    c.device_inputs.push_back({ph::Array::random({32, 128}, ph::DType::f32, 80 + d)});
-    args.push_back({c.device_inputs.back()[0]});
-  }
   const ph::Config cfg = ph::Config::from_json(R"({"block_sizes": [8]})");
-  c.source = k.emit_pallas_on(ring(4), args[0], "v7x", &cfg).source;
+  auto [c, args] = one_tensor_case(k, ring(4), 32, 80, &cfg);
   EXPECT_NE(c.source.find("grid=(4,)"), std::string::npos) << c.source;
   EXPECT_NE(c.source.find("s0_ref.at[pl.ds(off_"), std::string::npos) << "sent from x in HBM\n" << c.source;
   const pallas::InterpretResult r = pallas::run_in_interpret_mode({c}).at(0);
@@ -358,16 +337,8 @@ ph::Tensor ring_send(ph::Tensor x) {
   return out;
 }
 
-template <Ring R>
 pallas::InterpretCase ring_case(ph::Kernel<ph::Tensor(ph::Tensor)>& k, int64_t n, int timeout_s = 600) {
-  std::vector<std::vector<ph::Array>> x;
-  for (int64_t d = 0; d < n; ++d) x.push_back({ph::Array::random({8, 128}, ph::DType::f32, 60 + d)});
-  pallas::InterpretCase c;
-  c.name = k.name();
-  c.source = k.emit_pallas_on(ring(n), {x[0][0]}).source;
-  c.function = k.name();
-  c.mesh = ring(n).axes();
-  c.device_inputs = x;
+  pallas::InterpretCase c = one_tensor_case(k, ring(n), 8, 60).c;
   c.timeout_s = timeout_s;
   return c;
 }
@@ -375,8 +346,7 @@ pallas::InterpretCase ring_case(ph::Kernel<ph::Tensor(ph::Tensor)>& k, int64_t n
 TEST(PallasCollectives, ACorrectRingHasNoRaceAndReadingBeforeTheReceiveIsReportedAsOne) {
   ph::Kernel<ph::Tensor(ph::Tensor)> good("ring_send", ring_send<Ring::correct>);
   ph::Kernel<ph::Tensor(ph::Tensor)> racy("ring_send_racy", ring_send<Ring::read_before_recv>);
-  const std::vector<pallas::InterpretCase> cases = {ring_case<Ring::correct>(good, 4),
-                                                    ring_case<Ring::read_before_recv>(racy, 4)};
+  const std::vector<pallas::InterpretCase> cases = {ring_case(good, 4), ring_case(racy, 4)};
   const std::vector<pallas::InterpretResult> r = pallas::run_in_interpret_mode(cases);
   ASSERT_TRUE(r[0].ok) << r[0].error;
   EXPECT_FALSE(r[0].races);
@@ -394,8 +364,7 @@ TEST(PallasCollectives, ACorrectRingHasNoRaceAndReadingBeforeTheReceiveIsReporte
 
 TEST(PallasCollectives, ADeadlockedRunIsStoppedByTheTimeout) {
   ph::Kernel<ph::Tensor(ph::Tensor)> k("ring_send_deadlock", ring_send<Ring::only_device_0_sends>);
-  const std::vector<pallas::InterpretResult> r =
-      pallas::run_in_interpret_mode({ring_case<Ring::only_device_0_sends>(k, 4, 10)});
+  const std::vector<pallas::InterpretResult> r = pallas::run_in_interpret_mode({ring_case(k, 4, 10)});
   ASSERT_EQ(r.size(), 1u);
   EXPECT_FALSE(r[0].ok);
   EXPECT_HAS(r[0].error, "timed out after 10 s: a deadlock?");

@@ -248,19 +248,7 @@ class Planner {
       unsupported(op, "an elementwise-masked store into " + t.name + ", kept in HBM (" + in_hbm_why(op.tensor) +
                           "): its region is DMAed whole; mask with a scalar, or store into another tensor");
     check_whole_blocks(op);
-    int slot = -1;
-    for (size_t k = 0; k < out_.slots.size(); ++k)
-      if (out_.slots[k].tensor == op.tensor && out_.slots[k].mode == PallasSlot::Hbm) slot = static_cast<int>(k);
-    if (slot < 0) {
-      PallasSlot s;
-      s.tensor = op.tensor;
-      s.first = &op;
-      s.mode = PallasSlot::Hbm;
-      s.block = t.shape;                                   // (the whole tensor: accesses name their regions in it)
-      s.written = out_.comm.landing.count(op.tensor) > 0;  // (copies land in it)
-      out_.slots.push_back(s);
-      slot = static_cast<int>(out_.slots.size()) - 1;
-    }
+    const int slot = hbm_slot(op);
     (op.kind == OpKind::Load ? out_.slots[slot].read : out_.slots[slot].written) = true;
     out_.slot_of[&op] = slot;
     ir::Type region;
@@ -298,19 +286,23 @@ class Planner {
     }
   }
 
+  // The slot of a tensor kept in HBM (one per tensor: its block is the whole tensor, and each
+  // access or copy names its region in it), made at its first access or copy.
+  int hbm_slot(const Op& first) {
+    for (size_t k = 0; k < out_.slots.size(); ++k)
+      if (out_.slots[k].tensor == first.tensor && out_.slots[k].mode == PallasSlot::Hbm) return static_cast<int>(k);
+    PallasSlot s;
+    s.tensor = first.tensor;
+    s.first = &first;
+    s.mode = PallasSlot::Hbm;
+    s.block = fn_.tensors[first.tensor].shape;
+    s.written = out_.comm.landing.count(first.tensor) > 0;  // (copies land in it)
+    out_.slots.push_back(s);
+    return static_cast<int>(out_.slots.size()) - 1;
+  }
+
   void add_copy(const Op& op) {
-    // (the destination's slot: the landing tensor in HBM, even when nothing else accesses it)
-    bool has_slot = false;
-    for (const PallasSlot& s : out_.slots) has_slot |= s.tensor == op.tensor && s.mode == PallasSlot::Hbm;
-    if (!has_slot) {
-      PallasSlot s;
-      s.tensor = op.tensor;
-      s.first = &op;
-      s.mode = PallasSlot::Hbm;
-      s.block = fn_.tensors[op.tensor].shape;
-      s.written = true;
-      out_.slots.push_back(s);
-    }
+    hbm_slot(op);  // (the destination's, even when nothing else accesses it)
     check_whole_blocks(op);
     out_.comm.copy_of[&op] = static_cast<int>(out_.comm.copies.size());
     out_.comm.copies.push_back({&op, nullptr, 0});
