@@ -33,6 +33,19 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// JSON has no NaN or infinity (nlohmann writes either as null), and a kernel's reference output
+// may hold them (a log of a row masked to zeros): they travel between processes as strings.
+json number_to_json(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return x;
+}
+double number_from_json(const json& j) {
+  if (!j.is_string()) return j.get<double>();
+  const std::string s = j.get<std::string>();
+  return s == "nan" ? std::nan("") : s == "inf" ? HUGE_VAL : -HUGE_VAL;
+}
+
 // --- tolerance ---------------------------------------------------------------------------------
 
 // The interpreter computes in double; the backends in f32 with fast transcendentals, and round
@@ -504,7 +517,7 @@ json prepare_module_here(const Program& p, uint64_t seed, const std::string& tar
   const std::vector<Array>& want = ready->want;
   for (const Array& w : want) {
     json data = json::array();
-    for (int64_t i = 0; i < w.numel(); ++i) data.push_back(w.get(i));
+    for (int64_t i = 0; i < w.numel(); ++i) data.push_back(number_to_json(w.get(i)));
     r["want"].push_back({{"shape", w.shape()}, {"data", data}});
   }
   // Configuring for the target plans its default config, which refuses what the backend
@@ -608,8 +621,8 @@ class ModuleSampler {
     std::vector<Array> inputs = make_inputs(p, seed), want;
     for (const json& w : r["want"]) {
       Array a = Array::empty(w["shape"].get<Shape>(), DType::f32);
-      const std::vector<double> data = w["data"].get<std::vector<double>>();
-      for (int64_t i = 0; i < a.numel(); ++i) a.set(i, data[static_cast<size_t>(i)]);
+      const json& data = w["data"];
+      for (int64_t i = 0; i < a.numel(); ++i) a.set(i, number_from_json(data[static_cast<size_t>(i)]));
       want.push_back(a);
     }
     std::vector<double> scalars;
