@@ -208,6 +208,26 @@ TEST(Fuzz, GeneratorDrawsCausalLoopsThatStopAtTheirBound) {
   EXPECT_TRUE(r.findings.empty()) << describe(r.findings);
 }
 
+// Masks from tile indices (a triangle or a band: where(tm.index() + c >= tn.index(), ...)), in
+// loop_reduce's reductions and pointwise's 2-D stores: the cpu backend decides them per block
+// (emit/decided_wheres.cpp); programs whose source has the versions agree with the interpreter
+// at several configs (so blocks inside, outside and across the boundary all run).
+TEST(Fuzz, GeneratorDrawsIndexMasksThatTheCpuDecidesPerBlock) {
+  int versioned = 0;
+  for (const char* family : {"loop_reduce", "pointwise"})
+    for (uint64_t seed = 1, found = 0; seed <= 200 && found < 4; ++seed) {
+      fz::Program p = fz::generate(seed, family);
+      if (fz::to_cpp(p).find(".index(), -1)") == std::string::npos) continue;  // ph::unsqueeze(t.index(), -1)
+      std::vector<ph::Array> in = fz::make_inputs(p, seed);
+      std::string src = fz::make_kernel(p)->compile(fz::make_args(p, in)).source();
+      if (src.find("holds on all of this block") == std::string::npos) continue;
+      ++found, ++versioned;
+      std::vector<fz::Finding> f = fz::check_on_cpu(p, seed, 3);
+      EXPECT_TRUE(f.empty()) << family << " seed " << seed << ": " << describe(f);
+    }
+  EXPECT_EQ(versioned, 8) << "index masks are drawn, and the cpu versions them";
+}
+
 // The atomics family: atomic adds, maxima and minima whose grid steps meet (a split reduction,
 // with or without an inner loop over the split's block; a grid step per row) or whose indices
 // repeat (a scatter through an index tensor, an exact i32 count), masked sometimes, into

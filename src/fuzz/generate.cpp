@@ -431,6 +431,30 @@ class Generator {
     return [this, tile] { return bin(BinaryFn::mul, cast(tile_index(tile, false), DType::f32), num(0.125)); };
   }
 
+  // A [rows, cols] mask from tile indices: a triangle (rows.index() + c >= cols.index(), or
+  // another comparison), sometimes a band (two of them and-ed or or-ed), sometimes negated.
+  // The cpu backend decides such masks per block (emit/decided_wheres.cpp): blocks wholly
+  // inside, wholly outside and across the boundary all occur at the configs the tester draws.
+  int index_mask(int rows, int cols) {
+    auto one = [&] {
+      int r = unsqueeze(tile_index(rows, false), -1), c = tile_index(cols, false);
+      if (chance(0.6)) r = bin(BinaryFn::add, r, inum(choose<int64_t>({0, 1, -3, 5, 17})));
+      if (chance(0.3)) c = bin(BinaryFn::sub, c, inum(choose<int64_t>({2, -7})));
+      const BinaryFn cmp = choose({BinaryFn::ge, BinaryFn::gt, BinaryFn::le, BinaryFn::lt});
+      return chance(0.5) ? bin(cmp, r, c) : bin(cmp, c, r);
+    };
+    int m = one();
+    if (chance(0.3)) m = bin(chance(0.5) ? BinaryFn::logical_and : BinaryFn::logical_or, m, one());
+    if (chance(0.2)) m = un(UnaryFn::logical_not, m);
+    return m;
+  }
+  int masked(int rows, int cols, int value, double fill) {
+    Expr w;
+    w.kind = Expr::Where;
+    w.args = {index_mask(rows, cols), value, num(fill)};
+    return add(w);
+  }
+
   // An expression that has every dim of `anchor`'s shape: combined with it, so that a
   // reduction over the block's dims really reduces over them (an expression of numbers alone
   // would make the result depend on how many blocks a loop has).
@@ -498,6 +522,7 @@ class Generator {
     int out = tensor(s, data_dtype(), true);
     Stmt launch = loop(dims, tiles);
     int value = fexpr(leaves, exact, 4);
+    if (rank == 2 && chance(0.2)) value = masked(tiles[0], tiles[1], value, -1.5);
     // Block views (views.h) on the way to the store; ph::expand takes a block, not a number.
     const bool number = p_.exprs[value].kind == Expr::Number || p_.exprs[value].kind == Expr::ScalarArg;
     if (variant > 0.7 && !number) value = view_chain(value, tiles);
@@ -646,6 +671,7 @@ class Generator {
       if (causal) dn.fixed_block = choose<int64_t>({8, 16, 128});
       Stmt inner = loop({dn}, {tn});
       int blk = transform(anchored(fexpr(leaves, exact, 3), leaves[0]));
+      if (chance(0.25)) blk = masked(tm, tn, blk, f == ReduceFn::min ? 2.5 : f == ReduceFn::max ? -2.5 : 0.0);
       int r = reduce(f == ReduceFn::mean ? ReduceFn::sum : f, blk, -1, false);
       int acc = var_read(v);
       int next = f == ReduceFn::max   ? bin(BinaryFn::maximum, acc, r)

@@ -94,6 +94,7 @@ void LaunchEmitter::block(const std::vector<Op>& ops) {
 }
 
 void LaunchEmitter::statement(const Op& op) {
+  if (versioned_statement(op)) return;  // (decided_wheres.cpp)
   switch (op.kind) {
     case OpKind::Loop:
       return loop(op);

@@ -73,6 +73,12 @@ std::string LaunchEmitter::op_expr(const Op& op, const Idx& idx) {
                          b);
     }
     case OpKind::Where: {
+      if (auto c = where_choice_.find(op.result); c != where_choice_.end() && c->second > 0) {  // decided here
+        std::string chosen = operand(op, c->second, idx);
+        if (rt == DType::f32 && type(op.operands[c->second]).dtype != DType::f32)
+          chosen = "static_cast<float>(" + chosen + ")";
+        return chosen;
+      }
       std::string a = operand(op, 1, idx), b = operand(op, 2, idx);
       if (rt == DType::f32 && type(op.operands[1]).dtype != DType::f32) a = "static_cast<float>(" + a + ")";
       if (rt == DType::f32 && type(op.operands[2]).dtype != DType::f32) b = "static_cast<float>(" + b + ")";

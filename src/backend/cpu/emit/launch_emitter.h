@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,27 @@ class LaunchEmitter : private EmitContext {
 
   // --- scans (scans.cpp) ---
   void scan(const Op& op);
+
+  // --- wheres decided per block (decided_wheres.cpp) ---
+  // The least and greatest element of an i64 block built from tile indices by + and -, as C++
+  // expressions of the step's offsets and counts; none for any other value.
+  struct Bounds {
+    std::string lo, hi;
+  };
+  std::optional<Bounds> index_bounds(int v);
+  // When a condition block holds everywhere and when nowhere, as C++ expressions; none when its
+  // bounds are not known.
+  struct Decided {
+    std::string all_true, all_false;
+  };
+  std::optional<Decided> decided_condition(int cond);
+  // The wheres with decided conditions that statement `op` computes inline.
+  std::vector<int> decided_wheres(const Op& op);
+  // Emits `op` in versions chosen per block by its decided wheres (none: false, nothing emitted).
+  bool versioned_statement(const Op& op);
+  // A where being versioned -> the operand (1 or 2) its version takes, or 0 in its general code.
+  std::map<int, int> where_choice_;
+  int versioning_ = 0;
 
   // --- bounds checks of computed indices (index_checks.cpp) ---
   // A scalar that indexes a tensor dimension, and where: checked right where it is computed,
