@@ -4,8 +4,12 @@
 // A statement whose fused expressions hold such a where is emitted in three versions, chosen once
 // per block by comparing the bounds of the two sides: the condition true everywhere (the where is
 // its first value), nowhere (its second), or the general code; a second such where in the
-// statement versions each of those in turn. The versions compute the same bits as the general
-// one: in them the condition is known, not approximated.
+// statement versions each of those in turn. In a version the condition is known, not
+// approximated; the chosen operand can then take the forms the emitter gives any plain operand
+// (an fma with its consumer under -ffp-contract, a division by a hoisted value as a multiply by
+// its reciprocal), so a value may differ from the general code's by the ulp those forms cost,
+// as it may between configs. (Bounds are exact for the blocks' own indices; i64 constants near
+// 2^63, where an endpoint sum could overflow, are not a kernel's.)
 //
 // Bounds are those of the i64 blocks built from tile indices, aranges, scalars and constants by
 // + and -, as C++ expressions of the step's tile offsets and counts (exact: i64 arithmetic).
