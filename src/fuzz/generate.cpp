@@ -126,6 +126,12 @@ class Generator {
     e.args = {a, b};
     return add(e);
   }
+  int where(int cond, int a, int b) {  // (operands drawn by the caller, in order)
+    Expr e;
+    e.kind = Expr::Where;
+    e.args = {cond, a, b};
+    return add(e);
+  }
   int cast(int a, DType d) {
     Expr e;
     e.kind = Expr::Cast;
@@ -349,10 +355,8 @@ class Generator {
       case 10:
         return un(chance(0.5) ? UnaryFn::sqrt : UnaryFn::rsqrt, positive(sub(), 0.5));
       case 11: {
-        Expr w;
-        w.kind = Expr::Where;
-        w.args = {condition(exact), sub(), sub()};
-        return add(w);
+        const int c = condition(exact), a = sub(), b = sub();  // (drawn in this order)
+        return where(c, a, b);
       }
       case 12:  // rounding through a 16-bit format
         return cast(cast(sub(), choose({DType::bf16, DType::f16})), DType::f32);
@@ -406,10 +410,8 @@ class Generator {
         return bin(BinaryFn::minimum, bin(BinaryFn::maximum, sub(), lo), hi);
       }
       case 9: {
-        Expr w;
-        w.kind = Expr::Where;
-        w.args = {condition(exact), sub(), sub()};
-        return add(w);
+        const int c = condition(exact), a = sub(), b = sub();  // (drawn in this order)
+        return where(c, a, b);
       }
       case 10: {  // wraps into 8 bits (an i64 block: a bare literal is an f32 constant, out of i8's range)
         int x = sub();
@@ -449,10 +451,8 @@ class Generator {
     return m;
   }
   int masked(int rows, int cols, int value, double fill) {
-    Expr w;
-    w.kind = Expr::Where;
-    w.args = {index_mask(rows, cols), value, num(fill)};
-    return add(w);
+    const int mask = index_mask(rows, cols);
+    return where(mask, value, num(fill));
   }
 
   // An expression that has every dim of `anchor`'s shape: combined with it, so that a

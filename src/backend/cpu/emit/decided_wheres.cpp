@@ -72,18 +72,21 @@ std::optional<LaunchEmitter::Decided> LaunchEmitter::decided_condition(int cond)
   if (f != BinaryFn::lt && f != BinaryFn::le && f != BinaryFn::gt && f != BinaryFn::ge) return std::nullopt;
   const auto a = index_bounds(op.operands[0]), b = index_bounds(op.operands[1]);
   if (!a || !b) return std::nullopt;
-  // a < b everywhere when a's largest is below b's smallest; nowhere when a's smallest is at or
-  // above b's largest. (> and >= mirror these.)
-  auto always = [](const Bounds& x, const Bounds& y, const char* cmp) { return "(" + x.hi + cmp + y.lo + ")"; };
+  // x < y everywhere when x's largest is below y's smallest, nowhere when x's smallest is at or
+  // above y's largest (<= alike); > and >= are < and <= with the sides swapped.
+  auto less = [](const Bounds& x, const Bounds& y, bool or_equal) {
+    return Decided{"(" + x.hi + (or_equal ? " <= " : " < ") + y.lo + ")",
+                   "(" + x.lo + (or_equal ? " > " : " >= ") + y.hi + ")"};
+  };
   switch (f) {
     case BinaryFn::lt:
-      return Decided{always(*a, *b, " < "), "(" + a->lo + " >= " + b->hi + ")"};
+      return less(*a, *b, false);
     case BinaryFn::le:
-      return Decided{always(*a, *b, " <= "), "(" + a->lo + " > " + b->hi + ")"};
+      return less(*a, *b, true);
     case BinaryFn::gt:
-      return Decided{always(*b, *a, " < "), "(" + b->lo + " >= " + a->hi + ")"};
+      return less(*b, *a, false);
     default:  // ge
-      return Decided{always(*b, *a, " <= "), "(" + b->lo + " > " + a->hi + ")"};
+      return less(*b, *a, true);
   }
 }
 
@@ -142,8 +145,8 @@ std::vector<int> LaunchEmitter::decided_wheres(const Op& op) {
 
 bool LaunchEmitter::versioned_statement(const Op& op) {
   // Versions nest, one where at a time: at most this many deep (9 copies of a statement).
-  constexpr int kMaxNested = 2;
-  if (versioning_ >= kMaxNested) return false;
+  constexpr size_t kMaxNested = 2;
+  if (where_choice_.size() >= kMaxNested) return false;
   int w = -1;
   for (int v : decided_wheres(op))
     if (!where_choice_.count(v)) {
@@ -160,7 +163,6 @@ bool LaunchEmitter::versioned_statement(const Op& op) {
     where_choice_.erase(w);
     --depth_;
   };
-  ++versioning_;
   line("if (" + d.all_true + ") {  // the mask at " + where.loc.str() + " holds on all of this block");
   version(1);
   line("} else if (" + d.all_false + ") {  // on none of it");
@@ -168,7 +170,6 @@ bool LaunchEmitter::versioned_statement(const Op& op) {
   line("} else {");
   version(0);
   line("}");
-  --versioning_;
   return true;
 }
 

@@ -149,7 +149,6 @@ class LaunchEmitter : private EmitContext {
   bool versioned_statement(const Op& op);
   // A where being versioned -> the operand (1 or 2) its version takes, or 0 in its general code.
   std::map<int, int> where_choice_;
-  int versioning_ = 0;
 
   // --- bounds checks of computed indices (index_checks.cpp) ---
   // A scalar that indexes a tensor dimension, and where: checked right where it is computed,
