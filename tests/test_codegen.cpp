@@ -62,10 +62,13 @@ TEST(Codegen, A16BitCastIsRoundedOnceWhenStored) {
   ph::Array q = ph::Array::zeros({1, 2, 256, 64}, ph::DType::bf16);
   std::string s = ph::kernels::attention.compile({q, q, q, 0.125}).source();
   // cast(p, bf16) and cast(q * scale, bf16) are materialized for the dots: narrowed once, not
-  // narrowed, widened and narrowed again.
+  // narrowed, widened and narrowed again. q's in a nest of its own; p's by the row sum's loop,
+  // from the exp it has just computed (p itself has no f32 buffer).
   EXPECT_EQ(s.find("f32_to_bf16(ph_rt::bf16_to_f32(ph_rt::f32_to_bf16("), std::string::npos);
   expect_contains(s, " (cast)\n");
-  expect_contains(s, "] = ph_rt::f32_to_bf16(static_cast<float>(m");
+  expect_contains(s, "] = ph_rt::f32_to_bf16(static_cast<float>((ph_rt::bf16_to_f32(T0[");
+  expect_contains(s, "] = ph_rt::f32_to_bf16(static_cast<float>(e));");
+  EXPECT_EQ(s.find("] = e;"), std::string::npos);
 }
 
 TEST(Codegen, AGatheredBf16DotOperandIsMaterializedInBf16) {

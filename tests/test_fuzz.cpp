@@ -228,6 +228,26 @@ TEST(Fuzz, GeneratorDrawsIndexMasksThatTheCpuDecidesPerBlock) {
   EXPECT_EQ(versioned, 8) << "index masks are drawn, and the cpu versions them";
 }
 
+// Rows read after their reduction only through a 16-bit cast (row_reduce): a costly value is
+// computed in the reduction's loop, which stores the cast (lower/fusion.h); programs whose source
+// does so agree with the interpreter at several configs.
+TEST(Fuzz, GeneratorDrawsCastsThatAReductionsLoopStores) {
+  int stored = 0;
+  for (uint64_t seed = 1; seed <= 300 && stored < 4; ++seed) {
+    fz::Program p = fz::generate(seed, "row_reduce");
+    if (fz::to_cpp(p).find("ph::cast(") == std::string::npos) continue;
+    std::vector<ph::Array> in = fz::make_inputs(p, seed);
+    std::string src = fz::make_kernel(p)->compile(fz::make_args(p, in)).source();
+    if (src.find("_to_f32(ph_rt::f32_to_") == std::string::npos ||
+        src.find("(static_cast<float>(e)))") == std::string::npos)
+      continue;
+    ++stored;
+    std::vector<fz::Finding> f = fz::check_on_cpu(p, seed, 3);
+    EXPECT_TRUE(f.empty()) << "row_reduce seed " << seed << ": " << describe(f);
+  }
+  EXPECT_EQ(stored, 4) << "casts stored by a reduction's loop are drawn";
+}
+
 // The atomics family: atomic adds, maxima and minima whose grid steps meet (a split reduction,
 // with or without an inner loop over the split's block; a grid step per row) or whose indices
 // repeat (a scatter through an index tensor, an exact i32 count), masked sometimes, into

@@ -603,10 +603,27 @@ class Generator {
       int r = reduce(f, e, axis, true);
       std::vector<Leaf> with_r = leaves;
       with_r.push_back([=] { return r; });
-      int final = bin(BinaryFn::sub, e, r);
+      // Sometimes the rows and their reduction are values of their own (Lets), each traced once:
+      // a costly e is then materialized and computed inside the reduction's loop; and sometimes
+      // the rows are read after it only through a 16-bit cast, itself read by two stores: the
+      // reduction's loop then stores the cast (lower/fusion.h).
+      const bool lets = chance(0.5);
+      const int rows = chance(0.25) ? cast(e, choose({DType::bf16, DType::f16})) : e;
+      for (int v : {e, r, rows}) {
+        if (!lets || (v == rows && rows == e)) continue;
+        Stmt let;
+        let.kind = Stmt::Let;
+        let.expr = v;
+        launch.body.push_back(let);
+      }
+      int final = bin(BinaryFn::sub, rows, r);
       if (chance(0.7)) final = fexpr(std::vector<Leaf>{[=] { return final; }, [=] { return r; }}, exact, 2);
       int out = tensor({m, n}, data_dtype(), true);
       launch.body.push_back(store(out, block, final));
+      if (rows != e) {
+        int out2 = tensor({m, n}, data_dtype(), true);
+        launch.body.push_back(store(out2, block, bin(BinaryFn::mul, rows, num(2.0))));
+      }
     }
     p_.body.push_back(std::move(launch));
   }

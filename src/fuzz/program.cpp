@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "ir/ir.h"
@@ -324,6 +325,7 @@ class Player {
   }
 
   Operand expr(int id) {
+    if (auto b = bound_.find(id); b != bound_.end()) return b->second;  // (a Let's value)
     const Expr& e = p_.exprs.at(id);
     auto arg = [&](int k) { return expr(e.args.at(k)); };
     switch (e.kind) {
@@ -449,10 +451,13 @@ class Player {
         }
         std::vector<Tile> opened = detail::open_loop(dims, s.grid, Loc::current());
         for (size_t i = 0; i < opened.size(); ++i) tiles_.at(s.tiles[i]) = opened[i];
-        for (const Stmt& b : s.body) stmt(b);
+        body(s.body);
         detail::close_loop();
         return;
       }
+      case Stmt::Let:
+        bound_.insert_or_assign(s.expr, expr(s.expr));
+        return;
       case Stmt::VarDecl:
         vars_.at(s.var) = std::make_unique<Var>(block(expr(s.expr)));
         return;
@@ -477,9 +482,7 @@ class Player {
         subscripted(tensors_.at(s.tensor), subscript(s.index)) = expr(s.expr);
         return;
       case Stmt::When:
-        when(expr(s.expr), [&] {
-          for (const Stmt& b : s.body) stmt(b);
-        });
+        when(expr(s.expr), [&] { body(s.body); });
         return;
       case Stmt::Copy: {
         const MeshAxis& a = p_.mesh.at(s.axis);
@@ -500,7 +503,15 @@ class Player {
     }
   }
 
+  // A body's statements; the values its Lets bind are its own.
+  void body(const std::vector<Stmt>& stmts) {
+    const std::map<int, Operand> outer = bound_;
+    for (const Stmt& b : stmts) stmt(b);
+    bound_ = outer;
+  }
+
   const Program& p_;
+  std::map<int, Operand> bound_;  // expression -> the value a Let traced for it
   std::vector<Tensor> tensors_;
   Scalar scalar_;
   std::vector<Tile> tiles_;
@@ -645,6 +656,7 @@ class Printer {
   }
 
   std::string expr(int id) {
+    if (auto b = names_.find(id); b != names_.end()) return b->second;  // (a Let's name)
     const Expr& e = p_.exprs.at(id);
     auto arg = [&](int k) { return expr(e.args.at(k)); };
     switch (e.kind) {
@@ -748,6 +760,13 @@ class Printer {
     throw InternalError("fuzz: expression kind");
   }
 
+  // A body's statements; the names its Lets bind are its own.
+  void body(std::ostringstream& os, const std::vector<Stmt>& stmts, int depth) {
+    const std::map<int, std::string> outer = names_;
+    for (const Stmt& b : stmts) stmt(os, b, depth);
+    names_ = outer;
+  }
+
   // A Var's initial value must be a block: a bare number becomes ph::full({}, n).
   std::string block_expr(int id) {
     const Expr& e = p_.exprs.at(id);
@@ -779,10 +798,14 @@ class Printer {
         for (size_t i = 0; i < s.tiles.size(); ++i) names += (i ? ", " : "") + ("t" + std::to_string(s.tiles[i]));
         std::string bind = s.tiles.size() == 1 ? names : "[" + names + "]";
         os << pad << "for (auto " << bind << " : ph::" << (s.grid ? "grid" : "tile") << "(" << dims << ")) {\n";
-        for (const Stmt& b : s.body) stmt(os, b, depth + 1);
+        body(os, s.body, depth + 1);
         os << pad << "}\n";
         return;
       }
+      case Stmt::Let:
+        os << pad << "auto e" << s.expr << " = " << expr(s.expr) << ";\n";
+        names_[s.expr] = "e" + std::to_string(s.expr);
+        return;
       case Stmt::VarDecl:
         os << pad << "ph::Var v" << s.var << " = " << block_expr(s.expr) << ";\n";
         return;
@@ -806,7 +829,7 @@ class Printer {
         return;
       case Stmt::When:
         os << pad << "ph::when(" << expr(s.expr) << ", [&] {\n";
-        for (const Stmt& b : s.body) stmt(os, b, depth + 1);
+        body(os, s.body, depth + 1);
         os << pad << "});\n";
         return;
       case Stmt::Copy: {
@@ -831,6 +854,7 @@ class Printer {
   }
 
   const Program& p_;
+  std::map<int, std::string> names_;  // expression -> the name a Let gave its value
 };
 
 }  // namespace

@@ -134,14 +134,18 @@ struct Stmt {
   // tensor[index] of the peer `shift` devices ahead along mesh axis `axis`, modulo its size) and
   // starts it; CopyWait waits for copy `copy` (wait(): its send and a receive); Barrier is
   // ph::barrier over the mesh axes `axes`.
-  enum Kind { Loop, VarDecl, VarSet, Store, When, Copy, CopyWait, Barrier } kind = Store;
+  // Let: `auto e<expr> = <expr>;`, the value traced once, there; later references to expression
+  // `expr` (in this body, and in bodies nested in it) read that value instead of tracing the tree
+  // again: a value with several consumers, as users write them (one traced value, which fusion
+  // may compute once into scratch), where a tree referenced twice traces two.
+  enum Kind { Loop, VarDecl, VarSet, Store, When, Copy, CopyWait, Barrier, Let } kind = Store;
   // Loop: its dims (tile numbers `tiles`, one per dim); at the top level a launch.
   std::vector<LoopDim> dims;
   std::vector<int> tiles;
   bool grid = false;
   std::vector<Stmt> body;
   int var = -1;     // VarDecl / VarSet
-  int expr = -1;    // VarDecl / VarSet / Store: the value
+  int expr = -1;    // VarDecl / VarSet / Store / Let: the value
   int tensor = -1;  // Store
   std::vector<Subscript> index;
   int mask = -1;          // Store: >= 0, a masked store (ph::store) of the elements where it is true

@@ -124,9 +124,11 @@ struct ValuePlan {
   int materialized = -1;  // scratch index when materialized
   int staged = -1;        // a load that reads through a StagedBlock: its index
   // A materialized value computed inside the loop of the reduction that first consumes it
-  // (one pass: each element is stored and accumulated), and that reduction's side of it.
-  int in_reduction = -1;  // the producer: the reduction's result id
-  int computes = -1;      // the reduction: the producer's value id
+  // (one pass: each element is stored and accumulated), and that reduction's side of it
+  // (lower/fusion.h: the loop may store a cast of the value it computes instead).
+  int in_reduction = -1;  // the stored value: the reduction's result id
+  int computes = -1;      // the reduction: the value its loop computes per element
+  int stores = -1;        // the reduction: the value its loop stores (`computes` or a cast of it)
 };
 
 // A tensor the launch updates atomically, and how its updates reach memory: with `Atomic`

@@ -230,11 +230,13 @@ std::vector<std::pair<const Op*, const Op*>> prefetch_hosts(const ir::Function& 
 LaunchPlan fusion_plan(const ir::Function& fn, const Op& launch) {
   LaunchPlan L;
   L.op = &launch;
-  const std::set<int> materialized = choose_materialized(fn, launch, accumulating_dots(fn, launch));
+  std::set<int> materialized = choose_materialized(fn, launch, accumulating_dots(fn, launch));
+  const std::vector<ReductionProducer> computed = producers_computed_by_reductions(fn, launch, &materialized);
   for (int v : materialized) L.values[v].materialized = 0;  // (which scratch does not matter here)
-  for (auto [producer, reduction] : producers_computed_by_reductions(fn, launch, materialized)) {
-    L.values[producer].in_reduction = reduction;
-    L.values[reduction].computes = producer;
+  for (const ReductionProducer& r : computed) {
+    L.values[r.stored].in_reduction = r.reduction;
+    L.values[r.reduction].computes = r.producer;
+    L.values[r.reduction].stores = r.stored;
   }
   return L;
 }

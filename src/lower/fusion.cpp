@@ -375,7 +375,7 @@ std::set<int> choose_materialized(const ir::Function& fn, const Op& launch,
 namespace {
 
 void find_reduction_producers(const ir::Function& fn, const std::vector<ir::Op>& ops, const std::set<int>& materialized,
-                              std::map<int, int>& out) {
+                              std::vector<ReductionProducer>& out) {
   for (size_t i = 0; i < ops.size(); ++i) {
     const ir::Op& op = ops[i];
     find_reduction_producers(fn, op.body, materialized, out);
@@ -387,7 +387,7 @@ void find_reduction_producers(const ir::Function& fn, const std::vector<ir::Op>&
       const bool uses = std::find(next.operands.begin(), next.operands.end(), op.result) != next.operands.end();
       if (next.kind == ir::OpKind::Reduce && uses) {
         const ir::Type& in = fn.type_of(op.result);
-        if (next.axis == in.rank() - 1 && !in.shape.back().is_one()) out[op.result] = next.result;
+        if (next.axis == in.rank() - 1 && !in.shape.back().is_one()) out.push_back({next.result, op.result, op.result});
         break;
       }
       if (uses || !ir::is_pointwise(next.kind) || next.result < 0 || materialized.count(next.result)) break;
@@ -395,12 +395,50 @@ void find_reduction_producers(const ir::Function& fn, const std::vector<ir::Op>&
   }
 }
 
+// The ops of `body` (any depth) that read value `v`, as an operand or in an index.
+std::vector<const ir::Op*> readers_of(const std::vector<ir::Op>& body, int v) {
+  std::vector<const ir::Op*> out;
+  ir::walk(body, [&](const ir::Op& op) {
+    bool reads = std::find(op.operands.begin(), op.operands.end(), v) != op.operands.end();
+    for (const auto& ix : op.index) reads |= ix.has_value() && ix.value == v;
+    if (reads) out.push_back(&op);
+  });
+  return out;
+}
+
+// Whether `op` is one of `ops` (not nested deeper).
+bool in_block(const std::vector<ir::Op>& ops, const ir::Op* op) {
+  return !ops.empty() && op >= ops.data() && op < ops.data() + ops.size();
+}
+
+// The block (at any depth of `ops`) that holds `op`, or nullptr.
+const std::vector<ir::Op>* block_of(const std::vector<ir::Op>& ops, const ir::Op* op) {
+  if (in_block(ops, op)) return &ops;
+  for (const ir::Op& o : ops)
+    if (const auto* b = block_of(o.body, op)) return b;
+  return nullptr;
+}
+
 }  // namespace
 
-std::map<int, int> producers_computed_by_reductions(const ir::Function& fn, const ir::Op& launch,
-                                                    const std::set<int>& materialized) {
-  std::map<int, int> out;
-  find_reduction_producers(fn, launch.body, materialized, out);
+std::vector<ReductionProducer> producers_computed_by_reductions(const ir::Function& fn, const ir::Op& launch,
+                                                                std::set<int>* materialized) {
+  std::vector<ReductionProducer> out;
+  find_reduction_producers(fn, launch.body, *materialized, out);
+  for (ReductionProducer& r : out) {
+    // The producer read by the reduction and by one materialized cast after it in its block.
+    std::vector<const ir::Op*> readers = readers_of(launch.body, r.producer);
+    if (readers.size() != 2) continue;
+    const ir::Op* reduce = readers[0]->result == r.reduction ? readers[0] : readers[1];
+    const ir::Op* cast = readers[0] == reduce ? readers[1] : readers[0];
+    if (reduce->result != r.reduction || cast->kind != ir::OpKind::Cast || !materialized->count(cast->result) ||
+        std::count(reduce->operands.begin(), reduce->operands.end(), r.producer) != 1)
+      continue;
+    const std::vector<ir::Op>* block = block_of(launch.body, reduce);
+    if (!block || !in_block(*block, cast) || cast < reduce) continue;
+    r.stored = cast->result;
+    materialized->erase(r.producer);
+  }
   return out;
 }
 

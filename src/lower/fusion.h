@@ -14,6 +14,7 @@
 
 #include <map>
 #include <set>
+#include <vector>
 
 #include "ir/ir.h"
 
@@ -42,8 +43,17 @@ std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const i
 // A materialized value whose first consumer is a reduction along its last axis is computed
 // inside that reduction's loop (one pass: store each element and accumulate it) instead of in
 // a loop of its own. Only pure, unmaterialized ops that do not read it may lie between.
-// Returns producer value -> reduction result.
-std::map<int, int> producers_computed_by_reductions(const ir::Function& fn, const ir::Op& launch,
-                                                    const std::set<int>& materialized);
+struct ReductionProducer {
+  int reduction = -1;  // the reduction's result
+  int producer = -1;   // the value its loop computes per element
+  // What its loop stores: the producer, or a cast of it. When the producer's only other consumer
+  // is a materialized cast later in the same block (flash attention's p, cast to bf16 for the
+  // second dot), the loop stores the cast and the producer gets no buffer (it is dropped from
+  // `materialized`): one pass writes the 16-bit block, instead of a 32-bit one and a pass to
+  // read it back. The cast reads nothing but the producer, whose value is the one the loop has.
+  int stored = -1;
+};
+std::vector<ReductionProducer> producers_computed_by_reductions(const ir::Function& fn, const ir::Op& launch,
+                                                                std::set<int>* materialized);
 
 }  // namespace parhelion::lower

@@ -17,7 +17,12 @@ class FusionPrinter {
       : fn_(fn),
         os_(os),
         in_place_(accumulating_dots(fn, launch)),
-        materialized_(choose_materialized(fn, launch, in_place_)) {}
+        materialized_(choose_materialized(fn, launch, in_place_)) {
+    for (const ReductionProducer& r : producers_computed_by_reductions(fn, launch, &materialized_)) {
+      computed_by_[r.producer] = r;
+      if (r.stored != r.producer) computed_by_[r.stored] = r;
+    }
+  }
 
   void body(const std::vector<Op>& ops, int depth) {
     const std::string indent(2 * depth, ' ');
@@ -42,6 +47,13 @@ class FusionPrinter {
     if (auto it = in_place_.find(op.result); it != in_place_.end())
       return "in place into v" + std::to_string(it->second.var) +
              (it->second.rescaled >= 0 ? " after its rescale %" + std::to_string(it->second.rescaled) : "");
+    if (auto it = computed_by_.find(op.result); it != computed_by_.end()) {
+      const ReductionProducer& r = it->second;
+      const std::string loop = "the loop of %" + std::to_string(r.reduction);
+      if (op.result == r.stored && r.stored == r.producer) return "materialized, computed in " + loop;
+      if (op.result == r.stored) return "materialized, stored by " + loop;
+      return "computed in " + loop + ", which stores its cast %" + std::to_string(r.stored);
+    }
     if (materialized_.count(op.result)) {
       if (op.kind == OpKind::Reduce) return "materialized (reduction)";
       if (op.kind == OpKind::Scan) return "materialized (scan)";
@@ -55,6 +67,7 @@ class FusionPrinter {
   std::ostringstream& os_;
   std::map<int, AccumulatingDot> in_place_;
   std::set<int> materialized_;
+  std::map<int, ReductionProducer> computed_by_;  // a producer or a cast a reduction's loop stores
 };
 
 }  // namespace

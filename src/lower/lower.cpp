@@ -240,10 +240,11 @@ class Planner {
       }
       return !uses[v].empty();
     };
-    const std::set<int> materialized = choose_materialized(fn, launch, in_place_dots_);
-    for (auto [producer, reduction] : producers_computed_by_reductions(fn, launch, materialized)) {
-      L.values[producer].in_reduction = reduction;
-      L.values[reduction].computes = producer;
+    std::set<int> materialized = choose_materialized(fn, launch, in_place_dots_);
+    for (const ReductionProducer& r : producers_computed_by_reductions(fn, launch, &materialized)) {
+      L.values[r.stored].in_reduction = r.reduction;
+      L.values[r.reduction].computes = r.producer;
+      L.values[r.reduction].stores = r.stored;
     }
     for (int v : materialized) {
       Scratch s;

@@ -75,7 +75,7 @@ class Verifier {
       }
       if (plan.in_reduction >= 0) {
         auto r = L_.values.find(plan.in_reduction);
-        expect(plan.materialized >= 0 && r != L_.values.end() && r->second.computes == value,
+        expect(plan.materialized >= 0 && r != L_.values.end() && r->second.stores == value && r->second.computes >= 0,
                "value %" + std::to_string(value) + " is computed by a reduction that does not know it");
       }
     }

@@ -12,6 +12,7 @@ namespace parhelion::backend::cpu::emit {
 
 std::string LaunchEmitter::expr(int v, const Idx& idx) {
   if (type(v).rank() == 0) return "s" + std::to_string(v);
+  if (auto n = named_values_.find(v); n != named_values_.end()) return n->second;
   if (int m = L_.materialized(v); m >= 0) return read(scratch_ref(L_.scratch[m], idx), type(v).dtype);
   return op_expr(*def_.at(v), idx);
 }

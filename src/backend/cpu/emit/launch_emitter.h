@@ -149,6 +149,9 @@ class LaunchEmitter : private EmitContext {
   bool versioned_statement(const Op& op);
   // A where being versioned -> the operand (1 or 2) its version takes, or 0 in its general code.
   std::map<int, int> where_choice_;
+  // Values whose expression is a name already computed in the current loop (a reduction's
+  // per-element `e`, which the cast it stores reads): expr() returns the name.
+  std::map<int, std::string> named_values_;
 
   // --- bounds checks of computed indices (index_checks.cpp) ---
   // A scalar that indexes a tensor dimension, and where: checked right where it is computed,

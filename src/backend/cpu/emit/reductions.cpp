@@ -74,7 +74,17 @@ void LaunchEmitter::reduce(const Op& op) {
             }
             const Op& producer = *def_.at(r->computes);
             line("const " + c_type(type(producer.result).dtype) + " e = " + op_expr(producer, at) + ";");
-            line(scratch_ref(L_.scratch[L_.materialized(producer.result)], at) + " = e;");
+            const lower::Scratch& stored = L_.scratch[L_.materialized(r->stores)];
+            if (r->stores == r->computes) {
+              line(scratch_ref(stored, at) + " = e;");
+            } else {  // a cast of it, from `e` (the producer has no buffer)
+              named_values_[r->computes] = "e";
+              const Op* cast = nullptr;  // (later in the block: not yet in def_)
+              ir::walk(L_.op->body, [&](const Op& o) { cast = o.result == r->stores ? &o : cast; });
+              line(scratch_ref(stored, at) + " = " +
+                   (is16(stored.dtype) ? stored_op_expr(stored.dtype, *cast, at) : op_expr(*cast, at)) + ";");
+              named_values_.erase(r->computes);
+            }
             line(lane_acc + " = " + combine(lane_acc, "e") + ";");
           };
           hoisted_loop("ir", "for (; ir + kLanes <= " + count + "; ir += kLanes) {", "", [&] {

@@ -1,0 +1,99 @@
+// A value computed inside the loop of the row reduction that consumes it first, whose only other
+// consumer is a cast (lower/fusion.h, ReductionProducer): the loop stores the cast, the value
+// itself gets no buffer. The results must be the interpreter's, bit for bit where the arithmetic
+// is exact: a 16-bit buffer a dot reads, an f32 one that two stores read, bf16 and f16, ragged
+// blocks and rows whose length leaves a tail after the vector loop. Flash attention's p is the
+// case this was built for (its numbers: test_kernels and test_decided_wheres).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "parhelion/parhelion.h"
+
+namespace ph = parhelion;
+
+namespace {
+
+// A value costly enough to be materialized (more than six ops), exact in f32 for inputs that are
+// multiples of 1/16 in [-4, 4), and not exact in bf16 or f16: the cast's rounding shows.
+ph::Tensor costly(ph::Tensor x) { return (x * x + x * 3.0f) + (x * 0.5f + 1.0f) * (x - 0.25f); }
+
+// The cast read by a dot (a 16-bit buffer), the sum dividing the product.
+template <ph::DType kHalf>
+ph::Tensor rows_through_a_dot(ph::Tensor x, ph::Tensor w) {
+  auto out = ph::empty({x.size(0), w.size(1)}, ph::DType::f32);
+  for (auto tm : ph::tile(x.size(0))) {
+    auto p = costly(x[tm, ph::all]);
+    auto s = ph::sum(p, -1);
+    auto c = ph::cast(p, kHalf);
+    out[tm, ph::all] = ph::dot(c, w[ph::all, ph::all]) / s.unsqueeze(-1);
+  }
+  return out;
+}
+
+// The cast read by two stores (an f32 buffer of rounded values).
+template <ph::DType kHalf>
+std::tuple<ph::Tensor, ph::Tensor> rows_stored_twice(ph::Tensor x) {
+  auto a = ph::empty_like(x), b = ph::empty_like(x);
+  for (auto tm : ph::tile(x.size(0))) {
+    auto p = costly(x[tm, ph::all]);
+    auto s = ph::sum(p, -1);
+    auto c = ph::cast(p, kHalf);
+    a[tm, ph::all] = c - s.unsqueeze(-1);
+    b[tm, ph::all] = c * 2.0f;
+  }
+  return {a, b};
+}
+
+// Multiples of 1/16 in [-4, 4), so that every value of `costly` and every row sum is exact.
+ph::Array sixteenths(ph::Shape shape, uint64_t seed) {
+  ph::Array a = ph::Array::random(shape, ph::DType::f32, seed, -4.0, 4.0);
+  for (int64_t i = 0; i < a.numel(); ++i) a.set(i, std::floor(a.get(i) * 16) / 16);
+  return a;
+}
+
+// Every block size below on `args`: the interpreter's values within `tolerance` (relative), and a
+// source in which the sum's loop stores the cast (`stored`, of its element `e`) and no buffer
+// holds the costly value.
+template <class K>
+void check_against_interpreter(K& k, const std::vector<ph::Arg>& args, double tolerance, const std::string& stored) {
+  const std::vector<ph::Array> want = k.interpret(args);
+  for (int64_t block : {1, 4, 16, 64}) {
+    ph::Config c = k.compile(args).config();
+    c.block_sizes = {block};
+    SCOPED_TRACE(c.to_json());
+    ph::CompiledKernel ck = k.compile(args, &c);
+    EXPECT_NE(ck.source().find("] = " + stored + ";"), std::string::npos) << ck.source();
+    EXPECT_EQ(ck.source().find("] = e;"), std::string::npos) << "the costly value has a buffer of its own";
+    const std::vector<ph::Array> got = ck.run(args);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t o = 0; o < got.size(); ++o)
+      for (int64_t i = 0; i < want[o].numel(); ++i) {
+        const double x = got[o].get(i), y = want[o].get(i);
+        ASSERT_LE(std::abs(x - y), tolerance * (1 + std::abs(y))) << "output " << o << " element " << i;
+      }
+  }
+}
+
+}  // namespace
+
+TEST(ReductionStores, ACastReadByADotIsStoredByTheSumsLoop) {
+  ph::Array x = sixteenths({45, 77}, 1);
+  ph::Array w = ph::Array::random({77, 24}, ph::DType::f32, 2);
+  for (int64_t i = 0; i < w.numel(); ++i) w.set(i, std::round(w.get(i) * 8) / 4);  // exact products
+  ph::Kernel bf16("rows_through_a_dot_bf16", rows_through_a_dot<ph::DType::bf16>);
+  check_against_interpreter(bf16, {x, w}, 1e-6, "ph_rt::f32_to_bf16(static_cast<float>(e))");
+  ph::Kernel f16("rows_through_a_dot_f16", rows_through_a_dot<ph::DType::f16>);
+  check_against_interpreter(f16, {x, w}, 1e-6, "ph_rt::f32_to_f16(static_cast<float>(e))");
+}
+
+TEST(ReductionStores, ACastReadByTwoStoresIsStoredByTheSumsLoop) {
+  ph::Array x = sixteenths({45, 77}, 3);
+  ph::Kernel bf16("rows_stored_twice_bf16", rows_stored_twice<ph::DType::bf16>);
+  check_against_interpreter(bf16, {x}, 0, "ph_rt::bf16_to_f32(ph_rt::f32_to_bf16(static_cast<float>(e)))");
+  ph::Kernel f16("rows_stored_twice_f16", rows_stored_twice<ph::DType::f16>);
+  check_against_interpreter(f16, {x}, 0, "ph_rt::f16_to_f32(ph_rt::f32_to_f16(static_cast<float>(e)))");
+}
