@@ -111,14 +111,17 @@ TEST(DecidedWheres, CausalAttentionIsVersionedAndMatchesItsReference) {
   }
 }
 
-// The default config keeps a causal key block at most twice the query block: the trip across the
-// diagonal computes a whole key block, the part above it masked out.
+// The default config keeps a causal key block at most twice the query block, and the two together
+// near an eighth of S (the query block not below 128): the trip across the diagonal computes a
+// whole key block, the part above it masked out.
 TEST(DecidedWheres, TheDefaultCausalKeyBlockIsAtMostTwiceTheQueryBlock) {
   const auto& e = ph::kernels::find_kernel("causal_attention");
-  for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
-    ph::kernels::Inputs in = e.make_inputs({1, 4, 4096, 128}, dt, 1);
-    const ph::Config c = e.kernel->compile(in.args()).config();
-    ASSERT_EQ(c.block_sizes.size(), 2u);
-    EXPECT_LE(c.block_sizes[1], 2 * c.block_sizes[0]) << c.to_json();
-  }
+  for (int64_t s : {1024, 4096})
+    for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
+      ph::kernels::Inputs in = e.make_specs({1, 4, s, 128}, dt);
+      const ph::Config c = e.kernel->compile(in.args()).config();
+      ASSERT_EQ(c.block_sizes.size(), 2u);
+      EXPECT_LE(c.block_sizes[1], 2 * c.block_sizes[0]) << c.to_json();
+      EXPECT_TRUE(8 * (c.block_sizes[0] + c.block_sizes[1]) <= s || c.block_sizes[0] <= 128) << c.to_json();
+    }
 }

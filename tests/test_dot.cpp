@@ -299,6 +299,53 @@ TEST(Dot, EveryMicroKernelOverPackingPaths) {
   }
 }
 
+// A workspace sized for an A the tile kernel reads in place (gemm_workspace_bytes' a_in_place:
+// what the lowering reserves for a materialized bf16 A whose k is whole 32-deep steps) holds B's
+// panels and one strip of A: the kernel reads whole strips in place, packs a ragged last strip
+// into that slot, and an A it cannot read in place after all (rows 4 KiB apart, a column-major
+// one, k ragged) one strip at a time. Each is the reference's product, and nothing is written
+// past the workspace.
+TEST(Dot, TheTileKernelFitsAWorkspaceSizedForAnAReadInPlace) {
+  const auto& names = ph::runtime::gemm_kernel_names();
+  const auto tile = std::find(names.begin(), names.end(), "amx_32x32");
+  if (tile == names.end()) GTEST_SKIP() << "no AMX on this host";
+  struct Case {
+    int64_t m, n, k, lda;
+    bool a_column_major = false;
+  };
+  for (Case cs : {Case{64, 96, 128, 128}, Case{37, 50, 64, 96}, Case{600, 45, 256, 256}, Case{5, 33, 32, 32},
+                  Case{70, 40, 64, 2048}, Case{45, 40, 96, 96, true}, Case{41, 30, 50, 50}}) {
+    const int64_t rows = cs.a_column_major ? cs.k : cs.m;
+    ph::Array storage = ph::Array::random({rows, cs.lda}, ph::DType::bf16, 13);
+    ph::Array a = ph::Array::empty({cs.m, cs.k}, ph::DType::bf16);
+    for (int64_t i = 0; i < cs.m; ++i)
+      for (int64_t p = 0; p < cs.k; ++p)
+        a.set(i * cs.k + p, cs.a_column_major ? storage.get(p * cs.lda + i) : storage.get(i * cs.lda + p));
+    ph::Array b = ph::Array::random({cs.k, cs.n}, ph::DType::bf16, 14);
+    ph::Array want = ph::ref::matmul(a, b);
+    const int64_t bytes = ph::runtime::gemm_workspace_bytes(cs.m, cs.n, cs.k, "amx_32x32", true, true);
+    if (cs.m > 32) EXPECT_LT(bytes, ph::runtime::gemm_workspace_bytes(cs.m, cs.n, cs.k, "amx_32x32", true, false));
+    constexpr int64_t kCanary = 4096;
+    std::vector<char> ws(bytes + kCanary + 64, '\x5a');
+    std::vector<float> c(cs.m * cs.n, 0.5f);
+    ph_gemm_args g{};
+    g.m = cs.m, g.n = cs.n, g.k = cs.k;
+    g.a = storage.data(), g.a_rs = cs.a_column_major ? 1 : cs.lda, g.a_cs = cs.a_column_major ? cs.lda : 1;
+    g.a_dtype = PH_BF16;
+    g.b = b.data(), g.b_rs = cs.n, g.b_cs = 1, g.b_dtype = PH_BF16;
+    g.c = c.data(), g.ldc = cs.n, g.accumulate = 1, g.kernel = static_cast<int>(tile - names.begin());
+    g.workspace = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64);
+    g.workspace_bytes = bytes;
+    ph::runtime::gemm(g);
+    double err = 0;
+    for (int64_t j = 0; j < want.numel(); ++j) err = std::max(err, std::abs(c[j] - 0.5 - want.get(j)));
+    EXPECT_LT(err, 1e-3 * std::sqrt(static_cast<double>(cs.k))) << "m " << cs.m << " n " << cs.n << " k " << cs.k;
+    const char* end = static_cast<const char*>(g.workspace) + bytes;
+    EXPECT_TRUE(std::all_of(end, end + kCanary, [](char x) { return x == '\x5a'; }))
+        << "wrote past its workspace of " << bytes << " bytes, m " << cs.m << " k " << cs.k;
+  }
+}
+
 // The config space offers the widened kernels only to dots of two bf16 operands, and every
 // host kernel to each dot.
 TEST(Dot, KernelChoicesWidenAndTileOnlyBf16Operands) {

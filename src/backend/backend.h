@@ -138,9 +138,11 @@ class Backend {
   virtual std::vector<std::string> gather_strategies(const ir::Function& fn, const ir::Op& load) const;
   // The fast-memory workspace a dot of an m x n result over k packs its operands into with
   // micro-kernel `micro_kernel` (one of micro_kernels()), its operands reaching it as bf16 or
-  // not (LaunchPlan::gemm_operand_dtype) (0: none).
+  // not (LaunchPlan::gemm_operand_dtype), its A row-major with rows `a_row_stride` elements apart
+  // in every call and k always `k_multiple`'s multiple, or (a_row_stride 0) not known to be
+  // (0: no workspace).
   virtual int64_t dot_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& micro_kernel,
-                                      bool bf16_operands) const;
+                                      bool bf16_operands, int64_t a_row_stride, int64_t k_multiple) const;
   // The heuristic default point of `spec`.
   virtual Config default_config(const ir::Function& fn, const ConfigSpec& spec) const = 0;
 

@@ -9,6 +9,7 @@
 #include "lower/block_ir.h"
 #include "parhelion/error.h"
 #include "runtime/format_bytes.h"
+#include "runtime/gemm/amx.h"
 #include "runtime/gemm/gemm.h"
 
 #include <map>
@@ -62,8 +63,10 @@ std::vector<std::string> CpuBackend::micro_kernels(const ir::Function& fn, const
 }
 
 int64_t CpuBackend::dot_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& micro_kernel,
-                                        bool bf16_operands) const {
-  return runtime::gemm_workspace_bytes(m, n, k, micro_kernel, bf16_operands);
+                                        bool bf16_operands, int64_t a_row_stride, int64_t k_multiple) const {
+  // (every call's k a multiple of k_multiple: the tile kernel's test on k holds for all if for it)
+  const bool a_in_place = a_row_stride > 0 && runtime::amx_reads_a_in_place(a_row_stride, 1, k_multiple);
+  return runtime::gemm_workspace_bytes(m, n, k, micro_kernel, bf16_operands, a_in_place);
 }
 
 Config CpuBackend::default_config(const ir::Function& fn, const ConfigSpec& spec) const {

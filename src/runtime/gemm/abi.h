@@ -22,6 +22,10 @@ struct ph_gemm_args {
   int accumulate;   // 1: C += A·B; 0: C = A·B
   int kernel;       // index into ph_gemm_kernel_names(); -1: the best for the host
   void* workspace;  // at least ph_gemm_workspace_bytes(m, n, k) bytes, 64-byte aligned
+  // The workspace's size: a kernel whose A it sized to be read in place (gemm_workspace_bytes'
+  // a_in_place) packs A a strip at a time when A turns out not to be; 0: unknown, taken as the
+  // size for a packed A.
+  int64_t workspace_bytes;
 };
 
 // What a launch reports back to its caller: the first failed check (an index computed in the

@@ -258,8 +258,13 @@ float amx_tile_loop(int64_t iterations) {
   return 0;
 }
 
-int64_t amx_workspace_bytes(int64_t m, int64_t n, int64_t k) {
-  return (round_up(m, kBlock) + round_up(n, kBlock)) * round_up(k, kStepK) * 2 + 128;
+int64_t amx_workspace_bytes(int64_t m, int64_t n, int64_t k, bool a_in_place) {
+  const int64_t kp = round_up(k, kStepK);
+  return round_up(round_up(n, kBlock) * kp * 2, 64) + (a_in_place ? kBlock : round_up(m, kBlock)) * kp * 2 + 64;
+}
+
+bool amx_reads_a_in_place(int64_t a_rs, int64_t a_cs, int64_t k) {
+  return a_cs == 1 && k % kStepK == 0 && (a_rs * 2) % 4096 != 0;
 }
 
 void gemm_amx_bf16(const ph_gemm_args& g) {
@@ -268,25 +273,44 @@ void gemm_amx_bf16(const ph_gemm_args& g) {
   char* bpack = static_cast<char*>(g.workspace);
   char* apack = bpack + round_up(np * kp * 2, 64);
   pack_b_vnni(g, kp, bpack);
-  // A row-major A whose blocks are all whole is read in place by the tile loads (a flash
-  // kernel's P and Q blocks: their packing was a sixth of attention's time). Rows 4 KiB apart
-  // would put a tile's 16 rows in one L1 set; those, and ragged A, are packed.
+  // A row-major A's whole strips are read in place by the tile loads (a flash kernel's P and Q
+  // blocks: their packing was a sixth of attention's time); only a ragged last strip is packed,
+  // into the first strip slot. Otherwise every strip is packed up front, or, in a workspace sized
+  // for an A read in place (`workspace_bytes`: a lowering that expected one), each strip into
+  // that slot when a block needs it (correct, and never expected).
   const int64_t a_row_bytes = g.a_rs * 2;
-  const bool a_in_place = g.a_cs == 1 && g.m % kBlock == 0 && g.k % kStepK == 0 && a_row_bytes % 4096 != 0;
-  if (!a_in_place) pack_a_tiles(g, kp, apack);
+  const bool a_in_place = amx_reads_a_in_place(g.a_rs, g.a_cs, g.k);
+  const bool a_packed =
+      !a_in_place && (g.workspace_bytes == 0 || g.workspace_bytes >= amx_workspace_bytes(g.m, g.n, g.k, false));
+  int64_t strip_in_slot = -1;  // the strip the slot holds
+  auto pack_strip = [&](int64_t i0) {
+    ph_gemm_args strip = g;
+    strip.m = std::min<int64_t>(kBlock, g.m - i0);
+    strip.a = static_cast<const char*>(g.a) + i0 * g.a_rs * 2;
+    pack_a_tiles(strip, kp, apack);
+    strip_in_slot = i0;
+  };
+  const int64_t mfull = g.m / kBlock * kBlock, nfull = g.n / kBlock * kBlock;
+  if (a_packed) pack_a_tiles(g, kp, apack);
+  if (a_in_place && mfull < g.m) pack_strip(mfull);
   compiler_fence();
 
   load_tile_config();
   const int64_t ldc = g.ldc * 4;
   auto a_strip = [&](int64_t i0, int64_t s0) {
-    if (a_in_place)
+    if (a_in_place && i0 < mfull)
       return AStrip{static_cast<const char*>(g.a) + i0 * a_row_bytes + s0 * kStepK * 2, a_row_bytes, kStepK * 2};
-    return AStrip{apack + ((i0 / kBlock) * steps + s0) * 2048, 64, 2048};
+    if (a_packed) return AStrip{apack + ((i0 / kBlock) * steps + s0) * 2048, 64, 2048};
+    if (strip_in_slot != i0) {
+      compiler_fence();
+      pack_strip(i0);
+      compiler_fence();
+    }
+    return AStrip{apack + s0 * 2048, 64, 2048};
   };
   auto b_panel = [&](int64_t j0, int64_t s0) { return bpack + ((j0 / kBlock) * steps + s0) * kTile * kPanelRow; };
   // Whole blocks of C: k in chunks, so that a B panel's chunk stays in L1 while every strip of A
   // passes it; C is read back between chunks.
-  const int64_t mfull = g.m / kBlock * kBlock, nfull = g.n / kBlock * kBlock;
   for (int64_t s0 = 0; s0 < steps; s0 += kChunkSteps) {
     const int64_t n_steps = std::min(kChunkSteps, steps - s0);
     const int accumulate = s0 > 0 || g.accumulate;

@@ -17,8 +17,13 @@ namespace parhelion::runtime {
 // XTILEDATA state (asked for once, on the first call).
 bool amx_bf16_available();
 
-// Workspace the AMX kernel needs for an m x n x k block: B in VNNI panels, A's ragged strips.
-int64_t amx_workspace_bytes(int64_t m, int64_t n, int64_t k);
+// Workspace the AMX kernel needs for an m x n x k block: B in VNNI panels, and A's strips: all of
+// them, or with `a_in_place` (amx_reads_a_in_place holds for every call) one, its ragged last.
+int64_t amx_workspace_bytes(int64_t m, int64_t n, int64_t k, bool a_in_place = false);
+
+// Whether the kernel reads A's whole 32-row strips in place, without packing them: row-major,
+// k whole 32-deep steps, rows not 4 KiB apart (a tile's 16 rows would share one L1 set).
+bool amx_reads_a_in_place(int64_t a_rs, int64_t a_cs, int64_t k);
 
 // The tile products of the kernel's inner step (four TDPBF16PS on tiles that stay loaded), for
 // `iterations` steps: a timing of it is the core's AMX bf16 peak (runtime/gemm/throughput.h).

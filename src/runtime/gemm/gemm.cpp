@@ -448,13 +448,14 @@ bool is_tile_kernel(const std::string& name) {
 
 }  // namespace
 
-int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& kernel, bool bf16_operands) {
+int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& kernel, bool bf16_operands,
+                             bool a_in_place) {
   const int64_t vector = ((m + 16) + (n + 32)) * (k + 2) * 4 + 256;
   if (!amx_bf16_available()) return vector;
   // A tile kernel given operands that are not both bf16 falls back to a vector kernel (gemm()):
   // the config offers it by the dot's IR, where a bf16 load that is also read by other ops is
   // still bf16 but reaches the GEMM materialized in f32.
-  if (is_tile_kernel(kernel) && bf16_operands) return amx_workspace_bytes(m, n, k);
+  if (is_tile_kernel(kernel) && bf16_operands) return amx_workspace_bytes(m, n, k, a_in_place);
   return kernel.empty() ? std::max(vector, amx_workspace_bytes(m, n, k)) : vector;
 }
 

@@ -21,9 +21,11 @@ const ph_runtime* runtime_table();
 // Packing workspace for an m x n x k block by micro-kernel `kernel`, given whether both operands
 // arrive as bf16 (a tile kernel's is then a third of a vector kernel's: bf16 panels, no
 // widening; otherwise gemm() hands its call to a vector kernel), or by any kernel of this host
-// (kernel "").
+// (kernel ""). With `a_in_place`, every call's A is one the tile kernel reads in place
+// (amx_reads_a_in_place: row-major bf16, k whole 32-deep steps) and its A strips take no room
+// but a ragged one's (the call passes the size in ph_gemm_args::workspace_bytes).
 int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& kernel = "",
-                             bool bf16_operands = false);
+                             bool bf16_operands = false, bool a_in_place = false);
 
 // The micro-kernels this host can run (e.g. "avx512_8x32", "avx512_12x32", "avx2_6x16",
 // "generic_4x4"). The bf16 path (vdpbf16ps) is taken when both operands are bf16 and the host has

@@ -106,8 +106,9 @@ void LaunchEmitter::gemm_calls(const Op& op) {
     line("g.b = " + B.ptr + "; g.b_rs = " + B.rs + "; g.b_cs = " + B.cs + "; g.b_dtype = " + B.dtype + ";");
     line("g.c = " + scratch_name(c) + " + " + linear(c.capacity, cidx) +
          "; g.ldc = " + std::to_string(c.capacity.back()) + ";");
-    line("g.accumulate = " + std::string(op.operands.size() > 2 || in_place ? "1" : "0") + "; g.kernel = " +
-         std::to_string(runtime::gemm_kernel_index(plan.micro_kernel)) + "; g.workspace = " + scratch_name(ws) + ";");
+    line("g.accumulate = " + std::string(op.operands.size() > 2 || in_place ? "1" : "0") +
+         "; g.kernel = " + std::to_string(runtime::gemm_kernel_index(plan.micro_kernel)) +
+         "; g.workspace = " + scratch_name(ws) + "; g.workspace_bytes = " + std::to_string(ws.bytes) + ";");
     line("ph_rt_table->gemm(&g);");
   });
   --depth_;
