@@ -48,6 +48,25 @@ std::tuple<ph::Tensor, ph::Tensor> rows_stored_twice(ph::Tensor x) {
   return {a, b};
 }
 
+// The cast consumed first by a second reduction (its own producer in that loop), after a Var the
+// value reads is reassigned: the value keeps its buffer, which the second loop reads, and is not
+// recomputed from the Var's new contents.
+std::tuple<ph::Tensor, ph::Tensor> cast_reduced_again(ph::Tensor x) {
+  auto a = ph::empty_like(x);
+  auto b = ph::empty({x.size(0)}, ph::DType::f32);
+  for (auto tm : ph::tile(x.size(0))) {
+    ph::Var v = ph::full({tm}, 0.25);
+    auto p = costly(x[tm, ph::all] - v.unsqueeze(-1));
+    auto l = ph::sum(p, -1);
+    v = l;
+    auto c = ph::cast(p, ph::DType::bf16);
+    auto m = ph::amax(c, -1);
+    a[tm, ph::all] = c + m.unsqueeze(-1) + v.unsqueeze(-1);
+    b[tm] = m;
+  }
+  return {a, b};
+}
+
 // Multiples of 1/16 in [-4, 4), so that every value of `costly` and every row sum is exact.
 ph::Array sixteenths(ph::Shape shape, uint64_t seed) {
   ph::Array a = ph::Array::random(shape, ph::DType::f32, seed, -4.0, 4.0);
@@ -88,6 +107,23 @@ TEST(ReductionStores, ACastReadByADotIsStoredByTheSumsLoop) {
   check_against_interpreter(bf16, {x, w}, 1e-6, "ph_rt::f32_to_bf16(static_cast<float>(e))");
   ph::Kernel f16("rows_through_a_dot_f16", rows_through_a_dot<ph::DType::f16>);
   check_against_interpreter(f16, {x, w}, 1e-6, "ph_rt::f32_to_f16(static_cast<float>(e))");
+}
+
+TEST(ReductionStores, ACastThatASecondReductionReadsFirstKeepsTheValuesBuffer) {
+  ph::Array x = sixteenths({45, 77}, 5);
+  ph::Kernel k("cast_reduced_again", cast_reduced_again);
+  const std::vector<ph::Array> want = k.interpret({x});
+  for (int64_t block : {1, 16, 64}) {
+    ph::Config c = k.compile({x}).config();
+    c.block_sizes = {block};
+    ph::CompiledKernel ck = k.compile({x}, &c);
+    EXPECT_NE(ck.source().find("] = e;"), std::string::npos) << "the value is stored by the sum's loop";
+    const std::vector<ph::Array> got = ck.run({x});
+    for (size_t o = 0; o < got.size(); ++o)
+      for (int64_t i = 0; i < want[o].numel(); ++i)
+        ASSERT_LE(std::abs(got[o].get(i) - want[o].get(i)), 1e-6 * (1 + std::abs(want[o].get(i))))
+            << "block " << block << " output " << o << " element " << i;
+  }
 }
 
 TEST(ReductionStores, ACastReadByTwoStoresIsStoredByTheSumsLoop) {

@@ -456,7 +456,7 @@ class Player {
         return;
       }
       case Stmt::Let:
-        bound_.insert_or_assign(s.expr, expr(s.expr));
+        bound_.emplace(s.expr, expr(s.expr));  // (bound already: expr() returns that value)
         return;
       case Stmt::VarDecl:
         vars_.at(s.var) = std::make_unique<Var>(block(expr(s.expr)));
@@ -803,6 +803,7 @@ class Printer {
         return;
       }
       case Stmt::Let:
+        if (names_.count(s.expr)) return;  // (bound already: the Player reuses its value too)
         os << pad << "auto e" << s.expr << " = " << expr(s.expr) << ";\n";
         names_[s.expr] = "e" + std::to_string(s.expr);
         return;

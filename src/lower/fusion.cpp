@@ -408,7 +408,7 @@ std::vector<const ir::Op*> readers_of(const std::vector<ir::Op>& body, int v) {
 
 // Whether `op` is one of `ops` (not nested deeper).
 bool in_block(const std::vector<ir::Op>& ops, const ir::Op* op) {
-  return !ops.empty() && op >= ops.data() && op < ops.data() + ops.size();
+  return std::any_of(ops.begin(), ops.end(), [&](const ir::Op& o) { return &o == op; });
 }
 
 // The block (at any depth of `ops`) that holds `op`, or nullptr.
@@ -425,6 +425,8 @@ std::vector<ReductionProducer> producers_computed_by_reductions(const ir::Functi
                                                                 std::set<int>* materialized) {
   std::vector<ReductionProducer> out;
   find_reduction_producers(fn, launch.body, *materialized, out);
+  std::set<int> producers;  // (a cast that is one, another reduction's loop computes from p's buffer)
+  for (const ReductionProducer& r : out) producers.insert(r.producer);
   for (ReductionProducer& r : out) {
     // The producer read by the reduction and by one materialized cast after it in its block.
     std::vector<const ir::Op*> readers = readers_of(launch.body, r.producer);
@@ -432,10 +434,10 @@ std::vector<ReductionProducer> producers_computed_by_reductions(const ir::Functi
     const ir::Op* reduce = readers[0]->result == r.reduction ? readers[0] : readers[1];
     const ir::Op* cast = readers[0] == reduce ? readers[1] : readers[0];
     if (reduce->result != r.reduction || cast->kind != ir::OpKind::Cast || !materialized->count(cast->result) ||
-        std::count(reduce->operands.begin(), reduce->operands.end(), r.producer) != 1)
+        producers.count(cast->result) || std::count(reduce->operands.begin(), reduce->operands.end(), r.producer) != 1)
       continue;
     const std::vector<ir::Op>* block = block_of(launch.body, reduce);
-    if (!block || !in_block(*block, cast) || cast < reduce) continue;
+    if (!block || !in_block(*block, cast) || cast - reduce < 0) continue;  // (both in `block`)
     r.stored = cast->result;
     materialized->erase(r.producer);
   }

@@ -10,7 +10,6 @@
 #include "backend/backend.h"
 #include "ir/collectives.h"
 #include "ir/printer.h"
-#include "ir/trip_guard.h"
 #include "ir/views.h"
 #include "lower/cache_hints.h"
 #include "lower/config_space.h"
@@ -244,6 +243,7 @@ class Planner {
     };
     std::set<int> materialized = choose_materialized(fn, launch, in_place_dots_);
     for (const ReductionProducer& r : producers_computed_by_reductions(fn, launch, &materialized)) {
+      PH_CHECK(L.values[r.stored].in_reduction < 0, "value %" + std::to_string(r.stored) + " stored by two loops");
       L.values[r.stored].in_reduction = r.reduction;
       L.values[r.reduction].computes = r.producer;
       L.values[r.reduction].stores = r.stored;
@@ -275,23 +275,16 @@ class Planner {
 
   // Each dot: its micro-kernel (the config's choice among the backend's), the workspace the
   // backend packs its operand blocks into (the staged buffers), and whether it adds into a Var.
-  // A number every count along dim `d` in the launch is a multiple of: its size; for a tile, the
-  // gcd of its block and its extent (the last block is the ragged one); 1 where the count is
-  // computed in the kernel (a jagged tile, a tile within a parent's block, a loop whose trips
-  // stop at a bound of the launch's tiles: its last trip is cut there).
-  int64_t count_multiple(const ir::Dim& d, const Op& launch) const {
+  // A number every count along dim `d` is a multiple of: its size; for a tile, the gcd of its
+  // block and its extent (a block's count is min(block, end - offset), offsets a block apart from
+  // the range's start; a loop stopped at a bound of the launch's tiles stops before a trip, it
+  // does not cut one); 1 where the range is computed in the kernel (a jagged tile, a tile within a
+  // parent's block).
+  int64_t count_multiple(const ir::Dim& d) const {
     if (d.kind == ir::Dim::Const) return d.size;
-    if (d.kind != ir::Dim::Tile) return 1;
-    const ir::Function& fn = *p_.fn;
-    const ir::TileInfo& t = fn.tiles[d.tile];
+    const ir::TileInfo& t = p_.fn->tiles[d.tile];
     if (t.is_jagged() || t.parent >= 0) return 1;
-    bool bounded = false;
-    ir::walk(launch.body, [&](const Op& loop) {
-      if (loop.kind == OpKind::Loop &&
-          std::find(loop.loop_tiles.begin(), loop.loop_tiles.end(), d.tile) != loop.loop_tiles.end())
-        bounded |= ir::TripBound::of(fn, loop, launch.loop_tiles).has_value();
-    });
-    return bounded ? 1 : std::gcd(p_.block_of_tile(d.tile), t.extent());
+    return std::gcd(p_.block_of_tile(d.tile), t.extent());
   }
 
   void plan_dots(LaunchPlan& L, const Op& launch) {
@@ -316,7 +309,7 @@ class Planner {
       const int a_buffer = L.materialized(op.operands[0]);
       const int64_t a_row_stride = a_buffer >= 0 ? L.scratch[a_buffer].capacity.back() : 0;
       if (int64_t bytes = backend_.dot_workspace_bytes(m, n, k, d.micro_kernel, bf16_operands, a_row_stride,
-                                                       count_multiple(a.shape.back(), launch));
+                                                       count_multiple(a.shape.back()));
           bytes > 0) {
         Scratch s;
         s.kind = Scratch::DotWorkspace;
