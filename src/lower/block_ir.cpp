@@ -62,6 +62,13 @@ int LaunchPlan::staged_load(int value) const {
   return it == values.end() ? -1 : it->second.staged;
 }
 
+void LaunchPlan::compute_in_reduction(int reduction, int producer, int stored) {
+  PH_CHECK(values[stored].in_reduction < 0, "value %" + std::to_string(stored) + " stored by two loops");
+  values[stored].in_reduction = reduction;
+  values[reduction].computes = producer;
+  values[reduction].stores = stored;
+}
+
 bool LaunchPlan::streamed(const ir::Op& store) const {
   return std::find(streamed_stores.begin(), streamed_stores.end(), &store) != streamed_stores.end();
 }

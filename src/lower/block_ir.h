@@ -185,6 +185,9 @@ struct LaunchPlan {
   const DotPlan* dot(int result) const;
   int materialized(int value) const;
   int staged_load(int value) const;
+  // Records that reduction `reduction`'s loop computes `producer` per element and stores
+  // `stored` (the producer or a cast of it: lower/fusion.h, ReductionProducer).
+  void compute_in_reduction(int reduction, int producer, int stored);
   const InnerLoop* inner_loop(int tile) const;
   const AtomicTarget* atomic_target(int root_tensor) const;
   bool streamed(const ir::Op& store) const;

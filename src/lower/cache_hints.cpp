@@ -233,11 +233,7 @@ LaunchPlan fusion_plan(const ir::Function& fn, const Op& launch) {
   std::set<int> materialized = choose_materialized(fn, launch, accumulating_dots(fn, launch));
   const std::vector<ReductionProducer> computed = producers_computed_by_reductions(fn, launch, &materialized);
   for (int v : materialized) L.values[v].materialized = 0;  // (which scratch does not matter here)
-  for (const ReductionProducer& r : computed) {
-    L.values[r.stored].in_reduction = r.reduction;
-    L.values[r.reduction].computes = r.producer;
-    L.values[r.reduction].stores = r.stored;
-  }
+  for (const ReductionProducer& r : computed) L.compute_in_reduction(r.reduction, r.producer, r.stored);
   return L;
 }
 

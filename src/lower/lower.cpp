@@ -242,12 +242,8 @@ class Planner {
       return !uses[v].empty();
     };
     std::set<int> materialized = choose_materialized(fn, launch, in_place_dots_);
-    for (const ReductionProducer& r : producers_computed_by_reductions(fn, launch, &materialized)) {
-      PH_CHECK(L.values[r.stored].in_reduction < 0, "value %" + std::to_string(r.stored) + " stored by two loops");
-      L.values[r.stored].in_reduction = r.reduction;
-      L.values[r.reduction].computes = r.producer;
-      L.values[r.reduction].stores = r.stored;
-    }
+    for (const ReductionProducer& r : producers_computed_by_reductions(fn, launch, &materialized))
+      L.compute_in_reduction(r.reduction, r.producer, r.stored);
     for (int v : materialized) {
       Scratch s;
       s.kind = Scratch::Materialized;

@@ -66,8 +66,12 @@ void LaunchEmitter::reduce(const Op& op) {
           Idx tail = full;
           tail.push_back("ir");
           // The element at `at`: read it, or (for a deferred producer) compute and store it.
+          const lower::ValuePlan* r = value_plan(op.result);
+          // What the loop stores when that is a cast of the producer (later in the block: not in def_ yet).
+          const Op* cast = nullptr;
+          if (r && r->stores >= 0 && r->stores != r->computes)
+            ir::walk(L_.op->body, [&](const Op& o) { cast = o.result == r->stores ? &o : cast; });
           auto element = [&](const Idx& at, const std::string& lane_acc) {
-            const lower::ValuePlan* r = value_plan(op.result);
             if (!r || r->computes < 0) {
               line(lane_acc + " = " + combine(lane_acc, expr(op.operands[0], at)) + ";");
               return;
@@ -75,12 +79,10 @@ void LaunchEmitter::reduce(const Op& op) {
             const Op& producer = *def_.at(r->computes);
             line("const " + c_type(type(producer.result).dtype) + " e = " + op_expr(producer, at) + ";");
             const lower::Scratch& stored = L_.scratch[L_.materialized(r->stores)];
-            if (r->stores == r->computes) {
+            if (!cast) {
               line(scratch_ref(stored, at) + " = e;");
             } else {  // a cast of it, from `e` (the producer has no buffer)
               named_values_[r->computes] = "e";
-              const Op* cast = nullptr;  // (later in the block: not yet in def_)
-              ir::walk(L_.op->body, [&](const Op& o) { cast = o.result == r->stores ? &o : cast; });
               line(scratch_ref(stored, at) + " = " +
                    (is16(stored.dtype) ? stored_op_expr(stored.dtype, *cast, at) : op_expr(*cast, at)) + ";");
               named_values_.erase(r->computes);
