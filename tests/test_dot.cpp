@@ -225,7 +225,8 @@ TEST(Dot, EveryMicroKernelOfThisHost) {
            41,
            1,
            static_cast<int>(i),
-           reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64)};
+           reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64),
+           0};  // workspace_bytes: 0 = sized for the full packing
       ph::runtime::gemm(g);
       double err = 0;
       for (int64_t j = 0; j < want.numel(); ++j) err = std::max(err, std::abs(c[j] - 1.0 - want.get(j)));
@@ -324,7 +325,9 @@ TEST(Dot, TheTileKernelFitsAWorkspaceSizedForAnAReadInPlace) {
     ph::Array b = ph::Array::random({cs.k, cs.n}, ph::DType::bf16, 14);
     ph::Array want = ph::ref::matmul(a, b);
     const int64_t bytes = ph::runtime::gemm_workspace_bytes(cs.m, cs.n, cs.k, "amx_32x32", true, true);
-    if (cs.m > 32) EXPECT_LT(bytes, ph::runtime::gemm_workspace_bytes(cs.m, cs.n, cs.k, "amx_32x32", true, false));
+    if (cs.m > 32) {
+      EXPECT_LT(bytes, ph::runtime::gemm_workspace_bytes(cs.m, cs.n, cs.k, "amx_32x32", true, false));
+    }
     constexpr int64_t kCanary = 4096;
     std::vector<char> ws(bytes + kCanary + 64, '\x5a');
     std::vector<float> c(cs.m * cs.n, 0.5f);
