@@ -138,6 +138,20 @@ void OneDnnMatmul::run(int threads) {
   s_->stream.wait();
 }
 std::string OneDnnMatmul::impl() const { return s_->impl; }
+bool OneDnnMatmul::available(bool bf16) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  const dt in = bf16 ? dt::bf16 : dt::f32;
+  const dnnl::memory::dim n = 64;
+  try {
+    dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+    dnnl::memory::desc ad({n, n}, in, tag::ab), cd({n, n}, dt::f32, tag::ab);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, ad, cd), engine);
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
 #else
 struct OneDnnMatmul::State {};
 OneDnnMatmul::OneDnnMatmul(int64_t, int64_t, int64_t, bool, const void*, const void*, float*) : s_(nullptr) {
@@ -146,6 +160,7 @@ OneDnnMatmul::OneDnnMatmul(int64_t, int64_t, int64_t, bool, const void*, const v
 OneDnnMatmul::~OneDnnMatmul() = default;
 void OneDnnMatmul::run(int) {}
 std::string OneDnnMatmul::impl() const { return "absent"; }
+bool OneDnnMatmul::available(bool) { return false; }
 #endif
 
 namespace {

@@ -38,6 +38,9 @@ class OneDnnMatmul {
   ~OneDnnMatmul();
   void run(int threads);
   std::string impl() const;  // the implementation oneDNN chose, e.g. "brg:avx512_core"
+  // Whether oneDNN has a matmul for these operands on this host: oneDNN 2.x has none for bf16
+  // below AVX-512 (an AVX2-only Zen 1 refused it), and constructing one then throws.
+  static bool available(bool bf16);
 
  private:
   struct State;

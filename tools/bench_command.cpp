@@ -196,13 +196,18 @@ int run_bench(const BenchOptions& o) {
               }
             }
             if (name == "matmul" && bench::have_onednn()) {
-              dnnl_kept.push_back(std::make_unique<bench::OneDnnMatmul>(
-                  m, n, kk, dt == DType::bf16, in.tensors[0].data(), in.tensors[1].data(), out->data_as<float>()));
-              bench::OneDnnMatmul* d = dnnl_kept.back().get();
-              const std::string impl = std::string(dtype_name(dt)) + ": " + d->impl();
+              std::string impl = std::string(dtype_name(dt)) + ": ";
+              if (bench::OneDnnMatmul::available(dt == DType::bf16)) {
+                dnnl_kept.push_back(std::make_unique<bench::OneDnnMatmul>(
+                    m, n, kk, dt == DType::bf16, in.tensors[0].data(), in.tensors[1].data(), out->data_as<float>()));
+                bench::OneDnnMatmul* d = dnnl_kept.back().get();
+                impl += d->impl();
+                c.impls.push_back({"onednn", [d, t] { d->run(t); }, {}});
+              } else {
+                impl += "none on this host";
+              }
               if (dnnl_impls.find(impl) == std::string::npos)  // once per dtype, not per case
                 dnnl_impls += (dnnl_impls.empty() ? "" : ", ") + impl;
-              c.impls.push_back({"onednn", [d, t] { d->run(t); }, {}});
             }
           }
           if (name == "bmm" && dt == DType::f32 && bench::have_openblas()) {
