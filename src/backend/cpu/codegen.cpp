@@ -276,13 +276,14 @@ template <class S, class F> static inline void ph_atomic_update(S* p, F f) {
 }
 #if defined(__SSE2__)
 // The widest vector the host stores past the caches (movntdq), and one such store to an address
-// aligned to its size (what _mm512_stream_si512 and its narrower twins do).
+// aligned to its size (what _mm512_stream_si512 and its narrower twins do). may_alias: the
+// bytes it stores are read back as the tensor's own element type.
 #if defined(__AVX512F__)
-typedef long long ph_stream_vector __attribute__((vector_size(64)));
+typedef long long ph_stream_vector __attribute__((vector_size(64), may_alias));
 #elif defined(__AVX__)
-typedef long long ph_stream_vector __attribute__((vector_size(32)));
+typedef long long ph_stream_vector __attribute__((vector_size(32), may_alias));
 #else
-typedef long long ph_stream_vector __attribute__((vector_size(16)));
+typedef long long ph_stream_vector __attribute__((vector_size(16), may_alias));
 #endif
 static inline void ph_stream_vector_store(char* d, const char* s) {
   ph_stream_vector v;
