@@ -94,8 +94,8 @@ TEST(Codegen, ScalarArgumentsAndInnerLoops) {
 // Causal attention's key loop stops at the diagonal (ir/trip_guard.h): the key blocks above it
 // are neither computed, staged nor prefetched. (The numbers: test_kernels and the fuzzer.)
 TEST(Codegen, CausalKeyLoopStopsAtTheDiagonal) {
-  // 64 x 64 blocks: their footprint fits any host's L2 (128 x 128 needed 524 KiB with an AVX2
-  // host's packing buffers, over a 512 KiB L2: the config was refused).
+  // 64 x 64 blocks: a 221 KiB footprint on an AVX2 host, under a 256 KiB L2 (128 x 128 needed
+  // 524 KiB there, over a Zen 1's 512 KiB, and the config was refused).
   ph::Array q = ph::Array::zeros({1, 2, 1000, 64}, ph::DType::f32);
   ph::Config c = ph::Config::from_json(
       R"({"block_sizes":[64,64],"inner_loops":[{"strategy":"pipeline","buffers":2}],"loop_orders":[[0,1,2]],"micro_kernels":[0,0],"num_threads":1})");

@@ -210,9 +210,10 @@ void LaunchEmitter::assign_var(int var, int value, const std::string& comment) {
 
 namespace {
 
-// No <immintrin.h> here: parsing it (every ISA's intrinsics) took half of a kernel's compile
-// time (g++ 12 -O3 on a 700-line kernel, Zen 1: 1.6-1.7 s with it, 0.6-0.8 s without), and the
-// kernels need only the stream stores below, written with the builtins the header wraps.
+// No <immintrin.h> here: parsing it (every ISA's intrinsics) was most of a kernel's compile time
+// (g++ 12 -O3 on a Zen 1: a 700-line kernel 1.6-1.7 s with it, 0.6-0.8 s without; 19 small test
+// kernels 24.1 s with it, 3.3 s without), and the kernels need only the stream stores below,
+// written with the builtins the header wraps.
 const char* kPrelude = R"(
 static constexpr int kLanes = PH_REDUCTION_LANES;  // partial accumulators per reduction
 static inline int64_t ph_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
