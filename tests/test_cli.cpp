@@ -146,6 +146,30 @@ TEST(Cli, BenchJsonRowsHaveTheContractFields) {
   EXPECT_NE(cli("bench nosuchkernel").out.find("unknown kernel 'nosuchkernel'"), std::string::npos);
 }
 
+// bench KERNEL --shape S --dtype D times that one case (a slow host's whole table takes many
+// minutes); a shape the kernel cannot take, a dtype it does not support, several kernels, or
+// --shape with --suite are refused with the flag named.
+TEST(Cli, BenchTimesOneCase) {
+  Result r = cli("bench bmm --shape 2,24,40,16 --dtype bf16 --threads 1 --quick --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  int parhelion_rows = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    auto j = nlohmann::json::parse(line);
+    if (j["impl"] != "parhelion") continue;
+    ++parhelion_rows;
+    EXPECT_EQ(j["shape"], nlohmann::json::array({2, 24, 40, 16})) << line;
+    EXPECT_EQ(j["dtype"], "bf16") << line;
+  }
+  EXPECT_EQ(parhelion_rows, 1);
+  EXPECT_HAS(cli("bench bmm --shape 24,40"), "error: bmm takes a shape B,M,K,N, got [24,40]");
+  EXPECT_HAS(cli("bench bmm --shape 2,24,40,16 --dtype f8e4m3"), "--dtype f8e4m3 is not supported by bmm");
+  EXPECT_HAS(cli("bench bmm matmul --shape 2,24,40,16"), "bench --shape and --dtype need exactly one KERNEL");
+  EXPECT_HAS(cli("bench --suite --shape 2,24,40,16"),
+             "--shape does not apply to --suite (the suite file names its cases)");
+}
+
 TEST(Cli, EmitsEveryStage) {
   EXPECT_HAS(cli("emit add --shape 5,7 --stage ir"), "kernel add(arg0: f32[5,7], arg1: f32[5,7]) -> (buf0)");
   EXPECT_HAS(cli("emit add --shape 5,7 --stage block"), "launch 0: grid");

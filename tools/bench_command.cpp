@@ -143,6 +143,8 @@ int run_bench(const BenchOptions& o) {
           shapes.push_back({1, 16384 / sl, sl, d});
       dtypes = {DType::f32, DType::bf16};
     }
+    if (o.shape) shapes = {*o.shape};
+    if (o.dtype) dtypes = {*o.dtype};
     for (const Shape& s : shapes)
       for (DType dt : dtypes) {
         keep.push_back(std::make_unique<kernels::Inputs>(e.make_inputs(s, dt, 1)));
@@ -158,8 +160,8 @@ int run_bench(const BenchOptions& o) {
           if (torch) add_torch_impls(*torch, e, in, *k, t, c);
           // Baselines on the same inputs.
           bool mm = name == "matmul" || name == "epilogue_subtiling" || name == "matmul_layernorm";
-          int64_t m = s[0], kk = s[1], n = s[2];
           if (mm) {
+            const int64_t m = s[0], kk = s[1], n = s[2];
             arrays.push_back(std::make_unique<Array>(Array::empty({m, n}, DType::f32)));
             Array* out = arrays.back().get();
             if (dt == DType::f32 && bench::have_openblas()) {

@@ -30,6 +30,8 @@ const char* const kUsage = R"(usage:
                  a deployable table of tuned configs, one per shape (docs/configs.md)
 
   parhelion bench [KERNEL...] [--threads 1,2] [--quick] [--tuned] [--json]
+  parhelion bench KERNEL [--shape D0,D1,...] [--dtype f32|bf16] [--threads 1,2] [--quick] [--tuned] [--json]
+                 one case of one kernel (its benchmark shapes, or dtypes, where one flag is left out)
   parhelion bench --suite [KERNEL] [--threads 2] [--rounds 3] [--budget SECONDS] [--png FILE] [--json]
                  [--suite-file FILE]
                  the kernel table against PyTorch eager and torch.compile (bench/suite.json)
@@ -150,7 +152,8 @@ void check_flags_apply(const Options& o) {
       {"emit",
        {"shape", "dtype", "config", "stage", "target", "tpu", "gpu", "output", "predict", "config-table", "mesh"}},
       {"tune", {"shape", "shapes", "dtype", "effort", "budget", "seed", "target", "tpu", "model", "output"}},
-      {"bench", {"threads", "quick", "tuned", "suite", "tpu-table", "png", "rounds", "budget", "suite-file"}},
+      {"bench",
+       {"threads", "quick", "tuned", "suite", "tpu-table", "png", "rounds", "budget", "suite-file", "shape", "dtype"}},
       {"fuzz", {"seconds", "programs", "seed", "family", "configs", "pallas-every", "triton-every", "no-minimize"}},
       {"opt", {"stage", "target", "tpu", "gpu", "config", "fast-memory", "threads"}},
   };
@@ -214,6 +217,8 @@ void check_flags_apply(const Options& o) {
     }
     for (const char* flag : {"png", "rounds", "budget", "suite-file"})
       if (o.has(flag) && !suite) refuse(flag, "needs --suite");
+    for (const char* flag : {"shape", "dtype"})
+      if (o.has(flag) && suite) refuse(flag, "does not apply to --suite (the suite file names its cases)");
     for (const char* flag : {"quick", "tuned"})
       if (o.has(flag) && suite) refuse(flag, "does not apply to --suite (the suite tunes every case itself)");
     if (suite && o.extra.size() > 1) throw UserError("bench --suite takes at most one KERNEL");

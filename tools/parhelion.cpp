@@ -528,6 +528,18 @@ int main(int argc, char** argv) {
       b.quick = o.flags.count("quick") > 0;
       b.tune = o.flags.count("tuned") > 0;
       if (o.has("threads")) b.threads = o.integer_list("threads", 1, ph::tools::kMaxThreadsFlag);
+      if (o.has("shape") || o.has("dtype")) {
+        // One case of one kernel: checked here as `run` checks it, so a bad shape names the flag.
+        if (b.kernels.size() != 1)
+          throw ph::UserError(
+              "bench --shape and --dtype need exactly one KERNEL (e.g. bench matmul --shape 2048,2048,2048)");
+        Options one = o;
+        one.kernel = b.kernels[0];
+        one.command = "emit";  // checked on unfilled inputs: the case's own are made once, by bench
+        Prepared p = prepare(one);
+        if (o.has("shape")) b.shape = p.shape;
+        if (o.has("dtype")) b.dtype = p.dtype;
+      }
       return ph::tools::run_bench(b);
     }
     throw ph::UserError("unknown command '" + o.command + "'\n" + kUsage);
