@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include <cmath>
+#include <cstring>
 
 #include "backend/cpu/host.h"
 #include "kernels/references.h"
@@ -226,7 +227,8 @@ TEST(Dot, EveryMicroKernelOfThisHost) {
            1,
            static_cast<int>(i),
            reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64),
-           0};  // workspace_bytes: 0 = sized for the full packing
+           0,         // workspace_bytes: 0 = sized for the full packing
+           nullptr};  // b_panels: packed on every call
       ph::runtime::gemm(g);
       double err = 0;
       for (int64_t j = 0; j < want.numel(); ++j) err = std::max(err, std::abs(c[j] - 1.0 - want.get(j)));
@@ -296,6 +298,117 @@ TEST(Dot, EveryMicroKernelOverPackingPaths) {
         EXPECT_TRUE(std::all_of(end, end + kCanary, [](char x) { return x == '\x5a'; }))
             << names[i] << " wrote past its workspace of " << bytes << " bytes";
       }
+    }
+  }
+}
+
+// Kept B panels (ph_gemm_args::b_panels) with every micro-kernel, f32 and bf16, B row- or
+// column-major with ragged panels: the first call packs B there, within the bytes
+// gemm_b_panels_bytes gives; a second call with the same B uses the panels as they are (B's
+// memory changed in between, its key not cleared: the product is still the old B's, which shows
+// the panels were reused); a B at another address, or with other strides, is packed afresh; and a
+// cleared key packs the new contents.
+TEST(Dot, KeptPanelsAreReusedForTheSameBOnly) {
+  const auto& names = ph::runtime::gemm_kernel_names();
+  struct Case {
+    int64_t m, n, k;
+    bool b_column_major;
+  };
+  for (Case cs : {Case{20, 45, 70, false}, Case{13, 40, 33, true}})
+    for (ph::DType dt : {ph::DType::f32, ph::DType::bf16})
+      for (size_t i = 0; i < names.size(); ++i) {
+        const int code = dt == ph::DType::f32 ? PH_F32 : PH_BF16;
+        const int64_t kept = ph::runtime::gemm_b_panels_bytes(cs.n, cs.k, names[i], dt == ph::DType::bf16);
+        if (kept == 0) continue;  // a tile kernel packs B its own way
+        const std::string what = names[i] + " " + std::string(ph::dtype_name(dt)) + " n " + std::to_string(cs.n);
+        ph::Array a = ph::Array::random({cs.m, cs.k}, dt, 21);
+        ph::Array b1 = ph::Array::random({cs.k, cs.n}, dt, 22), b2 = ph::Array::random({cs.k, cs.n}, dt, 23);
+        // B's storage: column-major keeps element (p, j) at p + j * k.
+        auto stored = [&](const ph::Array& b) {
+          if (!cs.b_column_major) return b.clone();
+          ph::Array t = ph::Array::empty({cs.n, cs.k}, dt);
+          for (int64_t p = 0; p < cs.k; ++p)
+            for (int64_t j = 0; j < cs.n; ++j) t.set(j * cs.k + p, b.get(p * cs.n + j));
+          return t;
+        };
+        ph::Array s1 = stored(b1), s2 = stored(b2);
+        std::vector<char> ws(ph::runtime::gemm_workspace_bytes(cs.m, cs.n, cs.k, names[i], dt == ph::DType::bf16) + 64);
+        constexpr int64_t kCanary = 4096;
+        std::vector<char> panels(kept + kCanary + 64, '\x5a');
+        void* kept_at = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(panels.data()) + 63) / 64 * 64);
+        std::memset(kept_at, 0, sizeof(ph_gemm_panels_key));
+        auto product = [&](const ph::Array& b) {
+          std::vector<float> c(cs.m * cs.n);
+          ph_gemm_args g{};
+          g.m = cs.m, g.n = cs.n, g.k = cs.k;
+          g.a = a.data(), g.a_rs = cs.k, g.a_cs = 1, g.a_dtype = code;
+          g.b = b.data(), g.b_rs = cs.b_column_major ? 1 : cs.n, g.b_cs = cs.b_column_major ? cs.k : 1;
+          g.b_dtype = code;
+          g.c = c.data(), g.ldc = cs.n, g.accumulate = 0, g.kernel = static_cast<int>(i);
+          g.workspace = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64);
+          g.b_panels = kept_at;
+          ph::runtime::gemm(g);
+          return c;
+        };
+        auto error = [&](const std::vector<float>& c, const ph::Array& b) {
+          ph::Array want = ph::ref::matmul(a, b);
+          double err = 0;
+          for (int64_t j = 0; j < want.numel(); ++j) err = std::max(err, std::abs(c[j] - want.get(j)));
+          return err;
+        };
+        const double tol = 1e-3 * std::sqrt(static_cast<double>(cs.k));
+        EXPECT_LT(error(product(s1), b1), tol) << what << ": first call";
+        const char* end = static_cast<const char*>(kept_at) + kept;
+        EXPECT_TRUE(std::all_of(end, end + kCanary, [](char x) { return x == '\x5a'; }))
+            << what << ": wrote past its " << kept << " bytes of kept panels";
+        ph::Array old_s1 = s1.clone();
+        std::memcpy(s1.data(), s2.data(), static_cast<size_t>(s2.numel() * ph::dtype_size(dt)));
+        EXPECT_LT(error(product(s1), b1), tol) << what << ": the same B, key kept: its panels reused";
+        EXPECT_LT(error(product(s2), b2), tol) << what << ": another B";
+        std::memcpy(s1.data(), old_s1.data(), static_cast<size_t>(s1.numel() * ph::dtype_size(dt)));
+        EXPECT_LT(error(product(s1), b1), tol) << what << ": back to the first B";
+        std::memcpy(s1.data(), s2.data(), static_cast<size_t>(s2.numel() * ph::dtype_size(dt)));
+        std::memset(kept_at, 0, sizeof(ph_gemm_panels_key));
+        EXPECT_LT(error(product(s1), b2), tol) << what << ": key cleared, the new contents";
+      }
+}
+
+// A compiled matmul whose grid walks M fastest keeps B's panels across steps (its Block IR
+// says so); run again after B's contents change in place (the same array, the same address),
+// it packs the new contents: each launch starts with no panels kept. (B is one column of blocks:
+// a thread's last panels of one run are those its next run starts with.)
+TEST(Dot, KeptPanelsDoNotOutliveALaunch) {
+  ph::Kernel<ph::Tensor(ph::Tensor, ph::Tensor)> k(
+      "kept_matmul", +[](ph::Tensor a, ph::Tensor b) {
+        auto [m, kk] = a.sizes<2>();
+        auto n = b.size(1);
+        auto out = ph::empty({m, n});
+        for (auto [tm, tn] : ph::tile(m, n)) {
+          ph::Var acc = ph::zeros({tm, tn});
+          for (auto tk : ph::tile(kk)) acc = acc + ph::dot(a[tm, tk], b[tk, tn]);
+          out[tm, tn] = acc;
+        }
+        return out;
+      });
+  for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
+    ph::Array a = ph::Array::random({70, 90}, dt, 31), b = ph::Array::random({90, 30}, dt, 32);
+    ph::Config c = ph::Config::from_json(
+        R"({"block_sizes":[16,32,32],"loop_orders":[[1,0]],"micro_kernels":[0],"num_threads":2})");
+    c.num_threads = std::min(c.num_threads, ph::backend::cpu::Host::detect().threads);
+    // The first vector kernel among the dot's choices (a tile kernel packs B its own way).
+    const auto choices = ph::runtime::gemm_kernel_choices(dt == ph::DType::bf16);
+    const auto vector = std::find_if(choices.begin(), choices.end(), [&](const std::string& n) {
+      return ph::runtime::gemm_b_panels_bytes(8, 8, n, dt == ph::DType::bf16) > 0;
+    });
+    ASSERT_NE(vector, choices.end());
+    c.micro_kernels = {static_cast<int>(vector - choices.begin())};
+    auto compiled = k.compile({a, b}, &c);
+    EXPECT_NE(compiled.block_ir().find("keeps B's panels: 3 x"), std::string::npos) << compiled.block_ir();
+    for (uint64_t seed : {32, 33, 34}) {
+      ph::Array fresh = ph::Array::random({90, 30}, dt, seed);
+      std::memcpy(b.data(), fresh.data(), static_cast<size_t>(b.numel() * ph::dtype_size(dt)));
+      auto cmp = ph::tune::compare(compiled.run({a, b})[0], ph::ref::matmul(a, b), ph::DType::f32, 2.0);
+      EXPECT_TRUE(cmp.ok) << ph::dtype_name(dt) << " seed " << seed << " err " << cmp.max_abs_err;
     }
   }
 }

@@ -9,6 +9,8 @@ bool Backend::block_size_legal(const ir::Function&, int, int64_t) const { return
 
 int64_t Backend::footprint_bytes(const lower::BlockProgram& p) const { return p.footprint_bytes; }
 
+int64_t Backend::dot_kept_b_bytes(int64_t, int64_t, const std::string&, bool) const { return 0; }
+
 int64_t Backend::dot_workspace_bytes(int64_t, int64_t, int64_t, const std::string&, bool, int64_t, int64_t) const {
   return 0;
 }

@@ -143,6 +143,10 @@ class Backend {
   // (0: no workspace).
   virtual int64_t dot_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& micro_kernel,
                                       bool bf16_operands, int64_t a_row_stride, int64_t k_multiple) const;
+  // The slow-memory bytes in which a dot's packed B of k x n (micro-kernel `micro_kernel`,
+  // operands bf16 or not) can be kept from one call to the next, where a later call reads the
+  // same B (ph_gemm_args::b_panels); 0: the backend keeps none.
+  virtual int64_t dot_kept_b_bytes(int64_t n, int64_t k, const std::string& micro_kernel, bool bf16_operands) const;
   // The heuristic default point of `spec`.
   virtual Config default_config(const ir::Function& fn, const ConfigSpec& spec) const = 0;
 

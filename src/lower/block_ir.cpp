@@ -142,6 +142,11 @@ std::string print(const BlockProgram& p) {
       if (d.workspace >= 0) os << ", packs into " << scratch_name(p, L, L.scratch[d.workspace]);
       if (d.accumulate_into >= 0) os << ", accumulates into v" << d.accumulate_into << " in place";
       if (d.rescaled >= 0) os << " after its rescale %" << d.rescaled;
+      if (d.kept_b_slots > 0) {
+        os << ", keeps B's panels: " << d.kept_b_slots << " x " << format_bytes(d.kept_b_slot_bytes);
+        if (d.kept_b_tile >= 0) os << " (one per trip of " << ir::tile_name(fn, d.kept_b_tile) << ")";
+        os << " @" << d.kept_b_offset;
+      }
       os << "\n";
     }
     for (const InnerLoop& il : L.inner_loops) {

@@ -31,6 +31,7 @@ std::string LaunchEmitter::run() {
          std::to_string(s.offset) + ");");
   }
   declare_partials();       // atomics.cpp
+  declare_kept_panels();    // dots.cpp
   declare_resident_keys();  // kept across the grid steps below (staging.cpp)
   line("for (int64_t ph_step = ph_step_begin; ph_step < ph_step_end; ++ph_step) {");
   ++depth_;

@@ -62,6 +62,10 @@ std::vector<std::string> CpuBackend::micro_kernels(const ir::Function& fn, const
   return runtime::gemm_kernel_choices(reads_bf16_operands(fn, dot));
 }
 
+int64_t CpuBackend::dot_kept_b_bytes(int64_t n, int64_t k, const std::string& micro_kernel, bool bf16_operands) const {
+  return runtime::gemm_b_panels_bytes(n, k, micro_kernel, bf16_operands);
+}
+
 int64_t CpuBackend::dot_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& micro_kernel,
                                         bool bf16_operands, int64_t a_row_stride, int64_t k_multiple) const {
   // (every call's k a multiple of k_multiple: the tile kernel's test on k holds for all if for it)

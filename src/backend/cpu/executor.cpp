@@ -30,6 +30,7 @@ struct Launch {
   int64_t scratch_bytes = 0;  // per thread
   PartialsFn partials = nullptr;
   int64_t partials_bytes = 0;  // per thread, after its scratch
+  int64_t kept_bytes = 0;      // per thread, after its partials: kept B panels (DotPlan::kept_b_slots)
 };
 
 class CpuExecutable final : public Executable {
@@ -46,7 +47,7 @@ class CpuExecutable final : public Executable {
     const Launch& L = launches_.at(index);
     if (L.total_steps == 0) return;
     const int threads = L.threads;
-    const int64_t per_thread = (L.scratch_bytes + 63) / 64 * 64 + L.partials_bytes;
+    const int64_t per_thread = (L.scratch_bytes + 63) / 64 * 64 + L.partials_bytes + L.kept_bytes;
     std::shared_ptr<void> scratch = runtime::allocate(static_cast<size_t>(std::max<int64_t>(64, per_thread * threads)));
     char* base = static_cast<char*>(scratch.get());
     const int64_t steps = L.total_steps;
@@ -90,6 +91,7 @@ std::shared_ptr<Executable> load_executable(const std::string& source, const low
       l.partials = reinterpret_cast<PartialsFn>(jit.module->symbol(launch_symbol(L.index) + "_partials"));
       l.partials_bytes = L.partials_bytes;
     }
+    l.kept_bytes = L.kept_panels_bytes;
     launches.push_back(l);
   }
   return std::make_shared<CpuExecutable>(std::move(jit), std::move(launches));

@@ -26,6 +26,23 @@ struct ph_gemm_args {
   // a_in_place) packs A a strip at a time when A turns out not to be; 0: unknown, taken as the
   // size for a packed A.
   int64_t workspace_bytes;
+  // Where B's packed panels are kept across calls, or null (B is packed into the workspace on
+  // every call). Non-null: at least gemm_b_panels_bytes (runtime/gemm/gemm.h) bytes, 64-byte
+  // aligned, that start with a ph_gemm_panels_key; the panels start 64 bytes in. Where the key
+  // names this call's B and their layout (B's address, strides, dtype, k, n, the micro-kernel and
+  // whether it packs bf16 pairs), the panels there are B's and are used as they are; otherwise B
+  // is packed there and the key set. The caller zeroes the key whenever the memory behind a B it
+  // passed may have changed (generated code: at the start of each launch call, for a tensor that
+  // launch does not write).
+  void* b_panels;
+};
+
+struct ph_gemm_panels_key {
+  const void* b;
+  int64_t b_rs, b_cs, k, n;
+  int b_dtype, kernel;
+  int bf16_pairs;  // 1: [n/NR][k/2][NR][2] bf16 panels (a bf16 dot instruction); 0: [n/NR][k][NR] f32
+  int zero;        // (no padding: keys are compared as bytes)
 };
 
 // What a launch reports back to its caller: the first failed check (an index computed in the

@@ -27,6 +27,11 @@ const ph_runtime* runtime_table();
 int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& kernel = "",
                              bool bf16_operands = false, bool a_in_place = false);
 
+// The bytes of a kept B (ph_gemm_args::b_panels) of k x n for micro-kernel `kernel`: its key and
+// its panels; 0 where that kernel packs B its own way (a tile kernel given bf16 operands) and
+// keeps nothing.
+int64_t gemm_b_panels_bytes(int64_t n, int64_t k, const std::string& kernel, bool bf16_operands);
+
 // The micro-kernels this host can run (e.g. "avx512_8x32", "avx512_12x32", "avx2_6x16",
 // "generic_4x4"). The bf16 path (vdpbf16ps) is taken when both operands are bf16 and the host has
 // AVX-512-BF16, except by the "_widened" kernels, which widen them to f32 while packing.

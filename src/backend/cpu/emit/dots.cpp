@@ -109,11 +109,38 @@ void LaunchEmitter::gemm_calls(const Op& op) {
     line("g.accumulate = " + std::string(op.operands.size() > 2 || in_place ? "1" : "0") +
          "; g.kernel = " + std::to_string(runtime::gemm_kernel_index(plan.micro_kernel)) +
          "; g.workspace = " + scratch_name(ws) + "; g.workspace_bytes = " + std::to_string(ws.bytes) + ";");
+    line("g.b_panels = " + kept_panels(plan) + ";");
     line("ph_rt_table->gemm(&g);");
   });
   --depth_;
   line("}");
 }
+
+// The slot of a dot's kept B panels for this call: the trip of the loop that indexes B.
+std::string LaunchEmitter::kept_panels(const lower::DotPlan& plan) {
+  if (plan.kept_b_slots == 0) return "nullptr";
+  std::string at = "ph_kept + " + std::to_string(plan.kept_b_offset);
+  if (plan.kept_b_tile >= 0) {
+    const lower::InnerLoop& il = *L_.inner_loop(plan.kept_b_tile);
+    at += " + (off_" + tname(plan.kept_b_tile) + " - " + std::to_string(il.begin) + ") / " + std::to_string(il.block) +
+          " * " + std::to_string(plan.kept_b_slot_bytes);
+  }
+  return "static_cast<void*>(" + at + ")";
+}
+
+// The kept panels' area, their keys cleared: a launch call starts from no panels, since what an
+// earlier call packed may since have been overwritten.
+void LaunchEmitter::declare_kept_panels() {
+  if (L_.kept_panels_bytes == 0) return;
+  line("char* const ph_kept = ph_scratch + " + std::to_string(kept_panels_at(L_)) + ";  // kept B panels");
+  for (const lower::DotPlan& d : L_.dots)
+    if (d.kept_b_slots > 0)
+      line("for (int64_t ph_s = 0; ph_s < " + std::to_string(d.kept_b_slots) + "; ++ph_s) __builtin_memset(ph_kept + " +
+           std::to_string(d.kept_b_offset) + " + ph_s * " + std::to_string(d.kept_b_slot_bytes) +
+           ", 0, sizeof(ph_gemm_panels_key));");
+}
+
+int64_t kept_panels_at(const lower::LaunchPlan& L) { return partials_at(L) + L.partials_bytes; }
 
 // `acc = acc [* s] + dot(...)` whose dot lowering made accumulate into acc's buffer.
 const Op* LaunchEmitter::in_place_dot(const Op& var_set) const {

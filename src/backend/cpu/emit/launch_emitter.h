@@ -17,6 +17,8 @@ namespace parhelion::backend::cpu::emit {
 
 // Where a launch's per-thread partial copies start in each thread's area: after its scratch.
 int64_t partials_at(const lower::LaunchPlan& L);
+// Where its dots' kept B panels start (DotPlan::kept_b_slots): after the partials.
+int64_t kept_panels_at(const lower::LaunchPlan& L);
 
 class LaunchEmitter : private EmitContext {
  public:
@@ -101,6 +103,8 @@ class LaunchEmitter : private EmitContext {
   Operand2D operand_2d(int v, const Idx& batch);
   void dot(const Op& op);
   void gemm_calls(const Op& op);
+  void declare_kept_panels();
+  std::string kept_panels(const lower::DotPlan& plan);
   // The dot that `acc = acc [* s] + dot(...)` adds into the Var in place, or null.
   const Op* in_place_dot(const Op& var_set) const;
   void rescaled_accumulation(const Op& var_set, const Op& dot);
