@@ -356,16 +356,16 @@ class Planner {
       }
       return moves[v] = m;
     };
+    // Batched (several Bs a step, a call each): nothing kept. Grid dims (blocks of 1) are not batches.
+    auto one_matrix = [&](const ir::Type& t) {
+      for (int i = 0; i + 2 < t.rank(); ++i)
+        if (capacity(t.shape[i]) != 1) return false;
+      return true;
+    };
     for (DotPlan& d : L.dots) {
       const Op& dot = *defs.at(d.result);
       const ir::Type& r = fn.type_of(dot.result);
       int v = dot.operands[1];
-      // Batched (several Bs a step, a call each): nothing kept. Grid dims (blocks of 1) are not batches.
-      auto one_matrix = [&](const ir::Type& t) {
-        for (int i = 0; i + 2 < t.rank(); ++i)
-          if (capacity(t.shape[i]) != 1) return false;
-        return true;
-      };
       if (!one_matrix(r) || !one_matrix(fn.type_of(v))) continue;
       while (L.materialized(v) < 0 && defs.count(v) && defs.at(v)->kind == OpKind::Transpose)
         v = defs.at(v)->operands[0];
