@@ -241,7 +241,9 @@ int run_bench(const BenchOptions& o) {
     std::printf("# parhelion bench: %s; OpenBLAS: %s (core %s%s); oneDNN: %s\n",
                 backend::cpu::Host::detect().cpu_model.c_str(), bench::openblas_config().c_str(),
                 bench::openblas_core().c_str(), note.empty() ? "" : ("; " + note).c_str(),
-                dnnl_impls.empty() ? "absent" : dnnl_impls.c_str());
+                !dnnl_impls.empty()    ? dnnl_impls.c_str()
+                : bench::have_onednn() ? "linked, no case here (matmul only)"
+                                       : "absent");
     if (torch)
       std::printf("# torch baselines: %s; threads set per case, not pinned\n", torch->settings().c_str());
     else if (!torch_why.empty())
