@@ -238,9 +238,9 @@ TEST(Fuzz, GeneratorDrawsCastsThatAReductionsLoopStores) {
     if (fz::to_cpp(p).find("ph::cast(") == std::string::npos) continue;
     std::vector<ph::Array> in = fz::make_inputs(p, seed);
     std::string src = fz::make_kernel(p)->compile(fz::make_args(p, in)).source();
-    if (src.find("_to_f32(ph_rt::f32_to_") == std::string::npos ||
-        src.find("(static_cast<float>(e)))") == std::string::npos)
-      continue;
+    const bool round_trip = src.find("_to_f32(ph_rt::f32_to_") != std::string::npos &&
+                            src.find("(static_cast<float>(e)))") != std::string::npos;
+    if (!round_trip && src.find("ph_rt::round_to_bf16(static_cast<float>(e))") == std::string::npos) continue;
     ++stored;
     std::vector<fz::Finding> f = fz::check_on_cpu(p, seed, 3);
     EXPECT_TRUE(f.empty()) << "row_reduce seed " << seed << ": " << describe(f);

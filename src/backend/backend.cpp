@@ -11,6 +11,8 @@ int64_t Backend::footprint_bytes(const lower::BlockProgram& p) const { return p.
 
 int64_t Backend::dot_kept_b_bytes(int64_t, int64_t, const std::string&, bool) const { return 0; }
 
+bool Backend::dot_takes_16bit_operands(const std::string&, DType) const { return true; }
+
 int64_t Backend::dot_workspace_bytes(int64_t, int64_t, int64_t, const std::string&, bool, int64_t, int64_t) const {
   return 0;
 }

@@ -147,6 +147,10 @@ class Backend {
   // operands bf16 or not) can be kept from one call to the next, where a later call reads the
   // same B (ph_gemm_args::b_panels); 0: the backend keeps none.
   virtual int64_t dot_kept_b_bytes(int64_t n, int64_t k, const std::string& micro_kernel, bool bf16_operands) const;
+  // Whether micro-kernel `micro_kernel` multiplies operands of 16-bit float dtype `dtype` as they
+  // are (true by default: the MXU, tensor cores). Where it widens them to f32 itself, lowering
+  // keeps a 16-bit value that only such dots read in f32 scratch (the same values, rounded once).
+  virtual bool dot_takes_16bit_operands(const std::string& micro_kernel, DType dtype) const;
   // The heuristic default point of `spec`.
   virtual Config default_config(const ir::Function& fn, const ConfigSpec& spec) const = 0;
 

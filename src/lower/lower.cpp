@@ -229,7 +229,10 @@ class Planner {
     });
     in_place_dots_ = accumulating_dots(fn, launch);
     // A value cast to bf16/f16 that only dots read is materialized in that dtype: it is exact
-    // (the value is representable), half the bytes, and the dot can take its 16-bit path.
+    // (the value is representable), half the bytes, and the dot can take its 16-bit path; but in
+    // f32 (the same values) where none of those dots' micro-kernels takes 16-bit operands: such a
+    // kernel would widen every element again while packing, and reads an f32 A in place (an AVX2
+    // host's bf16 attention packed p and q for every block of keys: 9% of its time).
     std::map<int, const Op*> defs;
     std::map<int, std::vector<const Op*>> uses;
     ir::walk(launch.body, [&](const Op& op) {
@@ -243,6 +246,11 @@ class Planner {
       }
       return !uses[v].empty();
     };
+    auto a_dot_takes_16bit = [&](int v, DType dtype) {
+      return std::any_of(uses[v].begin(), uses[v].end(), [&](const Op* u) {
+        return backend_.dot_takes_16bit_operands(chosen_micro_kernel(*u), dtype);
+      });
+    };
     std::set<int> materialized = choose_materialized(fn, launch, in_place_dots_);
     for (const ReductionProducer& r : producers_computed_by_reductions(fn, launch, &materialized))
       L.compute_in_reduction(r.reduction, r.producer, r.stored);
@@ -254,16 +262,17 @@ class Planner {
       s.dtype = t.dtype;
       int64_t element_bytes = compute_bytes(t.dtype);
       const Op* d = defs.count(v) ? defs[v] : nullptr;
-      if (d && d->kind == OpKind::Cast && (d->dtype == DType::bf16 || d->dtype == DType::f16) && only_dots_read(v)) {
+      if (d && d->kind == OpKind::Cast && (d->dtype == DType::bf16 || d->dtype == DType::f16) && only_dots_read(v) &&
+          a_dot_takes_16bit(v, d->dtype)) {
         s.dtype = d->dtype;
         element_bytes = 2;  // 16-bit storage
       }
       // A bf16 or fp8 load that dots read (materialized: a gathered block of rows, say) is kept in
       // bf16, exactly: every fp8 value (e4m3 and e5m2: <= 3 mantissa bits, exponents within
       // bf16's) is a bf16 value. The dot then takes the bf16 path (AMX tiles included) at no cost
-      // in accuracy, from half the bytes.
+      // in accuracy, from half the bytes. (In f32, as above, where no such dot would.)
       const DType loaded = d && d->kind == OpKind::Load ? fn.tensors[d->tensor].dtype : DType::f32;
-      if ((is_fp8(loaded) || loaded == DType::bf16) && only_dots_read(v)) {
+      if ((is_fp8(loaded) || loaded == DType::bf16) && only_dots_read(v) && a_dot_takes_16bit(v, DType::bf16)) {
         s.dtype = DType::bf16;
         element_bytes = 2;
       }
@@ -285,6 +294,11 @@ class Planner {
     return std::gcd(p_.block_of_tile(d.tile), t.extent());
   }
 
+  // The config's micro-kernel for `dot` among the backend's.
+  std::string chosen_micro_kernel(const Op& dot) const {
+    return backend_.micro_kernels(*p_.fn, dot).at(p_.config.micro_kernels.at(p_.knobs.micro_kernel_knob(dot)));
+  }
+
   void plan_dots(LaunchPlan& L, const Op& launch) {
     const ir::Function& fn = *p_.fn;
     ir::walk(launch.body, [&](const Op& op) {
@@ -292,7 +306,7 @@ class Planner {
       DotPlan d;
       d.result = op.result;
       d.knob = p_.knobs.micro_kernel_knob(op);
-      d.micro_kernel = backend_.micro_kernels(fn, op).at(p_.config.micro_kernels.at(d.knob));
+      d.micro_kernel = chosen_micro_kernel(op);
       if (auto in = in_place_dots_.find(op.result); in != in_place_dots_.end()) {
         d.accumulate_into = in->second.var;
         d.rescaled = in->second.rescaled;

@@ -66,6 +66,11 @@ int64_t CpuBackend::dot_kept_b_bytes(int64_t n, int64_t k, const std::string& mi
   return runtime::gemm_b_panels_bytes(n, k, micro_kernel, bf16_operands);
 }
 
+// bf16 on the vdpbf16ps and AMX kernels; f16 on none (every kernel converts it while packing).
+bool CpuBackend::dot_takes_16bit_operands(const std::string& micro_kernel, DType dtype) const {
+  return dtype == DType::bf16 && runtime::gemm_kernel_takes_bf16(micro_kernel);
+}
+
 int64_t CpuBackend::dot_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& micro_kernel,
                                         bool bf16_operands, int64_t a_row_stride, int64_t k_multiple) const {
   // (every call's k a multiple of k_multiple: the tile kernel's test on k holds for all if for it)

@@ -468,12 +468,22 @@ bool is_tile_kernel(const std::string& name) {
   return std::any_of(ks.begin(), ks.end(), [&](const KernelInfo& k) { return k.name == name && k.bf16_block; });
 }
 
-}  // namespace
-
-int64_t gemm_b_panels_bytes(int64_t n, int64_t k, const std::string& kernel, bool bf16_operands) {
+const KernelInfo& kernel_named(const std::string& kernel) {
   const auto& ks = kernels();
   const auto it = std::find_if(ks.begin(), ks.end(), [&](const KernelInfo& ki) { return ki.name == kernel; });
   if (it == ks.end()) throw InternalError("no gemm micro-kernel named " + kernel + " on this host");
+  return *it;
+}
+
+}  // namespace
+
+bool gemm_kernel_takes_bf16(const std::string& kernel) {
+  const KernelInfo& k = kernel_named(kernel);
+  return k.bf16 != nullptr || k.bf16_block != nullptr;
+}
+
+int64_t gemm_b_panels_bytes(int64_t n, int64_t k, const std::string& kernel, bool bf16_operands) {
+  const KernelInfo* it = &kernel_named(kernel);
   if (it->bf16_block && bf16_operands) return 0;
   // A vector kernel's panels: n rounded up to its NR (a tile kernel given other operands hands
   // them to the host's first vector kernel: the widest NR there is), k to pairs, 4 bytes at most.

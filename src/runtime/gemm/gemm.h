@@ -32,6 +32,11 @@ int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string&
 // keeps nothing.
 int64_t gemm_b_panels_bytes(int64_t n, int64_t k, const std::string& kernel, bool bf16_operands);
 
+// Whether micro-kernel `kernel` multiplies bf16 operands as they are (vdpbf16ps, AMX tiles);
+// the others widen them to f32 while packing, element by element, so that an f32 copy of the
+// same values would reach them for less (an f32 A is read in place, unpacked).
+bool gemm_kernel_takes_bf16(const std::string& kernel);
+
 // The micro-kernels this host can run (e.g. "avx512_8x32", "avx512_12x32", "avx2_6x16",
 // "generic_4x4"). The bf16 path (vdpbf16ps) is taken when both operands are bf16 and the host has
 // AVX-512-BF16, except by the "_widened" kernels, which widen them to f32 while packing.

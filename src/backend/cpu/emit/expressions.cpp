@@ -375,7 +375,7 @@ std::string LaunchEmitter::cast_expr(DType to, DType from, const std::string& a)
     case DType::f32:
       return from == DType::f32 ? a : "static_cast<float>(" + a + ")";
     case DType::bf16:
-      return "ph_rt::bf16_to_f32(ph_rt::f32_to_bf16(static_cast<float>(" + a + ")))";
+      return "ph_rt::round_to_bf16(static_cast<float>(" + a + "))";
     case DType::f16:
       return "ph_rt::f16_to_f32(ph_rt::f32_to_f16(static_cast<float>(" + a + ")))";
     case DType::i32:

@@ -234,7 +234,8 @@ static inline float gelu(float x) {
 
 static inline float bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
 
-static inline uint16_t f32_to_bf16(float x) {
+// x's bits with the upper half rounded to bf16 (the lower half is to be dropped).
+static inline uint32_t bf16_rounded_bits(float x) {
   uint32_t u = f2u(x);
   // Adding 0x7fff plus the lsb of the kept half rounds ties to even; a carry
   // out of the mantissa bumps the exponent, and max-float rounds to inf as
@@ -244,9 +245,15 @@ static inline uint16_t f32_to_bf16(float x) {
   // narrowed once: selecting the narrowed halves made GCC pack each operand
   // to 16 bits before the select (four vpermt2w per 32 elements, not one).
   bool is_nan = (u & 0x7fffffffu) > 0x7f800000u;
-  uint32_t r = selu(is_nan, u | 0x400000u, u + 0x7fffu + ((u >> 16) & 1u));
-  return (uint16_t)(r >> 16);
+  return selu(is_nan, u | 0x400000u, u + 0x7fffu + ((u >> 16) & 1u));
 }
+
+static inline uint16_t f32_to_bf16(float x) { return (uint16_t)(bf16_rounded_bits(x) >> 16); }
+
+// x rounded to bf16 and widened back: bf16_to_f32(f32_to_bf16(x)) without the 16-bit value in
+// between, which GCC packed to words and unpacked again (a cast to bf16 that stays in f32, as a
+// dot operand on a host that widens bf16 does).
+static inline float round_to_bf16(float x) { return u2f(bf16_rounded_bits(x) & 0xffff0000u); }
 
 static inline float f16_to_f32(uint16_t h) {
   uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
