@@ -8,6 +8,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
+#include <tuple>
+#include <vector>
 
 #include "backend/pallas/interpret.h"
 #include "parhelion/parhelion.h"
@@ -163,6 +166,47 @@ TEST(Fp8, StoresAndCastsRoundLikeTheHostOnCpuAndInTheInterpreter) {
     EXPECT_EQ(std::memcmp(r->at(0).data(), want4.data(), static_cast<size_t>(x.numel())), 0);
     EXPECT_EQ(std::memcmp(r->at(1).data(), want5.data(), static_cast<size_t>(x.numel())), 0);
   }
+}
+
+// A bf16 store and a cast to bf16 that stays in f32 (ph_rt::f32_to_bf16, ph_rt::round_to_bf16 in
+// vector loops).
+std::tuple<ph::Tensor, ph::Tensor> bf16_roundings(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto stored = ph::empty({m, n}, ph::DType::bf16), cast = ph::empty({m, n});
+  for (auto [tm, tn] : ph::tile(m, n)) {
+    stored[tm, tn] = x[tm, tn];
+    cast[tm, tn] = ph::cast(x[tm, tn], ph::DType::bf16);
+  }
+  return {stored, cast};
+}
+
+// Every bit of the rounding, in the generated (vectorized) code and in the interpreter, against
+// the host's f32_to_bf16: ties to even both ways, a carry into the exponent, max float to inf,
+// subnormals, infinities, and NaNs (payloads in the dropped bits only, signalling, negative)
+// kept NaN with their sign and high payload, the quiet bit set; then random bit patterns.
+TEST(Bf16, StoresAndCastsRoundBitForBitOnCpuAndInTheInterpreter) {
+  std::vector<uint32_t> patterns = {0x3f808000u, 0x3f818000u, 0x3f808001u, 0xbf818000u, 0x3fffc000u, 0x7f7fffffu,
+                                    0x7f7f7fffu, 0x00000001u, 0x80008000u, 0x007fffffu, 0x7f800000u, 0xff800000u,
+                                    0x7f800001u, 0x7fc00000u, 0xffffffffu, 0x7f80ffffu, 0xff800001u, 0x00000000u};
+  std::mt19937 rng(5);
+  while (patterns.size() < 9 * 131) patterns.push_back(static_cast<uint32_t>(rng()));
+  ph::Array x = ph::Array::empty({9, 131}, ph::DType::f32);
+  std::memcpy(x.data(), patterns.data(), patterns.size() * 4);
+  ph::Kernel k("bf16_roundings", bf16_roundings);
+  const auto got = k.run({x}), interp = k.interpret({x});
+  for (const auto* r : {&got, &interp})
+    for (size_t i = 0; i < patterns.size(); ++i) {
+      float f;
+      std::memcpy(&f, &patterns[i], 4);
+      const uint16_t want = ph::f32_to_bf16(f);
+      uint16_t stored;
+      uint32_t cast;
+      std::memcpy(&stored, static_cast<const char*>(r->at(0).data()) + i * 2, 2);
+      std::memcpy(&cast, static_cast<const char*>(r->at(1).data()) + i * 4, 4);
+      EXPECT_EQ(stored, want) << std::hex << patterns[i] << (r == &got ? " cpu" : " interpreter");
+      EXPECT_EQ(cast, static_cast<uint32_t>(want) << 16)
+          << std::hex << patterns[i] << (r == &got ? " cpu" : " interpreter");
+    }
 }
 
 // Loads of every fp8 code and of 8-bit integers (u8 zero-extends, i8 sign-extends), and

@@ -280,6 +280,7 @@ TEST(PhMath, Bf16) {
   for (uint64_t u = 0; u <= 0xffffffffu; u += 65521) {
     float x = fromBits((uint32_t)u);
     ASSERT_EQ(ph_rt::f32_to_bf16(x), refF32ToBf16(x)) << std::hex << u;
+    ASSERT_EQ(bits(ph_rt::round_to_bf16(x)), static_cast<uint32_t>(refF32ToBf16(x)) << 16) << std::hex << u;
   }
   // Round trip of every bf16 pattern; NaNs only gain the quiet bit.
   for (uint32_t h = 0; h < 65536; ++h) {
@@ -301,6 +302,8 @@ TEST(PhMath, Bf16) {
   EXPECT_EQ(ph_rt::f32_to_bf16(-kInf), 0xff80);
   EXPECT_EQ(ph_rt::f32_to_bf16(fromBits(0x7f800001u)), 0x7fc0);  // sNaN stays NaN
   EXPECT_EQ(ph_rt::f32_to_bf16(fromBits(0xffffffffu)), 0xffff);
+  EXPECT_EQ(bits(ph_rt::round_to_bf16(fromBits(0x7f800001u))), 0x7fc00000u);
+  EXPECT_EQ(bits(ph_rt::round_to_bf16(std::numeric_limits<float>::max())), 0x7f800000u);
 }
 
 // ---- f16 -----------------------------------------------------------------
