@@ -105,9 +105,10 @@ TEST(ReductionStores, ACastReadByADotIsStoredByTheSumsLoop) {
   ph::Array x = sixteenths({45, 77}, 1);
   ph::Array w = ph::Array::random({77, 24}, ph::DType::f32, 2);
   for (int64_t i = 0; i < w.numel(); ++i) w.set(i, std::round(w.get(i) * 8) / 4);  // exact products
-  // The default config's micro-kernel for a bf16 dot: in bf16 where it takes bf16 operands (AMX,
-  // vdpbf16ps), else in f32, rounded; f16 in f32 on every host (no kernel takes it).
-  const bool takes_bf16 = ph::runtime::gemm_kernel_takes_bf16(ph::runtime::gemm_kernel_choices(true).front());
+  // The default config's micro-kernel for this dot (w is f32: the choices of a dot without two
+  // bf16 operands): the cast in bf16 where that kernel takes bf16 operands (vdpbf16ps), else in
+  // f32, rounded; f16 in f32 on every host (no kernel takes it).
+  const bool takes_bf16 = ph::runtime::gemm_kernel_takes_bf16(ph::runtime::gemm_kernel_choices(false).front());
   ph::Kernel bf16("rows_through_a_dot_bf16", rows_through_a_dot<ph::DType::bf16>);
   check_against_interpreter(
       bf16, {x, w}, 1e-6,

@@ -152,7 +152,8 @@ class Fusion {
     if (chosen_.count(v)) return true;
     const Op& d = *ops_[def_.at(v)].op;
     // The GEMM packs f32, bf16 and f16 from memory; a load of another dtype (fp8) is
-    // materialized first (lower.cpp gives it a bf16 buffer, in which fp8 values are exact), and a
+    // materialized first (lower.cpp gives it a bf16 buffer, in which fp8 values are exact, or an
+    // f32 one where the dots' kernels widen bf16 anyway), and a
     // gathered or masked load has no strided address: a dot reads both from scratch.
     if (d.kind == OpKind::Load) {
       DType t = fn_.tensors[d.tensor].dtype;

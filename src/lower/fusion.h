@@ -49,8 +49,9 @@ struct ReductionProducer {
   // What its loop stores: the producer, or a cast of it. When the producer's only other consumer
   // is a materialized cast later in the same block (flash attention's p, cast to bf16 for the
   // second dot), the loop stores the cast and the producer gets no buffer (it is dropped from
-  // `materialized`): one pass writes the 16-bit block, instead of a 32-bit one and a pass to
-  // read it back. The cast reads nothing but the producer, whose value is the one the loop has.
+  // `materialized`): one pass writes the rounded block (16-bit, or f32 where the dot's kernel
+  // widens 16-bit operands: lower.cpp), instead of the producer's block and a pass to read it back. The cast reads
+  // nothing but the producer, whose value is the one the loop has.
   int stored = -1;
 };
 std::vector<ReductionProducer> producers_computed_by_reductions(const ir::Function& fn, const ir::Op& launch,

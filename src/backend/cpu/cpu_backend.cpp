@@ -35,9 +35,10 @@ std::string CpuBackend::identity() const {
 
 namespace {
 
-// Whether both operands of `dot` reach the GEMM as bf16: loads of bf16 tensors (through
-// transposes), or values cast to bf16 (lowering materializes those in bf16 where only dots read
-// them). Only such dots have a choice between the bf16 dot instruction and widening to f32.
+// Whether both operands of `dot` are bf16: loads of bf16 tensors (through transposes), or values
+// cast to bf16 (lowering materializes those in bf16 where only dots read them and one of their
+// kernels takes bf16). Only such dots have a choice between the bf16 dot instruction and
+// widening to f32.
 bool reads_bf16_operands(const ir::Function& fn, const ir::Op& dot) {
   std::map<int, const ir::Op*> defs;
   ir::walk(fn.body, [&](const ir::Op& op) {
