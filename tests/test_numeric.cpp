@@ -209,6 +209,39 @@ TEST(Bf16, StoresAndCastsRoundBitForBitOnCpuAndInTheInterpreter) {
     }
 }
 
+// An fp8 block loaded for a dot with a mask: its fill is an f32 number, which a bf16 buffer (where
+// the dot's kernel takes bf16) would round.
+template <int kFillTenths>
+ph::Tensor masked_fp8_dot(ph::Tensor x, ph::Tensor w) {
+  auto [m, k] = x.sizes<2>();
+  auto out = ph::empty({m, w.size(1)});
+  for (auto tm : ph::tile(m)) {
+    auto a = ph::load(x, {tm, ph::all}, tm.index().unsqueeze(-1) % 3 > 0, kFillTenths / 10.0f);
+    out[tm, ph::all] = ph::dot(a, w[ph::all, ph::all]);
+  }
+  return out;
+}
+
+TEST(Fp8, AMaskedLoadsFillIsNotRoundedByTheDotsBuffer) {
+  ph::Array x = probes_2d(37, 40).to(ph::DType::f8e4m3);
+  ph::Array w = ph::Array::random({40, 24}, ph::DType::bf16, 3);
+  ph::Kernel tenth("masked_fp8_dot_tenth", masked_fp8_dot<1>);  // 0.1: no bf16 value
+  ph::Kernel half("masked_fp8_dot_half", masked_fp8_dot<5>);    // 0.5: a bf16 value
+  auto check = [&](auto& k, const char* what, bool fill_is_bf16) {
+    // The load's buffer (the only 16-bit scratch the launch could have): f32 where the fill is
+    // not a bf16 value, on every host.
+    const std::string block = k.compile({x, w}).block_ir();
+    if (!fill_is_bf16) {
+      EXPECT_EQ(block.find(" bf16 ["), std::string::npos) << block;
+    }
+    const ph::Array got = k.run({x, w}).at(0), want = k.interpret({x, w}).at(0);
+    for (int64_t i = 0; i < want.numel(); ++i)
+      ASSERT_NEAR(got.get(i), want.get(i), 1e-5 * (1 + std::abs(want.get(i)))) << what << " element " << i;
+  };
+  check(tenth, "fill 0.1", false);
+  check(half, "fill 0.5", true);
+}
+
 // Loads of every fp8 code and of 8-bit integers (u8 zero-extends, i8 sign-extends), and
 // integer stores that wrap.
 std::tuple<ph::Tensor, ph::Tensor, ph::Tensor, ph::Tensor, ph::Tensor, ph::Tensor> widen(ph::Tensor a, ph::Tensor b,
