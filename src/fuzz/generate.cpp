@@ -766,6 +766,15 @@ class Generator {
     launch.body.push_back(var_decl(v, add_full(acc_tiles, 0.0)));
     Stmt inner = loop({dim(k)}, {tk});
     int A = at ? transpose(load(a, {tile_ix(tk), tile_ix(tm)})) : load(a, lead({tile_ix(tm), tile_ix(tk)}));
+    if (!at && chance(0.2)) {  // a masked A (a dot reads it from scratch), its fill a number
+      Expr masked;
+      masked.kind = Expr::MaskedLoad;
+      masked.tensor = a;
+      masked.index = lead({tile_ix(tm), tile_ix(tk)});
+      masked.args = {bin(BinaryFn::lt, tile_index(tk, false), num(static_cast<double>(k - 1))),
+                     num(choose<double>({0.0, 0.1, -2.0}))};
+      A = add(masked);
+    }
     int B = shared_b ? load(b, {tile_ix(tk), tile_ix(tn)})
             : bt     ? transpose(load(b, {tile_ix(tn), tile_ix(tk)}))
                      : load(b, lead({tile_ix(tk), tile_ix(tn)}));
