@@ -9,6 +9,8 @@
 // PARHELION_PYTHON).
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -389,6 +391,39 @@ TEST(Triton, ZeroDimensionalBooleansCombineWithScalars) {
   ASSERT_EQ(r.size(), 1u);
   ASSERT_TRUE(r[0].ok) << r[0].error << "\n" << src;
   EXPECT_EQ(ph::max_abs_diff(r[0].outputs[0], k.interpret({x, y}).at(0)), 0.0);
+}
+
+// Masked loads of bf16 and fp8 blocks filled with 0.1 (no value of either type), read by a store
+// and by a dot: tl.load would convert the fill to the element type (0.10009765625 in bf16,
+// 0.09375 in e5m2), so the fill is taken in f32 after the load. (The dot's operands are both
+// such loads: f32 blocks, multiplied in IEEE precision. A raw bf16 partner would round them to
+// bf16, as the backend's dots do by design: docs/triton.md.)
+std::tuple<ph::Tensor, ph::Tensor> masked_narrow_loads(ph::Tensor x, ph::Tensor f, ph::Tensor w) {
+  auto [m, k] = x.sizes<2>();
+  auto copied = ph::empty({m, k}), product = ph::empty({m, w.size(1)});
+  for (auto tm : ph::tile(m)) {
+    auto live = tm.index().unsqueeze(-1) % 3 > 0;
+    copied[tm, ph::all] = ph::load(x, {tm, ph::all}, live, 0.1f) + ph::load(f, {tm, ph::all}, live, 0.1f);
+    product[tm, ph::all] = ph::dot(ph::load(x, {tm, ph::all}, live, 0.1f),
+                                   ph::load(w, {ph::all, ph::all}, ph::arange(k).unsqueeze(-1) % 2 > 0, 0.1f));
+  }
+  return {copied, product};
+}
+
+TEST(Triton, AMaskedNarrowLoadsFillIsNotRoundedToItsElementType) {
+  ASSERT_FALSE(ph::backend::project_python().empty()) << "no Python with torch and triton (run `make test`)";
+  ph::Kernel k("masked_narrow_loads", masked_narrow_loads);
+  ph::Array x = ph::Array::random({24, 16}, ph::DType::bf16, 1), f = ph::Array::random({24, 16}, ph::DType::f8e5m2, 2),
+            w = ph::Array::random({16, 16}, ph::DType::bf16, 3);
+  const std::string src = k.emit({x, f, w}, "triton:h100").source;
+  EXPECT_HAS(src, "tl.where(");
+  std::vector<triton::TritonRun> r =
+      triton::run_in_triton_interpreter({{"masked", src, "masked_narrow_loads", {x, f, w}, {}}});
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_TRUE(r[0].ok) << r[0].error << "\n" << src;
+  const std::vector<ph::Array> want = k.interpret({x, f, w});
+  EXPECT_LT(ph::max_abs_diff(r[0].outputs[0], want[0]), 1e-6) << src;  // exact: sums of representable values
+  EXPECT_LT(ph::max_abs_diff(r[0].outputs[1], want[1]), 1e-5) << src;
 }
 
 // The Philox stream at 64-bit seeds and offsets (their high words are the counter's and key's

@@ -882,23 +882,31 @@ class Emitter {
     const DType storage = fn_.tensors[op.tensor].dtype;
     const std::string base = "p" + std::to_string(root(op.tensor));
     Access a = access(op);
-    std::string mask = a.mask, other = "0";
+    std::string mask = a.mask, other = "0", user;
+    // A 16-bit or fp8 load converts its fill (tl.load's `other`) to the element type, rounding
+    // an f32 fill such as 0.1 where the program does not: such a load reads nothing under the
+    // user's mask and takes the fill in f32 afterwards, and is no raw 16-bit block for a dot.
+    const bool narrow_float = is_float_storage(storage) && storage != DType::f32;
+    const bool fill_after = op.operands.size() >= 2 && narrow_float;
     if (op.operands.size() >= 2) {  // a masked load: the user's mask and fill
       ir::Type block;
       ir::load_type(fn_, op.tensor, op.index, &block);
-      const std::string user = user_mask(op.operands[0], block);
+      user = user_mask(op.operands[0], block);
       mask = mask.empty() ? user : "(" + mask + ") & " + user;
       other = operand(op.operands[1]);
     }
     std::string call = "tl.load(" + base + " + " + a.offsets;
     // (padding reads nothing: its value is replaced before any reduction or contraction that
     // would see it; fp8 takes no integer fill)
-    if (!mask.empty()) call += ", mask=" + mask + (is_fp8(storage) && op.operands.size() < 2 ? "" : ", other=" + other);
+    if (!mask.empty())
+      call += ", mask=" + mask + ((is_fp8(storage) && op.operands.size() < 2) || fill_after ? "" : ", other=" + other);
     call += ")";
     const std::string r = v(op.result);
     line(r + "_raw = " + call + "  # " + op.loc.str());
-    if (storage == DType::bf16 || storage == DType::f16) raw_[op.result] = storage;
-    if (is_float_storage(storage))
+    if ((storage == DType::bf16 || storage == DType::f16) && !fill_after) raw_[op.result] = storage;
+    if (fill_after)
+      line(r + " = tl.where(" + user + ", " + r + "_raw.to(tl.float32), " + other + ")");
+    else if (is_float_storage(storage))
       line(r + " = " + r + "_raw.to(tl.float32)");
     else if (storage == DType::boolean)
       line(r + " = " + r + "_raw != 0");
