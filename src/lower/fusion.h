@@ -50,8 +50,8 @@ struct ReductionProducer {
   // is a materialized cast later in the same block (flash attention's p, cast to bf16 for the
   // second dot), the loop stores the cast and the producer gets no buffer (it is dropped from
   // `materialized`): one pass writes the rounded block (16-bit, or f32 where the dot's kernel
-  // widens 16-bit operands: lower.cpp), instead of the producer's block and a pass to read it back. The cast reads
-  // nothing but the producer, whose value is the one the loop has.
+  // widens 16-bit operands: lower.cpp), instead of the producer's block and a pass to read it
+  // back. The cast reads nothing but the producer, whose value is the one the loop has.
   int stored = -1;
 };
 std::vector<ReductionProducer> producers_computed_by_reductions(const ir::Function& fn, const ir::Op& launch,

@@ -248,6 +248,13 @@ class Planner {
       }
       return !uses[v].empty();
     };
+    // Whether a load's fill (its `other`, if masked) is a constant that bf16 holds exactly (0, -inf).
+    auto fill_is_bf16 = [&](const Op& load) {
+      if (load.operands.size() < 2) return true;
+      const Op* fill = defs.count(load.operands[1]) ? defs[load.operands[1]] : nullptr;
+      return fill && fill->kind == OpKind::Constant &&
+             static_cast<double>(bf16_to_f32(f32_to_bf16(static_cast<float>(fill->number)))) == fill->number;
+    };
     auto a_dot_takes_16bit = [&](int v, DType dtype) {
       return std::any_of(uses[v].begin(), uses[v].end(), [&](const Op* u) {
         return backend_.dot_takes_16bit_operands(chosen_micro_kernel(*u), dtype);
@@ -274,13 +281,7 @@ class Planner {
       // bf16's) is a bf16 value. The dot then takes the bf16 path (AMX tiles included) at no cost
       // in accuracy, from half the bytes. (In f32, as above, where no such dot would.)
       // A masked load's fill (`other`, an f32 value) must be a bf16 value too, or the buffer would
-      // round it where the program does not: a constant that is one (0, -inf).
-      auto fill_is_bf16 = [&](const Op& load) {
-        if (load.operands.size() < 2) return true;
-        const Op* fill = defs.count(load.operands[1]) ? defs[load.operands[1]] : nullptr;
-        return fill && fill->kind == OpKind::Constant &&
-               static_cast<double>(bf16_to_f32(f32_to_bf16(static_cast<float>(fill->number)))) == fill->number;
-      };
+      // round it where the program does not (fill_is_bf16 above).
       const DType loaded = d && d->kind == OpKind::Load ? fn.tensors[d->tensor].dtype : DType::f32;
       if ((is_fp8(loaded) || loaded == DType::bf16) && only_dots_read(v) && fill_is_bf16(*d) &&
           a_dot_takes_16bit(v, DType::bf16)) {

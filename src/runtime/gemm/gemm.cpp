@@ -483,11 +483,11 @@ bool gemm_kernel_takes_bf16(const std::string& kernel) {
 }
 
 int64_t gemm_b_panels_bytes(int64_t n, int64_t k, const std::string& kernel, bool bf16_operands) {
-  const KernelInfo* it = &kernel_named(kernel);
-  if (it->bf16_block && bf16_operands) return 0;
+  const KernelInfo& info = kernel_named(kernel);
+  if (info.bf16_block && bf16_operands) return 0;
   // A vector kernel's panels: n rounded up to its NR (a tile kernel given other operands hands
   // them to the host's first vector kernel: the widest NR there is), k to pairs, 4 bytes at most.
-  const int64_t nr = it->bf16_block ? 32 : it->nr;
+  const int64_t nr = info.bf16_block ? 32 : info.nr;
   return 64 + (n + nr - 1) / nr * nr * ((k + 1) / 2 * 2) * 4;
 }
 
