@@ -86,6 +86,26 @@ TEST(Codegen, A16BitCastIsRoundedOnceWhenStored) {
   EXPECT_EQ(s.find("] = e;"), std::string::npos);
 }
 
+TEST(Codegen, RotaryStoresItsRotatedPairsInOneNestOverWholeHeads) {
+  // x [B, S, H, D] as pairs: the two rotated halves are joined and stored as pairs. Each half is
+  // computed once per pair (the pair dim is unrolled), so both are fused into the store's nest:
+  // no buffer per half and no second pass to interleave them. And the default grows the heads
+  // (the run of a row that continues the pairs' 512 bytes) before the positions: blocks of one
+  // head at 32 positions read 512-byte runs 8 KiB apart (1.7x slower on an AMD EPYC).
+  ph::Array x = ph::Array::zeros({2, 256, 16, 128}, ph::DType::f32), cs = ph::Array::zeros({256, 64}, ph::DType::f32);
+  ph::CompiledKernel k = ph::kernels::rotary.compile({x, cs, cs});
+  const std::string s = k.source();
+  EXPECT_EQ(s.find("materialize"), std::string::npos);
+  expect_contains(s, "* 2 + 0] = ((T");
+  expect_contains(s, "* 2 + 1] = ((T");
+  const std::vector<int64_t>& b = k.config().block_sizes;  // B, S, H, D/2
+  ASSERT_EQ(b.size(), 4u);
+  EXPECT_EQ(b[3], 64) << k.config().to_json();
+  if (b[1] > 1) {
+    EXPECT_EQ(b[2], 16) << k.config().to_json();
+  }
+}
+
 TEST(Codegen, AGatheredBf16DotOperandIsMaterializedInBf16) {
   // moe_matmul's x[tokens, :] is a gather: materialized, in bf16 (exact), so that the dot takes
   // the bf16 kernels. In f32 the tile kernel the config offers fell back to a vector one. On a

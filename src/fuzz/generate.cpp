@@ -519,6 +519,10 @@ class Generator {
       p_.returns = {x};
       return;
     }
+    if (variant > 0.55 && variant < 0.7) {  // pairs: out[tiles, :] = stack of two expressions
+      pairs(s, tiles, dims, leaves, exact);
+      return;
+    }
     int out = tensor(s, data_dtype(), true);
     Stmt launch = loop(dims, tiles);
     int value = fexpr(leaves, exact, 4);
@@ -545,6 +549,41 @@ class Generator {
       p_.body.push_back(std::move(launch2));
       p_.returns = chance(0.5) ? std::vector<int>{out2} : std::vector<int>{out, out2};
     }
+  }
+
+  // A store of two expressions as the pairs of a trailing dim of 2, as rotary stores its rotated
+  // halves: out [s, 2], out[tiles, :] = stack({a, b}, -1). Each half is evaluated once per pair
+  // (the emitter unrolls the pair dim), so lowering may fuse an expensive half into the store
+  // (lower/fusion.h); sometimes both halves share a subexpression, which it must not.
+  void pairs(const Shape& s, const std::vector<int>& tiles, const std::vector<LoopDim>& dims,
+             const std::vector<Leaf>& leaves, const std::vector<Leaf>& exact) {
+    const int rank = static_cast<int>(s.size());
+    std::vector<Subscript> full;
+    for (int t : tiles) full.push_back(tile_ix(t));
+    auto block = [&](int v) {  // broadcast to the tiles (a row is not a whole block)
+      if (p_.exprs[v].kind == Expr::Number || p_.exprs[v].kind == Expr::ScalarArg)
+        v = bin(BinaryFn::add, v, leaves[0]());  // (ph::expand takes a block, not a number)
+      Expr e;
+      e.kind = Expr::Expand;
+      e.args = {v};
+      e.index = full;
+      return add(e);
+    };
+    int a = fexpr(leaves, exact, 4);
+    int b = fexpr(leaves, exact, 4);
+    if (chance(0.3)) b = chance(0.5) ? un(UnaryFn::exp, a) : bin(BinaryFn::mul, a, b);
+    Shape os = s;
+    os.push_back(2);
+    int out = tensor(os, data_dtype(), true);
+    Expr st;
+    st.kind = Expr::Stack;
+    st.args = {block(a), block(b)};
+    st.axis = rank;
+    std::vector<Subscript> pair = full;
+    pair.push_back(all_ix());
+    Stmt launch = loop(dims, tiles);
+    launch.body.push_back(store(out, pair, add(st)));
+    p_.body.push_back(std::move(launch));
   }
 
   // Blocks of whole rows (or, with `columns`, whole columns) of an input x [m, n]: the tile over

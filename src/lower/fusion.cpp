@@ -87,13 +87,14 @@ class Fusion {
       }
       if (!is_pointwise(op.kind)) continue;
       std::set<int> consumers = consumers_of(op.result);
+      std::map<int, bool> once;
+      evaluations(op.result, op.result, true, once);
       const Tree& t = tree_[op.result];
       bool expensive = t.transcendental || t.size > 6;
       bool materialize = false;
       for (int c : consumers) {
         if (hazard(*it, ops_[c], t)) materialize = true;
-        if (expensive && (nest_shape(ops_[c]) != fn_.type_of(op.result).shape || !encloses_same_loops(*it, ops_[c])))
-          materialize = true;
+        if (expensive && (!once.at(c) || !encloses_same_loops(*it, ops_[c]))) materialize = true;
       }
       if (expensive && consumers.size() >= 2) materialize = true;
       if (materialize) chosen_.insert(op.result);
@@ -197,6 +198,62 @@ class Fusion {
       }
       default:
         return op.result >= 0 ? fn_.type_of(op.result).shape : std::vector<ir::Dim>{};
+    }
+  }
+
+  // Whether `user` puts each element of its operand `v` in an element of its own, with the other
+  // operands' beside it along a new axis: a join, or a stack of a few blocks (the cpu emitter
+  // unrolls that axis where it is innermost, so each operand is computed once per element; a
+  // longer stack's select chain would compute every operand at each element). A cat is not one:
+  // its select runs along an axis the simd loop vectorizes, which computes both sides. Nor is a
+  // join whose other operand also computes `of` (the value being decided): `of` would be
+  // computed for each of them.
+  bool selects(const Op& user, int v, int of) const {
+    if (user.kind != OpKind::Join && user.kind != OpKind::Stack) return false;
+    if (user.operands.size() > 4) return false;
+    std::vector<ir::Dim> shape = fn_.type_of(user.result).shape;
+    const size_t axis = user.kind == OpKind::Join ? shape.size() - 1 : static_cast<size_t>(user.axis);
+    shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(axis));
+    if (shape != fn_.type_of(v).shape) return false;  // v is broadcast into it
+    int reached = 0;
+    for (int operand : user.operands) reached += computes(operand, of) ? 1 : 0;
+    return reached == 1;
+  }
+
+  // Whether evaluating `value` where it is used evaluates `of`'s tree: `of` is in its fused tree.
+  bool computes(int value, int of) const {
+    if (value == of) return true;
+    if (chosen_.count(value) || rank(value) == 0) return false;  // read from scratch, or a scalar
+    const Op& def = *ops_[def_.at(value)].op;
+    if (!is_pointwise(def.kind)) return false;
+    for (int operand : def.operands)
+      if (computes(operand, of)) return true;
+    for (const auto& ix : def.index)
+      if (ix.kind == ir::IndexItem::Gather && computes(ix.value, of)) return true;
+    return false;
+  }
+
+  // For each consumer of `of` (consumers_of), whether its loop nest evaluates of's fused tree
+  // once per element of `of`: every op on the way from `v` (of, then its users) keeps v's shape
+  // or selects it (a join of two rotated halves, stored as pairs), and the consumer's nest has
+  // that shape. `ok`: so far along the way.
+  void evaluations(int of, int v, bool ok, std::map<int, bool>& once) const {
+    auto u = users_.find(v);
+    if (u == users_.end()) return;
+    std::set<int> seen;  // (`mul v, v` is one use: the compiler computes the tree once)
+    for (int pos : u->second) {
+      if (!seen.insert(pos).second) continue;
+      const Op& user = *ops_[pos].op;
+      const bool root =
+          user.result < 0 || chosen_.count(user.result) || !is_pointwise(user.kind) || rank(user.result) == 0;
+      const bool sel = selects(user, v, of);
+      if (root) {
+        const bool here = ok && (sel || nest_shape(ops_[pos]) == fn_.type_of(v).shape);
+        auto [it, fresh] = once.emplace(pos, here);
+        if (!fresh) it->second = it->second && here;
+      } else {
+        evaluations(of, user.result, ok && (sel || fn_.type_of(user.result).shape == fn_.type_of(v).shape), once);
+      }
     }
   }
 

@@ -8,7 +8,9 @@
 //     and a consumer (fusing would read the new contents);
 //   - it is not cheap (beyond loads, constants and index arithmetic) and is consumed by two or
 //     more loop nests, broadcast into a larger nest, or used inside a device loop that does not
-//     define it (recomputed every trip).
+//     define it (recomputed every trip). A join or a stack of a few operands is no broadcast: each
+//     element of an operand is one element of the result (rotary's rotated halves, stored as
+//     pairs), unless another of its operands computes the same value.
 // Reductions are always materialized (each has its own loop nest); rank-0 values are scalars.
 #pragma once
 

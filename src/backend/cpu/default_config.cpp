@@ -21,15 +21,24 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
   Config c = lower::base_config(spec);
   const lower::KnobTable knobs = lower::derive_knobs(fn, backend.capabilities());
   const int64_t fast_memory = backend.machine().fast_memory_bytes;
-  // Which block ids tile a tensor's contiguous (last) dimension, weighted by that tensor's size:
-  // grow those first, so that the blocks of the biggest streams are long unit-stride runs.
+  // Which block ids tile a tensor's innermost dimensions, weighted by that tensor's size: grow
+  // those first, so that the blocks of the biggest streams are long unit-stride runs. The last
+  // tile of an access counts whole, the one before it a 1024th (it lengthens the run once the
+  // last is whole), and so on: rotary's x [B, S, H, D/2, 2], indexed [b, s, h, j, all], grows j,
+  // then h (a row of 16 heads is one 8 KiB run), not s (runs of 512 bytes 8 KiB apart: 4.9 ms
+  // against 3.1 at [2, 1024, 16, 128] f32 on an AMD EPYC, 2 threads). A whole dim or a fixed
+  // index neither counts nor ends the run; a gather or a slice ends it (its index block, not a
+  // tile's block, decides the run).
   std::vector<double> contiguous(fn.block_sizes.size(), 0);
   ir::walk(fn.body, [&](const Op& op) {
-    if ((op.kind == OpKind::Load || op.kind == OpKind::Store) && !op.index.empty() &&
-        op.index.back().kind == ir::IndexItem::Tile) {
-      const ir::TensorInfo& t = fn.tensors[op.tensor];
-      contiguous[fn.tiles[op.index.back().tile].block] +=
-          static_cast<double>(shape_numel(t.shape)) * dtype_size(t.dtype);
+    if (op.kind != OpKind::Load && op.kind != OpKind::Store) return;
+    const ir::TensorInfo& t = fn.tensors[op.tensor];
+    double weight = static_cast<double>(shape_numel(t.shape)) * dtype_size(t.dtype);
+    for (auto it = op.index.rbegin(); it != op.index.rend(); ++it) {
+      if (it->kind == ir::IndexItem::All || it->kind == ir::IndexItem::Scalar) continue;
+      if (it->kind != ir::IndexItem::Tile) break;
+      contiguous[fn.tiles[it->tile].block] += weight;
+      weight /= 1024;
     }
   });
   std::vector<size_t> order(spec.block_sizes.size());
