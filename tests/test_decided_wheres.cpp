@@ -125,3 +125,33 @@ TEST(DecidedWheres, TheDefaultCausalKeyBlockIsAtMostTwiceTheQueryBlock) {
       EXPECT_TRUE(8 * (c.block_sizes[0] + c.block_sizes[1]) <= s || c.block_sizes[0] <= 128) << c.to_json();
     }
 }
+
+namespace {
+
+// A masked load whose mask is the decided where's condition (or its negation) is decided with it:
+// concat's halves are plain loads in the blocks on either side of the seam, so a 16-bit half
+// needs no masked (scalar) read there. The values stay the interpreter's.
+TEST(DecidedWheres, AMaskedLoadUnderItsWheresConditionIsAPlainLoad) {
+  const auto& concat = ph::kernels::find_kernel("concat");
+  for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
+    ph::kernels::Inputs in = concat.make_inputs({6, 64, 32}, dt, 5);
+    ph::Config c = concat.kernel->compile(in.args()).config();
+    c.block_sizes = {2, 32};  // blocks on either side of the seam, at 64
+    ph::CompiledKernel k = concat.kernel->compile(in.args(), &c);
+    const std::string src = k.source();
+    ASSERT_NE(src.find(kVersioned), std::string::npos);
+    // Each half read under its mask only in the general code, which straddles the seam.
+    auto count = [&](const std::string& s) {
+      size_t n = 0;
+      for (size_t p = src.find(s); p != std::string::npos; p = src.find(s, p + 1)) ++n;
+      return n;
+    };
+    const std::string t0 = dt == ph::DType::f32 ? "? T0[" : "? ph_rt::bf16_to_f32(T0[";
+    const std::string t1 = dt == ph::DType::f32 ? "? T1[" : "? ph_rt::bf16_to_f32(T1[";
+    EXPECT_EQ(count(t0), 2u) << src;  // the fast and the checked copy of the general code's loop
+    EXPECT_EQ(count(t1), 2u) << src;
+    EXPECT_EQ(ph::max_abs_diff(k.run(in.args())[0], concat.kernel->interpret(in.args())[0]), 0.0);
+  }
+}
+
+}  // namespace

@@ -193,6 +193,60 @@ TEST(Gather, ColumnsByAConstantLengthIndexBlock) {
   check_all(k, {x, cols}, {want});
 }
 
+// Indices that vary along the innermost (simd) loop are checked ahead of it (emit/loop_nest.cpp):
+// a gathered column index at each element, and a shifted tile index, linear along the loop, at
+// the loop's two ends. Out of range anywhere, in any block of any config, the launch still names
+// the line, the dimension and the index; in range, the loop that runs has no check inside.
+constexpr int kLineColumns = __LINE__ + 4;
+ph::Tensor columns_plus_shifted(ph::Tensor x, ph::Tensor cols, ph::Tensor shift) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m, n});
+  for (auto [tm, tn] : ph::tile(m, n)) out[tm, tn] = x[tm, cols[tn]] + x[tm, tn.index() + shift[0]];
+  return out;
+}
+
+TEST(Gather, IndicesAlongTheLoopAreCheckedAheadAndStillNamed) {
+  ph::Kernel k("columns_plus_shifted", columns_plus_shifted);
+  const int64_t m = 5, n = 37;
+  ph::Array x = ph::Array::random({m, n}, ph::DType::f32, 4);
+  std::vector<int64_t> c(n);
+  for (int64_t j = 0; j < n; ++j) c[static_cast<size_t>(j)] = (j * 7 + 3) % n;
+  ph::Array cols = ids_array(c, ph::DType::i64);
+  ph::Array zero = ids_array({0}, ph::DType::i64);
+  ph::Array want = ph::Array::zeros({m, n}, ph::DType::f32);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) want.set(i * n + j, x.get(i * n + c[static_cast<size_t>(j)]) + x.get(i * n + j));
+  check_all(k, {x, cols, zero}, {want});
+  const std::string src = k.compile({x, cols, zero}).source();
+  EXPECT_NE(src.find("ph_bad0 |="), std::string::npos) << "a loop that checks the gathered indices";
+  EXPECT_NE(src.find("const bool ph_span0 = "), std::string::npos) << "the shifted index checked at the ends";
+  EXPECT_NE(src.find("} else {  // the loop with its checks"), std::string::npos);
+
+  // A gathered column out of range at one element: at the first, the middle, the last.
+  for (int64_t at : {int64_t{0}, n / 2, n - 1})
+    for (int64_t bad : {n, int64_t{-2}}) {
+      std::vector<int64_t> cb = c;
+      cb[static_cast<size_t>(at)] = bad;
+      ph::Array cols_bad = ids_array(cb, ph::DType::i64);
+      for (const ph::Config& cfg : configs(k, {x, cols_bad, zero})) {
+        SCOPED_TRACE(cfg.to_json() + " at " + std::to_string(at));
+        std::string msg = user_error_of([&] { k.compile({x, cols_bad, zero}, &cfg).run({x, cols_bad, zero}); });
+        EXPECT_HAS(msg, here(kLineColumns));
+        EXPECT_HAS(msg, "index " + std::to_string(bad) + " is out of bounds for dimension 1 of arg0 (size 37)");
+      }
+    }
+  // The shifted index past the end: the last columns of every row (and before the start).
+  for (int64_t by : {int64_t{1}, int64_t{-1}}) {
+    ph::Array shift = ids_array({by}, ph::DType::i64);
+    for (const ph::Config& cfg : configs(k, {x, cols, shift})) {
+      SCOPED_TRACE(cfg.to_json() + " shift " + std::to_string(by));
+      std::string msg = user_error_of([&] { k.compile({x, cols, shift}, &cfg).run({x, cols, shift}); });
+      EXPECT_HAS(msg, here(kLineColumns));
+      EXPECT_HAS(msg, "is out of bounds for dimension 1 of arg0 (size 37)");
+    }
+  }
+}
+
 // A gathered block feeding a dot (it has no strided address: it is read from scratch).
 ph::Tensor gathered_matmul(ph::Tensor ids, ph::Tensor x, ph::Tensor w) {
   auto n = ids.size(0), kdim = x.size(1), o = w.size(1);

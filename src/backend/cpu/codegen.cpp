@@ -168,10 +168,13 @@ void LaunchEmitter::store(const Op& op) {
     nest(
         shape,
         [&](const Idx& idx) {
-          const std::string mask = operand(op, 1, idx), v = stored_operand(op, idx);
+          const std::string mask = operand(op, 1, idx);
+          mask_scope_.push_back(mask);  // (the value, too, is computed only where it holds)
+          const std::string v = stored_operand(op, idx);
           ++no_hoist_;
           const std::string a = address(op, idx);
           --no_hoist_;
+          mask_scope_.pop_back();
           line("if (" + mask + ") " + a + " = " + v + ";");
         },
         "", 0, prefetch);

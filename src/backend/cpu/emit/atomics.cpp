@@ -75,12 +75,15 @@ void LaunchEmitter::atomic_update(const Op& op) {
   line("{  // " + std::string(ir::atomic_name(f)) + " at " + op.loc.str() + ": " + kHow[target->strategy]);
   ++depth_;
   nest(region.shape, [&](const Idx& idx) {
+    // (the value and the address are computed only where the mask holds)
+    if (ir::is_masked(op)) mask_scope_.push_back(operand(op, 1, idx));
     std::string v = operand(op, 0, idx);
     if (from != compute) v = cast_expr(compute, from, v);
     std::string update;
     ++no_hoist_;  // the address is formed inside the mask's branch
     const std::string offset = tensor_offset(op, idx);
     --no_hoist_;
+    if (ir::is_masked(op)) mask_scope_.pop_back();
     const std::string value = "ph_u";
     // (a plain update names the element once: its address, a checked index included, is formed once)
     if (target->strategy == lower::AtomicTarget::Partials) {

@@ -32,11 +32,13 @@ void LaunchEmitter::streamed_store(const Op& op, const std::vector<Dim>& shape) 
         line("const int64_t ph_m = ph_min_i64(" + chunk + ", " + bound + " - ph_c);");
         line("alignas(64) " + ty + " ph_row[" + chunk + "];");
         prefetch_next_rows(op, idx, k, "ph_c", "ph_m");
-        hoisted_loop(var, "for (int64_t " + var + " = ph_c; " + var + " < ph_c + ph_m; ++" + var + ") {",
-                     "#pragma omp simd", [&] {
-                       const std::string bits = copied_bits(op, idx);
-                       line("ph_row[" + var + " - ph_c] = " + (bits.empty() ? stored_operand(op, idx) : bits) + ";");
-                     });
+        hoisted_loop(
+            var, "for (int64_t " + var + " = ph_c; " + var + " < ph_c + ph_m; ++" + var + ") {", "#pragma omp simd",
+            [&] {
+              const std::string bits = copied_bits(op, idx);
+              line("ph_row[" + var + " - ph_c] = " + (bits.empty() ? stored_operand(op, idx) : bits) + ";");
+            },
+            "ph_c", "(ph_c + ph_m - 1)");
         Idx at = idx;
         at[k] = "ph_c";
         line("ph_stream_store(&" + tensor_address(op, at) + ", ph_row, ph_m * sizeof(" + ty + "));");

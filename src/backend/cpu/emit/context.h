@@ -74,6 +74,24 @@ class EmitContext {
   int hoist_counter_ = 0;
   int nest_depth_ = 0;  // how many nest() calls are open
   int no_hoist_ = 0;    // > 0 while emitting the guarded side of a masked access
+
+  // --- per-element index checks of a simd loop, checked ahead (index_checks.cpp) ---
+  // An index computed per element of a simd loop (a gather along the loop, a masked load's
+  // index) is checked in a loop of its own before it, and the loop then runs without the checks;
+  // a check inside it (a call that records the error) would keep it scalar.
+  struct CheckSite {
+    std::string mask;   // where the index is used ("" always), a C++ bool
+    std::string value;  // the index
+    int64_t size = 0;   // valid: 0 <= value < size
+    // An index linear in the loop's (a tile's index plus a scalar, ...): its values at the first
+    // and the last trip, between which all of its values lie; "" for any other index.
+    std::string first, last;
+  };
+  bool checks_ahead_ = false;            // while a simd loop's body is generated: sites are collected
+  std::vector<CheckSite> check_sites_;   // and listed here
+  std::string loop_first_, loop_last_;   // that loop's first and last index ("" unknown)
+  std::vector<std::string> mask_scope_;  // the masks of the accesses being generated
+  int checked_loops_ = 0;                // names each loop's flag apart
   // How a tile's offset is named in an address: "off_" (this grid step's), "pf_off_" (the next
   // step's, while a prefetch of its block is printed).
   std::string offset_prefix_ = "off_";

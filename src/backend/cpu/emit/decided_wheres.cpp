@@ -143,6 +143,19 @@ std::vector<int> LaunchEmitter::decided_wheres(const Op& op) {
   return wheres;
 }
 
+std::optional<bool> LaunchEmitter::decided_mask(int mask) const {
+  for (const auto& [w, choice] : where_choice_) {
+    if (choice == 0) continue;
+    const int cond = def_.at(w)->operands[0];
+    if (mask == cond) return choice == 1;
+    const auto m = def_.find(mask);
+    if (m != def_.end() && m->second->kind == OpKind::Unary &&
+        static_cast<UnaryFn>(m->second->fn) == UnaryFn::logical_not && m->second->operands[0] == cond)
+      return choice == 2;
+  }
+  return std::nullopt;
+}
+
 bool LaunchEmitter::versioned_statement(const Op& op) {
   // Versions nest, one where at a time: at most this many deep (9 copies of a statement).
   constexpr size_t kMaxNested = 2;

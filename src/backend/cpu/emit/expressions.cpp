@@ -143,7 +143,8 @@ std::string LaunchEmitter::tensor_offset(const Op& op, const Idx& idx) {
       // Element j of the block reads position index[j]: checked here, per element, so that
       // only valid (and, under a mask, active) elements are checked and read.
       // (Hoisted, check included, out of a loop the index does not depend on: a gathered row.)
-      pos = checked_position(op, d, expr(ix.value, {idx[j++]}));
+      pos = checked_position(op, d, expr(ix.value, {idx[j]}), ix.value, idx[j]);
+      ++j;
       if (p_.config.index_checks) pos = read(pos, DType::i64);
     } else if (ix.kind == ir::IndexItem::Slice) {
       pos = "(" + expr(ix.value, {}) + " + " + idx[j++] + ")";
@@ -164,9 +165,23 @@ std::string LaunchEmitter::tensor_offset(const Op& op, const Idx& idx) {
 // An index computed per element, checked against its dimension where the config asks for
 // checks: an out-of-range one records the launch's ph_status (the call then throws) and reads
 // position 0 instead, so that nothing outside the tensor is touched meanwhile.
-std::string LaunchEmitter::checked_position(const Op& op, size_t d, const std::string& value) {
+std::string LaunchEmitter::checked_position(const Op& op, size_t d, const std::string& value, int index,
+                                            const std::string& at) {
   if (!p_.config.index_checks) return "(" + value + ")";
   const ir::TensorInfo& t = fn_.tensors[op.tensor];
+  // Per element of a simd loop (not hoisted out of it): checked ahead of the loop.
+  if (checks_ahead_ && (no_hoist_ > 0 || mentions(value, hoist_var_))) {
+    CheckSite c{"", value, t.shape[d], "", ""};
+    for (const std::string& m : mask_scope_) c.mask += (c.mask.empty() ? "" : " && ") + ("(" + m + ")");
+    if (!mentions(value, hoist_var_)) {
+      c.first = c.last = value;
+    } else if (index >= 0 && at == hoist_var_ && !loop_first_.empty() && linear_index(index)) {
+      c.first = expr(index, {loop_first_});
+      c.last = expr(index, {loop_last_});
+    }
+    check_sites_.push_back(c);
+    return "(" + value + ")";
+  }
   const std::string what =
       "dimension " + std::to_string(d) + " of " + t.name + " (size " + std::to_string(t.shape[d]) + ")";
   return "ph_checked_index(" + value + ", " + std::to_string(t.shape[d]) + ", ph_st, " + c_string(op.loc.str()) + ", " +
@@ -187,12 +202,47 @@ std::string LaunchEmitter::copied_bits(const Op& store, const Idx& idx) {
   return address(src, broadcast(type(v).shape, idx));
 }
 
+// Linear: a tile's index, scalars, and sums, differences and scalar multiples of those (the
+// arithmetic wraps only past 2^63). A linear index's values along a loop lie between its values
+// at the loop's ends.
+bool LaunchEmitter::linear_index(int v) const {
+  if (type(v).rank() == 0) return true;
+  const Op& op = *def_.at(v);
+  switch (op.kind) {
+    case OpKind::TileIndex:
+      return true;
+    case OpKind::Expand:
+    case OpKind::Unsqueeze:
+    case OpKind::Squeeze:
+      return linear_index(op.operands[0]);
+    case OpKind::Unary:
+      return static_cast<ir::UnaryFn>(op.fn) == ir::UnaryFn::neg && linear_index(op.operands[0]);
+    case OpKind::Binary: {
+      const auto f = static_cast<ir::BinaryFn>(op.fn);
+      const int a = op.operands[0], b = op.operands[1];
+      if (f == ir::BinaryFn::add || f == ir::BinaryFn::sub) return linear_index(a) && linear_index(b);
+      if (f == ir::BinaryFn::mul)
+        return (type(a).rank() == 0 && linear_index(b)) || (type(b).rank() == 0 && linear_index(a));
+      return false;
+    }
+    default:
+      return false;
+  }
+}
+
 // A masked load: `mask ? x[...] : other`, the read only on the taken side. Its reads are never
 // hoisted out of the loop (a hoisted read would run for masked-off elements too).
 std::string LaunchEmitter::masked_load_expr(const Op& op, const Idx& idx) {
+  // In a version of the statement where a where's condition is decided (decided_wheres.cpp), a
+  // mask that is that condition, or its negation, is decided too: concat's halves are plain loads
+  // in the blocks on either side of the seam.
+  if (const std::optional<bool> holds = decided_mask(op.operands[0]))
+    return *holds ? load_expr(op, idx) : operand(op, 1, idx);
   const std::string mask = operand(op, 0, idx), other = operand(op, 1, idx);
   ++no_hoist_;
+  mask_scope_.push_back(mask);
   std::string v = load_expr(op, idx);
+  mask_scope_.pop_back();
   --no_hoist_;
   return "(" + mask + " ? " + v + " : " + other + ")";
 }

@@ -60,8 +60,10 @@ class LaunchEmitter : private EmitContext {
   std::string loop_header(const Dim& d, const std::string& i);
   // The element count of block dim `d` in the current step: `n_t` for a tile, else its size.
   std::string extent(const Dim& d) const;
+  // `first`, `last`: the loop index's first and last value, where known (its indices checked
+  // ahead are then checked at the two ends where they move linearly along it).
   void hoisted_loop(const std::string& var, const std::string& header, const std::string& pragma,
-                    const std::function<void()>& body);
+                    const std::function<void()>& body, const std::string& first = "", const std::string& last = "");
   static bool mentions(const std::string& text, const std::string& var);
   bool is_hoisted(const std::string& e) const;
   std::string read(const std::string& access, DType compute);
@@ -79,7 +81,11 @@ class LaunchEmitter : private EmitContext {
   // An element of storage dtype `dt` (an lvalue or value of its storage type) as its compute type.
   static std::string from_storage(DType dt, const std::string& e);
   std::string masked_load_expr(const Op& op, const Idx& idx);
-  std::string checked_position(const Op& op, size_t d, const std::string& value);
+  // `index`, `at`: the index's value id and the element it is taken at, where it is a block.
+  std::string checked_position(const Op& op, size_t d, const std::string& value, int index = -1,
+                               const std::string& at = "");
+  // Whether block `v`'s elements are a linear function of the element's position.
+  bool linear_index(int v) const;
   static std::string store_value(DType dt, DType from, const std::string& v);
   // Value `v` at `idx` (of its own shape), or op `op`'s value, converted for storage as `dt`. A
   // cast to a 16-bit `dt` fused into it is not rounded twice: narrowing the widened rounded value
@@ -153,6 +159,8 @@ class LaunchEmitter : private EmitContext {
   bool versioned_statement(const Op& op);
   // A where being versioned -> the operand (1 or 2) its version takes, or 0 in its general code.
   std::map<int, int> where_choice_;
+  // Whether a mask that is a versioned where's condition, or its negation, holds in this version.
+  std::optional<bool> decided_mask(int mask) const;
   // Values whose expression is a name already computed in the current loop (a reduction's
   // per-element `e`, which the cast it stores reads): expr() returns the name.
   std::map<int, std::string> named_values_;

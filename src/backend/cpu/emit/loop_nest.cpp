@@ -70,7 +70,8 @@ void LaunchEmitter::nest(const std::vector<Dim>& shape, const std::function<void
     if (static_cast<int>(k) == innermost && k >= inner_from) {
       std::string pragma = "#pragma omp simd" + (simd_clause.empty() ? "" : " " + simd_clause);
       if (before_inner) before_inner(idx, k);
-      hoisted_loop(idx[k], loop_header(shape[k], idx[k]), pragma, [&] { body(idx); });
+      hoisted_loop(
+          idx[k], loop_header(shape[k], idx[k]), pragma, [&] { body(idx); }, "0", "(" + extent(shape[k]) + " - 1)");
       for (int j = 0; j < opened; ++j) {
         --depth_;
         line("}");
@@ -97,29 +98,118 @@ std::string LaunchEmitter::loop_header(const Dim& d, const std::string& i) {
   return "for (int64_t " + i + " = 0; " + i + " < " + bound + "; ++" + i + ") {";
 }
 
+namespace {
+std::string indented(const std::string& text) {
+  std::string out;
+  for (size_t at = 0; at < text.size();) {
+    size_t eol = text.find('\n', at);
+    if (eol == std::string::npos) eol = text.size() - 1;
+    out += "  " + text.substr(at, eol + 1 - at);
+    at = eol + 1;
+  }
+  return out;
+}
+}  // namespace
+
 // Emits `pragma` + `header` + body + "}", with the body's reads that do not mention `var`
-// hoisted into constants just before the loop.
+// hoisted into constants just before the loop. In a simd loop, indices checked per element are
+// checked ahead, in a loop of their own (context.h: a check inside would keep the loop scalar):
+// where all are in range the loop runs without checks; else a copy of it with the checks inline
+// reports the first one out of range, as the loop would have. (Not in a loop inside such a body:
+// its index is not in scope before the outer one.)
 void LaunchEmitter::hoisted_loop(const std::string& var, const std::string& header, const std::string& pragma,
-                                 const std::function<void()>& body) {
-  std::ostringstream saved;
-  std::swap(os_, saved);
+                                 const std::function<void()>& body, const std::string& first, const std::string& last) {
   std::string saved_var = hoist_var_;
   std::vector<Hoisted> saved_decls;
   std::swap(saved_decls, hoisted_);
   hoist_var_ = var;
-  ++depth_;
-  body();
-  --depth_;
-  std::string inner = os_.str();
-  std::swap(os_, saved);
+  const bool outer_checks_ahead = checks_ahead_;
+  const bool ahead = !pragma.empty() && p_.config.index_checks && !outer_checks_ahead;
+  std::vector<CheckSite> saved_sites;
+  std::swap(saved_sites, check_sites_);
+  const std::string saved_first = loop_first_, saved_last = loop_last_;
+  loop_first_ = first;
+  loop_last_ = last;
+  auto generate = [&](bool collect) {
+    std::ostringstream out;
+    std::swap(os_, out);
+    checks_ahead_ = collect;
+    ++depth_;
+    body();
+    --depth_;
+    std::swap(os_, out);
+    return out.str();
+  };
+  const std::string inner = generate(ahead);
+  std::vector<CheckSite> sites;
+  std::swap(sites, check_sites_);
+  const std::string checked_inner = sites.empty() ? "" : generate(false);
+  checks_ahead_ = outer_checks_ahead;
+  check_sites_ = std::move(saved_sites);
+  loop_first_ = saved_first;
+  loop_last_ = saved_last;
   std::vector<Hoisted> decls;
   std::swap(decls, hoisted_);
   hoisted_ = std::move(saved_decls);
   hoist_var_ = saved_var;
   for (const Hoisted& h : decls) line("const " + h.type + " " + h.name + " = " + h.access + ";");
-  if (!pragma.empty()) line(pragma);
+  if (sites.empty()) {
+    if (!pragma.empty()) line(pragma);
+    line(header);
+    os_ << inner;
+    line("}");
+    return;
+  }
+  // Indices linear along the loop are in range at every trip where they are at its two ends
+  // (their values lie between; the masks are not needed); the others, and those where the ends
+  // are not (where a mask keeps the elements past a seam from being read), are checked at each
+  // trip: in order (a later index may read through an earlier one), each only where its access
+  // is made. (One that does not vary along the loop, a gathered row under a mask, is checked in
+  // the loop, which g++ hoists out of it: before it, it would be checked for a loop of no trips.)
+  const std::string n = std::to_string(checked_loops_++), bad = "ph_bad" + n, span = "ph_span" + n;
+  std::string ends;
+  bool all_linear = true;
+  for (const CheckSite& c : sites) {
+    if (c.first.empty()) {
+      all_linear = false;
+      continue;
+    }
+    for (const std::string* e : {&c.first, &c.last})
+      ends += " && static_cast<uint64_t>(" + *e + ") < " + std::to_string(c.size) + "u";
+  }
+  if (!ends.empty()) line("const bool " + span + " = (" + first + ") <= (" + last + ")" + ends + ";");
+  std::string in_range;
+  for (const CheckSite& c : sites)
+    in_range += (in_range.empty() ? "(" : " && (") + (c.first.empty() ? "" : span + " || ") +
+                (c.mask.empty() ? "" : "!(" + c.mask + ") || ") + "static_cast<uint64_t>(" + c.value + ") < " +
+                std::to_string(c.size) + "u)";
+  line("int64_t " + bad + " = 0;  // an index out of its dimension in the loop below");
+  if (all_linear) {
+    line("if (!" + span + ") {");
+    ++depth_;
+  }
+  line("#pragma omp simd reduction(|:" + bad + ")");
   line(header);
-  os_ << inner;
+  line("  " + bad + " |= static_cast<int64_t>(!(" + in_range + "));");
+  line("}");
+  if (all_linear) {
+    --depth_;
+    line("}");
+  }
+  line("if (" + bad + " == 0) {");
+  ++depth_;
+  line(pragma);
+  line(header);
+  os_ << indented(inner);
+  line("}");
+  --depth_;
+  line("} else {  // the loop with its checks, which records the first index out of range");
+  ++depth_;
+  line(pragma);
+  line(header);
+  os_ << indented(checked_inner);
+  line("}");
+  --depth_;
   line("}");
 }
 
