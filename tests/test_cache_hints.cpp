@@ -103,6 +103,41 @@ TEST(CacheHints, RowKernelsGiveTheSameBitsUnderEveryHint) {
   check_library("softmax", {9, 4100}, ph::DType::f32);  // rows over one 4 KiB row buffer chunk
 }
 
+// Rows of pairs (lower::row_group): rotary stores its rotated halves joined, each block row one
+// run of 2 x its pairs; 65 pairs (520 bytes) start rows mid-line. Streamed, every config (blocks
+// across their domains, ragged ones included, 1 and 2 threads) gives the cached values, f32 and
+// bf16, forward and backward. Not always their bits: x0 c - x1 s has two fma contractions, and
+// g++ picks one per loop shape in a ragged block's scalar tail (1 ulp apart at 65 pairs).
+TEST(CacheHints, RowsOfPairsAreStreamedWhole) {
+  for (const char* name : {"rotary", "rotary_backward"})
+    for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
+      const ph::kernels::KernelEntry& e = ph::kernels::find_kernel(name);
+      ph::kernels::Inputs in = e.make_inputs({2, 5, 3, 130}, dt, 3);
+      ph::CompiledKernel def = e.kernel->compile(in.args());
+      const ph::ConfigSpec& spec = def.config_spec();
+      int streamed = 0;
+      for (int trial = 0; trial < 4; ++trial) {
+        ph::Config c = def.config();
+        for (size_t i = 0; i < spec.block_sizes.size(); ++i) {
+          const auto& ch = spec.block_sizes[i].choices;
+          c.block_sizes[i] = ch[ch.size() - 1 - (trial + i) % ch.size()];
+        }
+        c.num_threads = std::min(1 + trial % 2, spec.max_threads);
+        c.cache_hints = {"none"};
+        const ph::Array plain = e.kernel->compile(in.args(), &c).run(in.args())[0];
+        c.cache_hints = {"stream"};
+        SCOPED_TRACE(std::string(name) + " " + c.to_json());
+        ph::CompiledKernel ck = e.kernel->compile(in.args(), &c);
+        streamed += ck.block_ir().find("streamed past the caches") != std::string::npos;
+        const ph::Array out = ck.run(in.args())[0];
+        EXPECT_LE(ph::max_abs_diff(plain, out), dt == ph::DType::f32 ? 1e-6 : 1e-2);
+        const ph::kernels::Closeness r = ph::kernels::compare(out, e.reference(in)[0], dt, e.tolerance({2, 5, 3, 130}));
+        EXPECT_TRUE(r.ok) << "max abs error " << r.max_abs_err;
+      }
+      EXPECT_GE(streamed, 1) << name;
+    }
+}
+
 // A 2-D grid: the rows of a block are tiles of the last dim (ragged in the last column of
 // blocks), read through a view whose rows are longer than the block's.
 ph::Tensor scale_shift(ph::Tensor x) {

@@ -37,18 +37,31 @@ bool contiguous_rows(const ir::Function& fn, const Op& op) {
   return d >= 0 && op.index[d].kind != IndexItem::Gather && fn.tensors[op.tensor].strides[d] == 1;
 }
 
-// With the blocks bound: the access's innermost block dim holds at least one cache line.
+// With the blocks bound: the access's innermost block dim (a store's: its row of groups) holds
+// at least one cache line.
 bool row_holds_a_line(const BlockProgram& p, const Op& op) {
   const ir::Function& fn = *p.fn;
   ir::Type region;
   ir::load_type(fn, op.tensor, op.index, &region);
   if (region.shape.empty() || region.shape.back().is_one()) return false;
-  const ir::Dim& d = region.shape.back();
-  const int64_t n = d.kind == ir::Dim::Const ? d.size : p.block_of_tile(d.tile);
+  const int64_t g = op.kind == OpKind::Store ? row_group(fn, op) : 1;
+  const ir::Dim& d = region.shape[region.shape.size() - (g > 1 ? 2 : 1)];
+  const int64_t n = (d.kind == ir::Dim::Const ? d.size : p.block_of_tile(d.tile)) * g;
   return n * dtype_size(fn.tensors[op.tensor].dtype) >= kCacheLineBytes;
 }
 
 }  // namespace
+
+int64_t row_group(const ir::Function& fn, const Op& op) {
+  const size_t n = op.index.size();
+  if (n < 2) return 1;
+  const ir::TensorInfo& t = fn.tensors[op.tensor];
+  const IndexItem &last = op.index[n - 1], &before = op.index[n - 2];
+  const int64_t g = t.shape[n - 1];
+  if (last.kind != IndexItem::All || g < 2 || g > 4 || t.strides[n - 1] != 1) return 1;
+  if (before.kind != IndexItem::Tile || fn.tiles[before.tile].is_grid || t.strides[n - 2] != g) return 1;
+  return g;
+}
 
 bool streamable_store(const ir::Function& fn, const Op& launch, const Op& store) {
   if (store.kind != OpKind::Store || ir::is_atomic(store) || ir::is_masked(store)) return false;

@@ -15,7 +15,9 @@
 //     cache line per prefetch, by the loop nest of the last statement of the step that reads the
 //     input (its rows, just before each row is computed), so the memory works while the step
 //     computes.
-// Both are hints: they change no value. The sites are found from the Tile IR alone (the knob
+// Both are hints: they change no value. (Except by the ulp an fma contraction costs: where a
+// product difference such as rotary's x0 c - x1 s has two, g++ may pick the other one in a
+// ragged block's scalar tail of a streamed row of pairs.) The sites are found from the Tile IR alone (the knob
 // exists where a launch has one); which ones apply is decided with the block sizes bound.
 #pragma once
 
@@ -39,6 +41,11 @@ constexpr int64_t kCacheLineBytes = 64;
 // A store that can be streamed: unmasked and not atomic, its innermost block dim a contiguous
 // row of the tensor (stride 1, not gathered), to a tensor (its root) the launch never loads.
 bool streamable_store(const ir::Function& fn, const ir::Op& launch, const ir::Op& store);
+// The elements of a group a store's rows are made of: g where its block ends with a whole dim of
+// g <= 4 elements (stride 1) after a tile dim whose stride is g (rotary's x[..., j, :] viewed as
+// [.., D/2, 2]: the tile's elements are pairs back to back, so a row of the tile's block is one
+// contiguous run); 1 otherwise (a row is the innermost dim).
+int64_t row_group(const ir::Function& fn, const ir::Op& op);
 // A load whose next grid step's block can be prefetched: at the launch's top level, unmasked,
 // indexed by the launch's tiles and whole dims only (at least one tile: the block moves with the
 // step), its innermost block dim a contiguous row.
