@@ -74,6 +74,36 @@ TEST(Atomics, TheDefaultSplitOfKIsAtLeastItsInnerBlock) {
   EXPECT_LT(ph::max_abs_diff(def.run({a, b}).at(0), ph::ref::matmul(a, b)), 2e-3);
 }
 
+// Row sums through three nested tiles (each re-tiles the block of the one around it): only the
+// innermost indexes memory, so only it is grown; each enclosing tile's default block is at least
+// the block inside it, or the inner blocks would be cut short (to one element under a block of 1).
+ph::Tensor nested_row_sums(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m});
+  for (auto outer : ph::tile(m))
+    for (auto middle : ph::tile(outer))
+      for (auto inner : ph::tile(middle)) out[inner] = ph::sum(x[inner, ph::all], 1);
+  return out;
+}
+
+TEST(Atomics, EachEnclosingTilesDefaultBlockHoldsTheBlockInsideIt) {
+  ph::Kernel k("nested_row_sums", nested_row_sums);
+  ph::Array x = ph::Array::random({4096, 512}, ph::DType::f32, 2);
+  ph::CompiledKernel def = k.compile({x});
+  const std::vector<int64_t>& b = def.config().block_sizes;  // outer, middle, inner
+  ASSERT_EQ(b.size(), 3u) << def.config().to_json();
+  EXPECT_GE(b[0], b[1]) << def.config().to_json();
+  EXPECT_GE(b[1], b[2]) << def.config().to_json();
+  EXPECT_GT(b[2], 1) << def.config().to_json();
+  ph::Array want = ph::Array::zeros({4096}, ph::DType::f32);
+  for (int64_t r = 0; r < 4096; ++r) {
+    double s = 0;
+    for (int64_t c = 0; c < 512; ++c) s += x.get(r * 512 + c);
+    want.set(r, s);
+  }
+  EXPECT_LT(ph::max_abs_diff(def.run({x}).at(0), want), 1e-3);
+}
+
 // counts[ids[i]] += 1 for every i: a repeated index counts once per time it appears.
 ph::Tensor histogram(ph::Tensor ids) {
   auto n = ids.sizes<1>()[0];

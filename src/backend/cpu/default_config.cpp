@@ -102,22 +102,33 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
   // A tile re-tiled by an inner loop (`ph::tile(outer)`: split_k_matmul's split of K, whose inner
   // loop is the dot's K) is at least its inner tile's block: a smaller one would cut every inner
   // block short (to one element, at block 1) and leave the inner block unused. (Before the dot
-  // blocks are fitted to fast memory: cut short, they looked small.)
-  auto raise_outer_tiles = [&] {
-    for (const ir::TileInfo& t : fn.tiles) {
-      if (t.parent < 0) continue;
-      const int inner = spec_of_block[t.block], outer = spec_of_block[fn.tiles[t.parent].block];
-      if (inner < 0 || outer < 0) continue;
-      const auto& choices = spec.block_sizes[outer].choices;
-      while (c.block_sizes[outer] < c.block_sizes[inner] && c.block_sizes[outer] < choices.back())
-        c.block_sizes[outer] *= 2;
+  // blocks are fitted to fast memory: cut short, they looked small.) An outer tile that is itself
+  // a dot's dim keeps the block the dots were fitted with, and the inner one comes down to it.
+  // Until nothing changes: in a chain of three, raising the middle tile may leave the outer one
+  // below it again.
+  auto raise_outer_tiles = [&](Config& cfg) {
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (const ir::TileInfo& t : fn.tiles) {
+        if (t.parent < 0) continue;
+        const int inner = spec_of_block[t.block], outer = spec_of_block[fn.tiles[t.parent].block];
+        if (inner < 0 || outer < 0 || cfg.block_sizes[outer] >= cfg.block_sizes[inner]) continue;
+        const auto& choices = spec.block_sizes[outer].choices;
+        if (dot_role[outer] >= 0 || cfg.block_sizes[outer] >= choices.back()) {
+          if (dot_role[outer] < 0) continue;  // the outer's whole extent: the inner's block covers it
+          cfg.block_sizes[inner] = cfg.block_sizes[outer];
+        } else {
+          cfg.block_sizes[outer] *= 2;
+        }
+        changed = true;
+      }
     }
   };
   bool has_dot = std::any_of(dot_role.begin(), dot_role.end(), [](int r) { return r >= 0; });
   if (has_dot) {
     for (size_t i = 0; i < dot_role.size(); ++i)
       if (dot_role[i] >= 0) c.block_sizes[i] = std::min(preferred[dot_role[i]], spec.block_sizes[i].choices.back());
-    raise_outer_tiles();
+    raise_outer_tiles(c);
     auto fits = [&](const Config& cand) {
       for (const lower::LaunchPlan& L : lower::plan(fn, cand, backend).launches)
         if (L.footprint_bytes > fast_memory * 3 / 4) return false;
@@ -149,7 +160,7 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
         if (dot_role[i] == 0 && c.block_sizes[i] > 16) c.block_sizes[i] /= 2;
     }
   }
-  raise_outer_tiles();
+  raise_outer_tiles(c);
   for (bool grew = true; grew;) {
     grew = false;
     for (size_t i : order) {
@@ -157,6 +168,7 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
       if (c.block_sizes[i] >= choices.back() || (has_dot && dot_role[i] >= 0)) continue;
       Config cand = c;
       cand.block_sizes[i] *= 2;
+      raise_outer_tiles(cand);  // (an inner tile grown past its outer one would be cut short)
       if (acceptable(cand, c) && enough_steps(cand)) {
         c = cand;
         grew = true;
