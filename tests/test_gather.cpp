@@ -247,6 +247,57 @@ TEST(Gather, IndicesAlongTheLoopAreCheckedAheadAndStillNamed) {
   }
 }
 
+// A row index read through another under a mask (paged attention's block table): ids =
+// table[slot[t]] where valid[t], else 0; out[t, :] = emb[ids, :]. In the loop over columns both
+// indices are checked ahead (the outer reads through the inner, so it is neither hoisted nor
+// checked before it): an out-of-range slot where valid is an error, not a read past the table.
+constexpr int kLinePaged = __LINE__ + 5;
+ph::Tensor paged_rows(ph::Tensor table, ph::Tensor slot, ph::Tensor valid, ph::Tensor emb) {
+  auto n = slot.size(0), e = emb.size(1);
+  auto out = ph::empty({n, e});
+  for (auto [tt, te] : ph::tile(n, e)) {
+    auto ids = ph::load(table, {slot[tt]}, valid[tt] > 0, 0);
+    out[tt, te] = emb[ids, te];
+  }
+  return out;
+}
+
+TEST(Gather, AnIndexReadThroughAMaskedIndexIsCheckedInOrder) {
+  ph::Kernel k("paged_rows", paged_rows);
+  ph::Array table = ids_array({3, 0, 2, 1}, ph::DType::i64), emb = ph::Array::random({4, 40}, ph::DType::f32, 6);
+  auto want_of = [&](const std::vector<int64_t>& slot, const std::vector<int64_t>& valid) {
+    ph::Array want = ph::Array::zeros({static_cast<int64_t>(slot.size()), 40}, ph::DType::f32);
+    for (size_t i = 0; i < slot.size(); ++i) {
+      const int64_t row = valid[i] > 0 ? static_cast<int64_t>(table.get(slot[i])) : 0;
+      for (int64_t j = 0; j < 40; ++j) want.set(static_cast<int64_t>(i) * 40 + j, emb.get(row * 40 + j));
+    }
+    return want;
+  };
+  // Masked off, a slot far out of range is neither checked nor read.
+  const std::vector<int64_t> slot = {1, 3, 99, 0, 2, -5}, valid = {1, 1, 0, 1, 1, 0};
+  ph::Array s = ids_array(slot, ph::DType::i64), v = ids_array(valid, ph::DType::i64);
+  check_all(k, {table, s, v, emb}, {want_of(slot, valid)});
+  // Where valid, it is an error naming the table's subscript.
+  ph::Array s_bad = ids_array({1, 3, 1 << 30, 0, 2, -5}, ph::DType::i64),
+            v_bad = ids_array({1, 1, 1, 1, 1, 0}, ph::DType::i64);
+  for (const ph::Config& cfg : configs(k, {table, s_bad, v_bad, emb})) {
+    SCOPED_TRACE(cfg.to_json());
+    std::string msg = user_error_of([&] {
+      k.compile({table, s_bad, v_bad, emb}, &cfg).run({table, s_bad, v_bad, emb});
+    });
+    EXPECT_HAS(msg, here(kLinePaged));
+    EXPECT_HAS(msg, "index 1073741824 is out of bounds for dimension 0 of arg0 (size 4)");
+  }
+  // A table entry out of range: the error names emb's subscript.
+  ph::Array table_bad = ids_array({3, 0, 7, 1}, ph::DType::i64);
+  for (const ph::Config& cfg : configs(k, {table_bad, s, v, emb})) {
+    SCOPED_TRACE(cfg.to_json());
+    std::string msg = user_error_of([&] { k.compile({table_bad, s, v, emb}, &cfg).run({table_bad, s, v, emb}); });
+    EXPECT_HAS(msg, here(kLinePaged + 1));
+    EXPECT_HAS(msg, "index 7 is out of bounds for dimension 0 of arg3 (size 4)");
+  }
+}
+
 // A gathered block feeding a dot (it has no strided address: it is read from scratch).
 ph::Tensor gathered_matmul(ph::Tensor ids, ph::Tensor x, ph::Tensor w) {
   auto n = ids.size(0), kdim = x.size(1), o = w.size(1);

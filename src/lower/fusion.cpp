@@ -203,8 +203,8 @@ class Fusion {
 
   // Whether `user` puts each element of its operand `v` in an element of its own, with the other
   // operands' beside it along a new axis: a join, or a stack of a few blocks (the cpu emitter
-  // unrolls that axis where it is innermost, so each operand is computed once per element; a
-  // longer stack's select chain would compute every operand at each element). A cat is not one:
+  // unrolls that axis, the last, so each operand is computed once per element; a longer stack's
+  // select chain, or one along another axis, could compute every operand at each element). A cat is not one:
   // its select runs along an axis the simd loop vectorizes, which computes both sides. Nor is a
   // join whose other operand also computes `of` (the value being decided): `of` would be
   // computed for each of them.
@@ -213,6 +213,7 @@ class Fusion {
     if (user.operands.size() > 4) return false;
     std::vector<ir::Dim> shape = fn_.type_of(user.result).shape;
     const size_t axis = user.kind == OpKind::Join ? shape.size() - 1 : static_cast<size_t>(user.axis);
+    if (axis + 1 != shape.size()) return false;  // (the emitter unrolls only the innermost dim)
     shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(axis));
     if (shape != fn_.type_of(v).shape) return false;  // v is broadcast into it
     int reached = 0;

@@ -26,9 +26,9 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
   // tile of an access counts whole, the one before it a 1024th (it lengthens the run once the
   // last is whole), and so on: rotary's x [B, S, H, D/2, 2], indexed [b, s, h, j, all], grows j,
   // then h (a row of 16 heads is one 8 KiB run), not s (runs of 512 bytes 8 KiB apart: 4.9 ms
-  // against 3.1 at [2, 1024, 16, 128] f32 on an AMD EPYC, 2 threads). A whole dim or a fixed
-  // index neither counts nor ends the run; a gather or a slice ends it (its index block, not a
-  // tile's block, decides the run).
+  // against 3.1 at [2, 1024, 16, 128] f32 on an AMD EPYC, 2 threads, before the halves were
+  // fused into the store). A whole dim or a scalar index neither counts nor ends the run; a
+  // gather or a slice ends it (its index block, not a tile's block, decides the run).
   std::vector<double> contiguous(fn.block_sizes.size(), 0);
   ir::walk(fn.body, [&](const Op& op) {
     if (op.kind != OpKind::Load && op.kind != OpKind::Store) return;

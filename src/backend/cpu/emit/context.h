@@ -75,7 +75,8 @@ class EmitContext {
   int nest_depth_ = 0;  // how many nest() calls are open
   int no_hoist_ = 0;    // > 0 while emitting the guarded side of a masked access
 
-  // --- per-element index checks of a simd loop, checked ahead (index_checks.cpp) ---
+  // --- per-element index checks of a simd loop, checked ahead (hoisted_loop in loop_nest.cpp;
+  // the sites are recorded by checked_position, expressions.cpp) ---
   // An index computed per element of a simd loop (a gather along the loop, a masked load's
   // index) is checked in a loop of its own before it, and the loop then runs without the checks;
   // a check inside it (a call that records the error) would keep it scalar.

@@ -2,6 +2,7 @@
 // consumer's innermost loop, loads from a tensor or from the staged buffer that holds it, and the
 // dtype conversions on the way in and out of memory.
 
+#include <cmath>
 #include <string>
 
 #include "backend/cpu/emit/launch_emitter.h"
@@ -169,8 +170,9 @@ std::string LaunchEmitter::checked_position(const Op& op, size_t d, const std::s
                                             const std::string& at) {
   if (!p_.config.index_checks) return "(" + value + ")";
   const ir::TensorInfo& t = fn_.tensors[op.tensor];
-  // Per element of a simd loop (not hoisted out of it): checked ahead of the loop.
-  if (checks_ahead_ && (no_hoist_ > 0 || mentions(value, hoist_var_))) {
+  // Per element of a simd loop (not hoisted out of it), or read through such an index: checked
+  // ahead of the loop.
+  if (checks_ahead_ && (no_hoist_ > 0 || mentions(value, hoist_var_) || reads_unchecked(value))) {
     CheckSite c{"", value, t.shape[d], "", ""};
     for (const std::string& m : mask_scope_) c.mask += (c.mask.empty() ? "" : " && ") + ("(" + m + ")");
     if (!mentions(value, hoist_var_)) {
@@ -202,10 +204,10 @@ std::string LaunchEmitter::copied_bits(const Op& store, const Idx& idx) {
   return address(src, broadcast(type(v).shape, idx));
 }
 
-// Linear: a tile's index, scalars, and sums, differences and scalar multiples of those (the
-// arithmetic wraps only past 2^63). A linear index's values along a loop lie between its values
-// at the loop's ends.
-bool LaunchEmitter::linear_index(int v) const {
+// Linear: a tile's index, scalars, and sums, differences and negations of those, and their
+// multiples by constants of at most 2^20 (a product of them too large to wrap past 2^63 over
+// any tile's extent). A linear index's values along a loop lie between its values at its ends.
+bool LaunchEmitter::linear_index(int v, bool may_scale) const {
   if (type(v).rank() == 0) return true;
   const Op& op = *def_.at(v);
   switch (op.kind) {
@@ -214,16 +216,22 @@ bool LaunchEmitter::linear_index(int v) const {
     case OpKind::Expand:
     case OpKind::Unsqueeze:
     case OpKind::Squeeze:
-      return linear_index(op.operands[0]);
+      return linear_index(op.operands[0], may_scale);
     case OpKind::Unary:
-      return static_cast<ir::UnaryFn>(op.fn) == ir::UnaryFn::neg && linear_index(op.operands[0]);
+      return static_cast<ir::UnaryFn>(op.fn) == ir::UnaryFn::neg && linear_index(op.operands[0], may_scale);
     case OpKind::Binary: {
       const auto f = static_cast<ir::BinaryFn>(op.fn);
       const int a = op.operands[0], b = op.operands[1];
-      if (f == ir::BinaryFn::add || f == ir::BinaryFn::sub) return linear_index(a) && linear_index(b);
-      if (f == ir::BinaryFn::mul)
-        return (type(a).rank() == 0 && linear_index(b)) || (type(b).rank() == 0 && linear_index(a));
-      return false;
+      if (f == ir::BinaryFn::add || f == ir::BinaryFn::sub)
+        return linear_index(a, may_scale) && linear_index(b, may_scale);
+      if (f != ir::BinaryFn::mul || !may_scale) return false;
+      auto small_constant = [&](int x) {
+        const auto d = def_.find(x);
+        return type(x).rank() == 0 && d != def_.end() && d->second->kind == OpKind::Constant &&
+               std::abs(d->second->number) <= 1048576.0;
+      };
+      // (one multiple on any path: a multiple of a multiple could grow past 2^20)
+      return (small_constant(a) && linear_index(b, false)) || (small_constant(b) && linear_index(a, false));
     }
     default:
       return false;

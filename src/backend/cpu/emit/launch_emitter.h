@@ -65,6 +65,8 @@ class LaunchEmitter : private EmitContext {
   void hoisted_loop(const std::string& var, const std::string& header, const std::string& pragma,
                     const std::function<void()>& body, const std::string& first = "", const std::string& last = "");
   static bool mentions(const std::string& text, const std::string& var);
+  // Whether `text` reads through an index whose check was moved ahead of the loop being generated.
+  bool reads_unchecked(const std::string& text) const;
   bool is_hoisted(const std::string& e) const;
   std::string read(const std::string& access, DType compute);
 
@@ -84,8 +86,9 @@ class LaunchEmitter : private EmitContext {
   // `index`, `at`: the index's value id and the element it is taken at, where it is a block.
   std::string checked_position(const Op& op, size_t d, const std::string& value, int index = -1,
                                const std::string& at = "");
-  // Whether block `v`'s elements are a linear function of the element's position.
-  bool linear_index(int v) const;
+  // Whether block `v`'s elements are a linear function of the element's position (`may_scale`:
+  // multiples by a constant allowed).
+  bool linear_index(int v, bool may_scale = true) const;
   static std::string store_value(DType dt, DType from, const std::string& v);
   // Value `v` at `idx` (of its own shape), or op `op`'s value, converted for storage as `dt`. A
   // cast to a 16-bit `dt` fused into it is not rounded twice: narrowing the widened rounded value

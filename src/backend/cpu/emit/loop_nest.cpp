@@ -2,6 +2,7 @@
 // nest carries `#pragma omp simd`, and reads inside it that do not depend on its index become
 // constants before it (g++ does not always hoist them itself, and then leaves the loop scalar).
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
 #include <utility>
@@ -160,12 +161,12 @@ void LaunchEmitter::hoisted_loop(const std::string& var, const std::string& head
     line("}");
     return;
   }
-  // Indices linear along the loop are in range at every trip where they are at its two ends
-  // (their values lie between; the masks are not needed); the others, and those where the ends
-  // are not (where a mask keeps the elements past a seam from being read), are checked at each
-  // trip: in order (a later index may read through an earlier one), each only where its access
-  // is made. (One that does not vary along the loop, a gathered row under a mask, is checked in
-  // the loop, which g++ hoists out of it: before it, it would be checked for a loop of no trips.)
+  // Indices linear along the loop, and those that do not vary along it (a gathered row under a
+  // mask), are in range at every trip where they are at its two ends (their values lie between;
+  // the masks are not needed), checked before it once it has a trip; the others, and these where
+  // the ends are not (where a mask keeps the elements past a seam from being read), are checked
+  // at each trip. Both in order (a later index may read through an earlier one: && stops at the
+  // first out of range), each where its access is made.
   const std::string n = std::to_string(checked_loops_++), bad = "ph_bad" + n, span = "ph_span" + n;
   std::string ends;
   bool all_linear = true;
@@ -213,6 +214,12 @@ void LaunchEmitter::hoisted_loop(const std::string& var, const std::string& head
   line("}");
 }
 
+bool LaunchEmitter::reads_unchecked(const std::string& text) const {
+  if (!checks_ahead_) return false;
+  return std::any_of(check_sites_.begin(), check_sites_.end(),
+                     [&](const CheckSite& c) { return text.find(c.value) != std::string::npos; });
+}
+
 bool LaunchEmitter::mentions(const std::string& text, const std::string& var) {
   for (size_t p = text.find(var); p != std::string::npos; p = text.find(var, p + 1)) {
     bool left = p == 0 || !(std::isalnum(static_cast<unsigned char>(text[p - 1])) || text[p - 1] == '_');
@@ -232,6 +239,9 @@ bool LaunchEmitter::is_hoisted(const std::string& e) const {
 // A memory read, hoisted out of the current innermost loop when it does not depend on it.
 std::string LaunchEmitter::read(const std::string& access, DType compute) {
   if (hoist_var_.empty() || no_hoist_ > 0 || mentions(access, hoist_var_)) return access;
+  // (A read through an index checked ahead is made after the checks, in the loop: hoisted, it
+  // would come before them.)
+  if (reads_unchecked(access)) return access;
   for (const Hoisted& h : hoisted_)
     if (h.access == access) return h.name;
   hoisted_.push_back({"h" + std::to_string(hoist_counter_++), c_type(compute), access});
