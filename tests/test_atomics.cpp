@@ -4,6 +4,8 @@
 // references and the interpreter; the rules the verifier enforces, with the user's line.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -102,6 +104,47 @@ TEST(Atomics, EachEnclosingTilesDefaultBlockHoldsTheBlockInsideIt) {
     want.set(r, s);
   }
   EXPECT_LT(ph::max_abs_diff(def.run({x}).at(0), want), 1e-3);
+}
+
+// A matmul that also sums each row of A through two tiles nested in the dot's K tile: the dot's
+// K block holds both (they come down to it), and the default config ends. (A growth of an inner
+// tile that the dot's block takes back is no growth; a review found that the grow loop would
+// retry it forever, which this shape does not reach: its row-sum blocks are not grown.)
+std::tuple<ph::Tensor, ph::Tensor> matmul_and_row_sums(ph::Tensor a, ph::Tensor b) {
+  auto [m, k] = a.sizes<2>();
+  auto n = b.size(1);
+  auto out = ph::empty({m, n});
+  auto sums = ph::empty({m, n});
+  for (auto [tm, tn] : ph::tile(m, n)) {
+    ph::Var acc = ph::zeros({tm, tn});
+    ph::Var rs = ph::zeros({tm});
+    for (auto tk : ph::tile(k)) {
+      acc = acc + ph::dot(a[tm, tk], b[tk, tn]);
+      for (auto middle : ph::tile(tk))
+        for (auto inner : ph::tile(middle)) rs = rs + ph::sum(a[tm, inner], 1);
+    }
+    out[tm, tn] = acc;
+    sums[tm, tn] = rs.unsqueeze(1) + ph::zeros({tm, tn});
+  }
+  return {out, sums};
+}
+
+TEST(Atomics, TilesInsideADotsTileComeDownToItsBlock) {
+  ph::Kernel k("matmul_and_row_sums", matmul_and_row_sums);
+  // (Few rows: the row sums' blocks could grow far past the dot's K block.)
+  ph::Array a = ph::Array::random({8, 8192}, ph::DType::f32, 3), b = ph::Array::random({8192, 8}, ph::DType::f32, 4);
+  ph::CompiledKernel def = k.compile({a, b});
+  const std::vector<int64_t>& blocks = def.config().block_sizes;  // m, n, k, middle, inner
+  ASSERT_EQ(blocks.size(), 5u) << def.config().to_json();
+  EXPECT_GE(blocks[2], blocks[3]) << def.config().to_json();
+  EXPECT_GE(blocks[3], blocks[4]) << def.config().to_json();
+  std::vector<ph::Array> got = def.run({a, b});
+  EXPECT_LT(ph::max_abs_diff(got.at(0), ph::ref::matmul(a, b)), 2e-3);
+  for (int64_t i = 0; i < 8; i += 3) {
+    double s = 0;
+    for (int64_t j = 0; j < 8192; ++j) s += a.get(i * 8192 + j);
+    EXPECT_NEAR(got.at(1).get(i * 8 + 5), s, 1e-2) << "row " << i;
+  }
 }
 
 // counts[ids[i]] += 1 for every i: a repeated index counts once per time it appears.

@@ -298,6 +298,37 @@ TEST(Gather, AnIndexReadThroughAMaskedIndexIsCheckedInOrder) {
   }
 }
 
+// A cat of two gathered row blocks: each part is read only where the cat takes it, so the
+// second part's row index (the same all along the loop over columns) is neither read nor
+// checked, nor hoisted out of that loop, for the first part's rows.
+constexpr int kLineCatRows = __LINE__ + 4;
+ph::Tensor cat_rows(ph::Tensor x, ph::Tensor ids_a, ph::Tensor ids_b) {
+  auto na = ids_a.size(0), nb = ids_b.size(0), n = x.size(1);
+  auto out = ph::empty({na + nb, n});
+  for (auto tn : ph::tile(n)) out[ph::all, tn] = ph::cat({x[ids_a[ph::all], tn], x[ids_b[ph::all], tn]}, 0);
+  return out;
+}
+
+TEST(Gather, ACatsPartIsReadAndCheckedOnlyWhereTaken) {
+  ph::Kernel k("cat_rows", cat_rows);
+  ph::Array x = ph::Array::random({6, 50}, ph::DType::f32, 2);
+  const std::vector<int64_t> a = {5, 0, 3}, b = {1, 1, 4, 2};
+  ph::Array want = ph::Array::zeros({7, 50}, ph::DType::f32);
+  for (int64_t r = 0; r < 7; ++r)
+    for (int64_t j = 0; j < 50; ++j)
+      want.set(r * 50 + j, x.get((r < 3 ? a[static_cast<size_t>(r)] : b[static_cast<size_t>(r - 3)]) * 50 + j));
+  check_all(k, {x, ids_array(a, ph::DType::i64), ids_array(b, ph::DType::i64)}, {want});
+  ph::Array b_bad = ids_array({1, 1, 6, 2}, ph::DType::i64);
+  for (const ph::Config& cfg : configs(k, {x, ids_array(a, ph::DType::i64), b_bad})) {
+    SCOPED_TRACE(cfg.to_json());
+    std::string msg = user_error_of([&] {
+      k.compile({x, ids_array(a, ph::DType::i64), b_bad}, &cfg).run({x, ids_array(a, ph::DType::i64), b_bad});
+    });
+    EXPECT_HAS(msg, here(kLineCatRows));
+    EXPECT_HAS(msg, "index 6 is out of bounds for dimension 0 of arg0 (size 6)");
+  }
+}
+
 // A gathered block feeding a dot (it has no strided address: it is read from scratch).
 ph::Tensor gathered_matmul(ph::Tensor ids, ph::Tensor x, ph::Tensor w) {
   auto n = ids.size(0), kdim = x.size(1), o = w.size(1);

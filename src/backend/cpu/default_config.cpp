@@ -102,25 +102,31 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
   // A tile re-tiled by an inner loop (`ph::tile(outer)`: split_k_matmul's split of K, whose inner
   // loop is the dot's K) is at least its inner tile's block: a smaller one would cut every inner
   // block short (to one element, at block 1) and leave the inner block unused. (Before the dot
-  // blocks are fitted to fast memory: cut short, they looked small.) An outer tile that is itself
-  // a dot's dim keeps the block the dots were fitted with, and the inner one comes down to it.
-  // Until nothing changes: in a chain of three, raising the middle tile may leave the outer one
-  // below it again.
+  // blocks are fitted to fast memory: cut short, they looked small.) A dot's dim keeps the block
+  // the dots were fitted with: first every tile inside one comes down to it, then every other
+  // enclosing tile is raised to the block inside it, until nothing changes (in a chain of three,
+  // raising the middle one may leave the outer one below it). Raising only grows blocks, each to
+  // at most one inside it, so the caps hold and the loop ends.
   auto raise_outer_tiles = [&](Config& cfg) {
+    for (const ir::TileInfo& t : fn.tiles) {
+      const int st = spec_of_block[t.block];
+      if (st < 0) continue;
+      for (int a = t.parent; a >= 0; a = fn.tiles[a].parent) {
+        const int sa = spec_of_block[fn.tiles[a].block];
+        if (sa >= 0 && dot_role[sa] >= 0) cfg.block_sizes[st] = std::min(cfg.block_sizes[st], cfg.block_sizes[sa]);
+      }
+    }
     for (bool changed = true; changed;) {
       changed = false;
       for (const ir::TileInfo& t : fn.tiles) {
         if (t.parent < 0) continue;
         const int inner = spec_of_block[t.block], outer = spec_of_block[fn.tiles[t.parent].block];
-        if (inner < 0 || outer < 0 || cfg.block_sizes[outer] >= cfg.block_sizes[inner]) continue;
-        const auto& choices = spec.block_sizes[outer].choices;
-        if (dot_role[outer] >= 0 || cfg.block_sizes[outer] >= choices.back()) {
-          if (dot_role[outer] < 0) continue;  // the outer's whole extent: the inner's block covers it
-          cfg.block_sizes[inner] = cfg.block_sizes[outer];
-        } else {
+        if (inner < 0 || outer < 0 || dot_role[outer] >= 0) continue;
+        if (cfg.block_sizes[outer] < cfg.block_sizes[inner] &&
+            cfg.block_sizes[outer] < spec.block_sizes[outer].choices.back()) {
           cfg.block_sizes[outer] *= 2;
+          changed = true;
         }
-        changed = true;
       }
     }
   };
@@ -168,7 +174,8 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
       if (c.block_sizes[i] >= choices.back() || (has_dot && dot_role[i] >= 0)) continue;
       Config cand = c;
       cand.block_sizes[i] *= 2;
-      raise_outer_tiles(cand);  // (an inner tile grown past its outer one would be cut short)
+      raise_outer_tiles(cand);                          // (an inner tile grown past its outer one would be cut short)
+      if (cand.block_sizes == c.block_sizes) continue;  // held at a dot's block
       if (acceptable(cand, c) && enough_steps(cand)) {
         c = cand;
         grew = true;

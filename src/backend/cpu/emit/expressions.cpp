@@ -176,7 +176,9 @@ std::string LaunchEmitter::checked_position(const Op& op, size_t d, const std::s
     CheckSite c{"", value, t.shape[d], "", ""};
     for (const std::string& m : mask_scope_) c.mask += (c.mask.empty() ? "" : " && ") + ("(" + m + ")");
     if (!mentions(value, hoist_var_)) {
-      c.first = c.last = value;
+      // The same at every trip: checked once where its masks hold, if they too are the same at
+      // every trip (a row gathered by a cat's second part reads its index only past the seam).
+      if (!mentions(c.mask, hoist_var_)) c.first = c.last = value;
     } else if (index >= 0 && at == hoist_var_ && !loop_first_.empty() && linear_index(index)) {
       c.first = expr(index, {loop_first_});
       c.last = expr(index, {loop_last_});

@@ -161,9 +161,10 @@ void LaunchEmitter::hoisted_loop(const std::string& var, const std::string& head
     line("}");
     return;
   }
-  // Indices linear along the loop, and those that do not vary along it (a gathered row under a
-  // mask), are in range at every trip where they are at its two ends (their values lie between;
-  // the masks are not needed), checked before it once it has a trip; the others, and these where
+  // Indices linear along the loop are in range at every trip where they are at its two ends
+  // (their values lie between; the masks are not needed), and those that do not vary along it (a
+  // gathered row under a mask) where they are once, where their masks hold; both checked before
+  // the loop once it has a trip; the others, and these where
   // the ends are not (where a mask keeps the elements past a seam from being read), are checked
   // at each trip. Both in order (a later index may read through an earlier one: && stops at the
   // first out of range), each where its access is made.
@@ -175,8 +176,13 @@ void LaunchEmitter::hoisted_loop(const std::string& var, const std::string& head
       all_linear = false;
       continue;
     }
-    for (const std::string* e : {&c.first, &c.last})
-      ends += " && static_cast<uint64_t>(" + *e + ") < " + std::to_string(c.size) + "u";
+    const std::string size = std::to_string(c.size) + "u";
+    if (c.first == c.value && !c.mask.empty()) {  // the same at every trip: where its masks hold
+      ends += " && (!(" + c.mask + ") || static_cast<uint64_t>(" + c.value + ") < " + size + ")";
+      continue;
+    }
+    // (linear: arithmetic of tile indices and scalars, which reads nothing, at both ends)
+    for (const std::string* e : {&c.first, &c.last}) ends += " && static_cast<uint64_t>(" + *e + ") < " + size;
   }
   if (!ends.empty()) line("const bool " + span + " = (" + first + ") <= (" + last + ")" + ends + ";");
   std::string in_range;

@@ -84,13 +84,24 @@ std::string LaunchEmitter::view_expr(const Op& op, const Idx& idx) {
         starts.push_back(start);
         start += type(v).shape[axis].size;
       }
+      // A part is read only where the select takes it: its reads are masked by that (never
+      // hoisted, and their indices checked only there), as a masked load's are by its mask.
       auto part = [&](size_t k) {
         Idx inner = idx;
         const Dim& d = type(op.operands[k]).shape[axis];
         inner[axis] = d.size == 1 ? "0"
                       : starts[k] ? "(" + idx[axis] + " - " + std::to_string(starts[k]) + ")"
                                   : idx[axis];
-        return expr(op.operands[k], inner);
+        std::string taken;
+        if (k > 0) taken = idx[axis] + " >= " + std::to_string(starts[k]);
+        if (k + 1 < op.operands.size())
+          taken += (taken.empty() ? "" : " && ") + idx[axis] + " < " + std::to_string(starts[k + 1]);
+        ++no_hoist_;
+        mask_scope_.push_back(taken.empty() ? "true" : taken);
+        std::string e = expr(op.operands[k], inner);
+        mask_scope_.pop_back();
+        --no_hoist_;
+        return e;
       };
       std::string e = part(op.operands.size() - 1);
       for (size_t k = op.operands.size() - 1; k-- > 0;)
