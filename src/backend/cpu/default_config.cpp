@@ -53,18 +53,17 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
   // 256 x 256 block into the output per element of K: 13x slower than torch (AMD EPYC, 512 KiB
   // L2, where the dot blocks alone are over the quarter).
   const int64_t budget = std::max<int64_t>(16 << 10, fast_memory / 4);
-  auto acceptable = [&](const Config& cand, const Config& from) {
-    const lower::BlockProgram p = lower::plan(fn, cand, backend), q = lower::plan(fn, from, backend);
+  // (Each candidate is planned once; the current config's plan is kept beside it.)
+  auto acceptable = [&](const lower::BlockProgram& p, const lower::BlockProgram& was) {
     for (size_t i = 0; i < p.launches.size(); ++i) {
-      const lower::LaunchPlan &L = p.launches[i], &was = q.launches[i];
-      if (L.working_set_bytes > std::max(budget, was.working_set_bytes) ||
-          L.footprint_bytes > std::max(fast_memory, was.footprint_bytes))
+      const lower::LaunchPlan &L = p.launches[i], &before = was.launches[i];
+      if (L.working_set_bytes > std::max(budget, before.working_set_bytes) ||
+          L.footprint_bytes > std::max(fast_memory, before.footprint_bytes))
         return false;
     }
     return true;
   };
-  auto enough_steps = [&](const Config& cand) {
-    lower::BlockProgram p = lower::plan(fn, cand, backend);
+  auto enough_steps = [&](const lower::BlockProgram& p) {
     for (const lower::LaunchPlan& L : p.launches) {
       int64_t max_steps = 1;
       for (const lower::GridDim& g : L.grid) max_steps *= g.extent;
@@ -167,6 +166,7 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
     }
   }
   raise_outer_tiles(c);
+  lower::BlockProgram current = lower::plan(fn, c, backend);
   for (bool grew = true; grew;) {
     grew = false;
     for (size_t i : order) {
@@ -176,8 +176,10 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
       cand.block_sizes[i] *= 2;
       raise_outer_tiles(cand);                          // (an inner tile grown past its outer one would be cut short)
       if (cand.block_sizes == c.block_sizes) continue;  // held at a dot's block
-      if (acceptable(cand, c) && enough_steps(cand)) {
+      lower::BlockProgram next = lower::plan(fn, cand, backend);
+      if (acceptable(next, current) && enough_steps(next)) {
         c = cand;
+        current = std::move(next);
         grew = true;
         break;  // restart from the highest-priority dimension
       }
