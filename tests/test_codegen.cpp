@@ -15,6 +15,41 @@ void expect_contains(const std::string& src, const std::string& want) {
   EXPECT_NE(src.find(want), std::string::npos) << "missing: " << want;
 }
 
+// A where whose arms read only their blocks' own elements computes both and blends them (a
+// conditional bf16 load has no AVX2 instruction, and kept the loop scalar); an arm that gathers
+// stays behind the condition, read only where chosen.
+TEST(Codegen, AWheresArmsAreBlendedUnlessAnArmGathers) {
+  ph::KernelBase k("where_arms", {true, true, true}, [](const std::vector<ph::KernelBase::TraceArg>& a) {
+    ph::Tensor x = a[0].tensor, w = a[1].tensor, ids = a[2].tensor;
+    const int64_t n = x.size(0);
+    auto out = ph::empty({n}, ph::DType::f32);
+    for (auto t : ph::tile(n)) {
+      auto i = ids[t].to(ph::DType::i64);
+      out[t] = ph::where(i > 2, x[t] * 2.0f, 0.5f) + ph::where(i > 4, w[i], -1.0f);
+    }
+    return std::vector<ph::Tensor>{out};
+  });
+  const int64_t n = 1003;
+  ph::Array x = ph::Array::zeros({n}, ph::DType::bf16), w = ph::Array::zeros({n}, ph::DType::bf16),
+            ids = ph::Array::zeros({n}, ph::DType::i32);
+  for (int64_t j = 0; j < n; ++j) {
+    x.set(j, 0.25 * static_cast<double>(j % 37) - 3);
+    w.set(j, static_cast<double>(j % 11) - 5);
+    ids.set(j, static_cast<double>((j * 7919) % n));
+  }
+  std::vector<ph::Arg> args = {x, w, ids};
+  ph::CompiledKernel c = k.compile(args);
+  const std::string s = c.source();
+  expect_contains(s, "ph_rt::self(");
+  // the gathering where keeps its ternary
+  const size_t gather = s.find("T1[");
+  ASSERT_NE(gather, std::string::npos);
+  const size_t q = s.rfind(" ? ", gather);
+  ASSERT_NE(q, std::string::npos);
+  EXPECT_EQ(s.substr(q, gather - q).find("ph_rt::self"), std::string::npos) << s.substr(q, gather - q);
+  EXPECT_EQ(ph::max_abs_diff(c.run(args)[0], k.interpret(args)[0]), 0.0);
+}
+
 TEST(Codegen, AddIsOneFusedVectorizedNestWithRaggedEdges) {
   ph::Array x = ph::Array::zeros({1000, 1003}, ph::DType::f32);
   ph::Config c = ph::Config::from_json(R"({"block_sizes":[16,1024],"loop_orders":[[0,1]],"num_threads":2})");

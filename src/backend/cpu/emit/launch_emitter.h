@@ -74,6 +74,7 @@ class LaunchEmitter : private EmitContext {
   std::string expr(int v, const Idx& idx);
   std::string operand(const Op& op, int k, const Idx& idx);
   std::string op_expr(const Op& op, const Idx& idx);
+  bool speculatable(int v, bool& reads) const;
   // A block view (reshape, permute, ..., cat) at element `idx`: its operand at remapped indices (views.cpp).
   std::string view_expr(const Op& op, const Idx& idx);
   std::string address(const Op& op, const Idx& idx);
