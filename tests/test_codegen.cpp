@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <algorithm>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/host.h"
 #include "kernels/kernels.h"
 #include "kernels/registry.h"
@@ -13,6 +14,25 @@ namespace {
 
 void expect_contains(const std::string& src, const std::string& want) {
   EXPECT_NE(src.find(want), std::string::npos) << "missing: " << want;
+}
+
+TEST(Codegen, VectorWidthsAreTheHostsWidestFirst) {
+  using ph::backend::cpu::vector_widths;
+  EXPECT_EQ(vector_widths("avx2 fma avx512f avx512bw avx512bf16"), (std::vector<int>{512, 256, 128}));
+  EXPECT_EQ(vector_widths("avx2 fma"), (std::vector<int>{256, 128}));
+  EXPECT_TRUE(vector_widths("").empty());  // 128-bit vectors only: no knob
+  // The widest is the default, written one way (absent); a narrower one is GCC's tuning of the file.
+  ph::Array x = ph::Array::zeros({100, 300}, ph::DType::f32);
+  const std::vector<int> widths = ph::kernels::add.compile({x, x}).config_spec().vector_bits;
+  if (widths.empty()) GTEST_SKIP() << "this host has 128-bit vectors only";
+  ph::Config widest = ph::Config::from_json("{\"vector_bits\":" + std::to_string(widths.front()) + "}");
+  ph::CompiledKernel w = ph::kernels::add.compile({x, x}, &widest);
+  EXPECT_EQ(w.config().vector_bits, 0);
+  EXPECT_EQ(w.source().find("prefer-vector-width"), std::string::npos);
+  ph::Config narrow = ph::Config::from_json(R"({"vector_bits":128})");
+  ph::CompiledKernel n = ph::kernels::add.compile({x, x}, &narrow);
+  EXPECT_NE(n.config().to_json().find("\"vector_bits\":128"), std::string::npos);
+  expect_contains(n.source(), "#pragma GCC target(\"prefer-vector-width=128\")");
 }
 
 // A where whose arms read only their blocks' own elements computes both and blends them (a

@@ -168,6 +168,26 @@ TEST(Errors, InvalidConfigJson) {
   EXPECT_HAS(user_error_of([] { ph::Config::from_json("[1,2]"); }), "expected a JSON object");
 }
 
+TEST(Errors, AVectorWidthTheHostLacksIsNamedWithItsWidths) {
+  ph::Array x = ph::Array::zeros({8, 100}, ph::DType::f32);
+  ph::Config c = ph::Config::from_json(R"({"vector_bits":96})");
+  const std::vector<int> widths = ph::kernels::softmax.compile({x}).config_spec().vector_bits;
+  std::string msg = user_error_of([&] { ph::kernels::softmax.compile({x}, &c); });
+  if (widths.empty()) {
+    EXPECT_HAS(msg, "vector_bits = 96 is not a knob here: this backend or host offers one vector width");
+  } else {
+    std::string known;
+    for (int w : widths) known += (known.empty() ? "" : ", ") + std::to_string(w);
+    EXPECT_HAS(msg, "vector_bits = 96 is not one of " + known + " (this host's vector widths)");
+  }
+  // Pallas has no such knob.
+  ph::Config narrow = ph::Config::from_json(R"({"vector_bits":128})");
+  EXPECT_HAS(user_error_of([&] { ph::kernels::softmax.emit({x}, "pallas", &narrow); }),
+             "vector_bits = 128 is not a knob here");
+  EXPECT_HAS(user_error_of([] { ph::Config::from_json(R"({"vector_bits":"wide"})"); }),
+             "'vector_bits' has the wrong type");
+}
+
 TEST(Errors, BlockSizeOutOfDomainNamesTheLoop) {
   ph::Array x = ph::Array::zeros({8, 100}, ph::DType::f32);
   ph::Config c = ph::Config::from_json(R"({"block_sizes":[3],"loop_orders":[],"num_threads":1})");

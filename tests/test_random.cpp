@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/jit.h"
 #include "backend/pallas/interpret.h"
+#include "kernels/kernels.h"
 #include "parhelion/parhelion.h"
 
 #include "tests/user_error.h"
@@ -139,11 +141,30 @@ TEST(Random, SameStreamAtEveryConfig) {
     for (auto& order : cfg.loop_orders)
       if (v % 2) std::reverse(order.begin(), order.end());
     cfg.num_threads = 1 + v % 2;
+    // Every vector width of the host (Philox's 64-bit products are where widths differ most).
+    if (!spec.vector_bits.empty()) cfg.vector_bits = spec.vector_bits[static_cast<size_t>(v) % spec.vector_bits.size()];
     SCOPED_TRACE(cfg.to_json());
-    std::vector<ph::Array> got = k.compile(args, &cfg).run(args);
+    ph::CompiledKernel at = k.compile(args, &cfg);
+    EXPECT_EQ(at.source().find("prefer-vector-width") != std::string::npos, at.config().vector_bits != 0);
+    std::vector<ph::Array> got = at.run(args);
     EXPECT_EQ(ph::max_abs_diff(got[0], want[0]), 0.0) << "rand";
     EXPECT_LE(ph::max_abs_diff(got[1], want[1]), kNormalTol) << "randn";
   }
+}
+
+// A kernel that draws takes the vector width the compiler's tuning prefers for the host, where
+// that is one of the host's narrower ones (Philox's products cross the halves of a vector that
+// is two); a kernel that draws nothing keeps the widest.
+TEST(Random, AKernelThatDrawsTakesTheCompilersPreferredWidth) {
+  const int preferred = ph::backend::cpu::compiler_preferred_vector_bits();
+  EXPECT_TRUE(preferred == 0 || preferred == 128 || preferred == 256 || preferred == 512) << preferred;
+  ph::Array x = ph::Array::zeros({64, 300}, ph::DType::f32);
+  ph::CompiledKernel drop = ph::kernels::dropout.compile({x, 0.25, int64_t{5}});
+  const std::vector<int>& widths = drop.config_spec().vector_bits;
+  const bool narrower = !widths.empty() && preferred != widths.front() &&
+                        std::find(widths.begin(), widths.end(), preferred) != widths.end();
+  EXPECT_EQ(drop.config().vector_bits, narrower ? preferred : 0);
+  EXPECT_EQ(ph::kernels::add.compile({x, x}).config().vector_bits, 0);
 }
 
 // Over 2^20 offsets: the moments within five standard errors, rand inside [0, 1), randn's

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <set>
 
 #include "backend/cpu/host.h"
 #include "backend/cpu/jit.h"
@@ -116,6 +118,27 @@ TEST(Search, CodecSnapsForeignConfigsIntoTheSpace) {
   EXPECT_NO_THROW(spec.validate(snapped));
   EXPECT_EQ(snapped.block_sizes, (std::vector<int64_t>{1024, 4}));
   EXPECT_EQ(snapped.num_threads, 2);
+}
+
+TEST(Search, VectorWidthsDecodeWithTheWidestAsTheDefault) {
+  ph::ConfigSpec spec = toy_spec();
+  spec.vector_bits = {512, 256, 128};
+  ph::tune::ConfigCodec codec(spec);
+  EXPECT_EQ(spec.size(), 11 * 7 * 2 * 2 * 3);
+  ph::Config c{{64, 8}, {{1, 0}}, 2, {}, {}};
+  for (int bits : {0, 512, 256, 128, 96}) {
+    c.vector_bits = bits;
+    ph::Config back = codec.decode(codec.encode(c));
+    EXPECT_NO_THROW(spec.validate(back));
+    // the widest, and a width the host lacks, come back as the default (0)
+    EXPECT_EQ(back.vector_bits, bits == 512 || bits == 96 ? 0 : bits) << bits;
+    EXPECT_EQ(back.block_sizes, c.block_sizes);
+  }
+  // Random points cover every width.
+  std::mt19937_64 gen(7);
+  std::set<int> seen;
+  for (int i = 0; i < 200; ++i) seen.insert(codec.decode(codec.random(gen)).vector_bits);
+  EXPECT_EQ(seen, (std::set<int>{0, 256, 128}));
 }
 
 ph::TuneOptions fast_options() {

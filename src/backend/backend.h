@@ -81,6 +81,9 @@ struct Capabilities {
   // default first, offered to each launch with a dot and a grid of two dims or more; empty: no
   // such knob.
   std::vector<int> launch_groups;
+  // The vector widths, in bits, the generated code can be compiled for, the widest first (the
+  // config knob vector_bits where there are two or more); empty: no such knob.
+  std::vector<int> vector_bits;
   // The backend generates kernels that run on a mesh (src/ir/collectives.h): remote copies,
   // barriers, semaphores. Otherwise configure() refuses them, naming the backend.
   bool collectives = false;

@@ -23,6 +23,7 @@ Config Config::filled_from(const Config& defaults) const {
   if (c.num_warps == 0) c.num_warps = defaults.num_warps;
   if (c.launch_groups.empty()) c.launch_groups = defaults.launch_groups;
   if (c.cache_hints.empty()) c.cache_hints = defaults.cache_hints;
+  if (c.vector_bits == 0) c.vector_bits = defaults.vector_bits;
   return c;
 }
 
@@ -47,6 +48,7 @@ std::string Config::to_json() const {
   if (!launch_groups.empty()) j["launch_groups"] = launch_groups;
   if (!cache_hints.empty()) j["cache_hints"] = cache_hints;
   if (!index_checks) j["index_checks"] = false;
+  if (vector_bits != 0) j["vector_bits"] = vector_bits;
   return j.dump();
 }
 
@@ -104,10 +106,12 @@ Config Config::from_json(const std::string& text) {
         c.cache_hints = value.get<std::vector<std::string>>();
       else if (key == "index_checks")
         c.index_checks = value.get<bool>();
+      else if (key == "vector_bits")
+        c.vector_bits = value.get<int>();
       else
         throw UserError("invalid config: unknown key '" + key +
                         "' (known: block_sizes, loop_orders, num_threads, micro_kernels, inner_loops, gathers, "
-                        "atomics, num_warps, launch_groups, cache_hints, index_checks)");
+                        "atomics, num_warps, launch_groups, cache_hints, index_checks, vector_bits)");
     } catch (const json::exception&) {
       throw UserError("invalid config: '" + key + "' has the wrong type (" + value.dump() + "); expected " +
                       (key == "block_sizes"     ? "a list of integers"
@@ -225,6 +229,15 @@ void ConfigSpec::validate(const Config& c) const {
     throw UserError("invalid config: launch_groups[" + std::to_string(i) + "] = " + std::to_string(c.launch_groups[i]) +
                     " is not one of " + known + " (the launch at " + launch_groups[i].defined_at + ")");
   }
+  if (c.vector_bits != 0 && std::find(vector_bits.begin(), vector_bits.end(), c.vector_bits) == vector_bits.end()) {
+    if (vector_bits.empty())
+      throw UserError("invalid config: vector_bits = " + std::to_string(c.vector_bits) +
+                      " is not a knob here: this backend or host offers one vector width (leave it out)");
+    std::string known;
+    for (int b : vector_bits) known += (known.empty() ? "" : ", ") + std::to_string(b);
+    throw UserError("invalid config: vector_bits = " + std::to_string(c.vector_bits) + " is not one of " + known +
+                    " (this host's vector widths)");
+  }
   if (c.num_threads < 1 || c.num_threads > max_threads)
     throw UserError("invalid config: num_threads = " + std::to_string(c.num_threads) + " is out of its domain 1.." +
                     std::to_string(max_threads));
@@ -277,6 +290,11 @@ std::string ConfigSpec::describe() const {
     os << "  (stores past the caches, the next step's blocks prefetched: launch " << cache_hints[i].launch << " at "
        << cache_hints[i].defined_at << ")\n";
   }
+  if (!vector_bits.empty()) {
+    os << "vector_bits: ";
+    for (size_t j = 0; j < vector_bits.size(); ++j) os << (j ? ", " : "") << vector_bits[j];
+    os << "  (the widest is the default)\n";
+  }
   os << "num_threads: 1.." << max_threads << "\n";
   return os.str();
 }
@@ -293,6 +311,7 @@ int64_t ConfigSpec::size() const {
   if (!num_warps.empty()) n *= static_cast<int64_t>(num_warps.size());
   for (const auto& g : launch_groups) n *= static_cast<int64_t>(g.choices.size());
   for (const auto& s : cache_hints) n *= static_cast<int64_t>(s.choices.size());
+  if (!vector_bits.empty()) n *= static_cast<int64_t>(vector_bits.size());
   for (const auto& l : loop_orders)
     for (int k = 2; k <= l.dims; ++k) n *= k;
   return n > INT64_MAX ? INT64_MAX : static_cast<int64_t>(n);

@@ -78,6 +78,7 @@ ConfigSpec derive_config_spec(const ir::Function& fn, const KnobTable& knobs, co
     spec.launch_groups.push_back({launch_index(launch), launch->loc.str(), caps.launch_groups});
   for (const ir::Op* launch : knobs.cache_hints)
     spec.cache_hints.push_back({launch_index(launch), launch->loc.str(), cache_hint_choices(fn, *launch)});
+  if (caps.vector_bits.size() > 1) spec.vector_bits = caps.vector_bits;
   spec.max_threads = backend.machine().threads;
   return spec;
 }

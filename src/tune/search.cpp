@@ -30,6 +30,7 @@ ConfigCodec::ConfigCodec(const ConfigSpec& spec) : spec_(spec) {
   if (!spec.num_warps.empty()) sizes_.push_back(static_cast<int>(spec.num_warps.size()));
   for (const LaunchGroupSpec& g : spec.launch_groups) sizes_.push_back(static_cast<int>(g.choices.size()));
   for (const CacheHintSpec& s : spec.cache_hints) sizes_.push_back(static_cast<int>(s.choices.size()));
+  if (!spec.vector_bits.empty()) sizes_.push_back(static_cast<int>(spec.vector_bits.size()));
   sizes_.push_back(spec.max_threads);
 }
 
@@ -52,6 +53,11 @@ Config ConfigCodec::decode(const Point& p) const {
   if (!spec_.num_warps.empty()) c.num_warps = spec_.num_warps[p[k++]];
   for (const LaunchGroupSpec& g : spec_.launch_groups) c.launch_groups.push_back(g.choices[p[k++]]);
   for (const CacheHintSpec& s : spec_.cache_hints) c.cache_hints.push_back(s.choices[p[k++]]);
+  // (the widest, the first, is the default: 0, so that equal configs decode equal)
+  if (!spec_.vector_bits.empty()) {
+    c.vector_bits = p[k] == 0 ? 0 : spec_.vector_bits[p[k]];
+    ++k;
+  }
   c.num_threads = p[k] + 1;
   return c;
 }
@@ -104,6 +110,10 @@ ConfigCodec::Point ConfigCodec::encode(const Config& c) const {
     const std::vector<std::string>& ch = spec_.cache_hints[i].choices;
     auto it = i < c.cache_hints.size() ? std::find(ch.begin(), ch.end(), c.cache_hints[i]) : ch.end();
     p[k] = it == ch.end() ? 0 : static_cast<int>(it - ch.begin());
+  }
+  if (!spec_.vector_bits.empty()) {
+    auto it = std::find(spec_.vector_bits.begin(), spec_.vector_bits.end(), c.vector_bits);
+    p[k++] = it == spec_.vector_bits.end() ? 0 : static_cast<int>(it - spec_.vector_bits.begin());
   }
   p[k] = std::clamp(c.num_threads - 1, 0, sizes_.back() - 1);
   return p;

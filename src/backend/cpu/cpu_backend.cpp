@@ -16,6 +16,13 @@
 
 namespace parhelion::backend::cpu {
 
+std::vector<int> vector_widths(const std::string& features) {
+  // (features is a list of words: "avx512f" is not a prefix of another one)
+  if (features.find("avx512f") != std::string::npos) return {512, 256, 128};
+  if (features.find("avx2") != std::string::npos) return {256, 128};
+  return {};
+}
+
 CpuBackend::CpuBackend(const Host& host) : host_(host) {
   machine_.fast_memory_bytes = host.fast_memory_bytes;
   machine_.threads = host.threads;
@@ -27,6 +34,7 @@ CpuBackend::CpuBackend(const Host& host) : host_(host) {
   caps_.collectives = true;              // a mesh's devices as threads of this process (mesh_runner.cpp)
   caps_.cache_hints = true;              // streamed stores, next-step prefetches (lower/cache_hints.h)
   caps_.atomics_have_strategies = true;  // atomic instructions or per-thread partials (emit/atomics.cpp)
+  caps_.vector_bits = vector_widths(host.features);
 }
 
 std::string CpuBackend::identity() const {

@@ -12,6 +12,10 @@
 
 namespace parhelion::backend::cpu {
 
+// The vector widths, in bits, that code can be compiled for on a host with these features
+// (Host::features), the widest first: the choices of the config knob vector_bits.
+std::vector<int> vector_widths(const std::string& features);
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const Host& host);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "backend/cpu/jit.h"
 #include "ir/trip_guard.h"
 #include "lower/cache_hints.h"
 #include "lower/config_space.h"
@@ -16,6 +17,27 @@ using ir::OpKind;
 
 // The most memory the default lets the per-thread copies of one atomically updated tensor take.
 constexpr int64_t kMaxPartialsBytes = int64_t{64} << 20;
+
+// The host's widest vectors (0), but a kernel that draws random numbers takes the width the
+// compiler's tuning prefers for the host where that is narrower. Philox's 32 x 32 -> 64-bit
+// products move its words between 32- and 64-bit lanes every round; where 256-bit vectors are two
+// 128-bit halves (GCC's tuning then prefers 128), those moves cross the halves at a high cost:
+// dropout [8192, 4096] f32 282 -> 160 ms, bf16 276 -> 143 ms (AMD EPYC Zen 1, 2 threads). Other
+// kernels gain or lose up to 20% there either way (docs/benchmarks.md): the tuner decides those.
+static int default_vector_bits(const ir::Function& fn, const ConfigSpec& spec) {
+  if (spec.vector_bits.empty()) return 0;
+  bool draws = false;
+  ir::walk(fn.body, [&](const Op& op) {
+    if (op.kind == OpKind::Binary && (static_cast<ir::BinaryFn>(op.fn) == ir::BinaryFn::rand ||
+                                      static_cast<ir::BinaryFn>(op.fn) == ir::BinaryFn::randn))
+      draws = true;
+  });
+  if (!draws) return 0;
+  const int preferred = compiler_preferred_vector_bits();
+  const auto& widths = spec.vector_bits;
+  if (preferred == widths.front() || std::find(widths.begin(), widths.end(), preferred) == widths.end()) return 0;
+  return preferred;
+}
 
 Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Backend& backend) {
   Config c = lower::base_config(spec);
@@ -233,6 +255,7 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
   // Cache hints for launches that move tensors far larger than the caches (lower/cache_hints.h).
   for (size_t i = 0; i < knobs.cache_hints.size(); ++i)
     c.cache_hints[i] = lower::default_cache_hint(fn, *knobs.cache_hints[i], backend.machine());
+  c.vector_bits = default_vector_bits(fn, spec);
   return c;
 }
 

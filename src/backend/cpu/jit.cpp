@@ -85,9 +85,32 @@ std::string compiler_flags() {
   // -fno-trapping-math and -fno-math-errno let selects and sqrt vectorize.
   // -mprefer-vector-width=512: GCC's tuning for AVX-512 Xeons keeps loops at 256 bits (a
   // frequency concern of Skylake's era), which halves the throughput of every exp, select and
-  // reduction the kernels vectorize; on hosts without AVX-512 it changes nothing.
+  // reduction the kernels vectorize. On an AVX2 host whose tuning prefers 128 bits (AMD's Zen 1)
+  // it means 256-bit vectors, which are faster for some kernels and slower for others there:
+  // the config knob vector_bits narrows a kernel's (default_config.cpp).
   return "-std=c++17 -O3 -march=native -mprefer-vector-width=512 -fPIC -shared -fopenmp-simd -ffp-contract=fast "
          "-fno-math-errno -fno-trapping-math -fno-semantic-interposition";
+}
+
+int compiler_preferred_vector_bits() {
+  static std::mutex mu;
+  static std::map<std::string, int> bits;
+  std::lock_guard<std::mutex> lock(mu);
+  const std::string cxx = compiler_command();
+  if (auto it = bits.find(cxx); it != bits.end()) return it->second;
+  int status = 0, found = 0;
+  // GCC lists its target options' values for this host, among them the line
+  // "  -mprefer-vector-width=   \t\t128" ("none" where its tuning states no preference).
+  std::istringstream out(run_capture(cxx + " -march=native -Q --help=target 2>/dev/null", &status));
+  std::string name, value;
+  for (std::string line; status == 0 && std::getline(out, line);) {
+    std::istringstream words(line);
+    if (words >> name >> value && name == "-mprefer-vector-width=" && !value.empty() &&
+        value.find_first_not_of("0123456789") == std::string::npos && value.size() <= 4)
+      found = std::stoi(value);
+  }
+  bits[cxx] = found;
+  return found;
 }
 
 int compiler_invocations() { return g_invocations.load(); }

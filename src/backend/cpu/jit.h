@@ -42,6 +42,10 @@ JitResult jit_compile(const std::string& source);
 std::string compiler_command();   // $CXX or c++
 std::string compiler_identity();  // first line of `$CXX --version`
 std::string compiler_flags();
+// The vector width, in bits, that the compiler's own tuning for this host prefers (GCC's
+// `-Q --help=target` under -march=native: 128 on AMD's Zen 1, whose 256-bit vectors are two
+// 128-bit halves); 0 where it states none, or is not GCC. Asked once per compiler.
+int compiler_preferred_vector_bits();
 
 // Counters for tests: how many times this process ran the compiler.
 int compiler_invocations();
