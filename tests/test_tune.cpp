@@ -130,15 +130,16 @@ TEST(Search, VectorWidthsDecodeWithTheWidestAsTheDefault) {
     c.vector_bits = bits;
     ph::Config back = codec.decode(codec.encode(c));
     EXPECT_NO_THROW(spec.validate(back));
-    // the widest, and a width the host lacks, come back as the default (0)
-    EXPECT_EQ(back.vector_bits, bits == 512 || bits == 96 ? 0 : bits) << bits;
+    // Decoded widths are explicit (an unset one would take a default that may be narrower); an
+    // unset one and one the host lacks come back as the widest.
+    EXPECT_EQ(back.vector_bits, bits == 0 || bits == 96 ? 512 : bits) << bits;
     EXPECT_EQ(back.block_sizes, c.block_sizes);
   }
   // Random points cover every width.
   std::mt19937_64 gen(7);
   std::set<int> seen;
   for (int i = 0; i < 200; ++i) seen.insert(codec.decode(codec.random(gen)).vector_bits);
-  EXPECT_EQ(seen, (std::set<int>{0, 256, 128}));
+  EXPECT_EQ(seen, (std::set<int>{512, 256, 128}));
 }
 
 ph::TuneOptions fast_options() {

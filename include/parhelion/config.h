@@ -14,8 +14,8 @@
 // "num_warps":4, the warps of one program, and "launch_groups":[8], one per launch with a dot and a
 // grid of two dims or more: its programs' grouped order; on the cpu, launches that write or read
 // contiguous rows of tensors add "cache_hints":["stream"], one per launch: CacheHintSpec; on a
-// host with vectors wider than 128 bits, "vector_bits":128 narrows the vectors the cpu's loops
-// are compiled for, written only when set: ConfigSpec::vector_bits)
+// host with vectors wider than 128 bits, "vector_bits":128 sets the width the cpu's loops are
+// compiled for, written where set: ConfigSpec::vector_bits)
 #pragma once
 
 #include <cstdint>
@@ -62,10 +62,11 @@ struct Config {
   // UserError. `"index_checks":false` opts out for speed: an out-of-range index is then
   // undefined behaviour. Not a tuning knob: the tuner keeps what it is given.
   bool index_checks = true;
-  // The vector width, in bits, that the generated loops are compiled for (cpu): 0, the default,
-  // is the host's widest (ConfigSpec::vector_bits' first); a narrower one of its choices can be
-  // faster where the compiler widens or narrows lanes across a wide vector's halves (the 64-bit
-  // products of ph::rand on a host that runs 256-bit vectors as two 128-bit halves).
+  // The vector width, in bits, that the generated loops are compiled for (cpu): one of
+  // ConfigSpec::vector_bits, or 0, not set: the default config's, and where that is 0 too, the
+  // host's widest. A narrower one can be faster where the compiler moves lanes across a wide
+  // vector's halves (the 64-bit products of ph::rand on a host that runs 256-bit vectors as two
+  // 128-bit halves).
   int vector_bits = 0;
 
   std::string to_json() const;
@@ -184,7 +185,6 @@ struct ConfigSpec {
       for (const LaunchGroupSpec& g : launch_groups) c.launch_groups.push_back(g.choices.front());
     if (c.cache_hints.empty())
       for (const CacheHintSpec& s : cache_hints) c.cache_hints.push_back(s.choices.front());
-    if (!vector_bits.empty() && c.vector_bits == vector_bits.front()) c.vector_bits = 0;  // the default, one way
     return c;
   }
   // A readable description of the space (one knob per line).

@@ -293,7 +293,7 @@ std::string ConfigSpec::describe() const {
   if (!vector_bits.empty()) {
     os << "vector_bits: ";
     for (size_t j = 0; j < vector_bits.size(); ++j) os << (j ? ", " : "") << vector_bits[j];
-    os << "  (the widest is the default)\n";
+    os << "  (the host's vector widths; unset: the default config's)\n";
   }
   os << "num_threads: 1.." << max_threads << "\n";
   return os.str();

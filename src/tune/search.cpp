@@ -53,11 +53,8 @@ Config ConfigCodec::decode(const Point& p) const {
   if (!spec_.num_warps.empty()) c.num_warps = spec_.num_warps[p[k++]];
   for (const LaunchGroupSpec& g : spec_.launch_groups) c.launch_groups.push_back(g.choices[p[k++]]);
   for (const CacheHintSpec& s : spec_.cache_hints) c.cache_hints.push_back(s.choices[p[k++]]);
-  // (the widest, the first, is the default: 0, so that equal configs decode equal)
-  if (!spec_.vector_bits.empty()) {
-    c.vector_bits = p[k] == 0 ? 0 : spec_.vector_bits[p[k]];
-    ++k;
-  }
+  // (explicit, the widest too: 0 would take a default that may be narrower)
+  if (!spec_.vector_bits.empty()) c.vector_bits = spec_.vector_bits[p[k++]];
   c.num_threads = p[k] + 1;
   return c;
 }

@@ -34,7 +34,8 @@ CpuBackend::CpuBackend(const Host& host) : host_(host) {
   caps_.collectives = true;              // a mesh's devices as threads of this process (mesh_runner.cpp)
   caps_.cache_hints = true;              // streamed stores, next-step prefetches (lower/cache_hints.h)
   caps_.atomics_have_strategies = true;  // atomic instructions or per-thread partials (emit/atomics.cpp)
-  caps_.vector_bits = vector_widths(host.features);
+  // (a GCC pragma: clang would compile every width alike)
+  if (compiler_identity().find("clang") == std::string::npos) caps_.vector_bits = vector_widths(host.features);
 }
 
 std::string CpuBackend::identity() const {

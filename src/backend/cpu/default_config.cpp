@@ -18,12 +18,13 @@ using ir::OpKind;
 // The most memory the default lets the per-thread copies of one atomically updated tensor take.
 constexpr int64_t kMaxPartialsBytes = int64_t{64} << 20;
 
-// The host's widest vectors (0), but a kernel that draws random numbers takes the width the
-// compiler's tuning prefers for the host where that is narrower. Philox's 32 x 32 -> 64-bit
-// products move its words between 32- and 64-bit lanes every round; where 256-bit vectors are two
-// 128-bit halves (GCC's tuning then prefers 128), those moves cross the halves at a high cost:
-// dropout [8192, 4096] f32 282 -> 160 ms, bf16 276 -> 143 ms (AMD EPYC Zen 1, 2 threads). Other
-// kernels gain or lose up to 20% there either way (docs/benchmarks.md): the tuner decides those.
+// The host's widest vectors (0), but a kernel that draws random numbers takes 128 bits on an AVX2
+// host whose compiler's tuning prefers 128 (its 256-bit vectors are two 128-bit halves: AMD's
+// Zen 1). Philox's 32 x 32 -> 64-bit products move its words between 32- and 64-bit lanes every
+// round, and there those moves cross the halves at a high cost: dropout [8192, 4096] f32 282 ->
+// 160 ms, bf16 276 -> 143 ms (AMD EPYC Zen 1, 2 threads). Other kernels gain or lose up to 20%
+// there either way, and AVX-512 hosts (whose tuning prefers 256) are unmeasured: the tuner
+// decides those.
 static int default_vector_bits(const ir::Function& fn, const ConfigSpec& spec) {
   if (spec.vector_bits.empty()) return 0;
   bool draws = false;
@@ -33,10 +34,7 @@ static int default_vector_bits(const ir::Function& fn, const ConfigSpec& spec) {
       draws = true;
   });
   if (!draws) return 0;
-  const int preferred = compiler_preferred_vector_bits();
-  const auto& widths = spec.vector_bits;
-  if (preferred == widths.front() || std::find(widths.begin(), widths.end(), preferred) == widths.end()) return 0;
-  return preferred;
+  return spec.vector_bits.front() == 256 && compiler_preferred_vector_bits() == 128 ? 128 : 0;
 }
 
 Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Backend& backend) {

@@ -144,10 +144,12 @@ bool LaunchEmitter::speculatable(int v, bool& reads) const {
     case OpKind::TileId:
     case OpKind::Arange:
       return true;
+    case OpKind::Cast:  // (a float out of an integer's range, converted, is undefined behaviour)
+      if (is_integer(op.dtype) && !is_integer(type(op.operands[0]).dtype)) return false;
+      return speculatable(op.operands[0], reads);
     case OpKind::Unary:
     case OpKind::Binary:  // (integer division and shifts are defined at every operand: codegen.cpp)
     case OpKind::Where:
-    case OpKind::Cast:
     case OpKind::Unsqueeze:
     case OpKind::Transpose:
       return std::all_of(op.operands.begin(), op.operands.end(), [&](int o) { return speculatable(o, reads); });
