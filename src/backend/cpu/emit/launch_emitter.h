@@ -64,6 +64,9 @@ class LaunchEmitter : private EmitContext {
   // ahead are then checked at the two ends where they move linearly along it).
   void hoisted_loop(const std::string& var, const std::string& header, const std::string& pragma,
                     const std::function<void()>& body, const std::string& first = "", const std::string& last = "");
+  void checked_ahead_loop(const std::string& header, const std::string& pragma, const std::string& first,
+                          const std::string& last, const std::vector<CheckSite>& sites, const std::string& inner,
+                          const std::string& checked_inner);
   static bool mentions(const std::string& text, const std::string& var);
   // Whether `text` reads through an index whose check was moved ahead of the loop being generated.
   bool reads_unchecked(const std::string& text) const;

@@ -110,14 +110,17 @@ std::string indented(const std::string& text) {
   }
   return out;
 }
+
+// 0 <= value < size, as one unsigned comparison.
+std::string in_bounds(const std::string& value, int64_t size) {
+  return "static_cast<uint64_t>(" + value + ") < " + std::to_string(size) + "u";
+}
 }  // namespace
 
 // Emits `pragma` + `header` + body + "}", with the body's reads that do not mention `var`
-// hoisted into constants just before the loop. In a simd loop, indices checked per element are
-// checked ahead, in a loop of their own (context.h: a check inside would keep the loop scalar):
-// where all are in range the loop runs without checks; else a copy of it with the checks inline
-// reports the first one out of range, as the loop would have. (Not in a loop inside such a body:
-// its index is not in scope before the outer one.)
+// hoisted into constants just before the loop. In a simd loop, the indices checked per element
+// are checked ahead of it (checked_ahead_loop). (Not in a loop inside such a body: its index is
+// not in scope before the outer one.)
 void LaunchEmitter::hoisted_loop(const std::string& var, const std::string& header, const std::string& pragma,
                                  const std::function<void()>& body, const std::string& first, const std::string& last) {
   std::string saved_var = hoist_var_;
@@ -141,6 +144,7 @@ void LaunchEmitter::hoisted_loop(const std::string& var, const std::string& head
     std::swap(os_, out);
     return out.str();
   };
+  // The body with its checks collected as sites, and, where there are any, again with them inline.
   const std::string inner = generate(ahead);
   std::vector<CheckSite> sites;
   std::swap(sites, check_sites_);
@@ -154,42 +158,48 @@ void LaunchEmitter::hoisted_loop(const std::string& var, const std::string& head
   hoisted_ = std::move(saved_decls);
   hoist_var_ = saved_var;
   for (const Hoisted& h : decls) line("const " + h.type + " " + h.name + " = " + h.access + ";");
-  if (sites.empty()) {
-    if (!pragma.empty()) line(pragma);
-    line(header);
-    os_ << inner;
-    line("}");
+  if (!sites.empty()) {
+    checked_ahead_loop(header, pragma, first, last, sites, inner, checked_inner);
     return;
   }
-  // Indices linear along the loop are in range at every trip where they are at its two ends
-  // (their values lie between; the masks are not needed), and those that do not vary along it (a
-  // gathered row under a mask) where they are once, where their masks hold; both checked before
-  // the loop once it has a trip; the others, and these where
-  // the ends are not (where a mask keeps the elements past a seam from being read), are checked
-  // at each trip. Both in order (a later index may read through an earlier one: && stops at the
-  // first out of range), each where its access is made.
+  if (!pragma.empty()) line(pragma);
+  line(header);
+  os_ << inner;
+  line("}");
+}
+
+// A simd loop whose per-element index checks (`sites`) are made in a loop of their own before it
+// (context.h: a check inside would keep it scalar). Where every index is in range, the loop runs
+// without checks (`inner`); otherwise a copy with the checks inline (`checked_inner`) reports the
+// first one out of range, as the loop would have.
+//
+// An index linear along the loop is in range at every trip where it is at the loop's two ends
+// (its values lie between them; its masks are not needed), and one that does not vary along it
+// (a gathered row under a mask) where it is in range once, where its masks hold: both are checked
+// before the loop, once it has a trip. The others, and these where the ends are not in range (a
+// mask keeps the elements past a seam from being read), are checked at each trip of the check
+// loop, in order (a later index may read through an earlier one: && stops at the first out of
+// range), each where its access is made.
+void LaunchEmitter::checked_ahead_loop(const std::string& header, const std::string& pragma, const std::string& first,
+                                       const std::string& last, const std::vector<CheckSite>& sites,
+                                       const std::string& inner, const std::string& checked_inner) {
   const std::string n = std::to_string(checked_loops_++), bad = "ph_bad" + n, span = "ph_span" + n;
   std::string ends;
   bool all_linear = true;
   for (const CheckSite& c : sites) {
     if (c.first.empty()) {
       all_linear = false;
-      continue;
+    } else if (c.first == c.value && !c.mask.empty()) {  // the same at every trip: where its masks hold
+      ends += " && (!(" + c.mask + ") || " + in_bounds(c.value, c.size) + ")";
+    } else {  // linear: arithmetic of tile indices and scalars, which reads nothing, at both ends
+      ends += " && " + in_bounds(c.first, c.size) + " && " + in_bounds(c.last, c.size);
     }
-    const std::string size = std::to_string(c.size) + "u";
-    if (c.first == c.value && !c.mask.empty()) {  // the same at every trip: where its masks hold
-      ends += " && (!(" + c.mask + ") || static_cast<uint64_t>(" + c.value + ") < " + size + ")";
-      continue;
-    }
-    // (linear: arithmetic of tile indices and scalars, which reads nothing, at both ends)
-    for (const std::string* e : {&c.first, &c.last}) ends += " && static_cast<uint64_t>(" + *e + ") < " + size;
   }
   if (!ends.empty()) line("const bool " + span + " = (" + first + ") <= (" + last + ")" + ends + ";");
   std::string in_range;
   for (const CheckSite& c : sites)
     in_range += (in_range.empty() ? "(" : " && (") + (c.first.empty() ? "" : span + " || ") +
-                (c.mask.empty() ? "" : "!(" + c.mask + ") || ") + "static_cast<uint64_t>(" + c.value + ") < " +
-                std::to_string(c.size) + "u)";
+                (c.mask.empty() ? "" : "!(" + c.mask + ") || ") + in_bounds(c.value, c.size) + ")";
   line("int64_t " + bad + " = 0;  // an index out of its dimension in the loop below");
   if (all_linear) {
     line("if (!" + span + ") {");
@@ -203,20 +213,18 @@ void LaunchEmitter::hoisted_loop(const std::string& var, const std::string& head
     --depth_;
     line("}");
   }
+  auto loop = [&](const std::string& body) {
+    ++depth_;
+    line(pragma);
+    line(header);
+    os_ << indented(body);
+    line("}");
+    --depth_;
+  };
   line("if (" + bad + " == 0) {");
-  ++depth_;
-  line(pragma);
-  line(header);
-  os_ << indented(inner);
-  line("}");
-  --depth_;
+  loop(inner);
   line("} else {  // the loop with its checks, which records the first index out of range");
-  ++depth_;
-  line(pragma);
-  line(header);
-  os_ << indented(checked_inner);
-  line("}");
-  --depth_;
+  loop(checked_inner);
   line("}");
 }
 
