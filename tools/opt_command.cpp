@@ -73,8 +73,9 @@ std::string run_opt_stage(const std::string& tir, const std::string& file_name, 
   const ConfigSpec spec = lower::derive_config_spec(fn, backend);
   const Config default_config = backend.default_config(fn, spec);
   if (r.stage == "spec") return spec.describe() + "default: " + default_config.to_json() + "\n";
-  const Config config = r.config_json.empty() ? default_config : Config::from_json(r.config_json);
-  const ir::Function bound = lower::bind_config(fn, config, backend);  // ph::num_blocks sizes
+  Config config = r.config_json.empty() ? default_config : Config::from_json(r.config_json);
+  if (config.vector_bits == 0) config.vector_bits = default_config.vector_bits;  // unset: the default's
+  const ir::Function bound = lower::bind_config(fn, config, backend);            // ph::num_blocks sizes
   const lower::BlockProgram program = lower::lower(bound, config, backend, &fn);
   if (r.stage == "block") return lower::print(program);
   if (r.stage == "pallas-plan") return stage::pallas_plan(program);

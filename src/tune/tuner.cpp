@@ -266,6 +266,11 @@ TuneReport tune::tune(KernelBase& kernel, const std::vector<Arg>& args, const Tu
                                                      ? tune::make_pattern_search(traced->spec, opt.seed, seeds)
                                                      : tune::make_differential_evolution(traced->spec, opt.seed, seeds);
 
+  // The search's points name every knob (an unset vector width is the widest there): its point of
+  // the default is the default, measured, compared and reported as such.
+  const tune::ConfigCodec codec(traced->spec);
+  const Config default_point = codec.decode(codec.encode(traced->config));
+
   Progress progress(opt.progress, kernel.name(), budget);
   std::map<std::string, double> by_source;  // generated source -> measured ms
   std::vector<Measured> measured;
@@ -278,7 +283,8 @@ TuneReport tune::tune(KernelBase& kernel, const std::vector<Arg>& args, const Tu
     if (batch.empty()) break;
     // Lower and generate: reject what does not fit, skip duplicates of measured code.
     std::vector<Measured> to_compile;
-    for (const Config& c : batch) {
+    for (const Config& proposed : batch) {
+      const Config& c = proposed == default_point ? traced->config : proposed;
       ++R.candidates;
       try {
         Measured m{c, driver::specialize(*traced, c)};

@@ -64,6 +64,8 @@ class LaunchEmitter : private EmitContext {
   // ahead are then checked at the two ends where they move linearly along it).
   void hoisted_loop(const std::string& var, const std::string& header, const std::string& pragma,
                     const std::function<void()>& body, const std::string& first = "", const std::string& last = "");
+  // A simd loop with its per-element index checks (`sites`) ahead of it, and its body without
+  // them (`inner`) and with them (`checked_inner`).
   void checked_ahead_loop(const std::string& header, const std::string& pragma, const std::string& first,
                           const std::string& last, const std::vector<CheckSite>& sites, const std::string& inner,
                           const std::string& checked_inner);
