@@ -88,7 +88,7 @@ std::string LaunchEmitter::op_expr(const Op& op, const Idx& idx) {
       // Arms that read only their blocks' own elements are computed at every element and
       // blended: a load under a condition needs a masked load, which AVX2 has for 32- and 64-bit
       // elements only, and GCC leaves a loop with a conditional 16-bit load scalar (dropout bf16
-      // [8192, 4096]: 397 -> 225 ms, AMD EPYC Zen 1, 2 threads). An arm that may read out of
+      // [8192, 4096]: 395 -> 276 ms, AMD EPYC Zen 1, 2 threads). An arm that may read out of
       // range where it is not chosen stays behind the ternary.
       bool reads = false;
       if (rt == DType::f32 && speculatable(op.operands[1], reads) && speculatable(op.operands[2], reads) && reads)
