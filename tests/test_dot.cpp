@@ -308,7 +308,7 @@ TEST(Dot, EveryMicroKernelOverPackingPaths) {
 // gemm_b_panels_bytes gives; a second call with the same B uses the panels as they are (B's
 // memory changed in between, its key not cleared: the product is still the old B's, which shows
 // the panels were reused); a B at another address, or with other strides, is packed afresh; and a
-// cleared key packs the new contents.
+// cleared key packs the new contents. The workspace is the one sized for a B in kept panels.
 TEST(Dot, KeptPanelsAreReusedForTheSameBOnly) {
   const auto& names = ph::runtime::gemm_kernel_names();
   struct Case {
@@ -333,8 +333,11 @@ TEST(Dot, KeptPanelsAreReusedForTheSameBOnly) {
           return t;
         };
         ph::Array s1 = stored(b1), s2 = stored(b2);
-        std::vector<char> ws(ph::runtime::gemm_workspace_bytes(cs.m, cs.n, cs.k, names[i], dt == ph::DType::bf16) + 64);
+        // The workspace sized for a B that goes to kept panels: A's strips alone, then a canary.
         constexpr int64_t kCanary = 4096;
+        const int64_t ws_bytes = ph::runtime::gemm_workspace_bytes(cs.m, cs.n, cs.k, names[i], dt == ph::DType::bf16,
+                                                                   /*a_in_place=*/false, /*b_kept=*/true);
+        std::vector<char> ws(ws_bytes + kCanary + 64, '\x5a');
         std::vector<char> panels(kept + kCanary + 64, '\x5a');
         void* kept_at = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(panels.data()) + 63) / 64 * 64);
         std::memset(kept_at, 0, sizeof(ph_gemm_panels_key));
@@ -371,6 +374,11 @@ TEST(Dot, KeptPanelsAreReusedForTheSameBOnly) {
         std::memcpy(s1.data(), s2.data(), static_cast<size_t>(s2.numel() * ph::dtype_size(dt)));
         std::memset(kept_at, 0, sizeof(ph_gemm_panels_key));
         EXPECT_LT(error(product(s1), b2), tol) << what << ": key cleared, the new contents";
+        const char* ws_end =
+            static_cast<const char*>(reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64)) +
+            ws_bytes;
+        EXPECT_TRUE(std::all_of(ws_end, ws_end + kCanary, [](char x) { return x == '\x5a'; }))
+            << what << ": wrote past its workspace of " << ws_bytes << " bytes (B in kept panels)";
       }
 }
 

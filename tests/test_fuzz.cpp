@@ -165,7 +165,8 @@ TEST(Fuzz, GeneratorDrawsJaggedLoopsThatAgreeWithTheInterpreter) {
     for (const fz::TensorDecl& t : p.tensors)
       for (size_t i = 1; i < t.values.size(); ++i) empty_groups += t.values[i] == t.values[i - 1];
   }
-  for (const char* s : {"ph::jagged(", ").block(", "ph::sum(", "ph::amax(", ".index()", ".id()", "ph::when("})
+  for (const char* s :
+       {"ph::jagged(", ").block(", "ph::sum(", "ph::amax(", ".index()", ".id()", "ph::when(", "ph::dot("})
     EXPECT_NE(all.find(s), std::string::npos) << "no generated program has " << s;
   EXPECT_GE(empty_groups, 10) << "groups without rows are drawn";
   // A loop nested in the jagged trip, its sum carried in a Var declared in the trip.

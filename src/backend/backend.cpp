@@ -13,7 +13,8 @@ int64_t Backend::dot_kept_b_bytes(int64_t, int64_t, const std::string&, bool) co
 
 bool Backend::dot_takes_16bit_operands(const std::string&, DType) const { return true; }
 
-int64_t Backend::dot_workspace_bytes(int64_t, int64_t, int64_t, const std::string&, bool, int64_t, int64_t) const {
+int64_t Backend::dot_workspace_bytes(int64_t, int64_t, int64_t, const std::string&, bool, int64_t, int64_t,
+                                     bool) const {
   return 0;
 }
 

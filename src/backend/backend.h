@@ -142,10 +142,11 @@ class Backend {
   // The fast-memory workspace a dot of an m x n result over k packs its operands into with
   // micro-kernel `micro_kernel` (one of micro_kernels()), its operands reaching it as bf16 or
   // not (LaunchPlan::gemm_operand_dtype), its A row-major with rows `a_row_stride` elements apart
-  // in every call and k always `k_multiple`'s multiple, or (a_row_stride 0) not known to be
+  // in every call and k always `k_multiple`'s multiple, or (a_row_stride 0) not known to be;
+  // `b_kept`: its B is packed into kept panels (dot_kept_b_bytes), not the workspace
   // (0: no workspace).
   virtual int64_t dot_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& micro_kernel,
-                                      bool bf16_operands, int64_t a_row_stride, int64_t k_multiple) const;
+                                      bool bf16_operands, int64_t a_row_stride, int64_t k_multiple, bool b_kept) const;
   // The slow-memory bytes in which a dot's packed B of k x n (micro-kernel `micro_kernel`,
   // operands bf16 or not) can be kept from one call to the next, where a later call reads the
   // same B (ph_gemm_args::b_panels); 0: the backend keeps none.

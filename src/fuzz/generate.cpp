@@ -775,6 +775,14 @@ class Generator {
     return add(e);
   }
 
+  // A product of two blocks, accumulated in f32.
+  int dot(int a, int b) {
+    Expr d;
+    d.kind = Expr::Dot;
+    d.args = {a, b};
+    return add(d);
+  }
+
   void matmul() {
     const bool batched = chance(0.35);
     const bool shared_b = batched && chance(0.4);  // y [K, N] for every batch
@@ -1594,19 +1602,35 @@ class Generator {
       });
       // (a block number depends on the block size: only a fixed one gives every config's result)
       if (dr.fixed_block > 0) leaves.push_back([=, this] { return cast(tile_id(tr), DType::f32); });
-      // Sometimes a loop nested in the trip (grouped GEMM's K loop): the sum of y [rows, k, n]
-      // over k's blocks, carried in a Var of the trip's block, declared in the trip.
+      // The group's weights, as a scalar index: its first offset's position (the group's number).
+      auto group = [=, this] { return Subscript{Subscript::Scalar, -1, tile_index(g, true)}; };
+      // Sometimes a loop nested in the trip, carried in a Var of the trip's block, declared in the
+      // trip: the sum of y [rows, k, n] over k's blocks, or grouped GEMM's K loop, the rows' a
+      // [rows, k] times the group's weights w [groups, k, n] (a B the same on every trip of the
+      // jagged loop, one per K block: its packed panels are kept across the trips).
       if (!whole_rows && chance(0.4)) {
-        const int64_t k = choose<int64_t>({1, 2, 3, 5, 9});
-        int y = tensor({rows, k, n}, in_dtype());
+        const int64_t k = choose<int64_t>({1, 2, 3, 5, 9, 33});
+        const bool gemm = chance(0.5);
+        int y = tensor({gemm ? groups : rows, k, n}, in_dtype());
+        int a = gemm ? tensor({rows, k}, in_dtype()) : -1;
         int tk = new_tile(), v = new_var();
         inner.body.push_back(var_decl(v, add_full({tr, tn}, 0.0)));
         Stmt nested = loop({dim(k)}, {tk});
         nested.body.push_back(
             var_set(v, bin(BinaryFn::add, var_read(v),
-                           reduce(ReduceFn::sum, load(y, {tile_ix(tr), tile_ix(tk), tile_ix(tn)}), 1, false))));
+                           gemm ? dot(load(a, {tile_ix(tr), tile_ix(tk)}), load(y, {group(), tile_ix(tk), tile_ix(tn)}))
+                                : reduce(ReduceFn::sum, load(y, {tile_ix(tr), tile_ix(tk), tile_ix(tn)}), 1, false))));
         inner.body.push_back(std::move(nested));
         leaves.push_back([=, this] { return var_read(v); });
+      }
+      // Sometimes a dot over a whole K in the trip (moe_matmul's): the rows' a [rows, k] times the
+      // group's w [groups, k, n], a B the same on every trip (its panels kept across them).
+      if (!whole_rows && chance(0.3)) {
+        const int64_t k = choose<int64_t>({1, 4, 19, 64});
+        int a = tensor({rows, k}, in_dtype()), w = tensor({groups, k, n}, in_dtype());
+        leaves.push_back([=, this] {
+          return dot(load(a, {tile_ix(tr), all_ix()}), load(w, {group(), all_ix(), tile_ix(tn)}));
+        });
       }
       inner.body.push_back(guarded(store(out, {tile_ix(tr), cols}, fexpr(leaves, exact, 3))));
       if (cond >= 0) {  // the else branch: every row is written once

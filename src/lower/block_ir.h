@@ -9,7 +9,8 @@
 //   - scratch in fast memory: loop-carried Vars and the intermediate blocks that are
 //     materialized rather than fused into their consumers (see fusion.h);
 //   - every dot: its micro-kernel, its packing workspace, whether it accumulates in place, and
-//     whether its packed B is kept from one grid step to the next;
+//     whether its packed B is kept from one call to the next (across grid steps, or across the
+//     trips of an inner loop B does not depend on);
 //   - inner (device) loops and their strategy (strategy.h): `stream` reads each trip's blocks
 //     in place; `pipeline` copies them into `buffers` fast-memory slots; `resident` copies the
 //     loop's whole extent once per outer block and slices it per trip. Where the backend asks
@@ -117,11 +118,13 @@ struct DotPlan {
   // acc = acc * s + dot: the value acc * s, which the Var is set to in place just before the dot
   // adds into it, both at the Var's assignment (lower/fusion.h); -1: the dot runs where it is.
   int rescaled = -1;
-  // B's packed panels kept across grid steps in the thread's slow memory (ph_gemm_args::
+  // B's packed panels kept from one call to the next in the thread's slow memory (ph_gemm_args::
   // b_panels), where B is a block of a tensor the launch does not write and the grid's fastest
-  // dim does not index it (consecutive steps read the same B): one slot of `kept_b_slot_bytes`
-  // per trip of the inner loop over `kept_b_tile` (-1: one slot), `kept_b_offset` bytes into
-  // the thread's kept-panels area. kept_b_slots 0: B is packed on every call.
+  // dim does not index it (consecutive steps read the same B), or an inner loop around the dot
+  // does not (its trips read the same B); the workspace then has no room for B's panels. One
+  // slot of `kept_b_slot_bytes` per trip of the inner loop over `kept_b_tile` (-1: one slot),
+  // `kept_b_offset` bytes into the thread's kept-panels area. kept_b_slots 0: B is packed on
+  // every call.
   int kept_b_tile = -1;
   int64_t kept_b_slots = 0, kept_b_slot_bytes = 0, kept_b_offset = 0;
 };

@@ -101,7 +101,8 @@ class Planner {
       plan_atomics(L, op);
       if (const int k = p_.knobs.cache_hint_knob(op); k >= 0) plan_cache_hints(p_, L, p_.config.cache_hints.at(k));
       // Staged operand blocks live in the dots' packing workspaces and the inner loops'
-      // staging buffers, which are scratch already.
+      // staging buffers, which are scratch already. (A kept B's panels are in slow memory: the
+      // micro-kernels stream them a panel at a time, while A's strips stay in the workspace.)
       L.footprint_bytes = L.scratch_bytes;
       L.working_set_bytes += L.scratch_bytes;
       p_.footprint_bytes = std::max(p_.footprint_bytes, L.footprint_bytes);
@@ -197,7 +198,7 @@ class Planner {
     });
   }
 
-  int64_t capacity(const ir::Dim& d) { return d.kind == ir::Dim::Const ? d.size : p_.block_of_tile(d.tile); }
+  int64_t capacity(const ir::Dim& d) const { return d.kind == ir::Dim::Const ? d.size : p_.block_of_tile(d.tile); }
 
   int add_scratch(LaunchPlan& L, Scratch s) {
     s.offset = L.scratch_bytes;
@@ -311,8 +312,23 @@ class Planner {
     return backend_.micro_kernels(*p_.fn, dot).at(p_.config.micro_kernels.at(p_.knobs.micro_kernel_knob(dot)));
   }
 
-  void plan_dots(LaunchPlan& L, const Op& launch) {
+  // The workspace the backend packs `dot`'s operand blocks into, B's included unless `b_kept`.
+  int64_t workspace_bytes(const LaunchPlan& L, const Op& dot, const DotPlan& d, bool b_kept) const {
     const ir::Function& fn = *p_.fn;
+    const ir::Type& a = fn.type_of(dot.operands[0]);
+    const ir::Type& r = fn.type_of(dot.result);
+    const int64_t m = capacity(r.shape[r.rank() - 2]), n = capacity(r.shape[r.rank() - 1]),
+                  k = capacity(a.shape[a.rank() - 1]);
+    const bool bf16_operands = L.gemm_operand_dtype(fn, dot.operands[0]) == DType::bf16 &&
+                               L.gemm_operand_dtype(fn, dot.operands[1]) == DType::bf16;
+    // A materialized A is read from its buffer, rows a capacity apart (emit/dots.cpp).
+    const int a_buffer = L.materialized(dot.operands[0]);
+    const int64_t a_row_stride = a_buffer >= 0 ? L.scratch[a_buffer].capacity.back() : 0;
+    return backend_.dot_workspace_bytes(m, n, k, d.micro_kernel, bf16_operands, a_row_stride,
+                                        count_multiple(a.shape.back()), b_kept);
+  }
+
+  void plan_dots(LaunchPlan& L, const Op& launch) {
     ir::walk(launch.body, [&](const Op& op) {
       if (op.kind != OpKind::Dot) return;
       DotPlan d;
@@ -323,18 +339,7 @@ class Planner {
         d.accumulate_into = in->second.var;
         d.rescaled = in->second.rescaled;
       }
-      const ir::Type& a = fn.type_of(op.operands[0]);
-      const ir::Type& r = fn.type_of(op.result);
-      const int64_t m = capacity(r.shape[r.rank() - 2]), n = capacity(r.shape[r.rank() - 1]),
-                    k = capacity(a.shape[a.rank() - 1]);
-      const bool bf16_operands = L.gemm_operand_dtype(fn, op.operands[0]) == DType::bf16 &&
-                                 L.gemm_operand_dtype(fn, op.operands[1]) == DType::bf16;
-      // A materialized A is read from its buffer, rows a capacity apart (emit/dots.cpp).
-      const int a_buffer = L.materialized(op.operands[0]);
-      const int64_t a_row_stride = a_buffer >= 0 ? L.scratch[a_buffer].capacity.back() : 0;
-      if (int64_t bytes = backend_.dot_workspace_bytes(m, n, k, d.micro_kernel, bf16_operands, a_row_stride,
-                                                       count_multiple(a.shape.back()));
-          bytes > 0) {
+      if (int64_t bytes = workspace_bytes(L, op, d, /*b_kept=*/false); bytes > 0) {
         Scratch s;
         s.kind = Scratch::DotWorkspace;
         s.value = op.result;
@@ -347,47 +352,82 @@ class Planner {
     });
   }
 
-  // Each dot whose B the next grid step reads again: its packed panels are kept in the thread's
-  // slow memory, one slot per trip of the loop that indexes B, so that a step re-packs nothing
-  // the previous step packed (measured on a Zen 1 host: B's packing was 10% of a 1024^3 f32
-  // matmul in 128-row blocks). The runtime keys each slot by B's address, strides and extents
-  // (ph_gemm_args::b_panels), and generated code clears the keys when a launch call starts, so
-  // a kept panel is B's as long as the launch writes nothing behind B: a tensor (or another view
-  // of its memory) it stores to, a launch with collectives (a peer's copies land during it),
-  // or B computed in the kernel rather than loaded, keep nothing.
+  // Each dot whose B is read again by a later call: its packed panels are kept in the thread's
+  // slow memory, so that a call re-packs nothing an earlier one packed. Two kinds of reuse:
+  // - across grid steps, where the grid's fastest dim does not index B: one slot per trip of
+  //   the loop that indexes B (measured on a Zen 1 host: B's packing was 10% of a 1024^3 f32
+  //   matmul in 128-row blocks);
+  // - across the trips of an inner loop around the dot that B does not depend on (an expert's
+  //   weights in a jagged loop over its tokens, or a group's K blocks in a jagged loop over its
+  //   rows): again one slot per trip of the loop that indexes B, packed by the first trip
+  //   (moe_matmul on a Zen 1 host: B was packed again on each of the expert's trips).
+  // The runtime keys each slot by B's address, strides and extents (ph_gemm_args::b_panels),
+  // and generated code clears the keys when a launch call starts, so a kept panel is B's as
+  // long as the launch writes nothing behind B: a tensor (or another view of its memory) it
+  // stores to, a launch with collectives (a peer's copies land during it), or B computed in
+  // the kernel rather than loaded, keep nothing. The B part of a keeping dot's workspace is
+  // then not needed: it is given back (the footprint shrinks).
   void plan_kept_panels(LaunchPlan& L, const Op& launch) {
     const ir::Function& fn = *p_.fn;
-    if (L.collectives || L.total_steps < 2 || L.grid.empty()) return;
+    if (L.collectives) return;
     // A bound on the slow memory kept: 64 MiB a thread, 256 MiB in all.
     const int64_t max_kept_bytes = std::min<int64_t>(int64_t{64} << 20, (int64_t{256} << 20) / L.num_threads);
     std::set<int> written;
     std::map<int, const Op*> defs;
-    ir::walk(launch.body, [&](const Op& op) {
-      if (op.result >= 0) defs[op.result] = &op;
-      if (op.kind == OpKind::Store) written.insert(ir::root_of(fn, op.tensor));
-    });
-    // The grid dim that changes from one step to the next (within a group when grouped), and
-    // whether a value computed in the step (a scalar index) depends on its position.
-    const int fastest = L.grid[L.group > 1 && L.grid.size() >= 2 ? L.grid.size() - 2 : L.grid.size() - 1].tile;
-    std::map<int, bool> moves;
-    std::function<bool(int)> moves_with_fastest = [&](int v) {
-      if (auto it = moves.find(v); it != moves.end()) return it->second;
+    std::map<int, std::vector<int>> loops_around;  // a dot's result: the tiles of the loops around it
+    std::vector<int> enclosing;
+    std::function<void(const std::vector<Op>&)> visit = [&](const std::vector<Op>& ops) {
+      for (const Op& op : ops) {
+        if (op.result >= 0) defs[op.result] = &op;
+        if (op.kind == OpKind::Store) written.insert(ir::root_of(fn, op.tensor));
+        if (op.kind == OpKind::Dot) loops_around[op.result] = enclosing;
+        const size_t depth = enclosing.size();
+        if (op.kind == OpKind::Loop) enclosing.insert(enclosing.end(), op.loop_tiles.begin(), op.loop_tiles.end());
+        visit(op.body);
+        enclosing.resize(depth);
+      }
+    };
+    visit(launch.body);
+    // Whether value `v` (a scalar index) or tile `t` changes with tile `moving`'s position: it is
+    // that tile, a tile within it, or computed from one (a load's index included). A value
+    // defined outside the launch, or read from a Var, counts as fixed: that only costs a
+    // re-pack where it is not, the runtime's key telling the panels apart.
+    auto tile_moves = [&](int t, int moving) {
+      for (; t >= 0; t = fn.tiles[t].parent)
+        if (t == moving) return true;
+      return false;
+    };
+    std::map<std::pair<int, int>, bool> moves;
+    std::function<bool(int, int)> value_moves = [&](int v, int moving) {
+      if (auto it = moves.find({v, moving}); it != moves.end()) return it->second;
       bool m = false;
       if (auto d = defs.find(v); d != defs.end()) {
         const Op& op = *d->second;
         const bool reads_tile = op.kind == OpKind::TileBegin || op.kind == OpKind::TileEnd ||
                                 op.kind == OpKind::TileIndex || op.kind == OpKind::TileId;
-        m = reads_tile && op.tile == fastest;
-        for (int o : op.operands) m = m || moves_with_fastest(o);
+        m = reads_tile && tile_moves(op.tile, moving);
+        for (int o : op.operands) m = m || value_moves(o, moving);
+        for (const ir::IndexItem& ix : op.index) m = m || (ix.value >= 0 && value_moves(ix.value, moving));
       }
-      return moves[v] = m;
+      return moves[{v, moving}] = m;
     };
+    auto index_moves = [&](const Op& load, int moving) {
+      return std::any_of(load.index.begin(), load.index.end(), [&](const ir::IndexItem& ix) {
+        return ix.kind == ir::IndexItem::Tile ? tile_moves(ix.tile, moving)
+                                              : ix.value >= 0 && value_moves(ix.value, moving);
+      });
+    };
+    // The grid dim that changes from one step to the next (within a group when grouped).
+    const int fastest = L.total_steps < 2 || L.grid.empty()
+                            ? -1
+                            : L.grid[L.group > 1 && L.grid.size() >= 2 ? L.grid.size() - 2 : L.grid.size() - 1].tile;
     // Batched (several Bs a step, a call each): nothing kept. Grid dims (blocks of 1) are not batches.
     auto one_matrix = [&](const ir::Type& t) {
       for (int i = 0; i + 2 < t.rank(); ++i)
         if (capacity(t.shape[i]) != 1) return false;
       return true;
     };
+    bool workspace_shrank = false;
     for (DotPlan& d : L.dots) {
       const Op& dot = *defs.at(d.result);
       const ir::Type& r = fn.type_of(dot.result);
@@ -398,16 +438,21 @@ class Planner {
       if (L.materialized(v) >= 0 || L.staged_load(v) >= 0 || !defs.count(v)) continue;
       const Op& load = *defs.at(v);
       if (load.kind != OpKind::Load || !load.operands.empty() || written.count(ir::root_of(fn, load.tensor))) continue;
-      std::vector<int> loop_tiles;
-      bool keep = true;
-      for (const ir::IndexItem& ix : load.index) {
-        keep &= ix.kind != ir::IndexItem::Gather && !(ix.kind == ir::IndexItem::Tile && ix.tile == fastest) &&
-                !(ix.kind != ir::IndexItem::Tile && ix.value >= 0 && moves_with_fastest(ix.value));
+      if (std::any_of(load.index.begin(), load.index.end(),
+                      [](const ir::IndexItem& ix) { return ix.kind == ir::IndexItem::Gather; }))
+        continue;
+      std::vector<int> loop_tiles;  // the tiles indexing B that are not the grid's
+      for (const ir::IndexItem& ix : load.index)
         if (ix.kind == ir::IndexItem::Tile &&
             !std::any_of(L.grid.begin(), L.grid.end(), [&](const GridDim& g) { return g.tile == ix.tile; }))
           loop_tiles.push_back(ix.tile);
-      }
-      if (!keep || loop_tiles.size() > 1) continue;
+      const std::vector<int>& around = loops_around[d.result];
+      const bool across_steps = fastest >= 0 && !index_moves(load, fastest) && loop_tiles.size() <= 1;
+      const bool across_trips =
+          loop_tiles.size() <= 1 && std::any_of(around.begin(), around.end(), [&](int t) {
+            return !index_moves(load, t) && !tile_moves(loop_tiles.empty() ? -1 : loop_tiles[0], t);
+          });
+      if (!across_steps && !across_trips) continue;
       int64_t slots = 1;
       if (!loop_tiles.empty()) {
         const ir::TileInfo& t = fn.tiles[loop_tiles[0]];
@@ -429,6 +474,19 @@ class Planner {
       d.kept_b_slot_bytes = slot;
       d.kept_b_offset = L.kept_panels_bytes;
       L.kept_panels_bytes += slots * slot;
+      if (d.workspace >= 0) {
+        Scratch& w = L.scratch[d.workspace];
+        const int64_t bytes = workspace_bytes(L, dot, d, /*b_kept=*/true);
+        w.capacity = {bytes / 4};
+        w.bytes = w.capacity[0] * 4;
+        workspace_shrank = true;
+      }
+    }
+    if (!workspace_shrank) return;
+    L.scratch_bytes = 0;  // laid out again, in the same order
+    for (Scratch& s : L.scratch) {
+      s.offset = L.scratch_bytes;
+      L.scratch_bytes += aligned(s.bytes);
     }
   }
 

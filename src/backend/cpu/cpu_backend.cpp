@@ -82,10 +82,11 @@ bool CpuBackend::dot_takes_16bit_operands(const std::string& micro_kernel, DType
 }
 
 int64_t CpuBackend::dot_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& micro_kernel,
-                                        bool bf16_operands, int64_t a_row_stride, int64_t k_multiple) const {
+                                        bool bf16_operands, int64_t a_row_stride, int64_t k_multiple,
+                                        bool b_kept) const {
   // (every call's k a multiple of k_multiple: the tile kernel's test on k holds for all if for it)
   const bool a_in_place = a_row_stride > 0 && runtime::amx_reads_a_in_place(a_row_stride, 1, k_multiple);
-  return runtime::gemm_workspace_bytes(m, n, k, micro_kernel, bf16_operands, a_in_place);
+  return runtime::gemm_workspace_bytes(m, n, k, micro_kernel, bf16_operands, a_in_place, b_kept);
 }
 
 Config CpuBackend::default_config(const ir::Function& fn, const ConfigSpec& spec) const {

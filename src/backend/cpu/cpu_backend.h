@@ -30,7 +30,7 @@ class CpuBackend final : public Backend {
   int64_t dot_kept_b_bytes(int64_t n, int64_t k, const std::string& micro_kernel, bool bf16_operands) const override;
   bool dot_takes_16bit_operands(const std::string& micro_kernel, DType dtype) const override;
   int64_t dot_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& micro_kernel, bool bf16_operands,
-                              int64_t a_row_stride, int64_t k_multiple) const override;
+                              int64_t a_row_stride, int64_t k_multiple, bool b_kept) const override;
   Config default_config(const ir::Function& fn, const ConfigSpec& spec) const override;
   void check(const lower::BlockProgram& program) const override;
   Artifact generate(const lower::BlockProgram& program) const override;

@@ -19,9 +19,11 @@ struct ph_gemm_args {
   int b_dtype;
   float* c;  // element (i, j) at c[i * ldc + j]
   int64_t ldc;
-  int accumulate;   // 1: C += A·B; 0: C = A·B
-  int kernel;       // index into ph_gemm_kernel_names(); -1: the best for the host
-  void* workspace;  // at least ph_gemm_workspace_bytes(m, n, k) bytes, 64-byte aligned
+  int accumulate;  // 1: C += A·B; 0: C = A·B
+  int kernel;      // index into ph_gemm_kernel_names(); -1: the best for the host
+  // At least gemm_workspace_bytes(m, n, k, ...) bytes (runtime/gemm/gemm.h), 64-byte aligned; with
+  // b_panels set, the size for a kept B (b_kept) will do: B is then packed into b_panels, never here.
+  void* workspace;
   // The workspace's size: a kernel whose A it sized to be read in place (gemm_workspace_bytes'
   // a_in_place) packs A a strip at a time when A turns out not to be; 0: unknown, taken as the
   // size for a packed A.

@@ -492,8 +492,10 @@ int64_t gemm_b_panels_bytes(int64_t n, int64_t k, const std::string& kernel, boo
 }
 
 int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& kernel, bool bf16_operands,
-                             bool a_in_place) {
-  const int64_t vector = ((m + 16) + (n + 32)) * (k + 2) * 4 + 256;
+                             bool a_in_place, bool b_kept) {
+  // A's strips (m rounded up to an MR of at most 16, k to pairs, 4 bytes at most), then B's
+  // (n rounded up to an NR of at most 32) unless B goes to kept panels; alignment slack.
+  const int64_t vector = ((m + 16) + (b_kept ? 0 : n + 32)) * (k + 2) * 4 + 256;
   if (!amx_bf16_available()) return vector;
   // A tile kernel given operands that are not both bf16 falls back to a vector kernel (gemm()):
   // the config offers it by the dot's IR, where a bf16 load that is also read by other ops is

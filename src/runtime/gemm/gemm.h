@@ -23,9 +23,11 @@ const ph_runtime* runtime_table();
 // widening; otherwise gemm() hands its call to a vector kernel), or by any kernel of this host
 // (kernel ""). With `a_in_place`, every call's A is one the tile kernel reads in place
 // (amx_reads_a_in_place: row-major bf16, k whole 32-deep steps) and its A strips take no room
-// but a ragged one's (the call passes the size in ph_gemm_args::workspace_bytes).
+// but a ragged one's (the call passes the size in ph_gemm_args::workspace_bytes). With `b_kept`,
+// every call passes kept panels for B (ph_gemm_args::b_panels, sized by gemm_b_panels_bytes)
+// and a vector kernel packs B there: its workspace holds A's strips alone.
 int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& kernel = "",
-                             bool bf16_operands = false, bool a_in_place = false);
+                             bool bf16_operands = false, bool a_in_place = false, bool b_kept = false);
 
 // The bytes of a kept B (ph_gemm_args::b_panels) of k x n for micro-kernel `kernel`: its key and
 // its panels; 0 where that kernel packs B its own way (a tile kernel given bf16 operands) and
