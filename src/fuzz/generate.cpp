@@ -1611,8 +1611,10 @@ class Generator {
       if (!whole_rows && chance(0.4)) {
         const int64_t k = choose<int64_t>({1, 2, 3, 5, 9, 33});
         const bool gemm = chance(0.5);
-        int y = tensor({gemm ? groups : rows, k, n}, in_dtype());
-        int a = gemm ? tensor({rows, k}, in_dtype()) : -1;
+        // (a's dtype mostly y's: a 16-bit operand beside an f32 one rounds the other on the MXU)
+        const DType dt = in_dtype();
+        int y = tensor({gemm ? groups : rows, k, n}, dt);
+        int a = gemm ? tensor({rows, k}, chance(0.8) ? dt : in_dtype()) : -1;
         int tk = new_tile(), v = new_var();
         inner.body.push_back(var_decl(v, add_full({tr, tn}, 0.0)));
         Stmt nested = loop({dim(k)}, {tk});
@@ -1627,7 +1629,8 @@ class Generator {
       // group's w [groups, k, n], a B the same on every trip (its panels kept across them).
       if (!whole_rows && chance(0.3)) {
         const int64_t k = choose<int64_t>({1, 4, 19, 64});
-        int a = tensor({rows, k}, in_dtype()), w = tensor({groups, k, n}, in_dtype());
+        const DType dt = in_dtype();
+        int a = tensor({rows, k}, dt), w = tensor({groups, k, n}, chance(0.8) ? dt : in_dtype());
         leaves.push_back([=, this] {
           return dot(load(a, {tile_ix(tr), all_ix()}), load(w, {group(), all_ix(), tile_ix(tn)}));
         });

@@ -197,6 +197,9 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
     }
   };
   bool has_dot = std::any_of(dot_role.begin(), dot_role.end(), [](int r) { return r >= 0; });
+  // (Before the dots are fitted: the order decides which Bs are kept, and a kept B's panels
+  // take no room in fast memory. Again after the M tile is put fastest, which it overrides.)
+  put_jagged_bounds_fastest(fn, knobs, c);
   if (has_dot) {
     for (size_t i = 0; i < dot_role.size(); ++i)
       if (dot_role[i] >= 0) c.block_sizes[i] = std::min(preferred[dot_role[i]], spec.block_sizes[i].choices.back());
