@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "ir/collectives.h"
 #include "ir/printer.h"
+#include "ir/value_tiles.h"
 #include "ir/views.h"
 #include "lower/cache_hints.h"
 #include "lower/config_space.h"
@@ -397,20 +398,8 @@ class Planner {
         if (t == moving) return true;
       return false;
     };
-    std::map<std::pair<int, int>, bool> moves;
-    std::function<bool(int, int)> value_moves = [&](int v, int moving) {
-      if (auto it = moves.find({v, moving}); it != moves.end()) return it->second;
-      bool m = false;
-      if (auto d = defs.find(v); d != defs.end()) {
-        const Op& op = *d->second;
-        const bool reads_tile = op.kind == OpKind::TileBegin || op.kind == OpKind::TileEnd ||
-                                op.kind == OpKind::TileIndex || op.kind == OpKind::TileId;
-        m = reads_tile && tile_moves(op.tile, moving);
-        for (int o : op.operands) m = m || value_moves(o, moving);
-        for (const ir::IndexItem& ix : op.index) m = m || (ix.value >= 0 && value_moves(ix.value, moving));
-      }
-      return moves[{v, moving}] = m;
-    };
+    const ir::ValueTiles value_tiles(fn, launch.body);
+    auto value_moves = [&](int v, int moving) { return value_tiles.of(v).count(moving) > 0; };
     auto index_moves = [&](const Op& load, int moving) {
       return std::any_of(load.index.begin(), load.index.end(), [&](const ir::IndexItem& ix) {
         return ix.kind == ir::IndexItem::Tile ? tile_moves(ix.tile, moving)

@@ -2,11 +2,11 @@
 #include "backend/cpu/default_config.h"
 
 #include <algorithm>
-#include <map>
 #include <set>
 
 #include "backend/cpu/jit.h"
 #include "ir/trip_guard.h"
+#include "ir/value_tiles.h"
 #include "lower/cache_hints.h"
 #include "lower/config_space.h"
 #include "lower/lower.h"
@@ -42,26 +42,13 @@ static int default_vector_bits(const ir::Function& fn, const ConfigSpec& spec) {
 // The grid dims of `launch` that a jagged loop's range is computed from (moe_matmul's expert,
 // whose offsets bound the loop over its tokens): the positions in launch.loop_tiles.
 static std::vector<int> grid_dims_bounding_jagged_loops(const ir::Function& fn, const Op& launch) {
-  std::map<int, const Op*> defs;
-  std::vector<int> bounds;  // the values jagged loops' ranges are
+  const ir::ValueTiles value_tiles(fn, launch.body);
+  std::set<int> tiles;
   ir::walk(launch.body, [&](const Op& op) {
-    if (op.result >= 0) defs[op.result] = &op;
     if (op.kind == OpKind::Loop &&
         std::any_of(op.loop_tiles.begin(), op.loop_tiles.end(), [&](int t) { return fn.tiles[t].is_jagged(); }))
-      bounds.insert(bounds.end(), op.operands.begin(), op.operands.end());
+      for (int bound : op.operands) tiles.insert(value_tiles.of(bound).begin(), value_tiles.of(bound).end());
   });
-  std::set<int> seen, tiles;
-  while (!bounds.empty()) {
-    const int v = bounds.back();
-    bounds.pop_back();
-    if (v < 0 || !seen.insert(v).second || !defs.count(v)) continue;
-    const Op& op = *defs.at(v);
-    if (op.kind == OpKind::TileBegin || op.kind == OpKind::TileEnd || op.kind == OpKind::TileIndex ||
-        op.kind == OpKind::TileId)
-      for (int t = op.tile; t >= 0; t = fn.tiles[t].parent) tiles.insert(t);
-    bounds.insert(bounds.end(), op.operands.begin(), op.operands.end());
-    for (const ir::IndexItem& ix : op.index) bounds.push_back(ix.value);
-  }
   std::vector<int> dims;
   for (size_t d = 0; d < launch.loop_tiles.size(); ++d)
     if (tiles.count(launch.loop_tiles[d])) dims.push_back(static_cast<int>(d));
