@@ -91,10 +91,14 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
     if (op.kind != OpKind::Load && op.kind != OpKind::Store) return;
     const ir::TensorInfo& t = fn.tensors[op.tensor];
     double weight = static_cast<double>(shape_numel(t.shape)) * dtype_size(t.dtype);
-    bool last = true;
+    // (the innermost item: a run of its block's elements where its dim has stride 1; an item
+    // skipped after it, a whole dim or a scalar index, makes the next one's run longer or strided)
+    bool last = op.index.size() == t.shape.size() && (t.strides.empty() || t.strides.back() == 1);
     for (auto it = op.index.rbegin(); it != op.index.rend(); ++it) {
-      if (it->kind == ir::IndexItem::All) last = false;  // (the run is longer than the block)
-      if (it->kind == ir::IndexItem::All || it->kind == ir::IndexItem::Scalar) continue;
+      if (it->kind == ir::IndexItem::All || it->kind == ir::IndexItem::Scalar) {
+        last = false;
+        continue;
+      }
       if (it->kind != ir::IndexItem::Tile) break;
       const int block = fn.tiles[it->tile].block;
       contiguous[block] += weight;
@@ -128,38 +132,51 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
     }
     return true;
   };
-  // (A launch that a short run's growth, below, left with fewer steps holds no other block back.)
-  std::vector<bool> steps_spent_on_a_run;
+  // A launch with fewer steps than 4 per thread (or than its grid has at blocks of 1).
   auto few_steps = [&](const lower::LaunchPlan& L) {
     int64_t max_steps = 1;
     for (const lower::GridDim& g : L.grid) max_steps *= g.extent;
     return L.total_steps < std::min<int64_t>(4 * spec.max_threads, max_steps);
   };
-  auto enough_steps = [&](const lower::BlockProgram& p, const lower::BlockProgram& was) {
+  // Launches that a short run's growth (below) took under 4 steps per thread: they hold no other
+  // block back while their steps stay as they are.
+  std::vector<bool> spent_on_a_run;
+  // The launches of `p` whose steps hold a growth back (`was`: the plan before it).
+  auto held_back = [&](const lower::BlockProgram& p, const lower::BlockProgram& was) {
+    std::vector<size_t> held;
     for (size_t l = 0; l < p.launches.size(); ++l) {
-      if (l < steps_spent_on_a_run.size() && steps_spent_on_a_run[l] &&
-          p.launches[l].total_steps == was.launches[l].total_steps)
-        continue;
-      if (few_steps(p.launches[l])) return false;
+      const bool spent = l < spent_on_a_run.size() && spent_on_a_run[l];
+      if (few_steps(p.launches[l]) && !(spent && p.launches[l].total_steps == was.launches[l].total_steps))
+        held.push_back(l);
     }
-    return true;
+    return held;
   };
   // The biggest stream's unit-stride run is grown to 512 bytes (8 cache lines) even where that
-  // leaves a step per thread, not 4: strided runs shorter than that leave the prefetchers and
-  // DRAM pages half used. segment_sum [131072, 256, 2048], whose scan walks row blocks down a
-  // column stripe per step: f32 at 32 columns (8 steps) 11.3-11.6 ms, at 128 (2 steps) 8.6 ms;
+  // leaves fewer than 4 steps per thread: strided runs shorter than that leave the prefetchers
+  // and DRAM pages half used. segment_sum [131072, 256, 2048], whose scan walks row blocks down
+  // a column stripe per step: f32 at 32 columns (8 steps) 11.3-11.6 ms, at 128 (2 steps) 8.6 ms;
   // bf16 (128 columns, 256 bytes: 512 would leave one step) 10.3 -> 9.5 ms (AMD EPYC Zen 5,
-  // 2 threads).
+  // 2 threads). Only where the launches it holds to fewer steps had enough before (or were
+  // spent on this run already: a launch short for other reasons, a fixed block or a dot's,
+  // still holds it back), and only while the slowest thread's share of each does not grow: with
+  // c steps before and n after on T threads, ceil(n / T) / n <= ceil(c / T) / c (8 steps of 32
+  // columns on 6 threads give a thread 64 columns; 2 of 128 would give one 128).
   constexpr int64_t kMinRunBytes = 512;
-  auto a_step_per_thread = [&](const lower::BlockProgram& p, const lower::BlockProgram& was) {
-    for (size_t l = 0; l < p.launches.size(); ++l)
-      if (p.launches[l].total_steps < std::min<int64_t>(spec.max_threads, was.launches[l].total_steps)) return false;
-    return true;
-  };
   auto short_run = [&](size_t i) {
     const int block = spec.block_sizes[i].block_id;
     return !order.empty() && i == order[0] && heaviest_run[block] > 0 &&
+           2 * heaviest_run[block] >= contiguous[block] &&  // (the run's tensor is most of the block's bytes)
            c.block_sizes[i] * run_element_bytes[block] < kMinRunBytes;
+  };
+  auto steps_spent_well = [&](const std::vector<size_t>& held, const lower::BlockProgram& p,
+                              const lower::BlockProgram& was) {
+    const int64_t t = spec.max_threads;
+    for (size_t l : held) {
+      const int64_t n = p.launches[l].total_steps, before = was.launches[l].total_steps;
+      const bool spent = l < spent_on_a_run.size() && spent_on_a_run[l];
+      if ((few_steps(was.launches[l]) && !spent) || (n + t - 1) / t * before > (before + t - 1) / t * n) return false;
+    }
+    return true;
   };
   // Kernels with dot products: start from GEMM-like blocks (runtime::gemm_preferred_block: M 256,
   // N 256, K 256 for the vector micro-kernels), which keep the micro-kernels busy and the packed
@@ -272,13 +289,10 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
       if (cand.block_sizes == c.block_sizes) continue;  // held at a dot's block
       lower::BlockProgram next = lower::plan(fn, cand, backend);
       if (!acceptable(next, current)) continue;
-      const bool for_a_run = !enough_steps(next, current) && short_run(i) && a_step_per_thread(next, current);
-      if (for_a_run || enough_steps(next, current)) {
-        if (for_a_run) {
-          steps_spent_on_a_run.resize(next.launches.size(), false);
-          for (size_t l = 0; l < next.launches.size(); ++l)
-            if (few_steps(next.launches[l])) steps_spent_on_a_run[l] = true;
-        }
+      const std::vector<size_t> held = held_back(next, current);
+      if (held.empty() || (short_run(i) && steps_spent_well(held, next, current))) {
+        spent_on_a_run.resize(next.launches.size(), false);
+        for (size_t l : held) spent_on_a_run[l] = true;
         c = cand;
         current = std::move(next);
         grew = true;
