@@ -272,20 +272,26 @@ TEST(Fuzz, GeneratorDrawsMaskedDotOperands) {
 // differed from the one-block interpretation by 0.094 where 0.04 was allowed; its partials
 // cancel, so no tolerance relative to the result holds. Both round at the same points now.
 TEST(Fuzz, RoundedProductsAreComparedAtTheConfigsOwnBlocks) {
+  auto rounds = [](const fz::Program& p) {
+    return std::any_of(p.exprs.begin(), p.exprs.end(),
+                       [](const fz::Expr& e) { return e.kind == fz::Expr::Dot && e.dtype != ph::DType::f32; });
+  };
+  // (If the generator stops drawing that program at 177, find the new seed of one that cancels.)
+  ASSERT_TRUE(rounds(fz::generate(177, "matmul"))) << "matmul seed 177 no longer draws the rounded product";
+  const std::vector<fz::Finding> at177 = fz::check_on_cpu(fz::generate(177, "matmul"), 177, 8);
+  EXPECT_TRUE(at177.empty()) << describe(at177);
   int rounded = 0;
-  for (uint64_t seed : {uint64_t{177}, uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{4}, uint64_t{5}}) {
-    for (uint64_t s = seed; s < seed + 400; s += 6) {
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    for (uint64_t s = seed; s < seed + 400; s += 5) {
       fz::Program p = fz::generate(s, "matmul");
-      if (std::none_of(p.exprs.begin(), p.exprs.end(),
-                       [](const fz::Expr& e) { return e.kind == fz::Expr::Dot && e.dtype != ph::DType::f32; }))
-        continue;
+      if (!rounds(p)) continue;
       ++rounded;
-      std::vector<fz::Finding> f = fz::check_on_cpu(p, s, 8);
+      std::vector<fz::Finding> f = fz::check_on_cpu(p, s, 3);
       EXPECT_TRUE(f.empty()) << "matmul seed " << s << ": " << describe(f);
       break;
     }
   }
-  EXPECT_EQ(rounded, 6) << "rounded products are drawn";
+  EXPECT_EQ(rounded, 5) << "rounded products are drawn";
 }
 
 // The atomics family: atomic adds, maxima and minima whose grid steps meet (a split reduction,
