@@ -339,4 +339,49 @@ TEST(Trust, PowAndNanPropagationFollowTorch) {
   for (int64_t i = 0; i < want.numel(); ++i) EXPECT_TRUE(same(got.get(i), want.get(i))) << i;
 }
 
+// A row's amax and amin keep their lanes with plain compares and flag a NaN apart
+// (emit/reductions.cpp): a NaN in any lane of the vector loop, or in the scalar tail, still
+// reaches the result, and rows without one (infinities, signed zeros) give torch's max and min.
+ph::Tensor row_max_and_min(ph::Tensor x) {
+  auto [rows, cols] = x.sizes<2>();
+  (void)cols;
+  auto out = ph::empty({rows, 2});
+  for (auto t : ph::tile(rows)) {
+    auto row = x[t, ph::all];
+    out[t, 0] = ph::amax(row, 1);
+    out[t, 1] = ph::amin(row, 1);
+  }
+  return out;
+}
+
+TEST(Trust, RowMaxAndMinFlagANanInEveryLane) {
+  ph::Kernel k("row_max_and_min", row_max_and_min);
+  const int64_t cols = 100;  // 3 vector trips of 32 lanes and a tail of 4
+  const std::vector<int64_t> nan_at = {0, 1, 15, 16, 31, 32, 63, 64, 95, 96, 99, -1, -1};
+  const int64_t rows = static_cast<int64_t>(nan_at.size());
+  ph::Array x = ph::Array::random({rows, cols}, ph::DType::f32, 7, -1, 1);
+  x.set(11 * cols + 40, INFINITY);  // row 11: an infinity and no NaN
+  x.set(11 * cols + 41, -INFINITY);
+  for (int64_t j = 0; j < cols; ++j) x.set(12 * cols + j, j % 2 ? 0.0 : -0.0);  // row 12: zeros alone
+  for (int64_t r = 0; r < rows; ++r)
+    if (nan_at[r] >= 0) x.set(r * cols + nan_at[r], NAN);
+  for (const char* config : {R"({"vector_bits":512})", R"({"vector_bits":256})", R"({"vector_bits":128})"}) {
+    ph::Config c = ph::Config::from_json(config);
+    ph::Array got = k.compile({x}, &c).run({x}).at(0);
+    for (int64_t r = 0; r < rows; ++r) {
+      if (nan_at[r] >= 0) {
+        EXPECT_TRUE(std::isnan(got.get(r * 2)) && std::isnan(got.get(r * 2 + 1))) << config << " NaN at " << nan_at[r];
+        continue;
+      }
+      double mx = -INFINITY, mn = INFINITY;
+      for (int64_t j = 0; j < cols; ++j) {
+        mx = std::max(mx, x.get(r * cols + j));
+        mn = std::min(mn, x.get(r * cols + j));
+      }
+      EXPECT_EQ(got.get(r * 2), mx) << config << " row " << r;
+      EXPECT_EQ(got.get(r * 2 + 1), mn) << config << " row " << r;
+    }
+  }
+}
+
 }  // namespace

@@ -23,6 +23,14 @@ void LaunchEmitter::reduce(const Op& op) {
     if (f == ReduceFn::min) return "ph_min(" + acc + ", " + x + ")";
     return acc + " + " + x;
   };
+  // A float max or min keeps its lanes with plain compares (vmaxps: a 2-cycle chain) and flags
+  // a NaN apart, off the chain, where ph_max's NaN test on the accumulator put a compare, a
+  // mask merge and a blend on it: cross_entropy's row max took 40% of the kernel. The result is
+  // the same: NaN where any element is, else the max (equal elements keep the later one, as
+  // ph_max does). Same-build A/B, 2 threads, AMD EPYC Zen 5 (a noisy host: medians of 3-5
+  // interleaved runs): softmax [4096, 4096] bf16 2.97 -> 2.74 ms, cross_entropy [2048, 32000]
+  // bf16 14.96 -> 14.18 ms, attention [1, 8, 2048, 64] f32 26.1 -> 24.7 ms.
+  const bool nan_flags = dt == DType::f32 && (f == ReduceFn::max || f == ReduceFn::min);
   const Dim& rd = in.shape[op.axis];
   const std::string count = extent(rd);
   auto finalize = [&](const std::string& acc) {
@@ -60,6 +68,10 @@ void LaunchEmitter::reduce(const Op& op) {
           }
           line(ty + " accv[kLanes];");
           line("for (int k = 0; k < kLanes; ++k) accv[k] = " + init + ";");
+          if (nan_flags) {
+            line("int32_t nanv[kLanes];");
+            line("for (int k = 0; k < kLanes; ++k) nanv[k] = 0;");
+          }
           line("int64_t ir = 0;");
           Idx lane = full;
           lane.push_back("(ir + k)");
@@ -71,9 +83,20 @@ void LaunchEmitter::reduce(const Op& op) {
           const Op* cast = nullptr;
           if (r && r->stores >= 0 && r->stores != r->computes)
             ir::walk(L_.op->body, [&](const Op& o) { cast = o.result == r->stores ? &o : cast; });
-          auto element = [&](const Idx& at, const std::string& lane_acc) {
+          // (`lane` names the accumulator's slot: "k" in the vector loop, "0" in the tail.)
+          auto accumulate = [&](const std::string& lane_at, const std::string& x) {
+            const std::string acc = "accv[" + lane_at + "]";
+            if (!nan_flags) {
+              line(acc + " = " + combine(acc, x) + ";");
+              return;
+            }
+            line("const float ph_x = " + x + ";");
+            line(acc + " = " + acc + (f == ReduceFn::max ? " > " : " < ") + "ph_x ? " + acc + " : ph_x;");
+            line("nanv[" + lane_at + "] |= (ph_x != ph_x);");
+          };
+          auto element = [&](const Idx& at, const std::string& lane_at) {
             if (!r || r->computes < 0) {
-              line(lane_acc + " = " + combine(lane_acc, expr(op.operands[0], at)) + ";");
+              accumulate(lane_at, expr(op.operands[0], at));
               return;
             }
             const Op& producer = *def_.at(r->computes);
@@ -87,7 +110,7 @@ void LaunchEmitter::reduce(const Op& op) {
                    (is16(stored.dtype) ? stored_op_expr(stored.dtype, *cast, at) : op_expr(*cast, at)) + ";");
               named_values_.erase(r->computes);
             }
-            line(lane_acc + " = " + combine(lane_acc, "e") + ";");
+            accumulate(lane_at, "e");
           };
           hoisted_loop("ir", "for (; ir + kLanes <= " + count + "; ir += kLanes) {", "", [&] {
             // (the next step's lines of these elements, spread over the row: cache_hints.cpp)
@@ -95,13 +118,13 @@ void LaunchEmitter::reduce(const Op& op) {
             line("#pragma omp simd");
             line("for (int64_t k = 0; k < kLanes; ++k) {");
             ++depth_;
-            element(lane, "accv[k]");
+            element(lane, "k");
             --depth_;
             line("}");
           });
           line("for (; ir < " + count + "; ++ir) {");
           ++depth_;
-          element(tail, "accv[0]");
+          element(tail, "0");
           --depth_;
           line("}");
           // The lanes fold pairwise, halving each time, each halving a simd loop of constant
@@ -113,6 +136,14 @@ void LaunchEmitter::reduce(const Op& op) {
             line("#pragma omp simd");
             line("for (int k = 0; k < " + width + "; ++k) accv[k] = " + combine("accv[k]", "accv[k + " + width + "]") +
                  ";");
+          }
+          if (nan_flags) {
+            for (int w = kReductionLanes / 2; w > 0; w /= 2) {
+              line("#pragma omp simd");
+              line("for (int k = 0; k < " + std::to_string(w) + "; ++k) nanv[k] |= nanv[k + " + std::to_string(w) +
+                   "];");
+            }
+            line("if (nanv[0]) accv[0] = __builtin_nanf(\"\");");
           }
           full.push_back("0");
           line(out_ref(out_idx(full)) + " = " + finalize("accv[0]") + ";");
