@@ -230,6 +230,23 @@ TEST(Fuzz, GeneratorDrawsIndexMasksThatTheCpuDecidesPerBlock) {
   EXPECT_EQ(versioned, 8) << "index masks are drawn, and the cpu versions them";
 }
 
+// One-hot picks in loop_reduce (cross_entropy's target logit: sum(where(t.index() == j, x, 0)),
+// j a row's label, some past the row or negative, or the row's own index): the cpu reads the
+// picked element alone (emit/reductions.cpp), and agrees with the interpreter at several configs.
+TEST(Fuzz, GeneratorDrawsOneHotPicksThatTheCpuReadsOnce) {
+  int picked = 0;
+  for (uint64_t seed = 1; seed <= 400 && picked < 6; ++seed) {
+    fz::Program p = fz::generate(seed, "loop_reduce");
+    std::vector<ph::Array> in = fz::make_inputs(p, seed);
+    std::string src = fz::make_kernel(p)->compile(fz::make_args(p, in)).source();
+    if (src.find("ph_pick") == std::string::npos) continue;
+    ++picked;
+    std::vector<fz::Finding> f = fz::check_on_cpu(p, seed, 4);
+    EXPECT_TRUE(f.empty()) << "loop_reduce seed " << seed << ": " << describe(f);
+  }
+  EXPECT_EQ(picked, 6) << "one-hot picks are drawn, and the cpu reads the picked element alone";
+}
+
 // Rows read after their reduction only through a 16-bit cast (row_reduce): a costly value is
 // computed in the reduction's loop, which stores the cast (lower/fusion.h); programs whose source
 // does so agree with the interpreter at several configs.

@@ -384,4 +384,51 @@ TEST(Trust, RowMaxAndMinFlagANanInEveryLane) {
   }
 }
 
+// A one-hot sum, sum(where(cols.index() == label, x, 0)) over column blocks, reads only the
+// picked element on the cpu (emit/reductions.cpp). It must still give what the full sum gives:
+// x at the label where the label is in the block, 0 where it is not (negative, past the row,
+// another block), whatever the other columns hold (NaN, infinities), and +0 for a picked -0.
+ph::Tensor picked_logit(ph::Tensor x, ph::Tensor label) {
+  auto [rows, cols] = x.sizes<2>();
+  auto out = ph::empty({rows});
+  for (auto r : ph::tile(rows)) {
+    ph::Var acc = ph::zeros({r});
+    for (auto c : ph::tile(cols))
+      acc = acc + ph::sum(ph::where(c.index() == label[r].unsqueeze(-1), x[r, c], 0.0f), -1);
+    out[r] = acc;
+  }
+  return out;
+}
+
+TEST(Trust, OneHotSumsGiveThePickedElementOnly) {
+  ph::Kernel k("picked_logit", picked_logit);
+  const int64_t cols = 100;
+  const std::vector<int64_t> labels = {5, -1, 100, 99, 7, 40, 64, 0};
+  const int64_t rows = static_cast<int64_t>(labels.size());
+  ph::Array x = ph::Array::random({rows, cols}, ph::DType::f32, 3, -2, 2);
+  ph::Array label = ph::Array::empty({rows}, ph::DType::i64);
+  for (int64_t r = 0; r < rows; ++r) {
+    label.set(r, static_cast<double>(labels[r]));
+    x.set(r * cols + (labels[r] + 1) % cols, NAN);  // a NaN beside the pick
+    x.set(r * cols + (labels[r] + 3) % cols, -INFINITY);
+  }
+  x.set(4 * cols + 7, -0.0);       // row 4 picks -0
+  x.set(5 * cols + 40, INFINITY);  // row 5 picks inf
+  const ph::Array want = k.interpret({x, label}).at(0);
+  for (const char* config : {R"({"block_sizes":[1,32]})", R"({"block_sizes":[8,64]})", R"({"block_sizes":[2,128]})"}) {
+    ph::Config c = ph::Config::from_json(config);
+    const std::string src = k.compile({x, label}, &c).source();
+    EXPECT_NE(src.find("ph_pick"), std::string::npos) << "the cpu reads the picked element alone";
+    ph::Array got = k.compile({x, label}, &c).run({x, label}).at(0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const double in_row = labels[r] >= 0 && labels[r] < cols ? x.get(r * cols + labels[r]) : 0.0;
+      const double expect = 0.0 + in_row;  // (+0 for a picked -0: the Var sums from 0)
+      EXPECT_TRUE(got.get(r) == expect || (std::isnan(got.get(r)) && std::isnan(expect))) << config << " row " << r;
+      EXPECT_EQ(std::signbit(got.get(r)), std::signbit(expect)) << config << " row " << r;
+      EXPECT_TRUE(got.get(r) == want.get(r) && std::signbit(got.get(r)) == std::signbit(want.get(r)))
+          << config << " row " << r << ": the interpreter has " << want.get(r);
+    }
+  }
+}
+
 }  // namespace

@@ -728,6 +728,20 @@ class Generator {
       Stmt inner = loop({dn}, {tn});
       int blk = transform(anchored(fexpr(leaves, exact, 3), leaves[0]));
       if (chance(0.25)) blk = masked(tm, tn, blk, f == ReduceFn::min ? 2.5 : f == ReduceFn::max ? -2.5 : 0.0);
+      if (f == ReduceFn::sum && chance(0.25)) {
+        // A one-hot pick (cross_entropy's target logit): sum(where(tn's index == j, x, 0)), j a
+        // row's label (some past the row's end, some negative: they pick nothing) or the row's
+        // own index (the diagonal), the cpu's single read of the picked element (or of none).
+        int j;
+        if (chance(0.3)) {
+          j = tile_index(tm, false);
+        } else {
+          j = load(tensor({m}, chance(0.5) ? DType::i32 : DType::i64, false, n + 3), {tile_ix(tm)});
+          if (chance(0.3)) j = bin(BinaryFn::sub, j, inum(2));
+        }
+        const int index = tile_index(tn, false), row_j = unsqueeze(j, -1);
+        blk = where(chance(0.7) ? bin(BinaryFn::eq, index, row_j) : bin(BinaryFn::eq, row_j, index), blk, num(0.0));
+      }
       int r = reduce(f == ReduceFn::mean ? ReduceFn::sum : f, blk, -1, false);
       int acc = var_read(v);
       int next = f == ReduceFn::max   ? bin(BinaryFn::maximum, acc, r)
@@ -747,9 +761,14 @@ class Generator {
     };
     int result;
     if (chance(0.35)) {  // two passes: the row max, then sum(exp(x - max)) (a log-sum-exp)
+      // (Each pass draws its own expression, so x - max is not bounded by 0: it is kept under 60,
+      // whose exp and a row's sum of them stay finite in f32 as in the interpreter's double.
+      // Unbounded, an exp(96) was inf on the cpu and 4.9e41 in the interpreter: loop_reduce seed
+      // 4285.)
       int vmax = pass(ReduceFn::max, [](int e) { return e; });
       int vsum = pass(ReduceFn::sum, [&, vmax](int e) {
-        return un(UnaryFn::exp, bin(BinaryFn::sub, e, unsqueeze(var_read(vmax), -1)));
+        return un(UnaryFn::exp,
+                  bin(BinaryFn::minimum, bin(BinaryFn::sub, e, unsqueeze(var_read(vmax), -1)), num(60.0)));
       });
       result = bin(BinaryFn::add, un(UnaryFn::log, var_read(vsum)), var_read(vmax));
     } else {

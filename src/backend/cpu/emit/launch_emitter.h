@@ -145,6 +145,12 @@ class LaunchEmitter : private EmitContext {
 
   // --- reductions (reductions.cpp) ---
   void reduce(const Op& op);
+  struct OneHotPick {  // sum(where(i == j, x, 0)) along the tile that i indexes (reductions.cpp)
+    const Op* where = nullptr;
+    const Op* eq = nullptr;
+    int index_side = 0;  // which operand of `eq` is i
+  };
+  std::optional<OneHotPick> one_hot_pick(const Op& reduce) const;
 
   // --- scans (scans.cpp) ---
   void scan(const Op& op);

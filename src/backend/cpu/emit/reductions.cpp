@@ -2,12 +2,83 @@
 // partial accumulators that stay in vector registers, along an outer axis into the output block.
 
 #include <cstdint>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "backend/cpu/emit/launch_emitter.h"
 #include "parhelion/error.h"
 
 namespace parhelion::backend::cpu::emit {
+
+// sum(where(i == j, x, 0)) along the innermost axis, where i is the reduced dim's tile index and
+// j does not vary along that dim (cross_entropy's target logit, `where(cols.index() == label, x,
+// 0)`): one element at most is x and the others add 0, so the sum is 0 + x at j's position in
+// the block, or 0 where j is outside it. Returns the where, and which side of its `==` is i; the
+// reduction then reads one element instead of the row (a third of cross_entropy's passes).
+std::optional<LaunchEmitter::OneHotPick> LaunchEmitter::one_hot_pick(const Op& reduce) const {
+  const ir::Type& in = type(reduce.operands[0]);
+  const Dim& rd = in.shape[reduce.axis];
+  if (static_cast<ReduceFn>(reduce.fn) != ReduceFn::sum || type(reduce.result).dtype != DType::f32 ||
+      reduce.axis != in.rank() - 1 || rd.kind != Dim::Tile)
+    return std::nullopt;
+  auto defined = [&](int v) -> const Op* {
+    if (L_.materialized(v) >= 0 || named_values_.count(v)) return nullptr;
+    auto d = def_.find(v);
+    return d == def_.end() ? nullptr : d->second;
+  };
+  // (not where the reduction's loop also computes and stores its operand's producer)
+  if (const lower::ValuePlan* r = value_plan(reduce.result); r && r->computes >= 0) return std::nullopt;
+  const Op* where = defined(reduce.operands[0]);
+  if (!where || where->kind != OpKind::Where) return std::nullopt;
+  // The picked value is read at one computed position, outside any simd loop's checks ahead: it
+  // may read tensors only through tiles, whole dims and scalars (no gathers, slices or masks).
+  std::vector<int> todo = {where->operands[1]};
+  for (std::set<int> seen; !todo.empty();) {
+    const int v = todo.back();
+    todo.pop_back();
+    if (!seen.insert(v).second || type(v).rank() == 0) continue;
+    const Op* d = defined(v);
+    if (!d) {
+      if (L_.materialized(v) >= 0 || named_values_.count(v)) continue;  // a buffer's element
+      return std::nullopt;
+    }
+    switch (d->kind) {
+      case OpKind::Load:
+        if (ir::is_masked(*d)) return std::nullopt;
+        for (const ir::IndexItem& item : d->index)
+          if (item.kind == ir::IndexItem::Gather || item.kind == ir::IndexItem::Slice) return std::nullopt;
+        break;
+      case OpKind::Constant:
+      case OpKind::Full:
+      case OpKind::TileIndex:
+      case OpKind::Unary:
+      case OpKind::Binary:
+      case OpKind::Where:
+      case OpKind::Cast:
+      case OpKind::Unsqueeze:
+      case OpKind::Expand:
+      case OpKind::VarGet:
+        break;
+      default:
+        return std::nullopt;
+    }
+    for (int a : d->operands) todo.push_back(a);
+  }
+  const Op* zero = defined(where->operands[2]);
+  if (!zero || (zero->kind != OpKind::Constant && zero->kind != OpKind::Full) || zero->number != 0) return std::nullopt;
+  const Op* eq = defined(where->operands[0]);
+  if (!eq || eq->kind != OpKind::Binary || static_cast<BinaryFn>(eq->fn) != BinaryFn::eq) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    const Op* index = defined(eq->operands[side]);
+    const ir::Type& other = type(eq->operands[1 - side]);
+    // (i is rank 1, so it lies along the innermost dim; j, right-aligned, must be 1 there)
+    if (index && index->kind == OpKind::TileIndex && index->tile == rd.tile && other.dtype == DType::i64 &&
+        (other.rank() == 0 || other.shape.back().is_one()))
+      return OneHotPick{where, eq, side};
+  }
+  return std::nullopt;
+}
 
 void LaunchEmitter::reduce(const Op& op) {
   auto f = static_cast<ReduceFn>(op.fn);
@@ -57,6 +128,30 @@ void LaunchEmitter::reduce(const Op& op) {
     // the compiler keeps them in vector registers (an `omp simd reduction` clause makes
     // g++ spill its accumulator every iteration), and two vectors hide the add latency.
     std::vector<Dim> outer(in.shape.begin(), in.shape.end() - 1);
+    if (const std::optional<OneHotPick> pick = one_hot_pick(op)) {
+      const Op& index = *def_.at(pick->eq->operands[pick->index_side]);
+      nest(outer, [&](const Idx& oidx) {
+        Idx at_first = oidx, at_pick = oidx;
+        at_first.push_back("0");
+        at_pick.push_back("ph_pick");
+        line("{");
+        ++depth_;
+        line("const int64_t ph_pick = " + operand(*pick->eq, 1 - pick->index_side, at_first) + " - " +
+             op_expr(index, {"0"}) + ";");
+        line(ty + " ph_acc = " + init + ";");
+        ++no_hoist_;  // (the read depends on ph_pick, which the hoisting does not see)
+        const std::string picked = operand(*pick->where, 1, at_pick);
+        --no_hoist_;
+        line("if (ph_pick >= 0 && ph_pick < " + count + ") ph_acc = ph_acc + " + picked + ";");
+        line(out_ref(out_idx(at_first)) + " = ph_acc;");
+        --depth_;
+        line("}");
+      });
+      --depth_;
+      line("}");
+      if (scalar) check_index(op.result);
+      return;
+    }
     nest(
         outer,
         [&](const Idx& oidx) {
