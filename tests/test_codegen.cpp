@@ -101,7 +101,10 @@ TEST(Codegen, LoopOrderPicksTheFastestGridDimension) {
 TEST(Codegen, SoftmaxReductionsAndMaterializedExp) {
   ph::Array x = ph::Array::zeros({64, 2048}, ph::DType::bf16);
   std::string s = ph::kernels::softmax.compile({x}).source();
-  expect_contains(s, "accv[k] = ph_max(accv[k], ");
+  // The row max keeps its lanes with plain compares and a NaN seen in a lane apart.
+  expect_contains(s, "accv[k] = accv[k] > ph_x ? accv[k] : ph_x;");
+  expect_contains(s, "nanv[k] = ph_x != ph_x ? ph_x : nanv[k];");
+  expect_contains(s, "if (nanv[0] != nanv[0]) accv[0] = nanv[0];");
   expect_contains(s, "accv[k] = accv[k] + ");
   // The lanes fold in one simd loop per halving (each a vector op); a lane-by-lane fold is a
   // chain of 31 dependent scalar ops.

@@ -341,7 +341,7 @@ TEST(Trust, PowAndNanPropagationFollowTorch) {
 
 // A row's amax and amin keep their lanes with plain compares and flag a NaN apart
 // (emit/reductions.cpp): a NaN in any lane of the vector loop, or in the scalar tail, still
-// reaches the result, and rows without one (infinities, signed zeros) give torch's max and min.
+// reaches the result, and rows without one (infinities, zeros alone) give the max and min.
 ph::Tensor row_max_and_min(ph::Tensor x) {
   auto [rows, cols] = x.sizes<2>();
   (void)cols;

@@ -764,7 +764,7 @@ class Generator {
       // (Each pass draws its own expression, so x - max is not bounded by 0: it is kept under 60,
       // whose exp and a row's sum of them stay finite in f32 as in the interpreter's double.
       // Unbounded, an exp(96) was inf on the cpu and 4.9e41 in the interpreter: loop_reduce seed
-      // 4285.)
+      // 4285, when one-hot picks were first drawn.)
       int vmax = pass(ReduceFn::max, [](int e) { return e; });
       int vsum = pass(ReduceFn::sum, [&, vmax](int e) {
         return un(UnaryFn::exp,

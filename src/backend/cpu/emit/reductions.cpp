@@ -31,8 +31,10 @@ std::optional<LaunchEmitter::OneHotPick> LaunchEmitter::one_hot_pick(const Op& r
   if (const lower::ValuePlan* r = value_plan(reduce.result); r && r->computes >= 0) return std::nullopt;
   const Op* where = defined(reduce.operands[0]);
   if (!where || where->kind != OpKind::Where) return std::nullopt;
-  // The picked value is read at one computed position, outside any simd loop's checks ahead: it
-  // may read tensors only through tiles, whole dims and scalars (no gathers, slices or masks).
+  // The picked value is read at one computed position, inside the simd loop over the outer dims:
+  // a gather's index there would be checked ahead of that loop, where the position is not yet
+  // computed. So it may read tensors only through tiles, whole dims and scalars (no gathers,
+  // slices or masks).
   std::vector<int> todo = {where->operands[1]};
   for (std::set<int> seen; !todo.empty();) {
     const int v = todo.back();
@@ -94,11 +96,12 @@ void LaunchEmitter::reduce(const Op& op) {
     if (f == ReduceFn::min) return "ph_min(" + acc + ", " + x + ")";
     return acc + " + " + x;
   };
-  // A float max or min keeps its lanes with plain compares (vmaxps: a 2-cycle chain) and flags
-  // a NaN apart, off the chain, where ph_max's NaN test on the accumulator put a compare, a
-  // mask merge and a blend on it: cross_entropy's row max took 40% of the kernel. The result is
-  // the same: NaN where any element is, else the max (equal elements keep the later one, as
-  // ph_max does). Same-build A/B, 2 threads, AMD EPYC Zen 5 (a noisy host: medians of 3-5
+  // A float max or min keeps its lanes with plain compares (vmaxps: a 2-cycle chain) and keeps
+  // a NaN seen in a lane apart (a blend whose compare is off the chain), where ph_max's NaN test
+  // on the accumulator put a compare, a mask merge and a blend on it: cross_entropy's row max
+  // took 40% of the kernel. The result: one of the row's NaNs where it has any (ph_max gave the
+  // first; a NaN's payload and sign are not promised), else the max (equal elements keep the
+  // later one, as ph_max does). Same-build A/B, 2 threads, AMD EPYC Zen 5 (a noisy host: medians of 3-5
   // interleaved runs): softmax [4096, 4096] bf16 2.97 -> 2.74 ms, cross_entropy [2048, 32000]
   // bf16 14.96 -> 14.18 ms, attention [1, 8, 2048, 64] f32 26.1 -> 24.7 ms.
   const bool nan_flags = dt == DType::f32 && (f == ReduceFn::max || f == ReduceFn::min);
@@ -136,13 +139,16 @@ void LaunchEmitter::reduce(const Op& op) {
         at_pick.push_back("ph_pick");
         line("{");
         ++depth_;
-        line("const int64_t ph_pick = " + operand(*pick->eq, 1 - pick->index_side, at_first) + " - " +
-             op_expr(index, {"0"}) + ";");
+        // (in uint64: a label near INT64_MIN minus the offset would overflow an int64)
+        line("const int64_t ph_pick = static_cast<int64_t>(static_cast<uint64_t>(" +
+             operand(*pick->eq, 1 - pick->index_side, at_first) + ") - static_cast<uint64_t>(" + op_expr(index, {"0"}) +
+             "));");
         line(ty + " ph_acc = " + init + ";");
         ++no_hoist_;  // (the read depends on ph_pick, which the hoisting does not see)
         const std::string picked = operand(*pick->where, 1, at_pick);
         --no_hoist_;
-        line("if (ph_pick >= 0 && ph_pick < " + count + ") ph_acc = ph_acc + " + picked + ";");
+        line("if (static_cast<uint64_t>(ph_pick) < static_cast<uint64_t>(" + count + ")) ph_acc = ph_acc + " + picked +
+             ";");
         line(out_ref(out_idx(at_first)) + " = ph_acc;");
         --depth_;
         line("}");
@@ -164,8 +170,8 @@ void LaunchEmitter::reduce(const Op& op) {
           line(ty + " accv[kLanes];");
           line("for (int k = 0; k < kLanes; ++k) accv[k] = " + init + ";");
           if (nan_flags) {
-            line("int32_t nanv[kLanes];");
-            line("for (int k = 0; k < kLanes; ++k) nanv[k] = 0;");
+            line("float nanv[kLanes];");
+            line("for (int k = 0; k < kLanes; ++k) nanv[k] = 0.0f;");
           }
           line("int64_t ir = 0;");
           Idx lane = full;
@@ -187,7 +193,7 @@ void LaunchEmitter::reduce(const Op& op) {
             }
             line("const float ph_x = " + x + ";");
             line(acc + " = " + acc + (f == ReduceFn::max ? " > " : " < ") + "ph_x ? " + acc + " : ph_x;");
-            line("nanv[" + lane_at + "] |= (ph_x != ph_x);");
+            line("nanv[" + lane_at + "] = ph_x != ph_x ? ph_x : nanv[" + lane_at + "];");
           };
           auto element = [&](const Idx& at, const std::string& lane_at) {
             if (!r || r->computes < 0) {
@@ -235,10 +241,10 @@ void LaunchEmitter::reduce(const Op& op) {
           if (nan_flags) {
             for (int w = kReductionLanes / 2; w > 0; w /= 2) {
               line("#pragma omp simd");
-              line("for (int k = 0; k < " + std::to_string(w) + "; ++k) nanv[k] |= nanv[k + " + std::to_string(w) +
-                   "];");
+              line("for (int k = 0; k < " + std::to_string(w) +
+                   "; ++k) nanv[k] = nanv[k] != nanv[k] ? nanv[k] : nanv[k + " + std::to_string(w) + "];");
             }
-            line("if (nanv[0]) accv[0] = __builtin_nanf(\"\");");
+            line("if (nanv[0] != nanv[0]) accv[0] = nanv[0];");
           }
           full.push_back("0");
           line(out_ref(out_idx(full)) + " = " + finalize("accv[0]") + ";");
