@@ -10,9 +10,9 @@
 //     combines all threads' copies into the tensors after them (the executor calls it).
 //   - InPlace: one thread, a plain update of the tensor.
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backend/cpu/codegen.h"
 #include "backend/cpu/emit/launch_emitter.h"
@@ -76,14 +76,23 @@ void LaunchEmitter::atomic_update(const Op& op) {
   static const char* const kHow[] = {"atomic instructions", "this thread's partial copy", "in place, one thread"};
   line("{  // " + std::string(ir::atomic_name(f)) + " at " + op.loc.str() + ": " + kHow[target->strategy]);
   ++depth_;
-  // A plain update (a partial copy, in place) through an index block may meet the same element
-  // twice in one loop (a histogram's repeated bins): that loop must not be a simd one, whose
-  // vector form (AVX-512's gather and scatter) reads every lane's element before writing any,
-  // and keeps one update of those that meet (Atomics.AHistogramCountsEveryRepeatedIndex counted
-  // 15 too few on an AMD EPYC Zen 5). Updates through tiles alone meet no element twice.
-  const bool may_repeat = target->strategy != lower::AtomicTarget::Atomic &&
-                          std::any_of(op.index.begin(), op.index.end(),
-                                      [](const ir::IndexItem& it) { return it.kind == ir::IndexItem::Gather; });
+  // A plain update (a partial copy, in place) whose innermost loop runs along an index block
+  // may meet the same element twice in that loop (a histogram's repeated bins): it must not be a
+  // simd loop, whose vector form (AVX-512's gather and scatter) reads every lane's element before
+  // writing any, and keeps one update of those that meet (Atomics.AHistogramCountsEveryRepeatedIndex
+  // counted 15 too few on an AMD EPYC Zen 5). Along a tile or a whole dim the elements differ
+  // (moe_matmul's rows, gathered by token, update distinct columns in the simd loop).
+  bool may_repeat = false;
+  if (target->strategy != lower::AtomicTarget::Atomic) {
+    std::vector<const ir::IndexItem*> dims;  // the index item of each region dim
+    for (const ir::IndexItem& it : op.index)
+      if (it.kind != ir::IndexItem::Scalar) dims.push_back(&it);
+    for (size_t d = region.shape.size(); d-- > 0;)
+      if (!region.shape[d].is_one()) {  // the simd loop's dim (nest's innermost)
+        may_repeat = d >= dims.size() || dims[d]->kind == ir::IndexItem::Gather;
+        break;
+      }
+  }
   nest(
       region.shape,
       [&](const Idx& idx) {
