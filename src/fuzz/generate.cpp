@@ -1731,18 +1731,27 @@ class Generator {
       launch.body.push_back(update(out, {tile_ix(tn)}, value, mask));
       p_.body.push_back(std::move(launch));
     } else {  // a scatter with repeated indices: out[ids[t], tn] op= x[t, tn] (or a count)
+      // Sometimes without tn (a histogram, out[ids[t]] op= x[t]): the update's innermost loop then
+      // runs along the index block, where two elements of one vector may meet on a bin (the cpu
+      // vectorized that loop with AVX-512 scatters, and kept one of the updates that met).
+      const bool histogram = chance(0.35);
       const int64_t rows = extent(), bins = choose<int64_t>({1, 2, 3, 7, 16});
       const bool count = f == AtomicFn::add && chance(0.3);
       int ids = tensor({rows}, chance(0.5) ? DType::i32 : DType::i64, false, bins);
-      int x = tensor({rows, n}, in_dtype());
-      int out = output({bins, n}, count);
-      int t = new_tile(), tn = new_tile();
-      Stmt launch = loop({dim(rows), dim(n)}, {t, tn});
-      std::vector<Leaf> leaves = {[=, this] { return load(x, {tile_ix(t), tile_ix(tn)}); }};
+      int x = tensor(histogram ? Shape{rows} : Shape{rows, n}, in_dtype());
+      int out = output(histogram ? Shape{bins} : Shape{bins, n}, count);
+      int t = new_tile(), tn = histogram ? -1 : new_tile();
+      Stmt launch = histogram ? loop({dim(rows)}, {t}) : loop({dim(rows), dim(n)}, {t, tn});
+      std::vector<Leaf> leaves = {[=, this] {
+        return histogram ? load(x, {tile_ix(t)}) : load(x, {tile_ix(t), tile_ix(tn)});
+      }};
       const Subscript row{Subscript::Scalar, -1, load(ids, {tile_ix(t)})};
-      const int value = count ? add_full({t, tn}, 1.0) : fexpr(leaves, leaves, 2);
+      const int value =
+          count ? add_full(histogram ? std::vector<int>{t} : std::vector<int>{t, tn}, 1.0) : fexpr(leaves, leaves, 2);
       const int mask = chance(0.3) ? condition(leaves) : -1;
-      launch.body.push_back(update(out, {row, tile_ix(tn)}, count ? cast(value, DType::i64) : value, mask));
+      launch.body.push_back(update(out,
+                                   histogram ? std::vector<Subscript>{row} : std::vector<Subscript>{row, tile_ix(tn)},
+                                   count ? cast(value, DType::i64) : value, mask));
       p_.body.push_back(std::move(launch));
     }
   }
