@@ -141,14 +141,13 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
   // Launches that a short run's growth (below) took under 4 steps per thread: they hold no other
   // block back while their steps stay as they are.
   std::vector<bool> spent_on_a_run;
+  auto spent = [&](size_t l) { return l < spent_on_a_run.size() && spent_on_a_run[l]; };
   // The launches of `p` whose steps hold a growth back (`was`: the plan before it).
   auto held_back = [&](const lower::BlockProgram& p, const lower::BlockProgram& was) {
     std::vector<size_t> held;
-    for (size_t l = 0; l < p.launches.size(); ++l) {
-      const bool spent = l < spent_on_a_run.size() && spent_on_a_run[l];
-      if (few_steps(p.launches[l]) && !(spent && p.launches[l].total_steps == was.launches[l].total_steps))
+    for (size_t l = 0; l < p.launches.size(); ++l)
+      if (few_steps(p.launches[l]) && !(spent(l) && p.launches[l].total_steps == was.launches[l].total_steps))
         held.push_back(l);
-    }
     return held;
   };
   // The biggest stream's unit-stride run is grown to 512 bytes (8 cache lines) even where that
@@ -173,8 +172,8 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
     const int64_t t = spec.max_threads;
     for (size_t l : held) {
       const int64_t n = p.launches[l].total_steps, before = was.launches[l].total_steps;
-      const bool spent = l < spent_on_a_run.size() && spent_on_a_run[l];
-      if ((few_steps(was.launches[l]) && !spent) || (n + t - 1) / t * before > (before + t - 1) / t * n) return false;
+      if ((few_steps(was.launches[l]) && !spent(l)) || (n + t - 1) / t * before > (before + t - 1) / t * n)
+        return false;
     }
     return true;
   };
