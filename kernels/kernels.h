@@ -69,9 +69,12 @@ extern Kernel<Tensor(Tensor, Tensor, Int)> cross_entropy_ignore_index;
 extern Kernel<Tensor(Tensor, Tensor)> embedding;  // (ids [N] (or rank 2, 3) i32/i64, weight [V,E]) -> [N,E]
 extern Kernel<Tensor(Tensor, Tensor)> concat;     // (x [M,N1], y [M,N2]) -> [M,N1+N2]
 
-// Segment reduction by a scan (segment.cpp): (x [N,D], ids [N] i32/i64 sorted in [0, S),
-// segments [S] (only its length is read)) -> out [S,D], out[s] = the sum of the rows with id s.
+// Segment reductions over sorted ids (segment.cpp). segment_sum: (x [N,D], ids [N] i32/i64
+// sorted in [0, S), segments [S] (only its length is read)) -> out [S,D], out[s] = the sum of the
+// rows with id s. segment_cumsum: (x [N,D], ids [N] sorted) -> out [N,D], out[i] = the sum of
+// the rows j <= i with ids[j] == ids[i] (a running sum that restarts with each segment).
 extern Kernel<Tensor(Tensor, Tensor, Tensor)> segment_sum;
+extern Kernel<Tensor(Tensor, Tensor)> segment_cumsum;
 
 // Dropout (dropout.cpp): (x [M,N], p, seed) -> x / (1 - p) where rand(seed, i) >= p for element i
 // (row-major), else 0; the backward applies the same mask, recomputed from the seed, to grad_out.

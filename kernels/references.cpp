@@ -504,6 +504,26 @@ Array segment_sum(const Array& x, const Array& ids, int64_t num_segments) {
   return out;
 }
 
+Array segment_cumsum(const Array& x, const Array& ids) {
+  const char* fn = "segment_cumsum";
+  check_float(fn, "x", x);
+  check_rank(fn, "x", x, 2);
+  const int64_t n = x.dim(0), d = x.dim(1);
+  if (!ids.defined() || !is_integer(ids.dtype()) || ids.numel() != n) fail(fn, "ids must be N integers");
+  // Accumulated in double, row by row, restarting where the id changes.
+  std::vector<double> run(static_cast<size_t>(d), 0.0);
+  Array out = Array::zeros({n, d}, DType::f32);
+  for (int64_t i = 0; i < n; ++i) {
+    const bool restart = i == 0 || ids.get(i) != ids.get(i - 1);
+    for (int64_t j = 0; j < d; ++j) {
+      auto& r = run[static_cast<size_t>(j)];
+      r = (restart ? 0.0 : r) + x.get(i * d + j);
+      out.set(i * d + j, r);
+    }
+  }
+  return out;
+}
+
 Array cross_entropy_ignore_index(const Array& logits, const Array& labels, int64_t ignore_index) {
   const char* fn = "cross_entropy_ignore_index";
   check_float(fn, "logits", logits);

@@ -75,6 +75,9 @@ Array grouped_gemm(const Array& x, const Array& w, const Array& offsets);
 // out[s, :] = sum of x[i, :] over the rows i with ids[i] == s, for s in [0, num_segments): x [N, D],
 // ids [N] integer in [0, num_segments) (any order here); out f32 [num_segments, D].
 Array segment_sum(const Array& x, const Array& ids, int64_t num_segments);
+// out[i, :] = sum of x[j, :] over the rows j <= i of i's run of equal ids (the sum restarts where
+// ids[i] != ids[i - 1]): x [N, D], ids [N] integer; out f32 [N, D].
+Array segment_cumsum(const Array& x, const Array& ids);
 
 // Collectives, over the shards of every device (element d: device d's): the rows of every shard
 // in device order (all-gather), and their elementwise sum (all-reduce); shards [m, k].

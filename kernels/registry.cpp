@@ -68,11 +68,11 @@ Array sorted_segment_ids(int64_t n, int64_t s, uint64_t seed) {
   return ids;
 }
 
-// Segment reduction by a scan (segment.cpp).
+// Segment reductions over sorted ids (segment.cpp).
 void segment_entries(std::vector<KernelEntry>& r) {
   KernelEntry e;
   e.name = "segment_sum";
-  e.summary = "out [S,D]: sums of the rows of x [N,D] by sorted segment ids [N], by a segmented scan";
+  e.summary = "out [S,D]: sums of the rows of x [N,D] by sorted segment ids [N], one jagged loop a segment";
   e.shape_help = "N,D,S";
   e.min_rank = e.max_rank = 3;
   e.dtypes = kFloat;
@@ -94,6 +94,25 @@ void segment_entries(std::vector<KernelEntry>& r) {
   // A segment's sum adds up to N rows (the longest run): the error grows with its length.
   e.tolerance_scale = [](const Shape& s) { return std::max(1.0, std::sqrt(static_cast<double>(s[0])) / 8); };
   r.push_back(e);
+
+  KernelEntry c;
+  c.name = "segment_cumsum";
+  c.summary = "out [N,D]: running sums of the rows of x [N,D] within each segment of sorted ids [N], by a pair scan";
+  c.shape_help = "N,D,S";  // S: how many segments the ids are drawn over
+  c.min_rank = c.max_rank = 3;
+  c.dtypes = kFloat;
+  c.default_shape = {131072, 256, 2048};
+  c.kernel = &segment_cumsum;
+  c.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
+    need_rank("segment_cumsum", s, 3, 3, "N,D,S");
+    Array ids = g_shapes_only ? Array::placeholder({s[0]}, DType::i64) : sorted_segment_ids(s[0], s[2], seed + 1);
+    return Inputs{{input_array({s[0], s[1]}, dt, seed), ids}, {}};
+  };
+  c.reference = [](const Inputs& in) { return std::vector<Array>{ref::segment_cumsum(in.tensors[0], in.tensors[1])}; };
+  c.bytes = [](const Shape& s, DType dt) { return 2.0 * s[0] * s[1] * dtype_size(dt) + 8.0 * s[0]; };
+  c.flops = [](const Shape& s) { return 1.0 * s[0] * s[1]; };
+  c.tolerance_scale = e.tolerance_scale;  // a running sum adds up to a segment's length of rows
+  r.push_back(c);
 }
 
 // Row offsets of `groups` jagged groups of `mean_rows` rows on average: lengths drawn uniformly

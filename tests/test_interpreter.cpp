@@ -636,8 +636,8 @@ std::vector<ph::Shape> library_shapes(const ph::kernels::KernelEntry& e) {
             {13, 7, 9, 4, 2}};  // T,K,N,E,TOPK                                                    // M,K,N
   if (e.name.find("attention") != std::string::npos) return {{1, 2, 16, 8}, {2, 33, 12}};  // both layouts
   if (e.min_rank == 4) return {{1, 5, 3, 10}, {2, 3, 1, 2}};
-  if (e.name == "grouped_gemm") return {{13, 7, 9, 3}, {20, 5, 6, 4}};  // M,K,N,G
-  if (e.name == "segment_sum") return {{13, 7, 5}, {40, 3, 90}};        // N,D,S
+  if (e.name == "grouped_gemm") return {{13, 7, 9, 3}, {20, 5, 6, 4}};     // M,K,N,G
+  if (e.name.rfind("segment_", 0) == 0) return {{13, 7, 5}, {40, 3, 90}};  // N,D,S
   if (e.min_rank == 3) return {{2, 4, 32}, {3, 5, 17}};
   if (e.min_rank == 2) return {{8, 64}, {7, 129}};
   return {{4, 96}, {3, 5, 13}};

@@ -24,9 +24,9 @@ std::vector<ph::Shape> shapes_for(const ph::kernels::KernelEntry& e) {
   if (e.name == "bmm" || e.name == "broadcast_matmul") return {{1, 1, 1, 1}, {3, 13, 29, 37}, {2, 33, 1, 17}};
   // Grouped GEMM (M,K,N,G): one row, primes, more groups than rows (empty groups).
   if (e.name == "grouped_gemm") return {{1, 1, 1, 1}, {37, 13, 29, 5}, {67, 31, 17, 3}, {5, 8, 9, 7}};
-  // Segment sum (N,D,S): one row, rows in several row blocks (segments crossing block ends), a
-  // segment per row, one column, more segments than rows (empty ones).
-  if (e.name == "segment_sum") return {{1, 1, 1}, {37, 5, 9}, {300, 33, 17}, {129, 1, 200}, {64, 130, 1}};
+  // Segment sum and cumsum (N,D,S): one row, rows in several row blocks (segments crossing block
+  // ends), a segment per row, one column, more segments than rows (empty ones).
+  if (e.name.rfind("segment_", 0) == 0) return {{1, 1, 1}, {37, 5, 9}, {300, 33, 17}, {129, 1, 200}, {64, 130, 1}};
   // Attention: B*H of 1, S odd and prime, D not a power of two, both layouts.
   if (e.name.find("attention") != std::string::npos) return {{1, 1, 1}, {1, 131, 24}, {2, 3, 67, 40}};
   // Rotary: D of 2, sizes of 1, a ragged odd S and H, pairs not a multiple of any block.

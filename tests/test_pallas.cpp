@@ -179,18 +179,24 @@ std::vector<Case> cases() {
        ph::DType::f32,
        {"", R"({"block_sizes":[16,128],"loop_orders":[[0,1]],"num_threads":1})"}},
       {"concat", {16, 128, 128}, ph::DType::bf16, {""}},
-      // A segmented scan carried across row blocks (resident trips: the last one ragged; pipelined
-      // trips of 128 rows), a scatter of row numbers by DMA rows, a gather of the segments' last
-      // rows (one-hot and by DMA).
+      // A segmented pair scan carried across row blocks (resident trips: the last one ragged;
+      // pipelined trips of 128 rows).
+      {"segment_cumsum",
+       {300, 256, 17},
+       ph::DType::f32,
+       {"", "resident",
+        R"({"block_sizes":[128,128],"inner_loops":[{"strategy":"resident","buffers":1}],"loop_orders":[],"num_threads":1})"}},
+      {"segment_cumsum",
+       {384, 256, 40},
+       ph::DType::f32,
+       {R"({"block_sizes":[128,128],"inner_loops":[{"strategy":"pipeline","buffers":2}],"loop_orders":[],"num_threads":1})"}},
+      // A scatter of row ends by DMA rows, a running max carried across the blocks of a
+      // sequential walk, a jagged loop of several trips (the last one ragged) per segment.
       {"segment_sum",
        {300, 256, 17},
        ph::DType::f32,
        {"", "resident",
-        R"({"block_sizes":[512,512,128,128,32,128],"gathers":["dma"],"inner_loops":[{"strategy":"resident","buffers":1}],"loop_orders":[[1,0]],"num_threads":1})"}},
-      {"segment_sum",
-       {384, 256, 40},
-       ph::DType::f32,
-       {R"({"block_sizes":[512,512,128,128,64,128],"inner_loops":[{"strategy":"pipeline","buffers":2}],"loop_orders":[[0,1]],"num_threads":1})"}},
+        R"({"block_sizes":[128,128,32,128,8],"inner_loops":[{"strategy":"resident","buffers":1}],"loop_orders":[[1,0]],"num_threads":1})"}},
       {"segment_sum", {96, 128, 200}, ph::DType::bf16, {""}},
       {"causal_attention",
        {1, 2, 200, 64},

@@ -122,12 +122,18 @@ std::vector<Case> cases() {
        {3, 64, 128, 128},
        ph::DType::f32,
        R"({"block_sizes":[1,16,32,64],"inner_loops":[{"strategy":"pipeline","buffers":2}],"launch_groups":[4],"loop_orders":[[0,2,1]],"micro_kernels":[0],"num_threads":1,"num_warps":4})"},
-      // A segmented scan down ragged row blocks (padding flagged invalid inside the scan).
+      // A segmented pair scan down ragged row blocks (padding flagged invalid inside the scan).
+      {"segment_cumsum", {100, 64, 10}, ph::DType::f32, ""},
+      {"segment_cumsum",
+       {300, 96, 37},
+       ph::DType::f32,
+       R"({"block_sizes":[32,32],"inner_loops":[{"strategy":"pipeline","buffers":3}],"loop_orders":[],"num_threads":1,"num_warps":2})"},
+      // A running max carried across ragged blocks, then a jagged loop of several trips a segment.
       {"segment_sum", {100, 64, 10}, ph::DType::f32, ""},
       {"segment_sum",
        {300, 96, 37},
        ph::DType::f32,
-       R"({"block_sizes":[32,64,32,64,16,32],"inner_loops":[{"strategy":"pipeline","buffers":3}],"loop_orders":[[1,0]],"num_threads":1,"num_warps":2})"},
+       R"({"block_sizes":[32,64,16,32,8],"inner_loops":[{"strategy":"pipeline","buffers":3}],"loop_orders":[[1,0]],"num_threads":1,"num_warps":2})"},
       // Random numbers: the interpreter's Philox stream, bit for bit (the mask is exact).
       {"dropout", {37, 300}, ph::DType::f32, ""},
       {"dropout", {37, 300}, ph::DType::bf16, ""},

@@ -46,6 +46,7 @@ _SIGNATURES: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "embedding": (("ids", "weight"), {}),
     "concat": (("x", "y"), {}),
     "segment_sum": (("x", "ids", "segments"), {}),
+    "segment_cumsum": (("x", "ids"), {}),
     "dropout": (("x", "p", "seed"), {}),
     "dropout_backward": (("grad_out", "p", "seed"), {}),
     "jagged_mean": (("values", "offsets"), {}),

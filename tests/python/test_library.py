@@ -15,8 +15,9 @@ SHAPES = {
     "matmul": [37, 53, 29], "epilogue_subtiling": [37, 53, 29], "matmul_layernorm": [37, 53, 29],
     "fp8_matmul": [37, 53, 29], "split_k_matmul": [37, 530, 29], "moe_matmul": [37, 13, 29, 5, 2],
     "int4_matmul": [13, 64, 29, 32], "bmm": [3, 13, 29, 37], "broadcast_matmul": [3, 13, 29, 37],
-    "grouped_gemm": [37, 13, 29, 5], "segment_sum": [37, 5, 9], "attention": [2, 3, 67, 40],
-    "causal_attention": [1, 2, 67, 24], "rotary": [2, 37, 3, 10], "rotary_backward": [2, 37, 3, 10],
+    "grouped_gemm": [37, 13, 29, 5], "segment_sum": [37, 5, 9], "segment_cumsum": [37, 5, 9],
+    "attention": [2, 3, 67, 40], "causal_attention": [1, 2, 67, 24], "rotary": [2, 37, 3, 10],
+    "rotary_backward": [2, 37, 3, 10],
     "embedding": [37, 100, 24], "concat": [37, 20, 13], "jagged_mean": [5, 24, 9],
     "batch_softmax": [3, 7, 130],
 }

@@ -152,14 +152,15 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
   };
   // The biggest stream's unit-stride run is grown to 512 bytes (8 cache lines) even where that
   // leaves fewer than 4 steps per thread: strided runs shorter than that leave the prefetchers
-  // and DRAM pages half used. segment_sum [131072, 256, 2048], whose scan walks row blocks down
-  // a column stripe per step: f32 at 32 columns (8 steps) 11.3-11.6 ms, at 128 (2 steps) 8.6 ms;
-  // bf16 (128 columns, 256 bytes: 512 would leave one step) 10.3 -> 9.5 ms (AMD EPYC Zen 5,
-  // 2 threads). Only where the launches it holds to fewer steps had enough before (or were
-  // spent on this run already: a launch short for other reasons, a fixed block or a dot's,
-  // still holds it back), and only while the slowest thread's share of each does not grow: with
-  // c steps before and n after on T threads, ceil(n / T) / n <= ceil(c / T) / c (8 steps of 32
-  // columns on 6 threads give a thread 64 columns; 2 of 128 would give one 128).
+  // and DRAM pages half used. A scan walking row blocks down a column stripe per step
+  // (segment_cumsum [131072, 256, 2048], then segment_sum's first pass): f32 at 32 columns
+  // (8 steps) 11.3-11.6 ms, at 128 (2 steps) 8.6 ms; bf16 (128 columns, 256 bytes: 512 would
+  // leave one step) 10.3 -> 9.5 ms (AMD EPYC Zen 5, 2 threads). Only where the launches it
+  // holds to fewer steps had enough before (or were spent on this run already: a launch short
+  // for other reasons, a fixed block or a dot's, still holds it back), and only while the
+  // slowest thread's share of each does not grow: with c steps before and n after on T threads,
+  // ceil(n / T) / n <= ceil(c / T) / c (8 steps of 32 columns on 6 threads give a thread 64
+  // columns; 2 of 128 would give one 128).
   constexpr int64_t kMinRunBytes = 512;
   auto short_run = [&](size_t i) {
     const int block = spec.block_sizes[i].block_id;
