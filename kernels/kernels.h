@@ -72,7 +72,8 @@ extern Kernel<Tensor(Tensor, Tensor)> concat;     // (x [M,N1], y [M,N2]) -> [M,
 // Segment reductions over sorted ids (segment.cpp). segment_sum: (x [N,D], ids [N] i32/i64
 // sorted in [0, S), segments [S] (only its length is read)) -> out [S,D], out[s] = the sum of the
 // rows with id s. segment_cumsum: (x [N,D], ids [N] sorted) -> out [N,D], out[i] = the sum of
-// the rows j <= i with ids[j] == ids[i] (a running sum that restarts with each segment).
+// the rows j <= i with ids[j] == ids[i] (a running sum that restarts with each segment; ids not
+// sorted give unspecified sums).
 extern Kernel<Tensor(Tensor, Tensor, Tensor)> segment_sum;
 extern Kernel<Tensor(Tensor, Tensor)> segment_cumsum;
 

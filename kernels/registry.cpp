@@ -53,13 +53,14 @@ Array group_offsets(int64_t m, int64_t g, uint64_t seed) {
   return off;
 }
 
-// Sorted segment ids for segment_sum: N rows over S segments in runs of random lengths (mean
-// about 2 N / S rows, so some segments are empty and some long), seeded.
+// Sorted segment ids for segment_sum and segment_cumsum: N rows over S segments in runs of random
+// lengths (mean about 2 N / S rows, so some segments are empty and some long; for half the
+// seeds the first one too), seeded.
 Array sorted_segment_ids(int64_t n, int64_t s, uint64_t seed) {
   Array steps = Array::random({n}, DType::f32, seed, 0.0, 1.0);
   Array ids = Array::empty({n}, DType::i64);
   const double p = std::min(1.0, static_cast<double>(s) / static_cast<double>(2 * n));
-  int64_t id = 0;
+  int64_t id = steps.get(0) < 0.5 ? 1 : 0;
   for (int64_t i = 0; i < n; ++i) {
     // A new segment starts with probability p; it may skip an id (an empty segment).
     if (i > 0 && steps.get(i) < p) id += steps.get(i) < p / 4 ? 2 : 1;

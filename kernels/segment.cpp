@@ -9,7 +9,9 @@ namespace ph = parhelion;
 
 // Restructured as a jagged reduction: with sorted ids, segment s owns the rows offsets[s] ..
 // offsets[s+1], and a launch over (segment, column block) sums just those rows. So x is read
-// once and nothing of size N x D is written, on every backend. (An earlier version scanned the
+// once and nothing of size N x D is written. On pallas a jagged loop holds the rows it reads
+// whole in VMEM (docs/pallas.md): x's N rows by a column block of at least 128 must fit, which
+// [131072, 256] f32 (64 MiB a block) does not on a v7x core. (An earlier version scanned the
 // rows and gathered each segment's last scanned row: it wrote an [N, D] intermediate, twice the
 // bytes and 3x the time on the cpu, and made a TPU's one-hot gather multiply by all N rows.)
 //
@@ -44,7 +46,7 @@ ph::Tensor segment_sum_body(ph::Tensor x, ph::Tensor ids, ph::Tensor segments) {
     (void)g;
     dest[ph::slice(n - 1, n)] = ids[ph::slice(n - 1, n)] + 1;
   }
-  auto ends = ph::full({s + 1 + n}, 0.0, DType::i64);
+  auto ends = ph::full({s + n}, 0.0, DType::i64);  // (the last spare entry is S + 1 + (N - 2))
   for (auto t : ph::tile(n)) ends[dest[t]] = t.index() + 1;
 
   // offsets = the running max of ends[0..S], carried across the blocks of one sequential walk.

@@ -190,8 +190,9 @@ std::vector<Case> cases() {
        {384, 256, 40},
        ph::DType::f32,
        {R"({"block_sizes":[128,128],"inner_loops":[{"strategy":"pipeline","buffers":2}],"loop_orders":[],"num_threads":1})"}},
-      // A scatter of row ends by DMA rows, a running max carried across the blocks of a
-      // sequential walk, a jagged loop of several trips (the last one ragged) per segment.
+      // A scatter of row ends by DMA rows, a running max of the segments' ends (one block: 32 is
+      // the only block pallas offers its 18 entries), a jagged loop of several trips per segment
+      // (the last one ragged).
       {"segment_sum",
        {300, 256, 17},
        ph::DType::f32,
@@ -1147,6 +1148,25 @@ TEST(Pallas, AFitErrorNamesTheBlocksHeldWhole) {
   }
   EXPECT_NE(m.find("does not fit"), std::string::npos) << m;
   EXPECT_NE(m.find("Its blocks of arg0 (16.0 MiB), buf2 (16.0 MiB) span their whole tensors"), std::string::npos) << m;
+  EXPECT_EQ(m.find("Use smaller block sizes"), std::string::npos) << m;
+}
+
+// So do the rows a jagged loop reads, whose block is cut along the other dims: segment_sum's x
+// [131072, 256] f32 in column blocks of 128 keeps all 131072 rows (64 MiB) in VMEM, and no
+// block size shrinks them below v7x's 64 MiB.
+TEST(Pallas, AFitErrorNamesAJaggedLoopsRowsHeldWhole) {
+  const auto& seg = ph::kernels::find_kernel("segment_sum");
+  auto in = seg.make_specs({131072, 256, 2048}, ph::DType::f32);
+  std::string m;
+  try {
+    seg.kernel->emit_pallas(in.args(), "v7x");
+    FAIL() << "expected the VMEM refusal";
+  } catch (const ph::UserError& err) {
+    m = err.what();
+  }
+  EXPECT_NE(m.find("does not fit"), std::string::npos) << m;
+  EXPECT_NE(m.find("Its blocks of arg0 (64.0 MiB) span their whole tensors"), std::string::npos) << m;
+  EXPECT_NE(m.find("the rows a jagged loop reads"), std::string::npos) << m;
   EXPECT_EQ(m.find("Use smaller block sizes"), std::string::npos) << m;
 }
 

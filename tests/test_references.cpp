@@ -217,5 +217,13 @@ TEST(RefSegmentSum, SumsRowsById) {
   EXPECT_THROW(ref::segment_sum(x, ints({0, 0}, DType::i64), 4), std::invalid_argument);
 }
 
+TEST(RefSegmentCumsum, RunsRestartWhereTheIdChanges) {
+  // Rows 0,1 -> id 1; rows 2,3,4 -> id 3 (ids skipped: no row of their own, nothing changes).
+  Array x = F({5, 2}, {1, 10, 2, 20, 3, 30, 4, 40, 5, 50});
+  expect_array(ref::segment_cumsum(x, ints({1, 1, 3, 3, 3}, DType::i32)), {5, 2},
+               {1, 10, 3, 30, 3, 30, 7, 70, 12, 120});
+  EXPECT_THROW(ref::segment_cumsum(x, ints({0, 0}, DType::i64)), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace parhelion

@@ -152,8 +152,8 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
   };
   // The biggest stream's unit-stride run is grown to 512 bytes (8 cache lines) even where that
   // leaves fewer than 4 steps per thread: strided runs shorter than that leave the prefetchers
-  // and DRAM pages half used. A scan walking row blocks down a column stripe per step
-  // (segment_cumsum [131072, 256, 2048], then segment_sum's first pass): f32 at 32 columns
+  // and DRAM pages half used. A scan walking row blocks down a column stripe per step (segment_sum
+  // [131072, 256, 2048] before 79a00dd, whose scan is now segment_cumsum's): f32 at 32 columns
   // (8 steps) 11.3-11.6 ms, at 128 (2 steps) 8.6 ms; bf16 (128 columns, 256 bytes: 512 would
   // leave one step) 10.3 -> 9.5 ms (AMD EPYC Zen 5, 2 threads). Only where the launches it
   // holds to fewer steps had enough before (or were spent on this run already: a launch short
