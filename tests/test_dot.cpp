@@ -247,17 +247,18 @@ TEST(Dot, EveryMicroKernelOfThisHost) {
 // a row-major A of whole 32 x 32 blocks in place (rows 192 bytes, or 2 KiB, apart; with ragged
 // column panels) and packs one whose rows lie 4 KiB apart; a column-major bf16 B is transposed
 // in registers when k is whole 32-deep steps (64, 96), gathered a k-pair at a time otherwise (48).
+// And one panel narrower than a 16-column packing step, k of 1 (one row, paired with zeros) and 2.
 TEST(Dot, EveryMicroKernelOverPackingPaths) {
   const auto& names = ph::runtime::gemm_kernel_names();
   struct Case {
     int64_t m, n, k, lda;
     bool a_column_major, b_column_major = false;
   };
-  for (Case cs :
-       {Case{48, 64, 256, 1024, false}, Case{37, 50, 131, 136, false}, Case{24, 33, 9, 9, false},
-        Case{25, 40, 64, 32, true}, Case{64, 96, 96, 96, false}, Case{33, 70, 45, 45, false, true},
-        Case{40, 40, 64, 64, false, true}, Case{33, 50, 96, 96, false, true}, Case{600, 45, 2048, 2048, false},
-        Case{64, 40, 64, 1024, false}, Case{32, 64, 128, 2048, false}, Case{40, 40, 48, 48, false, true}}) {
+  for (Case cs : {Case{48, 64, 256, 1024, false}, Case{37, 50, 131, 136, false}, Case{24, 33, 9, 9, false},
+                  Case{25, 40, 64, 32, true}, Case{64, 96, 96, 96, false}, Case{33, 70, 45, 45, false, true},
+                  Case{40, 40, 64, 64, false, true}, Case{33, 50, 96, 96, false, true},
+                  Case{600, 45, 2048, 2048, false}, Case{64, 40, 64, 1024, false}, Case{32, 64, 128, 2048, false},
+                  Case{40, 40, 48, 48, false, true}, Case{7, 5, 1, 1, false}, Case{9, 13, 2, 2, false}}) {
     for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
       const int code = dt == ph::DType::f32 ? PH_F32 : PH_BF16;
       // A lives in a wider buffer (row stride lda), or transposed (column stride lda).

@@ -364,9 +364,11 @@ __attribute__((target("avx2"))) void pack_b_f32_rows_avx2(const float* b, int64_
 }
 
 // 16 bf16 columns of a row from `at` (those past `valid` read as 0), each in the low half of a
-// 32-bit lane.
+// 32-bit lane. A group wholly past the row's end reads nothing (no load, not even a masked one,
+// which some cores slow down with an assist where it would touch an unmapped page).
 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i bf16_columns(const uint16_t* at,
                                                                                                 int64_t valid) {
+  if (valid <= 0) return _mm512_setzero_si512();
   const auto mask = static_cast<__mmask16>((1u << std::clamp<int64_t>(valid, 0, 16)) - 1);
   // (the zero-masking forms, here and below: g++ 12 warns that the plain ones' undefined
   // pass-through may be used uninitialized)
@@ -382,8 +384,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_b_bf16_widened_ro
   for (int64_t p = 0; p < k; ++p)
     for (int64_t j0 = 0; j0 < n; j0 += nr) {  // (panels and columns apart: no division by nr)
       float* o = out + j0 * k + p * nr;
-      for (int j = 0; j < nr; j += 16)
+      for (int j = 0; j < nr; j += 16) {
+        if (p + kPackAheadRows < k && j % 32 == 0)  // (a cache line holds 32 columns)
+          _mm_prefetch(reinterpret_cast<const char*>(b + (p + kPackAheadRows) * rs + j0 + j), _MM_HINT_T0);
         _mm512_storeu_si512(o + j, _mm512_maskz_slli_epi32(0xFFFF, bf16_columns(b + p * rs + j0 + j, n - j0 - j), 16));
+      }
     }
 }
 
@@ -459,9 +464,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_b_bf16_rows_avx51
     for (int64_t j0 = 0; j0 < n; j0 += nr) {  // (panels and columns apart: no division by nr)
       uint16_t* o = out + (j0 * kp + p * nr) * 2;
       for (int j = 0; j < nr; j += 16) {
-        if (2 * p + kPackAheadRows + 1 < k && j % 32 == 0) {  // (a cache line holds 32 columns)
+        if (2 * p + kPackAheadRows < k && j % 32 == 0) {  // (a cache line holds 32 columns)
           _mm_prefetch(reinterpret_cast<const char*>(r0 + kPackAheadRows * rs + j0 + j), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(r0 + (kPackAheadRows + 1) * rs + j0 + j), _MM_HINT_T0);
+          if (2 * p + kPackAheadRows + 1 < k)
+            _mm_prefetch(reinterpret_cast<const char*>(r0 + (kPackAheadRows + 1) * rs + j0 + j), _MM_HINT_T0);
         }
         const __m512i lo = bf16_columns(r0 + j0 + j, n - j0 - j);
         const __m512i hi = pair ? bf16_columns(r0 + rs + j0 + j, n - j0 - j) : _mm512_setzero_si512();
