@@ -10,9 +10,9 @@
 //                       accumulated in f32
 //
 // Written as the algorithm reads: for each group of K, unpack its bytes into two nibble blocks,
-// take the even and odd columns of `a` (a view of a as [M, K/G, G/2, 2], split), and scale the
-// group's partial product. Each nibble is exact in bf16, so the dots lose nothing to the
-// unpacking; the per-group scale is applied in f32 after the group's dots.
+// multiply them with the group's columns of `a` (interleaved back into K order, or a's even and
+// odd columns), and scale the group's partial product. Each nibble is exact in bf16, so the dots
+// lose nothing to the unpacking; the per-group scale is applied in f32 after the group's dots.
 #include "kernels/kernels.h"
 
 namespace parhelion::kernels {
@@ -33,7 +33,14 @@ ph::Tensor int4_matmul_body(ph::Tensor a, ph::Tensor w, ph::Tensor scales) {
   ph::expect(groups > 0 && k % groups == 0 && (k / groups) % 2 == 0,
              "int4_matmul: scales must have K/G rows for an even group size G dividing K = " + std::to_string(k) +
                  ", got " + std::to_string(groups));
-  const int64_t pairs_per_group = k / groups / 2;
+  const int64_t group = k / groups, pairs_per_group = group / 2;
+  // A power-of-two group takes one dot of depth G against a's contiguous group, its weights put
+  // back in K order by block views (nothing moves); another group size takes two dots of depth
+  // G/2 against a's even and odd columns (triton pads a block dim to a power of two, so it cannot
+  // merge [G/2, 2] into G there). The one dot is the faster on the cpu: the two read a at a stride
+  // of 2, which its GEMM packs element by element, and write twice the partial products.
+  const bool one_dot = (group & (group - 1)) == 0;
+  auto a_groups = a.view({m, groups, group});              // a[m, g*G + i] at [m, g, i]
   auto a_pairs = a.view({m, groups, pairs_per_group, 2});  // a[m, g*G + 2p + j] at [m, g, p, j]
   auto w_groups = w.view({groups, pairs_per_group, n});    // w[g*G/2 + p, n] at [g, p, n]
   auto out = ph::empty({m, n}, a.dtype());
@@ -43,8 +50,15 @@ ph::Tensor int4_matmul_body(ph::Tensor a, ph::Tensor w, ph::Tensor scales) {
       auto packed = w_groups[g, ph::all, tn];  // i64 [G/2, tn], sign-extended bytes
       auto low = ((packed & 15) ^ 8) - 8;      // weight 2p: the low nibble, sign-extended
       auto high = packed >> 4;                 // weight 2p + 1: the arithmetic shift sign-extends
-      auto [a_even, a_odd] = ph::split(a_pairs[tm, g, ph::all, ph::all]);  // [tm, G/2] each
-      auto part = ph::dot(a_even, ph::cast(low, DType::bf16)) + ph::dot(a_odd, ph::cast(high, DType::bf16));
+      ph::Tensor part;
+      if (one_dot) {
+        // [G/2, tn, 2] -> [G/2, 2, tn] -> [G, tn]: rows 2p and 2p + 1 are byte row p's nibbles.
+        auto weights = ph::reshape(ph::permute(ph::join(low, high), {0, 2, 1}), {group, tn});
+        part = ph::dot(a_groups[tm, g, ph::all], ph::cast(weights, DType::bf16));
+      } else {
+        auto [a_even, a_odd] = ph::split(a_pairs[tm, g, ph::all, ph::all]);  // [tm, G/2] each
+        part = ph::dot(a_even, ph::cast(low, DType::bf16)) + ph::dot(a_odd, ph::cast(high, DType::bf16));
+      }
       acc = acc + part * scales[g, tn];
     }
     out[tm, tn] = acc;
