@@ -37,8 +37,9 @@ ph::Tensor int4_matmul_body(ph::Tensor a, ph::Tensor w, ph::Tensor scales) {
   // A power-of-two group takes one dot of depth G against a's contiguous group, its weights put
   // back in K order by block views (nothing moves); another group size takes two dots of depth
   // G/2 against a's even and odd columns (triton pads a block dim to a power of two, so it cannot
-  // merge [G/2, 2] into G there). The one dot is the faster on the cpu: the two read a at a stride
-  // of 2, which its GEMM packs element by element, and write twice the partial products.
+  // merge [G/2, 2] into G there). The one dot is the faster on the cpu: its GEMM reads a's group
+  // in place and runs the bf16 dot instructions, where a's even and odd columns are strided
+  // blocks that the cpu first materializes, in f32, so that their GEMMs widen the weights too.
   const bool one_dot = (group & (group - 1)) == 0;
   auto a_groups = a.view({m, groups, group});              // a[m, g*G + i] at [m, g, i]
   auto a_pairs = a.view({m, groups, pairs_per_group, 2});  // a[m, g*G + 2p + j] at [m, g, p, j]
