@@ -250,6 +250,48 @@ TEST(Fp8, AMaskedLoadsFillIsNotRoundedByTheDotsBuffer) {
   check(half, "fill 0.5", true);
 }
 
+// A view of a bf16 load (here ph::split's even and odd columns) feeding a dot holds the same
+// bf16 values: its buffer is bf16 too, so the dot takes the bf16 path (int4_matmul's columns of
+// a had gone through f32 buffers, and both GEMMs widened). A masked load's fill that bf16 cannot
+// hold keeps the buffer f32, through the view as well.
+template <int kFillTenths>
+ph::Tensor split_columns_dot(ph::Tensor x, ph::Tensor w) {
+  auto [m, k] = x.sizes<2>();
+  auto pairs = x.view({m, k / 2, 2});
+  auto out = ph::empty({m, w.size(1)});
+  for (auto tm : ph::tile(m)) {
+    auto both = kFillTenths < 0 ? pairs[tm, ph::all, ph::all]
+                                : ph::load(pairs, {tm, ph::all, ph::all},
+                                           (tm.index() % 3 > 0).unsqueeze(-1).unsqueeze(-1), kFillTenths / 10.0f);
+    auto [even, odd] = ph::split(both);
+    out[tm, ph::all] = ph::dot(even, w[ph::all, ph::all]) + ph::dot(odd, w[ph::all, ph::all]);
+  }
+  return out;
+}
+
+TEST(Bf16, AViewOfABf16LoadFeedsTheDotInBf16) {
+  ph::Array x = ph::Array::random({37, 80}, ph::DType::bf16, 5);
+  ph::Array w = ph::Array::random({40, 24}, ph::DType::bf16, 6);
+  ph::Kernel plain("split_columns_dot", split_columns_dot<-1>);
+  ph::Kernel tenth("split_columns_dot_tenth", split_columns_dot<1>);  // 0.1: no bf16 value
+  auto check = [&](auto& k, bool bf16_buffers) {
+    const std::string block = k.compile({x, w}).block_ir();
+    ASSERT_NE(block.find("micro-kernel "), std::string::npos) << block;
+    const size_t at = block.find("micro-kernel ") + 13;
+    const std::string kernel = block.substr(at, block.find_first_of(", \n", at) - at);
+    if (!bf16_buffers || !ph::runtime::gemm_kernel_takes_bf16(kernel)) {
+      EXPECT_EQ(block.find(" bf16 ["), std::string::npos) << block;
+    } else {
+      EXPECT_NE(block.find(" bf16 ["), std::string::npos) << block;
+    }
+    const ph::Array got = k.run({x, w}).at(0), want = k.interpret({x, w}).at(0);
+    for (int64_t i = 0; i < want.numel(); ++i)
+      ASSERT_NEAR(got.get(i), want.get(i), 1e-5 * (1 + std::abs(want.get(i)))) << k.name() << " element " << i;
+  };
+  check(plain, true);
+  check(tenth, false);
+}
+
 // Loads of every fp8 code and of 8-bit integers (u8 zero-extends, i8 sign-extends), and
 // integer stores that wrap.
 std::tuple<ph::Tensor, ph::Tensor, ph::Tensor, ph::Tensor, ph::Tensor, ph::Tensor> widen(ph::Tensor a, ph::Tensor b,
