@@ -69,6 +69,16 @@ Array sorted_segment_ids(int64_t n, int64_t s, uint64_t seed) {
   return ids;
 }
 
+// x [N, D] and sorted ids [N] over S segments, for shape N,D,S; then `segments` [S] where the
+// kernel takes one (only its length is read).
+Inputs segment_inputs(const std::string& name, const Shape& s, DType dt, uint64_t seed, bool with_segments) {
+  need_rank(name, s, 3, 3, "N,D,S");
+  Array ids = g_shapes_only ? Array::placeholder({s[0]}, DType::i64) : sorted_segment_ids(s[0], s[2], seed + 1);
+  Inputs in{{input_array({s[0], s[1]}, dt, seed), ids}, {}};
+  if (with_segments) in.tensors.push_back(Array::zeros({s[2]}, DType::i32));
+  return in;
+}
+
 // Segment reductions over sorted ids (segment.cpp).
 void segment_entries(std::vector<KernelEntry>& r) {
   KernelEntry e;
@@ -80,10 +90,7 @@ void segment_entries(std::vector<KernelEntry>& r) {
   e.default_shape = {131072, 256, 2048};
   e.kernel = &segment_sum;
   e.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
-    need_rank("segment_sum", s, 3, 3, "N,D,S");
-    Array ids = g_shapes_only ? Array::placeholder({s[0]}, DType::i64) : sorted_segment_ids(s[0], s[2], seed + 1);
-    Array segments = Array::zeros({s[2]}, DType::i32);  // only its length is used
-    return Inputs{{input_array({s[0], s[1]}, dt, seed), ids, segments}, {}};
+    return segment_inputs("segment_sum", s, dt, seed, true);
   };
   e.reference = [](const Inputs& in) {
     return std::vector<Array>{ref::segment_sum(in.tensors[0], in.tensors[1], in.tensors[2].dim(0))};
@@ -96,23 +103,16 @@ void segment_entries(std::vector<KernelEntry>& r) {
   e.tolerance_scale = [](const Shape& s) { return std::max(1.0, std::sqrt(static_cast<double>(s[0])) / 8); };
   r.push_back(e);
 
-  KernelEntry c;
+  // The same shapes, ids and tolerance (a running sum adds up to a segment's length of rows).
+  KernelEntry c = e;
   c.name = "segment_cumsum";
   c.summary = "out [N,D]: running sums of the rows of x [N,D] within each segment of sorted ids [N], by a pair scan";
-  c.shape_help = "N,D,S";  // S: how many segments the ids are drawn over
-  c.min_rank = c.max_rank = 3;
-  c.dtypes = kFloat;
-  c.default_shape = {131072, 256, 2048};
   c.kernel = &segment_cumsum;
   c.make_inputs = [](const Shape& s, DType dt, uint64_t seed) {
-    need_rank("segment_cumsum", s, 3, 3, "N,D,S");
-    Array ids = g_shapes_only ? Array::placeholder({s[0]}, DType::i64) : sorted_segment_ids(s[0], s[2], seed + 1);
-    return Inputs{{input_array({s[0], s[1]}, dt, seed), ids}, {}};
+    return segment_inputs("segment_cumsum", s, dt, seed, false);  // (S: how many segments the ids have)
   };
   c.reference = [](const Inputs& in) { return std::vector<Array>{ref::segment_cumsum(in.tensors[0], in.tensors[1])}; };
   c.bytes = [](const Shape& s, DType dt) { return 2.0 * s[0] * s[1] * dtype_size(dt) + 8.0 * s[0]; };
-  c.flops = [](const Shape& s) { return 1.0 * s[0] * s[1]; };
-  c.tolerance_scale = e.tolerance_scale;  // a running sum adds up to a segment's length of rows
   r.push_back(c);
 }
 

@@ -1136,16 +1136,21 @@ TEST(Pallas, ScattersAndMaskedStoresAreRefusedAtTheLine) {
 // A launch that does not fit VMEM because of blocks no block size shrinks says which they are:
 // moe_matmul at a large shape holds x (its one-hot gather's table) and the output (updated at
 // indices computed from data) whole, so "use smaller block sizes" would be a dead end.
-TEST(Pallas, AFitErrorNamesTheBlocksHeldWhole) {
-  const auto& moe = ph::kernels::find_kernel("moe_matmul");
-  auto in = moe.make_specs({1024, 4096, 4096, 16, 2}, ph::DType::f32);
-  std::string m;
+// The refusal of library kernel `name` at `shape` (f32) on a v7x; a failure where it compiles.
+std::string v7x_refusal(const std::string& name, const ph::Shape& shape) {
+  const auto& e = ph::kernels::find_kernel(name);
+  auto in = e.make_specs(shape, ph::DType::f32);
   try {
-    moe.kernel->emit_pallas(in.args(), "v7x");
-    FAIL() << "expected the VMEM refusal";
+    e.kernel->emit_pallas(in.args(), "v7x");
   } catch (const ph::UserError& err) {
-    m = err.what();
+    return err.what();
   }
+  ADD_FAILURE() << "expected the VMEM refusal of " << name;
+  return "";
+}
+
+TEST(Pallas, AFitErrorNamesTheBlocksHeldWhole) {
+  const std::string m = v7x_refusal("moe_matmul", {1024, 4096, 4096, 16, 2});
   EXPECT_NE(m.find("does not fit"), std::string::npos) << m;
   EXPECT_NE(m.find("Its blocks of arg0 (16.0 MiB), buf2 (16.0 MiB) span their whole tensors"), std::string::npos) << m;
   EXPECT_EQ(m.find("Use smaller block sizes"), std::string::npos) << m;
@@ -1155,15 +1160,7 @@ TEST(Pallas, AFitErrorNamesTheBlocksHeldWhole) {
 // [131072, 256] f32 in column blocks of 128 keeps all 131072 rows (64 MiB) in VMEM, and no
 // block size shrinks them below v7x's 64 MiB.
 TEST(Pallas, AFitErrorNamesAJaggedLoopsRowsHeldWhole) {
-  const auto& seg = ph::kernels::find_kernel("segment_sum");
-  auto in = seg.make_specs({131072, 256, 2048}, ph::DType::f32);
-  std::string m;
-  try {
-    seg.kernel->emit_pallas(in.args(), "v7x");
-    FAIL() << "expected the VMEM refusal";
-  } catch (const ph::UserError& err) {
-    m = err.what();
-  }
+  const std::string m = v7x_refusal("segment_sum", {131072, 256, 2048});
   EXPECT_NE(m.find("does not fit"), std::string::npos) << m;
   EXPECT_NE(m.find("Its blocks of arg0 (64.0 MiB) span their whole tensors"), std::string::npos) << m;
   EXPECT_NE(m.find("the rows a jagged loop reads"), std::string::npos) << m;

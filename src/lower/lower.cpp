@@ -284,13 +284,15 @@ class Planner {
       // in accuracy, from half the bytes. (In f32, as above, where no such dot would.)
       // A masked load's fill (`other`, an f32 value) must be a bf16 value too, or the buffer would
       // round it where the program does not (fill_is_bf16 above).
-      // So is a view of such a load (a split, reshape, permute, squeeze, transpose or unsqueeze:
+      // So is a view of such a load (a block view of one operand, a transpose or an unsqueeze:
       // the same elements): int4_matmul's even and odd columns of a, materialized in f32, had
       // made both its GEMMs widen to the f32 kernels.
+      auto one_operand_view = [](const Op& o) {
+        return (ir::is_block_view(o.kind) && o.operands.size() == 1) || o.kind == OpKind::Transpose ||
+               o.kind == OpKind::Unsqueeze;
+      };
       const Op* source = d;
-      while (source && (source->kind == OpKind::Split || source->kind == OpKind::Reshape ||
-                        source->kind == OpKind::Permute || source->kind == OpKind::Squeeze ||
-                        source->kind == OpKind::Transpose || source->kind == OpKind::Unsqueeze))
+      while (source && one_operand_view(*source))
         source = defs.count(source->operands[0]) ? defs[source->operands[0]] : nullptr;
       const DType loaded = source && source->kind == OpKind::Load ? fn.tensors[source->tensor].dtype : DType::f32;
       if ((is_fp8(loaded) || loaded == DType::bf16) && only_dots_read(v) && fill_is_bf16(*source) &&

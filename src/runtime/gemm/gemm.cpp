@@ -298,6 +298,7 @@ void pack_a_f32(const ph_gemm_args& g, int mr, float* out) {
 // an AMD EPYC Zen 5, bf16 bmm [16,512,512,512] (B packed once per 256-row block of A): 5.63 ->
 // 5.1 ms at 8 or 16 rows ahead, 5.2 at 4.
 constexpr int64_t kPackAheadRows = 16;
+inline void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
 
 // A row-major B (k x n) -> [ceil(n/NR)][k][NR] f32, one row of B at a time across every panel.
 // Packing a panel at a time read 32 columns from each of k rows: with rows kilobytes apart each
@@ -327,8 +328,8 @@ __attribute__((target("avx512f"))) void pack_b_f32_rows_avx512(const float* b, i
     const bool ahead = p + kPackAheadRows < k;
     for (int64_t j0 = 0; j0 < whole; j0 += 32, o += 32 * k) {
       if (ahead) {
-        _mm_prefetch(reinterpret_cast<const char*>(row + kPackAheadRows * rs + j0), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(row + kPackAheadRows * rs + j0 + 16), _MM_HINT_T0);
+        prefetch(row + kPackAheadRows * rs + j0);
+        prefetch(row + kPackAheadRows * rs + j0 + 16);
       }
       _mm512_store_ps(o, _mm512_loadu_ps(row + j0));
       _mm512_store_ps(o + 16, _mm512_loadu_ps(row + j0 + 16));
@@ -386,7 +387,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_b_bf16_widened_ro
       float* o = out + j0 * k + p * nr;
       for (int j = 0; j < nr; j += 16) {
         if (p + kPackAheadRows < k && j % 32 == 0)  // (a cache line holds 32 columns)
-          _mm_prefetch(reinterpret_cast<const char*>(b + (p + kPackAheadRows) * rs + j0 + j), _MM_HINT_T0);
+          prefetch(b + (p + kPackAheadRows) * rs + j0 + j);
         _mm512_storeu_si512(o + j, _mm512_maskz_slli_epi32(0xFFFF, bf16_columns(b + p * rs + j0 + j, n - j0 - j), 16));
       }
     }
@@ -465,9 +466,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_b_bf16_rows_avx51
       uint16_t* o = out + (j0 * kp + p * nr) * 2;
       for (int j = 0; j < nr; j += 16) {
         if (2 * p + kPackAheadRows < k && j % 32 == 0) {  // (a cache line holds 32 columns)
-          _mm_prefetch(reinterpret_cast<const char*>(r0 + kPackAheadRows * rs + j0 + j), _MM_HINT_T0);
-          if (2 * p + kPackAheadRows + 1 < k)
-            _mm_prefetch(reinterpret_cast<const char*>(r0 + (kPackAheadRows + 1) * rs + j0 + j), _MM_HINT_T0);
+          prefetch(r0 + kPackAheadRows * rs + j0 + j);
+          if (2 * p + kPackAheadRows + 1 < k) prefetch(r0 + (kPackAheadRows + 1) * rs + j0 + j);
         }
         const __m512i lo = bf16_columns(r0 + j0 + j, n - j0 - j);
         const __m512i hi = pair ? bf16_columns(r0 + rs + j0 + j, n - j0 - j) : _mm512_setzero_si512();
