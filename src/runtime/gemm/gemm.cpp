@@ -300,6 +300,18 @@ void pack_a_f32(const ph_gemm_args& g, int mr, float* out) {
 constexpr int64_t kPackAheadRows = 16;
 inline void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
 
+// Asks for `rows` rows of `bytes` each, `stride` bytes apart. An A read in place reaches the
+// micro-kernel from memory during the first micro-panel of B of each pass: MR rows at once, a
+// line of each every few steps of k. The hardware prefetchers did not keep up with those
+// streams and the micro-kernel waited on them, so while one strip runs, the next strip's rows
+// are asked for. Measured on an AMD EPYC Zen 5 with a copy of the bf16 micro-kernel over
+// 256 x 256 x 128 blocks of an A larger than the caches, both cores at once: 330-360 -> 460-480
+// GFLOP/s per core (bmm bf16 [16,512,512,512] on 2 threads: 5.1 -> 4.8 ms).
+inline void prefetch_rows(const char* at, int rows, int64_t stride, int64_t bytes) {
+  for (int i = 0; i < rows; ++i)
+    for (int64_t x = 0; x < bytes; x += 64) prefetch(at + i * stride + x);
+}
+
 // A row-major B (k x n) -> [ceil(n/NR)][k][NR] f32, one row of B at a time across every panel.
 // Packing a panel at a time read 32 columns from each of k rows: with rows kilobytes apart each
 // read was a fresh page, which the hardware prefetchers do not follow (at 2048 columns, packing
@@ -672,12 +684,15 @@ void gemm(const ph_gemm_args& g) {
   // L1 while the pass's A strips stream past it from L2, and B, packed once per call, serves
   // every pass (a block of many rows amortizes its packing).
   const int64_t pass = rows_per_pass(mr, kp * (bf16 ? 2 : 4), g.n * 4);
+  const int64_t a_bytes = bf16 ? 2 : 4, a_row_bytes = g.a_rs * a_bytes;  // (A read in place)
   for (int64_t ic = 0; ic < mp; ic += pass)
     for (int64_t j0 = 0; j0 < np; j0 += nr) {
       const char* bpanel = bpack + (j0 / nr) * b_stride;
       int cols = static_cast<int>(std::min<int64_t>(nr, g.n - j0));
       for (int64_t i0 = ic; i0 < std::min(mp, ic + pass); i0 += mr) {
         int rows = static_cast<int>(std::min<int64_t>(mr, g.m - i0));
+        if (a_in_place && j0 == 0 && i0 + 2 * mr <= std::min(g.m, ic + pass))  // (the next strip is whole)
+          prefetch_rows(static_cast<const char*>(g.a) + (i0 + mr) * a_row_bytes, mr, a_row_bytes, g.k * a_bytes);
         const void* a = apack + (i0 / mr) * a_stride;
         int64_t ars = 1, acs = mr;
         if (a_in_place && rows == mr) {
