@@ -9,9 +9,8 @@ namespace ph = parhelion;
 
 // Restructured as a jagged reduction: with sorted ids, segment s owns the rows offsets[s] ..
 // offsets[s+1], and a launch over (segment, column block) sums just those rows. So x is read
-// once and nothing of size N x D is written. On pallas a jagged loop holds the rows it reads
-// whole in VMEM (docs/pallas.md): x's N rows by a column block of at least 128 must fit, which
-// [131072, 256] f32 (64 MiB a block) does not on a v7x core. (An earlier version scanned the
+// once and nothing of size N x D is written. On pallas the jagged loop streams x's rows, a
+// trip's block at a time, from HBM (docs/pallas.md): any N fits. (An earlier version scanned the
 // rows and gathered each segment's last scanned row: it wrote an [N, D] intermediate, twice the
 // bytes and 3x the time on the cpu, and made a TPU's one-hot gather multiply by all N rows.)
 //

@@ -1156,14 +1156,21 @@ TEST(Pallas, AFitErrorNamesTheBlocksHeldWhole) {
   EXPECT_EQ(m.find("Use smaller block sizes"), std::string::npos) << m;
 }
 
-// So do the rows a jagged loop reads, whose block is cut along the other dims: segment_sum's x
-// [131072, 256] f32 in column blocks of 128 keeps all 131072 rows (64 MiB) in VMEM, and no
-// block size shrinks them below v7x's 64 MiB.
-TEST(Pallas, AFitErrorNamesAJaggedLoopsRowsHeldWhole) {
-  const std::string m = v7x_refusal("segment_sum", {131072, 256, 2048});
+// A jagged loop's rows that are read only and through its own tile stream a trip at a time: at
+// segment_sum's [131072, 256] f32, x's rows in column blocks of 128 (64 MiB whole) take two
+// trip blocks of VMEM, and the launch fits a v7x core. Rows read in a loop nested in the jagged
+// one (grouped_gemm's x in its K loop) and rows a jagged store writes stay whole in VMEM, and
+// the refusal names them: no block size shrinks them.
+TEST(Pallas, AJaggedLoopStreamsTheRowsItReadsAndTheFitErrorNamesThoseHeldWhole) {
+  const auto& e = ph::kernels::find_kernel("segment_sum");
+  auto in = e.make_specs({131072, 256, 2048}, ph::DType::f32);
+  const std::string module = e.kernel->emit_pallas(in.args(), "v7x").source;
+  EXPECT_NE(module.find("arg0 stream 2 x"), std::string::npos) << module;
+  EXPECT_NE(module.find("pltpu.make_async_copy(s"), std::string::npos) << module;
+  const std::string m = v7x_refusal("grouped_gemm", {65536, 4096, 4096, 8});
   EXPECT_NE(m.find("does not fit"), std::string::npos) << m;
-  EXPECT_NE(m.find("Its blocks of arg0 (64.0 MiB) span their whole tensors"), std::string::npos) << m;
-  EXPECT_NE(m.find("the rows a jagged loop reads"), std::string::npos) << m;
+  EXPECT_NE(m.find("Its blocks of arg0 (1.0 GiB), buf0 (1.0 GiB) span their whole tensors"), std::string::npos) << m;
+  EXPECT_NE(m.find("the rows a jagged loop reads or writes"), std::string::npos) << m;
   EXPECT_EQ(m.find("Use smaller block sizes"), std::string::npos) << m;
 }
 

@@ -76,6 +76,32 @@ class LaunchModel {
     double runs = 1;  // the fraction of its trips whose body runs (causal loops: ir/trip_guard.h)
   };
 
+  // A jagged loop's ranges come from data (row offsets) the model does not see. It takes them as
+  // a partition of the bound among the entries they are read for (the steps of the launch tiles
+  // that index the loads behind the range's ends: a segment, a batch, an expert), as offsets
+  // are: each step runs its share of the trips and one ragged trip. Without such tiles, every
+  // step runs the whole bound.
+  double jagged_runs(const ir::TileInfo& t, int64_t trips) const {
+    std::set<int> tiles, seen;
+    std::function<void(int)> visit = [&](int v) {
+      auto it = defs_.find(v);
+      if (it == defs_.end() || !seen.insert(v).second) return;
+      const Op& o = *it->second;
+      for (const ir::IndexItem& ix : o.index)
+        if (ix.kind == ir::IndexItem::Tile) tiles.insert(ix.tile);
+      if (o.tile >= 0) tiles.insert(o.tile);  // (TileBegin, TileEnd, TileIndex, TileId)
+      for (int u : o.operands) visit(u);
+      for (const ir::IndexItem& ix : o.index)
+        if (ix.kind != ir::IndexItem::Tile && ix.kind != ir::IndexItem::All) visit(ix.value);
+    };
+    visit(t.begin_value);
+    visit(t.end_value);
+    double entries = 1;
+    for (const lower::GridDim& g : pl_.grid)
+      if (tiles.count(g.tile)) entries *= static_cast<double>(g.steps);
+    return std::min(1.0, (static_cast<double>(trips) / entries + 1) / static_cast<double>(trips));
+  }
+
   // A loop whose trips past a bound e do nothing (causal attention's key blocks above the
   // diagonal): the fraction of its trips that run, averaged over the outer blocks. Every
   // backend bounds such a loop at e: the skipped trips compute nothing and copy nothing (a
@@ -83,6 +109,7 @@ class LaunchModel {
   double runs_fraction(const Op& loop) const {
     const ir::TileInfo& t = fn_.tiles[loop.loop_tiles[0]];
     const int64_t b = block(t.id), trips = (t.extent() + b - 1) / b;
+    if (t.is_jagged()) return jagged_runs(t, trips);
     const std::optional<ir::TripBound> bound = ir::TripBound::of(fn_, loop, L_.op->loop_tiles);
     if (!bound) return 1;
     // Every combination of the blocks of the launch tiles e reads (at most kMaxCombinations;
@@ -399,7 +426,9 @@ class LaunchModel {
     std::vector<Move> moves;
     std::vector<std::pair<int, double>> piped;  // pipeline slots: loop tile, bytes per trip
     for (const backend::pallas::PallasSlot& s : pl_.slots) {
-      if (s.mode == backend::pallas::PallasSlot::Pipeline) {
+      // (a jagged loop's streamed rows move a trip's block per trip, double-buffered, as a
+      // pipeline's do)
+      if (s.mode == backend::pallas::PallasSlot::Pipeline || s.mode == backend::pallas::PallasSlot::Stream) {
         piped.push_back({s.loop_tile, static_cast<double>(s.block_bytes)});
         continue;
       }
@@ -444,12 +473,14 @@ class LaunchModel {
       flops += lw.trip.flops * runs;
       compute += runs * lw.trip.gather_dma_s;  // a dma gather's or scatter's rows, every trip
       dma_inner += runs * lw.trip.gather_dma_s;
-      if (il && il->strategy == lower::Strategy::Pipeline && trip_bytes_s > 0) {
-        // (emit_pipeline still walks a causal loop's skipped trips: their fixed cost, no copy)
+      if (((il && il->strategy == lower::Strategy::Pipeline) || t.is_jagged()) && trip_bytes_s > 0) {
+        // (emit_pipeline still walks a causal loop's skipped trips: their fixed cost, no copy; a
+        // jagged loop's fori_loop runs only its entry's trips)
+        const double walked = t.is_jagged() ? runs : static_cast<double>(trips);
         double bubble = hw_.dma_latency_s + trip_bytes_s;
-        compute += bubble + runs * std::max(lw.trip.seconds(), trip_bytes_s) + trips * hw_.pipeline_trip_s -
+        compute += bubble + runs * std::max(lw.trip.seconds(), trip_bytes_s) + walked * hw_.pipeline_trip_s -
                    trip_bytes_s;  // the last trip fetches nothing ahead
-        overhead_inner += trips * hw_.pipeline_trip_s;
+        overhead_inner += walked * hw_.pipeline_trip_s;
         dma_inner += bubble + std::max(0.0, runs - 1) * trip_bytes_s;
       } else {
         compute += runs * lw.trip.seconds();

@@ -525,6 +525,10 @@ class Emitter {
       params.push_back("gb" + std::to_string(g) + "_ref");
       params.push_back("gs" + std::to_string(g) + "_ref");
     }
+    for (int k : streamed_slots(pl)) {  // a streamed slot's two buffers and their DMA semaphores
+      params.push_back("sb" + std::to_string(k) + "_ref");
+      params.push_back("ss" + std::to_string(k) + "_ref");
+    }
     comm_scratch(pl, &info);
     for (const auto& [name, shape] : info.comm) params.push_back(name);
     find_copy_only_loads(pl);
@@ -916,6 +920,8 @@ class Emitter {
     int s = cur_->slot_of.at(&op);
     const PallasSlot& slot = cur_->slots[s];
     if (slot.mode == PallasSlot::Hbm) return hbm_buffer(op) + "[...]";  // (its DMA: hbm_transfer)
+    if (slot.mode == PallasSlot::Stream)                                // the trip's buffer (its DMA: jagged_loop)
+      return "sb" + std::to_string(s) + "_ref[j_" + tname(slot.loop_tile) + " % 2]";
     bool out = op.kind == OpKind::Store;
     std::string ref =
         slot.mode == PallasSlot::Pipeline ? "b" + std::to_string(s) + (out ? "o" : "i") : slot_ref(s, out);
@@ -1852,6 +1858,27 @@ class Emitter {
       line("lo_" + n + " = " + v(t.begin_value));
       line("hi_" + n + " = jnp.maximum(" + v(t.end_value) + ", lo_" + n + ")");
     }
+    const std::string trips = "trips_" + n;
+    line(trips + " = (hi_" + n + " - lo_" + n + " + " + std::to_string(b - 1) + ") // " + std::to_string(b));
+    // Rows read only, streamed (plan.cpp, streams_jagged_rows): each trip's block is DMAed from
+    // HBM into one of two buffers, the next trip's while this one computes.
+    std::vector<int> streamed;
+    for (int k : streamed_slots(*cur_))
+      if (cur_->slots[k].loop_tile == tile) streamed.push_back(k);
+    if (!streamed.empty()) {
+      line("");
+      line("def _fetch_" + n + "(j, buf):");
+      line("    \"\"\"The DMAs of trip j's streamed blocks into buffer `buf`.\"\"\"");
+      line("    s = jnp.minimum(lo_" + n + " + j * " + std::to_string(b) + ", " + std::to_string(t.end - b) + ")");
+      std::vector<std::string> copies;
+      for (int k : streamed) copies.push_back(stream_copy(k, tile, "s", "buf"));
+      line("    return [" + join(copies, ", ") + "]");
+      line("");
+      line("@pl.when(" + trips + " > 0)");
+      line("def _first_" + n + "():");
+      line("    for c in _fetch_" + n + "(0, 0):");
+      line("        c.start()");
+    }
     line("");
     line("def _trip_" + n + "(j_" + n + ", carry_" + n + "):");
     ++depth_;
@@ -1859,14 +1886,66 @@ class Emitter {
     line("s_" + n + " = " + (bounded ? "jnp.minimum(off_" + n + ", " + std::to_string(t.end - b) + ")" : "off_" + n));
     line("w_" + n + " = off_" + n + " - s_" + n);
     line("n_" + n + " = jnp.minimum(" + std::to_string(b) + ", hi_" + n + " - off_" + n + ")");
+    if (!streamed.empty()) {
+      line("for c in _fetch_" + n + "(j_" + n + ", j_" + n + " % 2):");
+      line("    c.wait()");
+      line("");
+      line("@pl.when(j_" + n + " + 1 < " + trips + ")");
+      line("def _next_" + n + "():");
+      line("    for c in _fetch_" + n + "(j_" + n + " + 1, (j_" + n + " + 1) % 2):");
+      line("        c.start()");
+      line("");
+    }
     jagged_tiles_.insert(tile);
     body(op.body, nullptr);
     jagged_tiles_.erase(tile);
     line("return carry_" + n);
     --depth_;
     line("");
-    line("jax.lax.fori_loop(0, (hi_" + n + " - lo_" + n + " + " + std::to_string(b - 1) + ") // " + std::to_string(b) +
-         ", _trip_" + n + ", 0)");
+    line("jax.lax.fori_loop(0, " + trips + ", _trip_" + n + ", 0)");
+  }
+
+  // The integer value `v` of the current launch is: a Constant's.
+  int64_t constant_of(int v) const {
+    const Op* c = nullptr;
+    ir::walk(cur_->plan->op->body, [&](const Op& o) {
+      if (o.result == v) c = &o;
+    });
+    PH_CHECK(c && c->kind == OpKind::Constant, "a streamed block's scalar index is a constant (plan.cpp)");
+    return static_cast<int64_t>(c->number);
+  }
+
+  // The slots of launch `pl` whose jagged loop streams them (PallasSlot::Stream).
+  static std::vector<int> streamed_slots(const PallasLaunch& pl) {
+    std::vector<int> out;
+    for (size_t k = 0; k < pl.slots.size(); ++k)
+      if (pl.slots[k].mode == PallasSlot::Stream) out.push_back(static_cast<int>(k));
+    return out;
+  }
+
+  // The DMA of streamed slot k's block for the trip whose rows of jagged tile `tile` start at
+  // `start`, into buffer `buf` of its two: the launch tiles' blocks at the step's offsets,
+  // constants and whole dims as they are.
+  std::string stream_copy(int k, int tile, const std::string& start, const std::string& buf) {
+    const PallasSlot& slot = cur_->slots[k];
+    const ir::TensorInfo& t = fn_.tensors[slot.tensor];
+    std::vector<std::string> idx;
+    for (size_t d = 0; d < slot.first->index.size(); ++d) {
+      const ir::IndexItem& ix = slot.first->index[d];
+      if (ix.kind == ir::IndexItem::All)
+        idx.push_back("pl.ds(0, " + std::to_string(t.shape[d]) + ")");
+      else if (ix.kind == ir::IndexItem::Scalar)  // (a constant: plan.cpp; emitted later, in the trip)
+        idx.push_back(std::to_string(constant_of(ix.value)));
+      else if (ix.tile == tile)
+        idx.push_back("pl.ds(" + start + ", " + std::to_string(slot.block[d]) + ")");
+      else if (slot.block[d] < 0)  // (a unit launch tile: its step's element)
+        idx.push_back("off_" + tname(ix.tile));
+      else
+        idx.push_back("pl.ds(off_" + tname(ix.tile) + ", " + std::to_string(slot.block[d]) + ")");
+    }
+    const std::string id = std::to_string(k);
+    return "pltpu.make_async_copy(s" + id + "_ref.at[" + join(idx) + "], sb" + id + "_ref.at[" + buf + "], ss" + id +
+           "_ref.at[" + buf + "])";
   }
 
   void inner_loop(const Op& op) {
@@ -2088,7 +2167,8 @@ class Emitter {
     auto spec = [&](const PallasSlot& s) {
       // A pipelined operand stays in HBM; a resident one spans its loop (block index 0 there).
       // (A dma gather's table too: its rows are copied by the kernel.)
-      if (s.mode == PallasSlot::Pipeline || s.mode == PallasSlot::Dma || s.mode == PallasSlot::Hbm)
+      if (s.mode == PallasSlot::Pipeline || s.mode == PallasSlot::Dma || s.mode == PallasSlot::Hbm ||
+          s.mode == PallasSlot::Stream)
         return std::string("pl.BlockSpec(memory_space=pl.ANY)");
       if (s.mode == PallasSlot::Smem) return std::string("pl.BlockSpec(memory_space=pltpu.SMEM)");
       // (a resident input whose block changes only at outer grid dims keeps one buffer: plan.cpp,
@@ -2142,6 +2222,14 @@ class Emitter {
       for (int64_t x : g.buffer) b.push_back(std::to_string(x));
       scratch.push_back("pltpu.VMEM(" + tuple_str(b) + ", " + jnp_dtype(fn_.tensors[g.op->tensor].dtype) + ")");
       scratch.push_back("pltpu.SemaphoreType.DMA((" + std::to_string(g.rows) + ",))");
+    }
+    for (int k : streamed_slots(pl)) {
+      const PallasSlot& st = pl.slots[k];
+      std::vector<int64_t> b{2};
+      for (int64_t x : st.block)
+        if (x >= 0) b.push_back(x);
+      scratch.push_back("pltpu.VMEM(" + shape_tuple(b) + ", " + jnp_dtype(fn_.tensors[st.tensor].dtype) + ")");
+      scratch.push_back("pltpu.SemaphoreType.DMA((2,))");
     }
     for (const auto& [name, shape] : info.comm) scratch.push_back(shape);
     // Headroom over the planned footprint for Mosaic's own scratch, within the core's VMEM.

@@ -76,6 +76,8 @@ const char* mode_name(PallasSlot::Mode m) {
       return "smem";
     case PallasSlot::Hbm:
       return "hbm";
+    case PallasSlot::Stream:
+      return "stream";
   }
   return "?";
 }
@@ -451,6 +453,41 @@ class Planner {
     }
   }
 
+  // Whether a load in a jagged loop streams its rows (PallasSlot::Stream) instead of holding the
+  // whole dim in VMEM: it reads through the loop's own tile (no enclosing loop's), its other
+  // dims are whole, constant or a launch tile's blocks that divide the dim (each trip's DMA
+  // copies one whole block: nothing past the tensor's end), the loop is bounded inside the dim
+  // (a trip's b rows start at min(off, bound - b): codegen.cpp, jagged_loop), and the launch
+  // writes nothing of the tensor (a copy in VMEM would be stale).
+  bool streams_jagged_rows(const Op& op, int loop_tile, const std::vector<int>& trip_tiles) {
+    if (op.kind != OpKind::Load || !trip_tiles.empty() || ir::has_gather(op)) return false;
+    const ir::TensorInfo& t = fn_.tensors[op.tensor];
+    const ir::TileInfo& jt = fn_.tiles[loop_tile];
+    for (size_t d = 0; d < op.index.size(); ++d) {
+      const ir::IndexItem& ix = op.index[d];
+      if (ix.kind == ir::IndexItem::All) continue;
+      if (ix.kind == ir::IndexItem::Scalar) {
+        const Op* c = def(ix.value);
+        if (!c || c->kind != OpKind::Constant) return false;
+        continue;
+      }
+      if (ix.kind != ir::IndexItem::Tile) return false;  // (a slice of a whole-dim block, a gather)
+      if (ix.tile == loop_tile) {
+        if (jt.end >= ir::kUnboundedRange || jt.end > t.shape[d] || p_.block_of_tile(loop_tile) > jt.end) return false;
+        continue;
+      }
+      const ir::TileInfo& ti = fn_.tiles[ix.tile];
+      if (!launch_tile(ix.tile) || ti.parent >= 0 || ti.is_jagged() || ti.end > t.shape[d]) return false;
+      if (!pallas_unit_tile(p_, ix.tile) && ti.extent() % std::min(p_.block_of_tile(ix.tile), ti.extent()) != 0)
+        return false;
+    }
+    const int root = ir::root_of(fn_, op.tensor);
+    bool written = false;
+    ir::walk(L_.op->body,
+             [&](const Op& o) { written |= o.kind == OpKind::Store && ir::root_of(fn_, o.tensor) == root; });
+    return !written;
+  }
+
   // The inner loops open around the access being visited (outermost first).
   std::vector<const Op*> open_loops_;
   bool indexes_open_loop(int tile) const {
@@ -470,7 +507,9 @@ class Planner {
   // dim in the outer block. So a pipelined or grid-strategy loop whose window is unaligned is
   // refused with the strategy that takes it, and the default config falls back to it.
   void check_block_shape(const Op& op, const PallasSlot& s) {
-    if (s.mode == PallasSlot::Dma || s.mode == PallasSlot::Smem || s.whole_tensor) return;
+    // (a streamed trip's block is a DMA's into a VMEM buffer: no BlockSpec's)
+    if (s.mode == PallasSlot::Dma || s.mode == PallasSlot::Smem || s.mode == PallasSlot::Stream || s.whole_tensor)
+      return;
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     const int rank = static_cast<int>(s.block.size());
     for (int d = 0; d < rank; ++d) {
@@ -864,6 +903,7 @@ class Planner {
       // (A scalar index here has an index map, a constant or a launch tile's number, which the
       // pipeline's BlockSpec takes like the grid's: its lambda closes over the grid indices.)
       s.buffers = il->strategy == Strategy::Pipeline ? il->buffers : 2;
+      if (jagged && streams_jagged_rows(op, loop_tile, trip_tiles)) s.mode = PallasSlot::Stream;
     }
     int64_t elems = 1;
     for (size_t d = 0; d < op.index.size(); ++d) {

@@ -45,8 +45,11 @@ struct PallasSlot {
   // rows (a jagged trip at its clamped start, a resident one at its offset).
   std::vector<int> trip_tiles;
   // How the block reaches VMEM: a grid-level BlockSpec, an inner loop's strategy, or by the
-  // row DMAs of a dma gather (the tensor stays in HBM; block_bytes is 0).
-  enum Mode { Grid, Resident, Pipeline, Dma, Smem, Hbm } mode = Grid;
+  // row DMAs of a dma gather (the tensor stays in HBM; block_bytes is 0). Stream: a jagged
+  // loop's rows, read only, DMAed from HBM a trip at a time into two VMEM buffers (the next
+  // trip's copy in flight while this one computes), instead of the whole dim held resident;
+  // the block is one trip's.
+  enum Mode { Grid, Resident, Pipeline, Dma, Smem, Hbm, Stream } mode = Grid;
   int buffers = 2;
   std::vector<int64_t> block;  // per tensor dim: block extent, or -1 for a squeezed dim
   int64_t block_bytes = 0;     // one buffer
