@@ -1156,6 +1156,59 @@ TEST(Pallas, AFitErrorNamesTheBlocksHeldWhole) {
   EXPECT_EQ(m.find("Use smaller block sizes"), std::string::npos) << m;
 }
 
+// Each group's sums of x's columns [c0, c0 + width) over its rows (offsets [G + 1]), into those
+// columns of out [G, 1, x's width] (the rest zeros): x is read in a jagged loop through its own
+// tile, beside a launch tile over the column range.
+ph::Tensor column_range_group_sums(ph::Tensor x, ph::Tensor offsets, int64_t c0, int64_t width) {
+  const int64_t groups = offsets.size(0) - 1;
+  auto out = ph::zeros({groups, 1, x.size(1)});
+  for (auto [g, tn] : ph::tile(ph::range(groups).block(1), ph::range(c0, c0 + width))) {
+    ph::Var acc = ph::zeros({tn});
+    for (auto tr : ph::tile(ph::jagged(offsets, g.begin()))) acc = acc + ph::sum(x[tr, tn], 0);
+    out[g, 0, tn] = acc;
+  }
+  return out;
+}
+ph::Tensor group_sums_of_two_blocks(ph::Tensor x, ph::Tensor o) { return column_range_group_sums(x, o, 128, 256); }
+ph::Tensor group_sums_short_of_a_block(ph::Tensor x, ph::Tensor o) { return column_range_group_sums(x, o, 256, 100); }
+
+// x's rows stream (a DMA per trip) where each trip's block is a whole block of the launch tile's
+// range, and stay resident where the range is shorter than its block (a DMA of the block would
+// reach past the range, here past x's end): both match the sums, with empty groups and trips
+// that end ragged.
+TEST(Pallas, JaggedRowsStreamOnlyThroughWholeBlocks) {
+  ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
+  const std::vector<int64_t> offs = {0, 0, 5, 40, 40, 77};
+  ph::Array x = ph::Array::random({77, 384}, ph::DType::f32, 3);
+  ph::Array offsets = ph::Array::zeros({6}, ph::DType::i32);
+  for (size_t i = 0; i < offs.size(); ++i) offsets.set(static_cast<int64_t>(i), static_cast<double>(offs[i]));
+  std::vector<pallas::InterpretCase> runs;
+  std::vector<ph::Array> wants;
+  using Body = ph::Tensor (*)(ph::Tensor, ph::Tensor);
+  for (auto [body, c0, width, streams] :
+       {std::tuple<Body, int64_t, int64_t, bool>{group_sums_of_two_blocks, 128, 256, true},
+        {group_sums_short_of_a_block, 256, 100, false}}) {
+    ph::Kernel kernel("column_range_group_sums", body);
+    ph::Array want = ph::Array::zeros({5, 1, 384}, ph::DType::f32);
+    for (int64_t g = 0; g < 5; ++g)
+      for (int64_t c = c0; c < c0 + width; ++c) {
+        double sum = 0;
+        for (int64_t r = offs[g]; r < offs[g + 1]; ++r) sum += x.get(r * 384 + c);
+        want.set(g * 384 + c, sum);
+      }
+    const ph::Config cfg =
+        ph::Config::from_json(R"({"block_sizes":[128,8],"inner_loops":[],"loop_orders":[[0,1]],"num_threads":1})");
+    ph::PallasModule m = kernel.emit_pallas({x, offsets}, "v7x", &cfg);
+    EXPECT_EQ(m.source.find("arg0 stream") != std::string::npos, streams) << m.source;
+    runs.push_back(
+        {"group sums from " + std::to_string(c0), m.source, "column_range_group_sums", {x, offsets}, {}, true});
+    wants.push_back(want);
+  }
+  check_interpreted(runs, 1, [&](size_t i, const pallas::InterpretResult& r) {
+    EXPECT_LT(ph::max_abs_diff(r.outputs[0], wants[i]), 1e-4) << runs[i].name;
+  });
+}
+
 // A jagged loop's rows that are read only and through its own tile stream a trip at a time: at
 // segment_sum's [131072, 256] f32, x's rows in column blocks of 128 (64 MiB whole) take two
 // trip blocks of VMEM, and the launch fits a v7x core. Rows read in a loop nested in the jagged

@@ -427,16 +427,23 @@ class LaunchModel {
     std::vector<std::pair<int, double>> piped;  // pipeline slots: loop tile, bytes per trip
     for (const backend::pallas::PallasSlot& s : pl_.slots) {
       // (a jagged loop's streamed rows move a trip's block per trip, double-buffered, as a
-      // pipeline's do)
-      if (s.mode == backend::pallas::PallasSlot::Pipeline || s.mode == backend::pallas::PallasSlot::Stream) {
+      // pipeline's do; one nested in other control flow, which the model does not walk, moves
+      // its whole bound every step)
+      const bool top_loop =
+          std::any_of(loops_.begin(), loops_.end(), [&](const LoopWork& l) { return l.tile == s.loop_tile; });
+      if (s.mode == backend::pallas::PallasSlot::Pipeline ||
+          (s.mode == backend::pallas::PallasSlot::Stream && top_loop)) {
         piped.push_back({s.loop_tile, static_cast<double>(s.block_bytes)});
         continue;
       }
+      const double whole = s.mode == backend::pallas::PallasSlot::Stream
+                               ? static_cast<double>(fn_.tiles[s.loop_tile].extent()) / block(s.loop_tile)
+                               : 1.0;
       if (s.shares >= 0) continue;                               // (another slot's resident copy: moved once)
       if (s.mode == backend::pallas::PallasSlot::Hbm) continue;  // (a landing tensor: its accesses' DMAs)
       // (an atomic update's block comes in too: its prior contents, read-modify-written)
       Move m{{},
-             static_cast<double>(s.block_bytes),
+             static_cast<double>(s.block_bytes) * whole,
              s.read || s.atomic != ir::AtomicFn::none,
              s.buffers == 1 && !s.written,
              s.mode == backend::pallas::PallasSlot::Grid && s.loop_tile >= 0 && !s.written};

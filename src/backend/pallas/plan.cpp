@@ -460,7 +460,9 @@ class Planner {
   // (a trip's b rows start at min(off, bound - b): codegen.cpp, jagged_loop), and the launch
   // writes nothing of the tensor (a copy in VMEM would be stale).
   bool streams_jagged_rows(const Op& op, int loop_tile, const std::vector<int>& trip_tiles) {
-    if (op.kind != OpKind::Load || !trip_tiles.empty() || ir::has_gather(op)) return false;
+    // (a launch with collectives keeps its blocks resident: a copy may send the loaded block in
+    // place, which the next trip's DMA would overwrite)
+    if (op.kind != OpKind::Load || !trip_tiles.empty() || ir::has_gather(op) || out_.comm.any) return false;
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     const ir::TileInfo& jt = fn_.tiles[loop_tile];
     for (size_t d = 0; d < op.index.size(); ++d) {
@@ -478,7 +480,9 @@ class Planner {
       }
       const ir::TileInfo& ti = fn_.tiles[ix.tile];
       if (!launch_tile(ix.tile) || ti.parent >= 0 || ti.is_jagged() || ti.end > t.shape[d]) return false;
-      if (!pallas_unit_tile(p_, ix.tile) && ti.extent() % std::min(p_.block_of_tile(ix.tile), ti.extent()) != 0)
+      // (the DMA's block is min(block, dim): it must be the emitter's, min(block, extent), and cut
+      // the range evenly)
+      if (!pallas_unit_tile(p_, ix.tile) && ti.extent() % std::min(p_.block_of_tile(ix.tile), t.shape[d]) != 0)
         return false;
     }
     const int root = ir::root_of(fn_, op.tensor);
@@ -507,13 +511,14 @@ class Planner {
   // dim in the outer block. So a pipelined or grid-strategy loop whose window is unaligned is
   // refused with the strategy that takes it, and the default config falls back to it.
   void check_block_shape(const Op& op, const PallasSlot& s) {
-    // (a streamed trip's block is a DMA's into a VMEM buffer: no BlockSpec's)
-    if (s.mode == PallasSlot::Dma || s.mode == PallasSlot::Smem || s.mode == PallasSlot::Stream || s.whole_tensor)
-      return;
+    if (s.mode == PallasSlot::Dma || s.mode == PallasSlot::Smem || s.whole_tensor) return;
     const ir::TensorInfo& t = fn_.tensors[op.tensor];
     const int rank = static_cast<int>(s.block.size());
     for (int d = 0; d < rank; ++d) {
       const ir::IndexItem& ix = op.index[d];
+      // (a streamed trip's rows are a DMA's into a VMEM buffer, at any start: only its other dims
+      // are the blocks a resident slot would have had)
+      if (s.mode == PallasSlot::Stream && ix.kind == ir::IndexItem::Tile && ix.tile == s.loop_tile) continue;
       // A resident loop's trips of one element along a block's last two dims would squeeze a
       // dim there that the Tile IR keeps (a tile of block 1, unlike a ph::grid index, which the
       // IR drops too), beside values that keep theirs: refused as before (blocks of 2 or more
