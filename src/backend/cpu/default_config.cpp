@@ -180,8 +180,8 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
   };
   // Kernels with dot products: start from GEMM-like blocks (runtime::gemm_preferred_block: M 256,
   // N 256, K 256 for the vector micro-kernels), which keep the micro-kernels busy and the packed
-  // operands in L2, then halve K and M until the step fits three quarters of fast memory and the
-  // grid has two steps per thread.
+  // operands in L2, then halve the dim whose halving brings the launches closest to three quarters
+  // of fast memory until they fit, then M until the grid has two steps per thread.
   std::vector<int> spec_of_block(fn.block_sizes.size(), -1);
   for (size_t i = 0; i < spec.block_sizes.size(); ++i)
     spec_of_block[spec.block_sizes[i].block_id] = static_cast<int>(i);
@@ -244,33 +244,42 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
     for (size_t i = 0; i < dot_role.size(); ++i)
       if (dot_role[i] >= 0) c.block_sizes[i] = std::min(preferred[dot_role[i]], spec.block_sizes[i].choices.back());
     raise_outer_tiles(c);
-    auto footprint = [&](const Config& cand) {
-      int64_t most = 0;
+    // How far a config's launches are over three quarters of fast memory, summed over them.
+    auto excess = [&](const Config& cand) {
+      int64_t over = 0;
       for (const lower::LaunchPlan& L : lower::plan(fn, cand, backend).launches)
-        most = std::max(most, L.footprint_bytes);
-      return most;
+        over += std::max<int64_t>(0, L.footprint_bytes - fast_memory * 3 / 4);
+      return over;
     };
-    // Each round halves the dim (K, M or N, over every dot) whose halving shrinks the footprint
-    // most; K first among equals. A fixed order (K, then M, then N) halved K first even where
+    auto halved = [&](Config cand, int role) {
+      for (size_t i = 0; i < dot_role.size(); ++i)
+        if (dot_role[i] == role && cand.block_sizes[i] > 16) cand.block_sizes[i] /= 2;
+      return cand;
+    };
+    // Each round halves the dim (K, M or N, over every dot) whose halving takes the most off the
+    // excess; K first among equals. A fixed order (K, then M, then N) halved K first even where
     // the footprint was an [M, N] accumulator that K does not shape: matmul_layernorm bf16
     // [2048,2048,1024] (N whole) came to [128,128] at 11.5 ms where [128,256] runs 10.3 (AMD
-    // EPYC Zen 5, 2 threads).
-    for (int64_t now = footprint(c); now > fast_memory * 3 / 4;) {
+    // EPYC Zen 5, 2 threads). Where no single halving helps (launches each over by a dim of its
+    // own, scratch no dot block shapes), the round halves in that fixed order, as before.
+    for (int round = 0; round < 64; ++round) {
+      const int64_t over = excess(c);
+      if (over == 0) break;
       Config best = c;
-      int64_t best_bytes = now;
+      int64_t best_over = over;
       for (int role : {2, 0, 1}) {
-        Config cand = c;
-        for (size_t i = 0; i < dot_role.size(); ++i)
-          if (dot_role[i] == role && cand.block_sizes[i] > 16) cand.block_sizes[i] /= 2;
+        const Config cand = halved(c, role);
         if (cand.block_sizes == c.block_sizes) continue;
-        if (int64_t bytes = footprint(cand); bytes < best_bytes) {
+        if (const int64_t e = excess(cand); e < best_over) {
           best = cand;
-          best_bytes = bytes;
+          best_over = e;
         }
       }
-      if (best_bytes == now) break;  // nothing left to halve, or no halving helps
+      if (best_over == over)  // (K, M, N in turn)
+        for (int step = 0; step < 3 && best.block_sizes == c.block_sizes; ++step)
+          best = halved(c, (round + step) % 3 == 0 ? 2 : (round + step) % 3 == 1 ? 0 : 1);
+      if (best.block_sizes == c.block_sizes) break;  // every dot block at its floor
       c = best;
-      now = best_bytes;
     }
     // Walk the grid with the M tile fastest: consecutive steps then reuse the same B blocks
     // (N, K) from the caches while A's row blocks stream.
