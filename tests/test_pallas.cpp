@@ -1173,9 +1173,9 @@ ph::Tensor group_sums_of_two_blocks(ph::Tensor x, ph::Tensor o) { return column_
 ph::Tensor group_sums_short_of_a_block(ph::Tensor x, ph::Tensor o) { return column_range_group_sums(x, o, 256, 100); }
 
 // x's rows stream (a DMA per trip) where each trip's block is a whole block of the launch tile's
-// range, and stay resident where the range is shorter than its block (a DMA of the block would
-// reach past the range, here past x's end): both match the sums, with empty groups and trips
-// that end ragged.
+// range, and stay resident where the range is shorter than its block (a DMA of the whole block
+// would reach past the range, and the emitter's block is the range's): both match the sums, with
+// empty groups and trips that end ragged.
 TEST(Pallas, JaggedRowsStreamOnlyThroughWholeBlocks) {
   ASSERT_FALSE(pallas::interpret_python().empty()) << "no Python with jax (run `make test`)";
   const std::vector<int64_t> offs = {0, 0, 5, 40, 40, 77};

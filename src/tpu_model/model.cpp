@@ -87,12 +87,13 @@ class LaunchModel {
       auto it = defs_.find(v);
       if (it == defs_.end() || !seen.insert(v).second) return;
       const Op& o = *it->second;
-      for (const ir::IndexItem& ix : o.index)
-        if (ix.kind == ir::IndexItem::Tile) tiles.insert(ix.tile);
       if (o.tile >= 0) tiles.insert(o.tile);  // (TileBegin, TileEnd, TileIndex, TileId)
       for (int u : o.operands) visit(u);
       for (const ir::IndexItem& ix : o.index)
-        if (ix.kind != ir::IndexItem::Tile && ix.kind != ir::IndexItem::All) visit(ix.value);
+        if (ix.kind == ir::IndexItem::Tile)
+          tiles.insert(ix.tile);
+        else if (ix.kind != ir::IndexItem::All)
+          visit(ix.value);
     };
     visit(t.begin_value);
     visit(t.end_value);

@@ -262,12 +262,13 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
     // [2048,2048,1024] (N whole) came to [128,128] at 11.5 ms where [128,256] runs 10.3 (AMD
     // EPYC Zen 5, 2 threads). Where no single halving helps (launches each over by a dim of its
     // own, scratch no dot block shapes), the round halves in that fixed order, as before.
+    constexpr int kRoles[3] = {2, 0, 1};  // K, M, N
     for (int round = 0; round < 64; ++round) {
       const int64_t over = excess(c);
       if (over == 0) break;
       Config best = c;
       int64_t best_over = over;
-      for (int role : {2, 0, 1}) {
+      for (int role : kRoles) {
         const Config cand = halved(c, role);
         if (cand.block_sizes == c.block_sizes) continue;
         if (const int64_t e = excess(cand); e < best_over) {
@@ -277,7 +278,7 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
       }
       if (best_over == over)  // (K, M, N in turn)
         for (int step = 0; step < 3 && best.block_sizes == c.block_sizes; ++step)
-          best = halved(c, (round + step) % 3 == 0 ? 2 : (round + step) % 3 == 1 ? 0 : 1);
+          best = halved(c, kRoles[(round + step) % 3]);
       if (best.block_sizes == c.block_sizes) break;  // every dot block at its floor
       c = best;
     }

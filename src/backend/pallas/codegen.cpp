@@ -1858,6 +1858,10 @@ class Emitter {
       line("lo_" + n + " = " + v(t.begin_value));
       line("hi_" + n + " = jnp.maximum(" + v(t.end_value) + ", lo_" + n + ")");
     }
+    // A trip's start, clamped inside the bound (`off` an expression of the trip's offset).
+    auto start_of = [&](const std::string& off) {
+      return bounded ? "jnp.minimum(" + off + ", " + std::to_string(t.end - b) + ")" : off;
+    };
     const std::string trips = "trips_" + n;
     line(trips + " = (hi_" + n + " - lo_" + n + " + " + std::to_string(b - 1) + ") // " + std::to_string(b));
     // Rows read only, streamed (plan.cpp, streams_jagged_rows): each trip's block is DMAed from
@@ -1869,7 +1873,7 @@ class Emitter {
       line("");
       line("def _fetch_" + n + "(j, buf):");
       line("    \"\"\"The DMAs of trip j's streamed blocks into buffer `buf`.\"\"\"");
-      line("    s = jnp.minimum(lo_" + n + " + j * " + std::to_string(b) + ", " + std::to_string(t.end - b) + ")");
+      line("    s = " + start_of("lo_" + n + " + j * " + std::to_string(b)));
       std::vector<std::string> copies;
       for (int k : streamed) copies.push_back(stream_copy(k, tile, "s", "buf"));
       line("    return [" + join(copies, ", ") + "]");
@@ -1883,7 +1887,7 @@ class Emitter {
     line("def _trip_" + n + "(j_" + n + ", carry_" + n + "):");
     ++depth_;
     line("off_" + n + " = lo_" + n + " + j_" + n + " * " + std::to_string(b));
-    line("s_" + n + " = " + (bounded ? "jnp.minimum(off_" + n + ", " + std::to_string(t.end - b) + ")" : "off_" + n));
+    line("s_" + n + " = " + start_of("off_" + n));
     line("w_" + n + " = off_" + n + " - s_" + n);
     line("n_" + n + " = jnp.minimum(" + std::to_string(b) + ", hi_" + n + " - off_" + n + ")");
     if (!streamed.empty()) {

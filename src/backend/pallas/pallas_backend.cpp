@@ -208,8 +208,9 @@ void PallasBackend::check(const lower::BlockProgram& p) const {
             s.mode != PallasSlot::Dma && s.mode != PallasSlot::Smem && !streamable && s.block.size() == t.shape.size();
         for (size_t d = 0; spans && d < t.shape.size(); ++d)
           spans = s.block[d] == t.shape[d] || (s.block[d] == -1 && t.shape[d] == 1);
-        // (a jagged loop's rows are whole even where the block cuts its other dims: segment_sum's
-        // x at [131072, 128] holds all 131072 rows whatever the jagged block)
+        // (rows a jagged loop holds resident are whole even where the block cuts its other dims:
+        // grouped_gemm's x, read in the K loop inside its jagged loop, holds all M rows whatever
+        // the jagged block; streamed rows, mode Stream, hold two trips' blocks)
         bool jagged_rows = s.mode == PallasSlot::Resident && s.loop_tile >= 0 && fn.tiles[s.loop_tile].is_jagged();
         for (int tile : s.trip_tiles) jagged_rows |= fn.tiles[tile].is_jagged();
         if ((spans || s.whole_tensor || jagged_rows) && s.block_bytes >= (int64_t{1} << 20) &&

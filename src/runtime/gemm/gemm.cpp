@@ -307,11 +307,9 @@ inline void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), 
 // are asked for. Measured on an AMD EPYC Zen 5 with a copy of the bf16 micro-kernel over
 // 256 x 256 x 128 blocks of an A larger than the caches, both cores at once: 330-360 -> 460-480
 // GFLOP/s per core (bmm bf16 [16,512,512,512] on 2 threads: 5.1 -> 4.8 ms; into L2 only, 5.25).
-// A strip larger than a quarter of L1 goes to L2 only: into L1 it would evict the micro-panel of
-// B that the pass keeps there.
-inline void prefetch_rows(const char* at, int rows, int64_t stride, int64_t bytes) {
-  const Features& f = features();
-  const bool into_l1 = rows * bytes <= f.l1_set_span * f.l1_ways / 4;
+// A strip larger than a quarter of L1 goes to L2 only (`into_l1` false): into L1 it would evict
+// the micro-panel of B that the pass keeps there.
+inline void prefetch_rows(const char* at, int rows, int64_t stride, int64_t bytes, bool into_l1) {
   for (int i = 0; i < rows; ++i) {
     const char* row = at + i * stride;
     const char* line = row - reinterpret_cast<uintptr_t>(row) % 64;  // (rows need not start a line)
@@ -646,6 +644,8 @@ void gemm(const ph_gemm_args& g) {
   const bool bf16 = K.bf16 && g.a_dtype == PH_BF16 && g.b_dtype == PH_BF16;
   const int mr = K.mr, nr = K.nr;
   const int64_t kp = bf16 ? (g.k + 1) / 2 * 2 : g.k;  // k rounded up to pairs
+  const int64_t elem = bf16 ? 2 : 4;                  // bytes of an operand element as packed (and as read in place)
+  const int64_t a_row_bytes = g.a_rs * elem;          // (an A read in place)
   const int64_t mp = (g.m + mr - 1) / mr * mr, np = (g.n + nr - 1) / nr * nr;
   char* ws = static_cast<char*>(g.workspace);
   char* apack = ws;
@@ -655,15 +655,15 @@ void gemm(const ph_gemm_args& g) {
   const bool a_in_place =
       g.a_cs == 1 &&
       (bf16 ? (g.k % 2 == 0 && g.a_rs % 2 == 0 && reinterpret_cast<uintptr_t>(g.a) % 4 == 0) : g.a_dtype == PH_F32) &&
-      !rows_alias_in_l1(mr, g.a_rs * (bf16 ? 2 : 4));
+      !rows_alias_in_l1(mr, a_row_bytes);
   if (a_in_place) {
     // Only the ragged last strip needs a panel: pack it alone, at its own slot.
     int64_t last = g.m / mr * mr;
     if (last < g.m) {
       ph_gemm_args strip = g;
       strip.m = g.m - last;
-      strip.a = static_cast<const char*>(g.a) + last * g.a_rs * (bf16 ? 2 : 4);
-      char* slot = apack + (last / mr) * (mr * kp * (bf16 ? 2 : 4));
+      strip.a = static_cast<const char*>(g.a) + last * a_row_bytes;
+      char* slot = apack + (last / mr) * (mr * kp * elem);
       if (bf16)
         pack_a_bf16(strip, mr, reinterpret_cast<uint32_t*>(slot));
       else
@@ -689,13 +689,13 @@ void gemm(const ph_gemm_args& g) {
   if (!b_packed && bf16) pack_b_bf16(g, nr, reinterpret_cast<uint16_t*>(bpack));
   if (!b_packed && !bf16) pack_b_f32(g, nr, reinterpret_cast<float*>(bpack));
   MicroKernel ukr = bf16 ? K.bf16 : K.f32;
-  const int64_t a_stride = mr * kp * (bf16 ? 2 : 4), b_stride = nr * kp * (bf16 ? 2 : 4);
+  const int64_t a_stride = mr * kp * elem, b_stride = nr * kp * elem;
   alignas(64) float tile[16 * 32];
   // The rows of A in passes of `pass` rows; in each, the B micro-panels outermost: one stays in
   // L1 while the pass's A strips stream past it from L2, and B, packed once per call, serves
   // every pass (a block of many rows amortizes its packing).
-  const int64_t pass = rows_per_pass(mr, kp * (bf16 ? 2 : 4), g.n * 4);
-  const int64_t a_bytes = bf16 ? 2 : 4, a_row_bytes = g.a_rs * a_bytes;  // (A read in place)
+  const int64_t pass = rows_per_pass(mr, kp * elem, g.n * 4);
+  const bool prefetch_into_l1 = mr * g.k * elem <= features().l1_set_span * features().l1_ways / 4;
   for (int64_t ic = 0; ic < mp; ic += pass)
     for (int64_t j0 = 0; j0 < np; j0 += nr) {
       const char* bpanel = bpack + (j0 / nr) * b_stride;
@@ -703,11 +703,12 @@ void gemm(const ph_gemm_args& g) {
       for (int64_t i0 = ic; i0 < std::min(mp, ic + pass); i0 += mr) {
         int rows = static_cast<int>(std::min<int64_t>(mr, g.m - i0));
         if (a_in_place && j0 == 0 && i0 + 2 * mr <= std::min(g.m, ic + pass))  // (the next strip is whole)
-          prefetch_rows(static_cast<const char*>(g.a) + (i0 + mr) * a_row_bytes, mr, a_row_bytes, g.k * a_bytes);
+          prefetch_rows(static_cast<const char*>(g.a) + (i0 + mr) * a_row_bytes, mr, a_row_bytes, g.k * elem,
+                        prefetch_into_l1);
         const void* a = apack + (i0 / mr) * a_stride;
         int64_t ars = 1, acs = mr;
         if (a_in_place && rows == mr) {
-          a = static_cast<const char*>(g.a) + i0 * g.a_rs * (bf16 ? 2 : 4);
+          a = static_cast<const char*>(g.a) + i0 * a_row_bytes;
           ars = bf16 ? g.a_rs / 2 : g.a_rs;  // bf16: in k-pair words
           acs = 1;
         }
