@@ -373,7 +373,8 @@ class Planner {
   //   rows): again one slot per trip of the loop that indexes B, packed by the first trip
   //   (moe_matmul on a Zen 1 host: B was packed again on each of the expert's trips).
   // The runtime keys each slot by B's address, strides and extents (ph_gemm_args::b_panels),
-  // and generated code clears the keys when a launch call starts, so a kept panel is B's as
+  // and the executor clears the keys when a launch call starts (not at each range of steps a
+  // thread claims: those share the panels), so a kept panel is B's as
   // long as the launch writes nothing behind B: a tensor (or another view of its memory) it
   // stores to, a launch with collectives (a peer's copies land during it), or B computed in
   // the kernel rather than loaded, keep nothing. The B part of a keeping dot's workspace is

@@ -371,7 +371,7 @@ std::string generate_source(const lower::BlockProgram& p) {
   for (const lower::LaunchPlan& L : p.launches) {
     os << "// launch " << L.index << " at " << L.op->loc.str() << "\n";
     emit::LaunchEmitter e(p, L);
-    os << e.run() << "\n" << e.partials_function();
+    os << e.run() << "\n" << e.partials_function() << e.kept_panels_function();
   }
   return os.str();
 }

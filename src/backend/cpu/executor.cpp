@@ -22,6 +22,8 @@ using LaunchFn = void (*)(void* const* tensors, const double* scalars, char* scr
 // Its partials function (emit/atomics.cpp), where it keeps per-thread copies of atomically
 // updated tensors: phase 0 fills thread `tid`'s copies, phase 1 combines its share of them all.
 using PartialsFn = void (*)(int phase, void* const* tensors, char* area, int64_t stride, int threads, int tid);
+// Its kept-panels function (emit/dots.cpp): clears the keys of the kept B panels in one thread's area.
+using KeptFn = void (*)(char* own);
 
 struct Launch {
   LaunchFn fn = nullptr;
@@ -31,6 +33,7 @@ struct Launch {
   PartialsFn partials = nullptr;
   int64_t partials_bytes = 0;  // per thread, after its scratch
   int64_t kept_bytes = 0;      // per thread, after its partials: kept B panels (DotPlan::kept_b_slots)
+  KeptFn clear_kept = nullptr;
 };
 
 class CpuExecutable final : public Executable {
@@ -55,6 +58,8 @@ class CpuExecutable final : public Executable {
     runtime::StepQueue queue(steps, threads);
     runtime::parallel_run(threads, [&](int tid) {
       char* own = base + per_thread * tid;
+      // Once per launch call: the panels a thread packs for one range of steps serve its next.
+      if (L.clear_kept) L.clear_kept(own);
       if (L.partials) {
         // Per-thread partial results are combined in thread order: a fixed split of the steps
         // keeps a float sum the same from run to run.
@@ -91,7 +96,10 @@ std::shared_ptr<Executable> load_executable(const std::string& source, const low
       l.partials = reinterpret_cast<PartialsFn>(jit.module->symbol(launch_symbol(L.index) + "_partials"));
       l.partials_bytes = L.partials_bytes;
     }
-    l.kept_bytes = L.kept_panels_bytes;
+    if (L.kept_panels_bytes > 0) {
+      l.kept_bytes = L.kept_panels_bytes;
+      l.clear_kept = reinterpret_cast<KeptFn>(jit.module->symbol(launch_symbol(L.index) + "_kept"));
+    }
     launches.push_back(l);
   }
   return std::make_shared<CpuExecutable>(std::move(jit), std::move(launches));

@@ -29,6 +29,10 @@ class LaunchEmitter : private EmitContext {
   // The function that fills and combines the launch's per-thread partial copies of atomically
   // updated tensors (`ph_launch_N_partials`), or "" when it has none (atomics.cpp).
   std::string partials_function();
+  // The function that clears the keys of the launch's kept B panels in one thread's area
+  // (`ph_launch_N_kept`), or "" when it keeps none (dots.cpp): the executor calls it once per
+  // thread and launch call, before the thread's first range of steps.
+  std::string kept_panels_function();
 
  private:
   // --- the launch skeleton and statements (codegen.cpp) ---
