@@ -11,6 +11,7 @@
 #include "kernels/registry.h"
 #include "parhelion/parhelion.h"
 #include "runtime/gemm/gemm.h"
+#include "tests/config_sweep.h"
 #include "tune/accuracy.h"
 
 namespace ph = parhelion;
@@ -506,6 +507,66 @@ TEST(Dot, ContractedDimensionsMustMatch) {
     EXPECT_NE(msg.find("test_dot.cpp:" + std::to_string(kLineK)), std::string::npos) << msg;
     EXPECT_NE(msg.find("dot: the contracted dimensions differ: [6] (last of [t0, 6]) and [7]"), std::string::npos)
         << msg;
+  }
+}
+
+// acc = acc + dot(x, y) is computed into the Var in place, where the dot is. That is the
+// assignment's value only where the assignment runs whenever the dot does, and where nothing
+// between them reads or assigns the Var. These kernels break one of the two; each must take its
+// dot into scratch and add it at the assignment.
+//
+// The product added under ph::when(flag != 0): all of x . y, or zeros.
+ph::Tensor dot_added_when(ph::Tensor x, ph::Tensor y, ph::Int flag) {
+  auto [m, k] = x.sizes<2>();
+  auto n = y.size(1);
+  auto out = ph::empty({m, n});
+  for (auto [tm, tn] : ph::tile(m, n)) {
+    ph::Var acc = ph::zeros({tm, tn});
+    for (auto tk : ph::tile(k)) {
+      auto p = ph::dot(x[tm, tk], y[tk, tn]);
+      ph::when(flag != 0, [&] { acc = acc + p; });
+    }
+    out[tm, tn] = acc;
+  }
+  return out;
+}
+
+// The Var read between the dot and its assignment: `total` adds what each assignment added to
+// acc (acc after it less acc before it), which is x . y whatever the blocks.
+ph::Tensor var_read_before_its_dot_lands(ph::Tensor x, ph::Tensor y) {
+  auto [m, k] = x.sizes<2>();
+  auto n = y.size(1);
+  auto out = ph::empty({m, n});
+  for (auto [tm, tn] : ph::tile(m, n)) {
+    ph::Var acc = ph::zeros({tm, tn});
+    ph::Var total = ph::zeros({tm, tn});
+    for (auto tk : ph::tile(k)) {
+      auto p = ph::dot(x[tm, tk], y[tk, tn]);
+      auto before = acc * 1.0f;
+      acc = acc + p;
+      total = total + (acc - before);
+    }
+    out[tm, tn] = total;
+  }
+  return out;
+}
+
+TEST(Dot, AnInPlaceDotRunsOnlyWhereItsAssignmentDoes) {
+  ph::Array x = ph::Array::random({70, 96}, ph::DType::f32, 41), y = ph::Array::random({96, 50}, ph::DType::f32, 42);
+  const ph::Array product = ph::ref::matmul(x, y);
+  {
+    ph::Kernel k("dot_added_when", dot_added_when);
+    SCOPED_TRACE("flag 1");
+    check_configs(k, {x, y, int64_t{1}}, product, 1e-3);
+  }
+  {
+    ph::Kernel k("dot_added_when", dot_added_when);
+    SCOPED_TRACE("flag 0");
+    check_configs(k, {x, y, int64_t{0}}, ph::Array::zeros({70, 50}, ph::DType::f32), 1e-3);
+  }
+  {
+    ph::Kernel k("var_read_before_its_dot_lands", var_read_before_its_dot_lands);
+    check_configs(k, {x, y}, product, 1e-3);
   }
 }
 

@@ -79,6 +79,42 @@ TEST(Jagged, OneGroupOfEveryRowAndAllEmpty) {
   check_configs(k, {x, offsets_of({0, 0, 0})}, row_sums(x, {0, 0, 0}), 1e-4, 6);
 }
 
+// out[g] = a[rows of g]^T . b[rows of g]: a product whose K is a group's rows (a grouped GEMM's
+// weight gradient), accumulated into zeros over a jagged loop. An empty group runs no trip and
+// must keep its zeros: a loop whose first trip would write the accumulator instead of adding into
+// it (lower/fusion.h: AccumulatingDot::first_trip_writes) may not be a jagged one.
+ph::Tensor jagged_k_product(ph::Tensor a, ph::Tensor b, ph::Tensor offsets) {
+  auto [total, m] = a.sizes<2>();
+  auto n = b.size(1);
+  (void)total;
+  const int64_t groups = offsets.size(0) - 1;
+  auto out = ph::empty({groups, m, n});
+  for (auto [g, tm, tn] : ph::tile(ph::Extent(groups).block(1), m, n)) {
+    ph::Var acc = ph::zeros({tm, tn});
+    for (auto tr : ph::tile(ph::jagged(offsets, g.begin()))) acc = acc + ph::dot(ph::transpose(a[tr, tm]), b[tr, tn]);
+    out[g, tm, tn] = acc.unsqueeze(0);
+  }
+  return out;
+}
+
+TEST(Jagged, AnEmptyGroupKeepsTheZerosItsProductAccumulatesInto) {
+  ph::Kernel k("jagged_k_product", jagged_k_product);
+  const std::vector<int64_t> lengths = {5, 0, 1, 19, 0, 7};
+  const int64_t m = 6, n = 9;
+  ph::Array a = ph::Array::random({total_of(lengths), m}, ph::DType::f32, 3);
+  ph::Array b = ph::Array::random({total_of(lengths), n}, ph::DType::f32, 4);
+  ph::Array want = ph::Array::zeros({static_cast<int64_t>(lengths.size()), m, n}, ph::DType::f32);
+  int64_t row = 0;
+  for (size_t g = 0; g < lengths.size(); ++g)
+    for (int64_t r = 0; r < lengths[g]; ++r, ++row)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t at = (static_cast<int64_t>(g) * m + i) * n + j;
+          want.set(at, want.get(at) + a.get(row * m + i) * b.get(row * n + j));
+        }
+  check_configs(k, {a, b, offsets_of(lengths)}, want, 1e-4, 6);
+}
+
 // The rows of each group, scaled by their position in the group and by the block number they
 // fall in: t.index(), t.begin() and t.id() of a jagged tile count from the group's own start.
 ph::Tensor jagged_positions(ph::Tensor x, ph::Tensor offsets) {

@@ -829,7 +829,8 @@ class Generator {
     Stmt launch = loop(grid_dims, grid_tiles);
     int v = new_var();
     std::vector<int> acc_tiles = batched ? std::vector<int>{tb, tm, tn} : std::vector<int>{tm, tn};
-    launch.body.push_back(var_decl(v, add_full(acc_tiles, 0.0)));
+    // (mostly zeros, which a loop's first trip may write instead: AccumulatingDot::first_trip_writes)
+    launch.body.push_back(var_decl(v, add_full(acc_tiles, chance(0.8) ? 0.0 : 0.5)));
     Stmt inner = loop({dim(k)}, {tk});
     int A = at ? transpose(load(a, {tile_ix(tk), tile_ix(tm)})) : load(a, lead({tile_ix(tm), tile_ix(tk)}));
     if (!at && chance(0.2)) {  // a masked A (a dot reads it from scratch), its fill a number
@@ -852,14 +853,15 @@ class Generator {
     Expr d;
     d.kind = Expr::Dot;
     d.args = {A, B};
-    int next;
+    int next, product = -1;  // product: the dot of `acc + dot`, where the assignment is one
     switch (pick(4)) {
       case 0:
         d.args.push_back(var_read(v));
         next = add(d);
         break;
       case 1:
-        next = bin(BinaryFn::add, var_read(v), add(d));
+        product = add(d);
+        next = bin(BinaryFn::add, var_read(v), product);
         break;
       case 2: {
         // acc = acc * s + dot, the flash-attention rescale (computed in place after the Var is
@@ -876,11 +878,46 @@ class Generator {
       }
       default:
         d.dtype = DType::bf16;  // the product rounded, as a bf16 matmul's output
-        next = bin(BinaryFn::add, var_read(v), add(d));
+        product = add(d);
+        next = bin(BinaryFn::add, var_read(v), product);
     }
-    inner.body.push_back(var_set(v, next));
+    // Where `acc + dot` meets its dot (lower/fusion.h: the dot adds into the Var in place only
+    // where the assignment runs whenever the dot does and nothing between them touches the
+    // Var): sometimes the dot is a value of its own (a Let) and then the assignment runs under a
+    // condition on the scalar argument, or the Var is read between the two, by a second Var that
+    // adds what each assignment added to the first (the product again, whatever the blocks).
+    const int shape = product >= 0 ? pick(6) : 2;
+    int result = v;  // the Var the epilogue reads
+    if (shape < 2) {
+      Stmt let;
+      let.kind = Stmt::Let;
+      let.expr = product;
+      inner.body.push_back(let);
+    }
+    if (shape == 0) {
+      p_.has_scalar = true;
+      Expr arg;
+      arg.kind = Expr::ScalarArg;
+      Stmt w;
+      w.kind = Stmt::When;
+      w.expr = bin(BinaryFn::gt, add(arg), num(0.0));
+      w.body.push_back(var_set(v, next));
+      inner.body.push_back(std::move(w));
+    } else if (shape == 1) {
+      result = new_var();
+      launch.body.push_back(var_decl(result, add_full(acc_tiles, 0.0)));
+      Stmt before;
+      before.kind = Stmt::Let;
+      before.expr = var_read(v);
+      inner.body.push_back(before);
+      inner.body.push_back(var_set(v, next));
+      inner.body.push_back(
+          var_set(result, bin(BinaryFn::add, var_read(result), bin(BinaryFn::sub, var_read(v), before.expr))));
+    } else {
+      inner.body.push_back(var_set(v, next));
+    }
     launch.body.push_back(std::move(inner));
-    std::vector<Leaf> leaves = {[=, this] { return var_read(v); }};
+    std::vector<Leaf> leaves = {[=, this] { return var_read(result); }};
     if (bias >= 0) leaves.push_back([=, this] { return load(bias, {tile_ix(tn)}); });
     // Conditions compare exact values only (the bias, the column index): the accumulator is
     // rounded differently at different K blocks (a rounded product per block), and a
@@ -888,7 +925,7 @@ class Generator {
     std::vector<Leaf> exact;
     if (bias >= 0) exact.push_back(leaves.back());
     exact.push_back(index_leaf(tn));
-    int epilogue = chance(0.4) ? var_read(v) : fexpr(leaves, exact, 2);
+    int epilogue = chance(0.4) ? var_read(result) : fexpr(leaves, exact, 2);
     launch.body.push_back(store(out, lead({tile_ix(tm), tile_ix(tn)}), epilogue));
     p_.body.push_back(std::move(launch));
   }

@@ -147,6 +147,9 @@ std::string print(const BlockProgram& p) {
         if (d.kept_b_tile >= 0) os << " (one per trip of " << ir::tile_name(fn, d.kept_b_tile) << ")";
         os << " @" << d.kept_b_offset;
       }
+      if (d.first_trip_writes >= 0)
+        os << "; " << ir::tile_name(fn, d.first_trip_writes) << "'s first trip writes v" << d.accumulate_into
+           << " (its zeros not stored)";
       os << "\n";
     }
     for (const InnerLoop& il : L.inner_loops) {

@@ -118,6 +118,9 @@ struct DotPlan {
   // acc = acc * s + dot: the value acc * s, which the Var is set to in place just before the dot
   // adds into it, both at the Var's assignment (lower/fusion.h); -1: the dot runs where it is.
   int rescaled = -1;
+  // The loop tile on whose first trip the dot writes the Var instead of adding into it (the
+  // Var's zero init is then not stored: AccumulatingDot::first_trip_writes); -1: it always adds.
+  int first_trip_writes = -1;
   // B's packed panels kept from one call to the next in the thread's slow memory (ph_gemm_args::
   // b_panels), where B is a block of a tensor the launch does not write and the grid's fastest
   // dim does not index it (consecutive steps read the same B), or an inner loop around the dot

@@ -354,6 +354,70 @@ bool writes_between(const ir::Function& fn, const std::vector<Op>& ops, size_t f
   return writes;
 }
 
+// Whether an op of `ops` from position `from` up to (not including) `to`, other than the one at
+// `except`, assigns Var `var` (or, unless `writes_only`, reads it), itself or inside its body.
+bool var_touched_between(const std::vector<Op>& ops, size_t from, size_t to, int var, size_t except, bool writes_only) {
+  bool touched = false;
+  auto check = [&](const Op& op) {
+    const bool writes = op.kind == OpKind::VarSet || op.kind == OpKind::VarDecl;
+    touched |= op.var == var && (writes || (!writes_only && op.kind == OpKind::VarGet));
+  };
+  for (size_t i = from; i < to; ++i) {
+    if (i == except) continue;
+    check(ops[i]);
+    ir::walk(ops[i].body, check);
+  }
+  return touched;
+}
+
+// Whether `op`, or an op inside it, declares, reads or assigns Var `var`.
+bool touches_var(const Op& op, int var) {
+  bool touches = false;
+  auto check = [&](const Op& o) {
+    touches |= (o.kind == OpKind::VarDecl || o.kind == OpKind::VarGet || o.kind == OpKind::VarSet) && o.var == var;
+  };
+  check(op);
+  ir::walk(op.body, check);
+  return touches;
+}
+
+// Sets AccumulatingDot::first_trip_writes for the in-place dots of `launch` (`dots`) whose Var
+// starts as zeros and is first touched by a loop whose every trip runs the dot once.
+void first_trips_write(const ir::Function& fn, const Op& launch, const std::map<int, const Op*>& def,
+                       std::map<int, AccumulatingDot>* dots) {
+  auto is_zeros = [&](int v) {
+    auto it = def.find(v);
+    return it != def.end() && it->second->kind == OpKind::Full && it->second->number == 0;
+  };
+  std::function<void(const std::vector<Op>&)> block = [&](const std::vector<Op>& ops) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      block(ops[i].body);
+      const Op& decl = ops[i];
+      if (decl.kind != OpKind::VarDecl || !is_zeros(decl.operands[0])) continue;
+      size_t j = i + 1;
+      while (j < ops.size() && !touches_var(ops[j], decl.var)) ++j;
+      if (j == ops.size() || ops[j].kind != OpKind::Loop || ops[j].loop_tiles.size() != 1) continue;
+      // A range with a first trip: a static one, or an enclosing tile's block (a jagged range
+      // may run none).
+      const ir::TileInfo& t = fn.tiles[ops[j].loop_tiles[0]];
+      if (t.is_jagged() || t.is_grid || t.extent() <= 0) continue;
+      // In the loop, the Var is read and assigned only by one `acc = acc + dot` whose dot is a
+      // statement of the body itself (not inside a nested loop, which would run it again).
+      int touching = 0;
+      ir::walk(ops[j].body, [&](const Op& o) {
+        touching += (o.kind == OpKind::VarGet || o.kind == OpKind::VarSet) && o.var == decl.var;
+      });
+      if (touching != 2) continue;  // (the assignment and its read of the Var)
+      for (const Op& s : ops[j].body) {
+        if (s.result < 0 || s.kind != OpKind::Dot) continue;
+        auto d = dots->find(s.result);
+        if (d != dots->end() && d->second.var == decl.var && d->second.rescaled < 0) d->second.first_trip_writes = t.id;
+      }
+    }
+  };
+  block(launch.body);
+}
+
 }  // namespace
 
 std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const Op& launch) {
@@ -397,7 +461,15 @@ std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const O
         if (vars.count(op.var)) continue;
         const int acc = add->operands[k];
         if (const Op* get = defined(acc, OpKind::VarGet); get && get->var == op.var) {
-          out[dot->result] = {op.var, -1};  // acc = acc + dot
+          // acc = acc + dot: the dot adds into the Var where it is, so the assignment must run
+          // whenever the dot does (both in this block, not the assignment under a `when`), and
+          // nothing from the Var's read or the dot, whichever is first, to the assignment may
+          // read or assign the Var (it would see the sum early, or be overwritten by it).
+          auto at = position.find(dot->result), got = position.find(acc);
+          if (at == position.end() || got == position.end() ||
+              var_touched_between(ops, std::min(at->second, got->second), set, op.var, got->second, false))
+            continue;
+          out[dot->result] = {op.var, -1};
           break;
         }
         // acc = acc * s + dot: the product of the Var (read just for this) and a factor that
@@ -410,8 +482,11 @@ std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const O
         for (int f = 0; f < 2; ++f)
           if (const Op* get = defined(mul->operands[f], OpKind::VarGet); get && get->var == op.var)
             factor = mul->operands[1 - f];
+        // (the rescale reads the Var at the assignment: nothing after its read may assign it)
         auto at = position.find(dot->result);
         if (factor < 0 || at == position.end()) continue;
+        auto got = position.find(mul->operands[0] == factor ? mul->operands[1] : mul->operands[0]);
+        if (got == position.end() || var_touched_between(ops, got->second, set, op.var, got->second, true)) continue;
         std::set<int> factor_vars, factor_tensors;
         reads_of(factor, def, fn, &factor_vars, &factor_tensors);
         if (factor_vars.count(op.var) || writes_between(fn, ops, at->second, set, vars, tensors)) continue;
@@ -421,6 +496,7 @@ std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const O
     }
   };
   block(launch.body);
+  first_trips_write(fn, launch, def, &out);
   return out;
 }
 

@@ -29,6 +29,14 @@ struct AccumulatingDot {
   // `acc = acc * s + dot(a, b)` (a flash-attention rescale): the Var is rescaled in place and the
   // dot then adds into it, both where the assignment is (the dot's operands are read there).
   int rescaled = -1;
+  // The loop tile on whose first trip the dot writes the Var instead of adding into it, the
+  // Var's zero init then not stored; -1: it always adds. Where the Var starts as zeros (`full 0`),
+  // the next statement after its declaration that touches it is a loop over one tile with a
+  // first trip (a static range, or an enclosing tile's block; not a jagged range, which may run
+  // none), and in that loop the Var is read and assigned only by this `acc = acc + dot`, its dot
+  // one statement of the loop's body (run once a trip). Saves storing the zeros and reading them
+  // back: a block of C per grid step (broadcast_matmul's [256, 256] f32 over 4 trips of K).
+  int first_trip_writes = -1;
 };
 
 // Returns the ids of the values of `launch` to materialize; `in_place_dots` (from
@@ -39,7 +47,8 @@ std::set<int> choose_materialized(const ir::Function& fn, const ir::Op& launch,
 // Dots that accumulate into a Var, `acc = acc + dot(a, b)` or `acc = acc * s + dot(a, b)` (the
 // Var read just for this, the dot's result used only there), are computed in place. A rescaled
 // one is moved to its assignment only when nothing between them in the same block writes a Var
-// or a tensor that the dot's operands read. Returns dot result -> how.
+// or a tensor that the dot's operands read. Returns dot result -> how (with the loop whose first
+// trip writes the Var, where there is one: AccumulatingDot::first_trip_writes).
 std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const ir::Op& launch);
 
 // A materialized value whose first consumer is a reduction along its last axis is computed

@@ -349,6 +349,7 @@ class Planner {
       if (auto in = in_place_dots_.find(op.result); in != in_place_dots_.end()) {
         d.accumulate_into = in->second.var;
         d.rescaled = in->second.rescaled;
+        d.first_trip_writes = in->second.first_trip_writes;
       }
       if (int64_t bytes = workspace_bytes(L, op, d, /*b_kept=*/false); bytes > 0) {
         Scratch s;

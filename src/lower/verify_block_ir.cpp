@@ -102,6 +102,11 @@ class Verifier {
         expect(L_.materialized(d.result) >= 0, "dot %" + std::to_string(d.result) + " has no result buffer");
       expect(d.rescaled < 0 || d.accumulate_into >= 0,
              "dot %" + std::to_string(d.result) + " is rescaled but accumulates into no Var");
+      expect(
+          d.first_trip_writes < 0 || (d.accumulate_into >= 0 && d.rescaled < 0 && L_.inner_loop(d.first_trip_writes)),
+          "dot %" + std::to_string(d.result) +
+              " writes its Var on a first trip but is no plain in-place "
+              "accumulation in a loop of the launch");
     }
   }
 

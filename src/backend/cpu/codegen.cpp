@@ -194,6 +194,14 @@ void LaunchEmitter::store(const Op& op) {
 }
 
 void LaunchEmitter::var_write(const Op& op) {
+  if (op.kind == OpKind::VarDecl)
+    for (const lower::DotPlan& d : L_.dots)
+      if (d.accumulate_into == op.var && d.first_trip_writes >= 0) {
+        line("// init var v" + std::to_string(op.var) + " at " + op.loc.str() +
+             ": its zeros are not stored, the first trip of " + tname(d.first_trip_writes) + " writes it (dot %" +
+             std::to_string(d.result) + ")");
+        return;
+      }
   assign_var(op.var, op.operands[0],
              std::string(op.kind == OpKind::VarDecl ? "init" : "assign") + " var v" + std::to_string(op.var) + " at " +
                  op.loc.str());

@@ -107,7 +107,15 @@ void LaunchEmitter::gemm_calls(const Op& op) {
     line("g.b = " + B.ptr + "; g.b_rs = " + B.rs + "; g.b_cs = " + B.cs + "; g.b_dtype = " + B.dtype + ";");
     line("g.c = " + scratch_name(c) + " + " + linear(c.capacity, cidx) +
          "; g.ldc = " + std::to_string(c.capacity.back()) + ";");
-    line("g.accumulate = " + std::string(op.operands.size() > 2 || in_place ? "1" : "0") +
+    // (where the loop's first trip writes the Var, the trip at its range's start overwrites the
+    // block: the tile's begin, or the enclosing tile's offset for a tile over its block)
+    std::string accumulate = op.operands.size() > 2 || in_place ? "1" : "0";
+    if (const int t = plan.first_trip_writes; t >= 0) {
+      const int parent = fn_.tiles[t].parent;
+      accumulate =
+          "off_" + tname(t) + " != " + (parent >= 0 ? "off_" + tname(parent) : std::to_string(fn_.tiles[t].begin));
+    }
+    line("g.accumulate = " + accumulate +
          "; g.kernel = " + std::to_string(runtime::gemm_kernel_index(plan.micro_kernel)) +
          "; g.workspace = " + scratch_name(ws) + "; g.workspace_bytes = " + std::to_string(ws.bytes) + ";");
     line("g.b_panels = " + kept_panels(plan) + ";");
