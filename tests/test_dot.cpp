@@ -551,6 +551,27 @@ ph::Tensor var_read_before_its_dot_lands(ph::Tensor x, ph::Tensor y) {
   return out;
 }
 
+// The same with the Var read before the dot and that value used between the dot and the
+// assignment (fused, the value would read the Var where it is used: after the dot added into it).
+ph::Tensor var_read_early_used_after_its_dot(ph::Tensor x, ph::Tensor y) {
+  auto [m, k] = x.sizes<2>();
+  auto n = y.size(1);
+  auto out = ph::empty({m, n});
+  for (auto [tm, tn] : ph::tile(m, n)) {
+    ph::Var acc = ph::zeros({tm, tn});
+    ph::Var total = ph::zeros({tm, tn});
+    for (auto tk : ph::tile(k)) {
+      auto before = acc * 1.0f;
+      auto p = ph::dot(x[tm, tk], y[tk, tn]);
+      total = total - before;
+      acc = acc + p;
+      total = total + acc;
+    }
+    out[tm, tn] = total;
+  }
+  return out;
+}
+
 TEST(Dot, AnInPlaceDotRunsOnlyWhereItsAssignmentDoes) {
   ph::Array x = ph::Array::random({70, 96}, ph::DType::f32, 41), y = ph::Array::random({96, 50}, ph::DType::f32, 42);
   const ph::Array product = ph::ref::matmul(x, y);
@@ -566,6 +587,10 @@ TEST(Dot, AnInPlaceDotRunsOnlyWhereItsAssignmentDoes) {
   }
   {
     ph::Kernel k("var_read_before_its_dot_lands", var_read_before_its_dot_lands);
+    check_configs(k, {x, y}, product, 1e-3);
+  }
+  {
+    ph::Kernel k("var_read_early_used_after_its_dot", var_read_early_used_after_its_dot);
     check_configs(k, {x, y}, product, 1e-3);
   }
 }

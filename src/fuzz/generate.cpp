@@ -882,18 +882,24 @@ class Generator {
         next = bin(BinaryFn::add, var_read(v), product);
     }
     // Where `acc + dot` meets its dot (lower/fusion.h: the dot adds into the Var in place only
-    // where the assignment runs whenever the dot does and nothing between them touches the
-    // Var): sometimes the dot is a value of its own (a Let) and then the assignment runs under a
-    // condition on the scalar argument, or the Var is read between the two, by a second Var that
-    // adds what each assignment added to the first (the product again, whatever the blocks).
+    // where the assignment runs whenever the dot does and nothing between them reads or assigns
+    // the Var): sometimes the dot is a value of its own (a Let) and then
+    // - the assignment runs under a condition on the scalar argument, or
+    // - a second Var adds what each assignment added to the first (the product again, whatever
+    //   the blocks), from the first read after the dot, or read before it (a value the
+    //   subtraction between the dot and the assignment uses: fused, it would read the Var there).
     const int shape = product >= 0 ? pick(6) : 2;
     int result = v;  // the Var the epilogue reads
-    if (shape < 2) {
-      Stmt let;
-      let.kind = Stmt::Let;
-      let.expr = product;
-      inner.body.push_back(let);
-    }
+    auto let = [&](int value) {
+      Stmt s;
+      s.kind = Stmt::Let;
+      s.expr = value;
+      inner.body.push_back(s);
+    };
+    const bool read_early = shape == 1 && chance(0.5);
+    const int before = shape == 1 ? var_read(v) : -1;
+    if (read_early) let(before);
+    if (shape < 2) let(product);
     if (shape == 0) {
       p_.has_scalar = true;
       Expr arg;
@@ -906,13 +912,16 @@ class Generator {
     } else if (shape == 1) {
       result = new_var();
       launch.body.push_back(var_decl(result, add_full(acc_tiles, 0.0)));
-      Stmt before;
-      before.kind = Stmt::Let;
-      before.expr = var_read(v);
-      inner.body.push_back(before);
-      inner.body.push_back(var_set(v, next));
-      inner.body.push_back(
-          var_set(result, bin(BinaryFn::add, var_read(result), bin(BinaryFn::sub, var_read(v), before.expr))));
+      if (read_early) {
+        inner.body.push_back(var_set(result, bin(BinaryFn::sub, var_read(result), before)));
+        inner.body.push_back(var_set(v, next));
+        inner.body.push_back(var_set(result, bin(BinaryFn::add, var_read(result), var_read(v))));
+      } else {
+        let(before);
+        inner.body.push_back(var_set(v, next));
+        inner.body.push_back(
+            var_set(result, bin(BinaryFn::add, var_read(result), bin(BinaryFn::sub, var_read(v), before))));
+      }
     } else {
       inner.body.push_back(var_set(v, next));
     }

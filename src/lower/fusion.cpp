@@ -354,16 +354,25 @@ bool writes_between(const ir::Function& fn, const std::vector<Op>& ops, size_t f
   return writes;
 }
 
-// Whether an op of `ops` from position `from` up to (not including) `to`, other than the one at
-// `except`, assigns Var `var` (or, unless `writes_only`, reads it), itself or inside its body.
-bool var_touched_between(const std::vector<Op>& ops, size_t from, size_t to, int var, size_t except, bool writes_only) {
+// Whether an op of `ops` from position `from` up to (not including) `to`, other than those at
+// `except`, assigns Var `var`, itself or inside its body; unless `writes_only`, also whether one
+// reads it, directly or through the values it uses (a value read from the Var before `from` is
+// fused into its consumers, which then read the Var where they are).
+bool var_touched_between(const ir::Function& fn, const std::map<int, const Op*>& def, const std::vector<Op>& ops,
+                         size_t from, size_t to, int var, const std::set<size_t>& except, bool writes_only) {
   bool touched = false;
   auto check = [&](const Op& op) {
     const bool writes = op.kind == OpKind::VarSet || op.kind == OpKind::VarDecl;
     touched |= op.var == var && (writes || (!writes_only && op.kind == OpKind::VarGet));
+    if (writes_only || touched) return;
+    std::set<int> vars, tensors;
+    for (int u : op.operands) reads_of(u, def, fn, &vars, &tensors);
+    for (const auto& ix : op.index)
+      if (ix.has_value()) reads_of(ix.value, def, fn, &vars, &tensors);
+    touched |= vars.count(var) > 0;
   };
-  for (size_t i = from; i < to; ++i) {
-    if (i == except) continue;
+  for (size_t i = from; i < to && !touched; ++i) {
+    if (except.count(i)) continue;
     check(ops[i]);
     ir::walk(ops[i].body, check);
   }
@@ -462,12 +471,15 @@ std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const O
         const int acc = add->operands[k];
         if (const Op* get = defined(acc, OpKind::VarGet); get && get->var == op.var) {
           // acc = acc + dot: the dot adds into the Var where it is, so the assignment must run
-          // whenever the dot does (both in this block, not the assignment under a `when`), and
-          // nothing from the Var's read or the dot, whichever is first, to the assignment may
-          // read or assign the Var (it would see the sum early, or be overwritten by it).
-          auto at = position.find(dot->result), got = position.find(acc);
-          if (at == position.end() || got == position.end() ||
-              var_touched_between(ops, std::min(at->second, got->second), set, op.var, got->second, false))
+          // whenever the dot does (the dot, the Var's read, the sum and the assignment all in
+          // this block, not the assignment under a `when`), and nothing from the Var's read or
+          // the dot, whichever is first, to the assignment may read the Var (even through a value
+          // read from it earlier: fused, it reads the Var where it is used) or assign it: it
+          // would see the sum early, or overwrite it.
+          auto at = position.find(dot->result), got = position.find(acc), sum = position.find(add->result);
+          if (at == position.end() || got == position.end() || sum == position.end() ||
+              var_touched_between(fn, def, ops, std::min(at->second, got->second), set, op.var,
+                                  {got->second, sum->second}, false))
             continue;
           out[dot->result] = {op.var, -1};
           break;
@@ -486,7 +498,8 @@ std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const O
         auto at = position.find(dot->result);
         if (factor < 0 || at == position.end()) continue;
         auto got = position.find(mul->operands[0] == factor ? mul->operands[1] : mul->operands[0]);
-        if (got == position.end() || var_touched_between(ops, got->second, set, op.var, got->second, true)) continue;
+        if (got == position.end() || var_touched_between(fn, def, ops, got->second, set, op.var, {got->second}, true))
+          continue;
         std::set<int> factor_vars, factor_tensors;
         reads_of(factor, def, fn, &factor_vars, &factor_tensors);
         if (factor_vars.count(op.var) || writes_between(fn, ops, at->second, set, vars, tensors)) continue;

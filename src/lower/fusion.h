@@ -45,9 +45,12 @@ std::set<int> choose_materialized(const ir::Function& fn, const ir::Op& launch,
                                   const std::map<int, AccumulatingDot>& in_place_dots);
 
 // Dots that accumulate into a Var, `acc = acc + dot(a, b)` or `acc = acc * s + dot(a, b)` (the
-// Var read just for this, the dot's result used only there), are computed in place. A rescaled
-// one is moved to its assignment only when nothing between them in the same block writes a Var
-// or a tensor that the dot's operands read. Returns dot result -> how (with the loop whose first
+// Var read just for this, the dot's result used only there, both in the assignment's block), are
+// computed in place. A plain one adds into the Var where the dot is: only when nothing from the
+// Var's read or the dot to the assignment reads the Var (directly, or through a value read from
+// it earlier and fused into its use) or assigns it. A rescaled one is moved to its assignment
+// only when nothing between them writes a Var or a tensor that the dot's operands read, nor
+// assigns the Var after its read. Returns dot result -> how (with the loop whose first
 // trip writes the Var, where there is one: AccumulatingDot::first_trip_writes).
 std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const ir::Op& launch);
 

@@ -34,8 +34,8 @@ struct ph_gemm_args {
   // names this call's B and their layout (B's address, strides, dtype, k, n, the micro-kernel and
   // whether it packs bf16 pairs), the panels there are B's and are used as they are; otherwise B
   // is packed there and the key set. The caller zeroes the key whenever the memory behind a B it
-  // passed may have changed (generated code: at the start of each launch call, for a tensor that
-  // launch does not write).
+  // passed may have changed (the cpu executor, through the generated ph_launch_N_kept: once per
+  // thread at the start of each launch call, for a tensor that launch does not write).
   void* b_panels;
 };
 
