@@ -590,9 +590,13 @@ int64_t gemm_b_panels_bytes(int64_t n, int64_t k, const std::string& kernel, boo
 
 int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& kernel, bool bf16_operands,
                              bool a_in_place, bool b_kept) {
-  // A's strips (m rounded up to an MR of at most 16, k to pairs, 4 bytes at most), then B's
-  // (n rounded up to an NR of at most 32) unless B goes to kept panels; alignment slack.
-  const int64_t vector = ((m + 16) + (b_kept ? 0 : n + 32)) * (k + 2) * 4 + 256;
+  // A's strips (m rounded up to an MR of at most 16, k to pairs), then B's (n rounded up to an NR
+  // of at most 32) unless B goes to kept panels; alignment slack. An element as packed: 2 bytes
+  // where the kernel multiplies bf16 operands as they are, else an f32 (and, for kernel "", any
+  // kernel's). Sized at 4 bytes for both, a bf16 GEMM's footprint was twice what it touches,
+  // and the default config's fit halved its K for room it did not need.
+  const int64_t elem = bf16_operands && !kernel.empty() && gemm_kernel_takes_bf16(kernel) ? 2 : 4;
+  const int64_t vector = ((m + 16) + (b_kept ? 0 : n + 32)) * (k + 2) * elem + 256;
   if (!amx_bf16_available()) return vector;
   // A tile kernel given operands that are not both bf16 falls back to a vector kernel (gemm()):
   // the config offers it by the dot's IR, where a bf16 load that is also read by other ops is
@@ -648,8 +652,8 @@ void gemm(const ph_gemm_args& g) {
   const int64_t a_row_bytes = g.a_rs * elem;          // (an A read in place)
   const int64_t mp = (g.m + mr - 1) / mr * mr, np = (g.n + nr - 1) / nr * nr;
   char* ws = static_cast<char*>(g.workspace);
-  char* apack = ws;
-  char* bpack = ws + ((mp * kp * 4 + 63) / 64 * 64);
+  char* apack = ws;  // A's strips, then B's panels, each element as packed (gemm_workspace_bytes)
+  char* bpack = ws + ((mp * kp * elem + 63) / 64 * 64);
   // A row-major block of the right dtype is read in place (the broadcasts walk its rows), unless
   // its rows crowd one L1 set: only its ragged last strip then goes through a packed panel.
   const bool a_in_place =
