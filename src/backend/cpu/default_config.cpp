@@ -237,18 +237,19 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
     }
   };
   bool has_dot = std::any_of(dot_role.begin(), dot_role.end(), [](int r) { return r >= 0; });
-  // (Before the dots are fitted: the order decides which Bs are kept, and a kept B's panels
-  // take no room in fast memory. Again after the M tile is put fastest, which it overrides.)
+  // (The grid order is final before any block is fitted: it decides which Bs are kept, and a
+  // kept B's panels take no room in fast memory. For dots, again after the M tile is put
+  // fastest, which it overrides.)
   put_jagged_bounds_fastest(fn, knobs, c);
   if (has_dot) {
     for (size_t i = 0; i < dot_role.size(); ++i)
       if (dot_role[i] >= 0) c.block_sizes[i] = std::min(preferred[dot_role[i]], spec.block_sizes[i].choices.back());
     raise_outer_tiles(c);
     // Walk the grid with the M tile fastest: consecutive steps then reuse the same B blocks
-    // (N, K) from the caches while A's row blocks stream. Before the fit below: the order
-    // decides which Bs are kept, and a kept B's panels take no room in fast memory. Fitted
-    // before it, the family's K came down to 128 for panels that the order then kept: matmul
-    // bf16 2048^3 ran 5% slower at [256,256,128] than at [256,256,256] (AMD EPYC Zen 5, 2 threads).
+    // (N, K) from the caches while A's row blocks stream. Before the fit below (see above): fitted
+    // with the order still to come, the family's K came down to 128 for panels that the order
+    // then kept: matmul bf16 2048^3 ran 5% slower at [256,256,128] than at [256,256,256] (AMD
+    // EPYC Zen 5, 2 threads).
     for (size_t knob = 0; knob < knobs.loop_orders.size(); ++knob) {
       const Op& launch = *knobs.loop_orders[knob];
       std::vector<int>& grid_order = c.loop_orders[knob];
@@ -307,7 +308,6 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
         if (dot_role[i] == 0 && c.block_sizes[i] > 16) c.block_sizes[i] /= 2;
     }
   }
-  put_jagged_bounds_fastest(fn, knobs, c);
   raise_outer_tiles(c);
   lower::BlockProgram current = lower::plan(fn, c, backend);
   for (bool grew = true; grew;) {

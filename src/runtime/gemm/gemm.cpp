@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "parhelion/dtype.h"
@@ -654,6 +656,14 @@ void gemm(const ph_gemm_args& g) {
   char* ws = static_cast<char*>(g.workspace);
   char* apack = ws;  // A's strips, then B's panels, each element as packed (gemm_workspace_bytes)
   char* bpack = ws + ((mp * kp * elem + 63) / 64 * 64);
+  // A workspace sized for other dtypes than the call's (gemm_workspace_bytes' bf16_operands)
+  // would be overrun: an internal error, stopped here rather than written past.
+  if (const int64_t need = (bpack - ws) + (g.b_panels ? 0 : np * kp * elem);
+      g.workspace_bytes > 0 && need > g.workspace_bytes) {
+    std::fprintf(stderr, "parhelion internal error: a gemm call needs %lld bytes of workspace and was given %lld\n",
+                 static_cast<long long>(need), static_cast<long long>(g.workspace_bytes));
+    std::abort();
+  }
   // A row-major block of the right dtype is read in place (the broadcasts walk its rows), unless
   // its rows crowd one L1 set: only its ragged last strip then goes through a packed panel.
   const bool a_in_place =

@@ -19,9 +19,11 @@ namespace parhelion::runtime {
 const ph_runtime* runtime_table();
 
 // Packing workspace for an m x n x k block by micro-kernel `kernel`, given whether both operands
-// arrive as bf16 (a tile kernel's is then a third of a vector kernel's: bf16 panels, no
-// widening; otherwise gemm() hands its call to a vector kernel), or by any kernel of this host
-// (kernel ""). With `a_in_place`, every call's A is one the tile kernel reads in place
+// arrive as bf16 (a tile kernel's is then its own, with bf16 panels; otherwise gemm() hands its
+// call to a vector kernel; a vector kernel that multiplies bf16 as it is, vdpbf16ps, packs them
+// at 2 bytes, the others widen them to f32, 4 bytes), or by any kernel of this host (kernel "").
+// The caller's bf16_operands must be what the call's dtypes are: sized for bf16, an f32 call
+// would not fit. With `a_in_place`, every call's A is one the tile kernel reads in place
 // (amx_reads_a_in_place: row-major bf16, k whole 32-deep steps) and its A strips take no room
 // but a ragged one's (the call passes the size in ph_gemm_args::workspace_bytes). With `b_kept`,
 // every call passes kept panels for B (ph_gemm_args::b_panels, sized by gemm_b_panels_bytes)
