@@ -356,7 +356,7 @@ class Planner {
         s.kind = Scratch::DotWorkspace;
         s.value = op.result;
         s.dtype = DType::f32;
-        s.capacity = {bytes / 4};
+        s.capacity = {(bytes + 3) / 4};  // (whole floats, rounded up)
         s.bytes = s.capacity[0] * 4;
         d.workspace = add_scratch(L, s);
       }
@@ -478,7 +478,7 @@ class Planner {
       if (d.workspace >= 0) {
         Scratch& w = L.scratch[d.workspace];
         const int64_t bytes = workspace_bytes(L, dot, d, /*b_kept=*/true);
-        w.capacity = {bytes / 4};
+        w.capacity = {(bytes + 3) / 4};  // (whole floats, rounded up)
         w.bytes = w.capacity[0] * 4;
         workspace_shrank = true;
       }

@@ -585,9 +585,11 @@ int64_t gemm_b_panels_bytes(int64_t n, int64_t k, const std::string& kernel, boo
   const KernelInfo& info = kernel_named(kernel);
   if (info.bf16_block && bf16_operands) return 0;
   // A vector kernel's panels: n rounded up to its NR (a tile kernel given other operands hands
-  // them to the host's first vector kernel: the widest NR there is), k to pairs, 4 bytes at most.
+  // them to the host's first vector kernel: the widest NR there is), k to pairs, an element as
+  // packed (2 bytes where the kernel multiplies bf16 operands as they are, else 4).
   const int64_t nr = info.bf16_block ? 32 : info.nr;
-  return 64 + (n + nr - 1) / nr * nr * ((k + 1) / 2 * 2) * 4;
+  const int64_t elem = bf16_operands && info.bf16 ? 2 : 4;
+  return 64 + (n + nr - 1) / nr * nr * ((k + 1) / 2 * 2) * elem;
 }
 
 int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, const std::string& kernel, bool bf16_operands,
