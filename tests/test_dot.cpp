@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "backend/cpu/host.h"
 #include "kernels/references.h"
@@ -531,9 +532,12 @@ ph::Tensor dot_added_when(ph::Tensor x, ph::Tensor y, ph::Int flag) {
   return out;
 }
 
-// The Var read between the dot and its assignment: `total` adds what each assignment added to
-// acc (acc after it less acc before it), which is x . y whatever the blocks.
-ph::Tensor var_read_before_its_dot_lands(ph::Tensor x, ph::Tensor y) {
+// The Var read around the dot: `total` adds what each assignment added to acc (acc after it less
+// acc before it), which is x . y whatever the blocks. The read is between the dot and the
+// assignment, or (kReadEarly) before the dot, its value used between the two (fused, the value
+// would read the Var where it is used: after the dot added into it).
+template <bool kReadEarly>
+ph::Tensor var_read_around_its_dot(ph::Tensor x, ph::Tensor y) {
   auto [m, k] = x.sizes<2>();
   auto n = y.size(1);
   auto out = ph::empty({m, n});
@@ -541,29 +545,11 @@ ph::Tensor var_read_before_its_dot_lands(ph::Tensor x, ph::Tensor y) {
     ph::Var acc = ph::zeros({tm, tn});
     ph::Var total = ph::zeros({tm, tn});
     for (auto tk : ph::tile(k)) {
+      std::optional<ph::Tensor> before;
+      if (kReadEarly) before = acc * 1.0f;
       auto p = ph::dot(x[tm, tk], y[tk, tn]);
-      auto before = acc * 1.0f;
-      acc = acc + p;
-      total = total + (acc - before);
-    }
-    out[tm, tn] = total;
-  }
-  return out;
-}
-
-// The same with the Var read before the dot and that value used between the dot and the
-// assignment (fused, the value would read the Var where it is used: after the dot added into it).
-ph::Tensor var_read_early_used_after_its_dot(ph::Tensor x, ph::Tensor y) {
-  auto [m, k] = x.sizes<2>();
-  auto n = y.size(1);
-  auto out = ph::empty({m, n});
-  for (auto [tm, tn] : ph::tile(m, n)) {
-    ph::Var acc = ph::zeros({tm, tn});
-    ph::Var total = ph::zeros({tm, tn});
-    for (auto tk : ph::tile(k)) {
-      auto before = acc * 1.0f;
-      auto p = ph::dot(x[tm, tk], y[tk, tn]);
-      total = total - before;
+      if (!kReadEarly) before = acc * 1.0f;
+      total = total - *before;
       acc = acc + p;
       total = total + acc;
     }
@@ -575,24 +561,15 @@ ph::Tensor var_read_early_used_after_its_dot(ph::Tensor x, ph::Tensor y) {
 TEST(Dot, AnInPlaceDotRunsOnlyWhereItsAssignmentDoes) {
   ph::Array x = ph::Array::random({70, 96}, ph::DType::f32, 41), y = ph::Array::random({96, 50}, ph::DType::f32, 42);
   const ph::Array product = ph::ref::matmul(x, y);
-  {
-    ph::Kernel k("dot_added_when", dot_added_when);
-    SCOPED_TRACE("flag 1");
-    check_configs(k, {x, y, int64_t{1}}, product, 1e-3);
+  ph::Kernel when("dot_added_when", dot_added_when);
+  for (int64_t flag : {1, 0}) {
+    SCOPED_TRACE("flag " + std::to_string(flag));
+    check_configs(when, {x, y, flag}, flag ? product : ph::Array::zeros({70, 50}, ph::DType::f32), 1e-3);
   }
-  {
-    ph::Kernel k("dot_added_when", dot_added_when);
-    SCOPED_TRACE("flag 0");
-    check_configs(k, {x, y, int64_t{0}}, ph::Array::zeros({70, 50}, ph::DType::f32), 1e-3);
-  }
-  {
-    ph::Kernel k("var_read_before_its_dot_lands", var_read_before_its_dot_lands);
-    check_configs(k, {x, y}, product, 1e-3);
-  }
-  {
-    ph::Kernel k("var_read_early_used_after_its_dot", var_read_early_used_after_its_dot);
-    check_configs(k, {x, y}, product, 1e-3);
-  }
+  ph::Kernel between("var_read_between_its_dot_and_assignment", var_read_around_its_dot<false>);
+  check_configs(between, {x, y}, product, 1e-3);
+  ph::Kernel early("var_read_early_used_after_its_dot", var_read_around_its_dot<true>);
+  check_configs(early, {x, y}, product, 1e-3);
 }
 
 }  // namespace
