@@ -12,9 +12,11 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "backend/cpu/host.h"
 #include "bench/baselines.h"
+#include "bench/compute_bound.h"
 #include "bench/torch_baseline.h"
 #include "kernels/registry.h"
 #include "runtime/timing.h"
@@ -41,6 +43,8 @@ struct Row {
   std::string config;
   std::vector<Impl> impls;  // parhelion first
   std::string skipped;      // why the case was dropped (a check failed)
+  // A memory-bound row's compute bound: the kernel on a cache-resident shape (bench/compute_bound.h).
+  std::optional<bench::ComputeBound> compute;
   double ms(const std::string& impl) const {
     for (const Impl& i : impls)
       if (i.name == impl && !i.ms.empty()) {
@@ -62,6 +66,32 @@ Config tuned_config(const kernels::KernelEntry& e, const kernels::Inputs& in, do
   Config c = e.kernel->tune(in.args(), t).best_config;
   c.num_threads = std::min(threads, backend::cpu::Host::detect().threads);
   return c;
+}
+
+// Under the table: what each memory-bound row's compute bound was measured on, and the
+// instructions behind it (where the host lets the counters be read).
+void print_compute_bounds(const std::vector<Row>& rows) {
+  bool header = false;
+  for (const Row& r : rows) {
+    if (!r.compute || !r.skipped.empty()) continue;
+    const bench::ComputeBound& c = *r.compute;
+    if (!header)
+      std::printf(
+          "\nCompute bounds of the memory-bound rows (\"compute N%%\": the share of the roofline time the kernel's "
+          "instructions allow; the kernel at a cache-resident shape on one thread, its time scaled to the row's "
+          "bytes and threads):\n");
+    header = true;
+    std::string counts = "no counters";
+    if (c.ipc > 0) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%.1f instructions per element of its first input at %.2f per cycle",
+                    c.instructions_per_element, c.ipc);
+      counts = buf;
+    }
+    std::printf("- %s %s: %s in %.4f ms, %.3f ms at the row's shape; %s\n", r.entry->name.c_str(),
+                std::string(dtype_name(r.dtype)).c_str(), shape_to_string(c.shape).c_str(), c.ms, c.ms_scaled,
+                counts.c_str());
+  }
 }
 
 }  // namespace
@@ -102,7 +132,7 @@ int run_suite(const SuiteOptions& o) {
                    dn.c_str());
       inputs.push_back(std::make_unique<kernels::Inputs>(e.make_inputs(shape, dt, 1)));
       kernels::Inputs& in = *inputs.back();
-      Row row{&e, shape, dt, "", {}, ""};
+      Row row{&e, shape, dt, "", {}, "", std::nullopt};
       Config cfg = tuned_config(e, in, o.tune_budget, T);
       compiled.push_back(std::make_unique<CompiledKernel>(e.kernel->compile(in.args(), &cfg)));
       CompiledKernel* k = compiled.back().get();
@@ -164,6 +194,15 @@ int run_suite(const SuiteOptions& o) {
           }
         }
       }
+      // Below the memory roof by lack of bandwidth or of compute? The same kernel with its data
+      // in the caches says which.
+      const double peak = dt == DType::bf16 && peak_bf16 > 0 ? peak_bf16 : peak_f32;
+      if (e.flops(shape) / (peak * 1e9) < e.bytes(shape, dt) / (roof.gbps() * 1e9)) {
+        std::string no;
+        row.compute = bench::measure_compute_bound(e, shape, dt, T, &no);
+        if (!row.compute)
+          std::fprintf(stderr, "suite: %s %s: no compute bound (%s)\n", e.name.c_str(), dn.c_str(), no.c_str());
+      }
       rows.push_back(std::move(row));
     }
   }
@@ -179,6 +218,17 @@ int run_suite(const SuiteOptions& o) {
     double peak = r.dtype == DType::bf16 && peak_bf16 > 0 ? peak_bf16 : peak_f32;
     return r.entry->flops(r.shape) / (peak * 1e9) > r.entry->bytes(r.shape, r.dtype) / (roof.gbps() * 1e9) ? "FMA"
                                                                                                            : "memory";
+  };
+  // A row's compute bound as the share of its roofline time it allows, with what it was measured on.
+  auto compute_bound_json = [&](const Row& r) {
+    if (!r.compute) return json(nullptr);
+    const bench::ComputeBound& c = *r.compute;
+    return json{{"shape", c.shape},
+                {"ms_one_thread", c.ms},
+                {"ms_scaled", c.ms_scaled},
+                {"pct_roofline", 100 * roofline_ms(r) / c.ms_scaled},
+                {"instructions_per_element", c.instructions_per_element},
+                {"ipc", c.ipc}};
   };
   std::vector<double> over_eager, over_compile;
   std::vector<std::string> timed_once;                               // "kernel dtype impl" of the settled baselines
@@ -219,6 +269,7 @@ int run_suite(const SuiteOptions& o) {
                      {"pct_roofline", 100 * roofline_ms(r) / ms},
                      {"roofline", bound_by(r)},
                      {"speedup_vs_parhelion", ours / ms},
+                     {"compute_bound", compute_bound_json(r)},
                      {"rounds", i.ms.size()},
                      {"config", i.name == "parhelion" ? r.config : ""}});
       if (o.json) std::printf("%s\n", all.back().dump().c_str());
@@ -231,9 +282,12 @@ int run_suite(const SuiteOptions& o) {
         std::snprintf(buf, sizeof buf, "%s %.3f ms (%.2fx)", v, r.ms(v), r.ms(v) / ours);
         vendor = buf;
       }
+    std::string bound = bound_by(r);
+    if (r.compute)
+      bound += "; compute " + std::to_string(std::lround(100 * roofline_ms(r) / r.compute->ms_scaled)) + "%";
     std::printf("| %s | %s | %s | %.3f | %.3f | %.3f | %.2fx | %.2fx | %s | %.0f%% (%s) |\n", r.entry->name.c_str(),
                 shape_to_string(r.shape).c_str(), std::string(dtype_name(r.dtype)).c_str(), eager, comp, ours,
-                eager / ours, comp > 0 ? comp / ours : 0.0, vendor.c_str(), 100 * roofline_ms(r) / ours, bound_by(r));
+                eager / ours, comp > 0 ? comp / ours : 0.0, vendor.c_str(), 100 * roofline_ms(r) / ours, bound.c_str());
   };
   // The table's header, once the last round has measured the memory roof.
   auto report_header = [&] {
@@ -328,6 +382,7 @@ int run_suite(const SuiteOptions& o) {
                 geomean(over_eager_unsettled), geomean(over_compile_unsettled));
     std::printf("\nTimed in one round only (a call of over a second and 20x Parhelion's): %s\n", list.c_str());
   }
+  print_compute_bounds(rows);
   return 0;
 }
 
