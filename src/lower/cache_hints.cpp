@@ -31,12 +31,6 @@ int innermost_item(const ir::Function& fn, const Op& op) {
   return last;
 }
 
-// The block's rows are contiguous in the tensor: its innermost dim walks stride-1 elements.
-bool contiguous_rows(const ir::Function& fn, const Op& op) {
-  const int d = innermost_item(fn, op);
-  return d >= 0 && op.index[d].kind != IndexItem::Gather && fn.tensors[op.tensor].strides[d] == 1;
-}
-
 // With the blocks bound: the access's innermost block dim (a store's: its row of groups) holds
 // at least one cache line.
 bool row_holds_a_line(const BlockProgram& p, const Op& op) {
@@ -51,6 +45,11 @@ bool row_holds_a_line(const BlockProgram& p, const Op& op) {
 }
 
 }  // namespace
+
+bool contiguous_rows(const ir::Function& fn, const Op& op) {
+  const int d = innermost_item(fn, op);
+  return d >= 0 && op.index[d].kind != IndexItem::Gather && fn.tensors[op.tensor].strides[d] == 1;
+}
 
 int64_t row_group(const ir::Function& fn, const Op& op) {
   const size_t n = op.index.size();

@@ -38,6 +38,9 @@ namespace parhelion::lower {
 // and the stride of a prefetch: 64 bytes on every x86-64 and Arm core the cpu backend targets.
 constexpr int64_t kCacheLineBytes = 64;
 
+// A load's or store's block has contiguous rows: its innermost block dim walks stride-1 elements
+// of the tensor (not gathered).
+bool contiguous_rows(const ir::Function& fn, const ir::Op& op);
 // A store that can be streamed: unmasked and not atomic, its innermost block dim a contiguous
 // row of the tensor (stride 1, not gathered), to a tensor (its root) the launch never loads.
 bool streamable_store(const ir::Function& fn, const ir::Op& launch, const ir::Op& store);

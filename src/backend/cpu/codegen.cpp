@@ -178,8 +178,8 @@ void LaunchEmitter::store(const Op& op) {
           line("if (" + mask + ") " + a + " = " + v + ";");
         },
         "", 0, prefetch);
-  } else if (streamed) {
-    streamed_store(op, shape);  // cache_hints.cpp
+  } else if (streamed || converts_rows(op, shape)) {
+    row_store(op, shape, streamed, converts_rows(op, shape));  // row_stores.cpp
   } else {
     nest(
         shape,

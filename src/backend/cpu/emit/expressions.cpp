@@ -243,13 +243,17 @@ std::string LaunchEmitter::checked_position(const Op& op, size_t d, const std::s
 // round trip through f32 would cost two conversions per element (most of a bf16 row copy) and
 // could rewrite a NaN's payload, which a copy must keep.
 std::string LaunchEmitter::copied_bits(const Op& store, const Idx& idx) {
+  if (!is_copy(store)) return "";
   const int v = store.operands[0];
-  if (type(v).rank() == 0 || L_.materialized(v) >= 0) return "";
+  return address(*def_.at(v), broadcast(type(v).shape, idx));
+}
+
+bool LaunchEmitter::is_copy(const Op& store) const {
+  const int v = store.operands[0];
+  if (type(v).rank() == 0 || L_.materialized(v) >= 0) return false;
   const Op& src = *def_.at(v);
-  if (src.kind != OpKind::Load || ir::is_masked(src) ||
-      fn_.tensors[src.tensor].dtype != fn_.tensors[store.tensor].dtype)
-    return "";
-  return address(src, broadcast(type(v).shape, idx));
+  return src.kind == OpKind::Load && !ir::is_masked(src) &&
+         fn_.tensors[src.tensor].dtype == fn_.tensors[store.tensor].dtype;
 }
 
 // Linear: a tile's index, scalars, and sums, differences and negations of those, and their
@@ -346,6 +350,17 @@ std::string LaunchEmitter::stored_op_expr(DType dt, const Op& op, const Idx& idx
 std::string LaunchEmitter::stored_operand(const Op& store, const Idx& idx) {
   const int v = store.operands[0];
   return stored_expr(fn_.tensors[store.tensor].dtype, v, broadcast(type(v).shape, idx));
+}
+
+std::string LaunchEmitter::unrounded_operand(const Op& store, const Idx& idx) {
+  const int v = store.operands[0];
+  const Idx at = broadcast(type(v).shape, idx);
+  if (type(v).rank() > 0 && L_.materialized(v) < 0) {
+    const Op& def = *def_.at(v);
+    if (def.kind == OpKind::Cast && def.dtype == fn_.tensors[store.tensor].dtype && is16(def.dtype))
+      return store_value(DType::f32, type(def.operands[0]).dtype, operand(def, 0, at));
+  }
+  return stored_expr(DType::f32, v, at);
 }
 
 std::string LaunchEmitter::store_value(DType dt, DType from, const std::string& v) {

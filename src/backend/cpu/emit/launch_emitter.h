@@ -47,8 +47,11 @@ class LaunchEmitter : private EmitContext {
   void collective(const Op& op);
   std::string device_index_expr(const Op& op);
   int collective_number(const Op& op) const;
-  // --- cache hints: streamed stores, next-step prefetches (cache_hints.cpp) ---
-  void streamed_store(const Op& op, const std::vector<Dim>& shape);
+  // --- stores a row at a time through a buffer: streamed, converted to 16 bits (row_stores.cpp) ---
+  // Whether a bf16 or f16 store's rows are computed in f32 and converted a row at a time.
+  bool converts_rows(const Op& op, const std::vector<Dim>& shape) const;
+  void row_store(const Op& op, const std::vector<Dim>& shape, bool streamed, bool converted);
+  // --- cache hints: next-step prefetches (cache_hints.cpp) ---
   // The prefetches `host` issues for elements [from, from + count) of the row of its loop nest
   // at `idx` (dim `k` the row's), of the next step's blocks.
   void prefetch_next_rows(const Op& host, Idx idx, size_t k, const std::string& from, const std::string& count);
@@ -109,6 +112,11 @@ class LaunchEmitter : private EmitContext {
   // The value a store writes at `idx`, converted for its tensor's dtype.
   std::string stored_operand(const Op& store, const Idx& idx);
   std::string copied_bits(const Op& store, const Idx& idx);
+  // Whether a store writes a block loaded unchanged from a tensor of its storage type (copied_bits).
+  bool is_copy(const Op& store) const;
+  // The value a store writes at `idx` as f32, not yet rounded to its tensor's 16-bit dtype (a
+  // cast to that dtype fused into it left out: the row's conversion rounds once).
+  std::string unrounded_operand(const Op& store, const Idx& idx);
   std::string unary_expr(UnaryFn f, DType dt, const std::string& a);
   std::string binary_expr(BinaryFn f, DType result, DType ta, DType tb, std::string a, std::string b);
   std::string cast_expr(DType to, DType from, const std::string& a);

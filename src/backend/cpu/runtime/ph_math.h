@@ -25,6 +25,9 @@
 
 #include <cstdint>
 #include <cstring>
+#if defined(__AVX512F__) || defined(__F16C__)
+#include <immintrin.h>  // f32_row_to_bf16's vcvtne2ps2bf16, f32_row_to_f16's vcvtps2ph
+#endif
 
 namespace ph_rt {
 
@@ -250,6 +253,26 @@ static inline uint32_t bf16_rounded_bits(float x) {
 
 static inline uint16_t f32_to_bf16(float x) { return (uint16_t)(bf16_rounded_bits(x) >> 16); }
 
+// n floats rounded to bf16, each as f32_to_bf16 rounds it: a row a store computed in f32
+// (emit/row_stores.cpp). Where the compiler targets AVX-512-BF16, vcvtne2ps2bf16 rounds 32 at a
+// time: the same bits for every input (NaNs quieted alike) but f32 denormals, which it flushes
+// to zero; a group of 32 that holds one is rounded by f32_to_bf16 instead.
+static inline void f32_row_to_bf16(uint16_t* __restrict d, const float* __restrict s, int64_t n) {
+  int64_t done = 0;
+#if defined(__AVX512BF16__) && defined(__AVX512DQ__)
+  for (; done + 32 <= n; done += 32) {
+    const float* from = s + done;
+    uint16_t* to = d + done;
+    const __m512 lo = _mm512_loadu_ps(from), hi = _mm512_loadu_ps(from + 16);
+    if ((_mm512_fpclass_ps_mask(lo, 0x20) | _mm512_fpclass_ps_mask(hi, 0x20)) == 0)  // 0x20: denormal
+      _mm512_storeu_si512(to, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    else
+      for (int k = 0; k < 32; ++k) to[k] = f32_to_bf16(from[k]);
+  }
+#endif
+  for (int64_t k = 0; k < n - done; ++k) d[done + k] = f32_to_bf16(s[done + k]);
+}
+
 // x rounded to bf16 and widened back: bf16_to_f32(f32_to_bf16(x)) without the 16-bit value in
 // between, which GCC packed to words and unpacked again (a cast to bf16 that stays in f32, as a
 // dot operand on a host that widens bf16 does).
@@ -287,6 +310,23 @@ static inline uint16_t f32_to_f16(float x) {
   // NaN: keep the top payload bits, set the quiet bit so it cannot become inf.
   r = selu(a > 0x7f800000u, 0x7e00u | ((a >> 13) & 0x3ffu), r);
   return (uint16_t)(r | sign);
+}
+
+// n floats rounded to f16, each as f32_to_f16 rounds it (emit/row_stores.cpp): vcvtps2ph
+// (AVX-512F, else F16C) with rounding to nearest even gives the same bits for every input,
+// denormal results and NaN payloads included (all 2^32 checked on an AVX-512 host).
+static inline void f32_row_to_f16(uint16_t* __restrict d, const float* __restrict s, int64_t n) {
+  int64_t done = 0;
+#if defined(__AVX512F__)
+  for (; done + 16 <= n; done += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + done),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(s + done), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(__F16C__) && defined(__AVX__)
+  for (; done + 8 <= n; done += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + done),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(s + done), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+  for (int64_t k = 0; k < n - done; ++k) d[done + k] = f32_to_f16(s[done + k]);
 }
 
 // ---- fp8 conversions (round to nearest even, saturating) ---------------------
