@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <exception>
 
@@ -27,7 +28,7 @@ class ThreadCounters {
     a.disabled = 1;
     a.exclude_kernel = 1;
     a.exclude_hv = 1;
-    a.read_format = PERF_FORMAT_GROUP;
+    a.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
     leader_ = static_cast<int>(syscall(SYS_perf_event_open, &a, 0, -1, -1, 0));
     if (leader_ < 0) return;
     a.config = PERF_COUNT_HW_CPU_CYCLES;
@@ -50,13 +51,15 @@ class ThreadCounters {
     ioctl(leader_, PERF_EVENT_IOC_RESET, PERF_IOC_FLAG_GROUP);
     ioctl(leader_, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP);
   }
-  // False where the counts could not be read (or the counters were multiplexed away: zero).
+  // False where the counts could not be read, or the counters were shared with other events
+  // for part of the time (multiplexed: the counts would be a sample, not the whole).
   bool stop(uint64_t* instructions, uint64_t* cycles) {
     ioctl(leader_, PERF_EVENT_IOC_DISABLE, PERF_IOC_FLAG_GROUP);
     struct {
-      uint64_t nr, values[2];
+      uint64_t nr, time_enabled, time_running, values[2];
     } r{};
     if (read(leader_, &r, sizeof r) != static_cast<ssize_t>(sizeof r) || r.nr != 2) return false;
+    if (r.time_running < r.time_enabled) return false;
     *instructions = r.values[0];
     *cycles = r.values[1];
     return *instructions > 0 && *cycles > 0;
@@ -69,10 +72,10 @@ class ThreadCounters {
 }  // namespace
 
 std::optional<ComputeBound> measure_compute_bound(const kernels::KernelEntry& entry, const Shape& shape, DType dtype,
-                                                  int threads, std::string* why) {
+                                                  int threads, const std::optional<Shape>& start, std::string* why) {
   // Half a core's fast memory: the inputs, outputs and the kernel's scratch stay there.
   const double budget = static_cast<double>(backend::cpu::Host::detect().fast_memory_bytes) / 2;
-  Shape small = shape;
+  Shape small = start ? *start : shape;
   for (size_t d = 0; d < small.size(); ++d)
     while (entry.bytes(small, dtype) > budget && small[d] > 1) small[d] = std::max<int64_t>(1, small[d] / 2);
   if (entry.bytes(small, dtype) > budget) {
@@ -81,6 +84,15 @@ std::optional<ComputeBound> measure_compute_bound(const kernels::KernelEntry& en
   }
   try {
     kernels::Inputs in = entry.make_inputs(small, dtype, 1);
+    // What the kernel moves may not be all it holds: a gather's table keeps its size whatever
+    // the shape (embedding's V), and is then read from memory, not the caches.
+    double held = 0;
+    for (const Array& t : in.tensors) held += static_cast<double>(t.numel() * dtype_size(t.dtype()));
+    if (held > 2 * budget) {
+      *why = "its inputs at " + shape_to_string(small) + " take " + std::to_string(std::lround(held / 1024)) +
+             " KiB: not cache-resident";
+      return std::nullopt;
+    }
     const std::vector<Arg> args = in.args();
     // Its default config at the small shape (no streamed stores: the data is cache-sized), run
     // on the calling thread: one thread's work is what the counters see.

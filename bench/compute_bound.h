@@ -24,9 +24,13 @@ struct ComputeBound {
 };
 
 // `entry` at `shape` (the row's) shrunk, from its first dim on, until its bytes fit half of one
-// core's fast memory; its default config on one thread. nullopt where the kernel does not
-// accept the shrunk shape (a `why` says what failed).
+// core's fast memory; its default config on one thread. `start`: the shape to shrink from
+// instead, where halving the row's first dim would change what the kernel does (segment_sum's
+// values per segment: bench/suite.json's "compute_bound_shape"). Its time is scaled by the
+// bytes, so a fixed cost per call (a few microseconds) makes the bound a little low. nullopt
+// where no shape fits, where the inputs are larger than what the kernel moves (a gather's
+// table), or the kernel refuses the shape (`why` says which).
 std::optional<ComputeBound> measure_compute_bound(const kernels::KernelEntry& entry, const Shape& shape, DType dtype,
-                                                  int threads, std::string* why);
+                                                  int threads, const std::optional<Shape>& start, std::string* why);
 
 }  // namespace parhelion::bench

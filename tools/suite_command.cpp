@@ -199,7 +199,9 @@ int run_suite(const SuiteOptions& o) {
       const double peak = dt == DType::bf16 && peak_bf16 > 0 ? peak_bf16 : peak_f32;
       if (e.flops(shape) / (peak * 1e9) < e.bytes(shape, dt) / (roof.gbps() * 1e9)) {
         std::string no;
-        row.compute = bench::measure_compute_bound(e, shape, dt, T, &no);
+        std::optional<Shape> start;
+        if (c.contains("compute_bound_shape")) start = c.at("compute_bound_shape").get<Shape>();
+        row.compute = bench::measure_compute_bound(e, shape, dt, T, start, &no);
         if (!row.compute)
           std::fprintf(stderr, "suite: %s %s: no compute bound (%s)\n", e.name.c_str(), dn.c_str(), no.c_str());
       }
@@ -283,7 +285,7 @@ int run_suite(const SuiteOptions& o) {
         vendor = buf;
       }
     std::string bound = bound_by(r);
-    if (r.compute)
+    if (r.compute && bound == "memory")
       bound += "; compute " + std::to_string(std::lround(100 * roofline_ms(r) / r.compute->ms_scaled)) + "%";
     std::printf("| %s | %s | %s | %.3f | %.3f | %.3f | %.2fx | %.2fx | %s | %.0f%% (%s) |\n", r.entry->name.c_str(),
                 shape_to_string(r.shape).c_str(), std::string(dtype_name(r.dtype)).c_str(), eager, comp, ours,

@@ -7,8 +7,10 @@
 //     AVX-512F or F16C). Rounded in the compute loop, each element costs the generic round to
 //     nearest even, about ten integer vector ops per 16 elements, on the ports the computation
 //     needs: a bf16 swiglu's loop ran 1.5x slower than the same loop writing f32 to a buffer
-//     and converting it apart (docs/benchmarks.md). Without the instruction the buffer's pass
-//     costs about what it saves. The same bits either way (the bf16 helper rounds a group
+//     and converting it apart (docs/benchmarks.md). Without the instruction (bf16 on a host
+//     without AVX-512-BF16) the helper's own loop rounds generically, which measured no slower
+//     than rounding in the compute loop (swiglu's and rms_norm's loops, -mno-avx512bf16 and
+//     -march=haswell on the Zen 5). The same bits either way (the bf16 helper rounds a group
 //     holding an f32 denormal, which the instruction flushes to zero, element by element).
 // A streamed 16-bit row is both: converted into a second buffer, which is streamed.
 

@@ -25,9 +25,6 @@
 
 #include <cstdint>
 #include <cstring>
-#if defined(__AVX512F__) || defined(__F16C__)
-#include <immintrin.h>  // f32_row_to_bf16's vcvtne2ps2bf16, f32_row_to_f16's vcvtps2ph
-#endif
 
 namespace ph_rt {
 
@@ -253,21 +250,39 @@ static inline uint32_t bf16_rounded_bits(float x) {
 
 static inline uint16_t f32_to_bf16(float x) { return (uint16_t)(bf16_rounded_bits(x) >> 16); }
 
+// The vector types of the conversion builtins below. Not <immintrin.h>: parsing it tripled a
+// small kernel's compile time (0.09 -> 0.28 s; codegen.cpp's prelude says the same of its stream
+// stores), and the row conversions need three builtins.
+typedef float ph_v16sf __attribute__((vector_size(64)));
+typedef float ph_v8sf __attribute__((vector_size(32)));
+typedef short ph_v32hi __attribute__((vector_size(64)));
+typedef short ph_v16hi __attribute__((vector_size(32)));
+typedef short ph_v8hi __attribute__((vector_size(16)));
+
 // n floats rounded to bf16, each as f32_to_bf16 rounds it: a row a store computed in f32
 // (emit/row_stores.cpp). Where the compiler targets AVX-512-BF16, vcvtne2ps2bf16 rounds 32 at a
 // time: the same bits for every input (NaNs quieted alike) but f32 denormals, which it flushes
-// to zero; a group of 32 that holds one is rounded by f32_to_bf16 instead.
+// to zero; a group of 32 that holds one (vfpclassps class 0x20) is rounded by f32_to_bf16.
 static inline void f32_row_to_bf16(uint16_t* __restrict d, const float* __restrict s, int64_t n) {
   int64_t done = 0;
 #if defined(__AVX512BF16__) && defined(__AVX512DQ__)
   for (; done + 32 <= n; done += 32) {
     const float* from = s + done;
     uint16_t* to = d + done;
-    const __m512 lo = _mm512_loadu_ps(from), hi = _mm512_loadu_ps(from + 16);
-    if ((_mm512_fpclass_ps_mask(lo, 0x20) | _mm512_fpclass_ps_mask(hi, 0x20)) == 0)  // 0x20: denormal
-      _mm512_storeu_si512(to, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-    else
+    ph_v16sf lo, hi;
+    std::memcpy(&lo, from, sizeof lo);
+    std::memcpy(&hi, from + 16, sizeof hi);
+    if ((__builtin_ia32_fpclassps512_mask(lo, 0x20, 0xffff) | __builtin_ia32_fpclassps512_mask(hi, 0x20, 0xffff)) ==
+        0) {
+#if defined(__clang__)
+      const ph_v32hi r = (ph_v32hi)__builtin_ia32_cvtne2ps2bf16_512(hi, lo);
+#else
+      const ph_v32hi r = (ph_v32hi)__builtin_ia32_cvtne2ps2bf16_v32hi(hi, lo);
+#endif
+      std::memcpy(to, &r, sizeof r);
+    } else {
       for (int k = 0; k < 32; ++k) to[k] = f32_to_bf16(from[k]);
+    }
   }
 #endif
   for (int64_t k = 0; k < n - done; ++k) d[done + k] = f32_to_bf16(s[done + k]);
@@ -313,18 +328,25 @@ static inline uint16_t f32_to_f16(float x) {
 }
 
 // n floats rounded to f16, each as f32_to_f16 rounds it (emit/row_stores.cpp): vcvtps2ph
-// (AVX-512F, else F16C) with rounding to nearest even gives the same bits for every input,
-// denormal results and NaN payloads included (all 2^32 checked on an AVX-512 host).
+// (AVX-512F, else F16C) rounding to nearest even (immediate 8: nearest, no exceptions) gives
+// the same bits for every input, denormal results and NaN payloads included (all 2^32 checked
+// on an AVX-512 host).
 static inline void f32_row_to_f16(uint16_t* __restrict d, const float* __restrict s, int64_t n) {
   int64_t done = 0;
 #if defined(__AVX512F__)
-  for (; done + 16 <= n; done += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + done),
-                        _mm512_cvtps_ph(_mm512_loadu_ps(s + done), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; done + 16 <= n; done += 16) {
+    ph_v16sf x;
+    std::memcpy(&x, s + done, sizeof x);
+    const ph_v16hi r = (ph_v16hi)__builtin_ia32_vcvtps2ph512_mask(x, 8, ph_v16hi{}, 0xffff);
+    std::memcpy(d + done, &r, sizeof r);
+  }
 #elif defined(__F16C__) && defined(__AVX__)
-  for (; done + 8 <= n; done += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + done),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(s + done), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; done + 8 <= n; done += 8) {
+    ph_v8sf x;
+    std::memcpy(&x, s + done, sizeof x);
+    const ph_v8hi r = (ph_v8hi)__builtin_ia32_vcvtps2ph256(x, 8);
+    std::memcpy(d + done, &r, sizeof r);
+  }
 #endif
   for (int64_t k = 0; k < n - done; ++k) d[done + k] = f32_to_f16(s[done + k]);
 }
