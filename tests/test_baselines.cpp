@@ -1,5 +1,6 @@
-// The benchmarks' baselines: which OpenBLAS kernel set a host should run, and the memory roof
-// as the best of three bandwidths measured together (docs/benchmarks.md).
+// The benchmarks' baselines: which OpenBLAS kernel set a host should run, the memory roof as the
+// best of three bandwidths measured together, and a memory-bound row's compute bound
+// (docs/benchmarks.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/host.h"
 #include "bench/baselines.h"
+#include "bench/compute_bound.h"
+#include "kernels/registry.h"
 
 namespace bench = parhelion::bench;
 
@@ -37,6 +41,40 @@ TEST(Baselines, MemoryRoofIsTheBestOfCopyTriadAndRead) {
   EXPECT_EQ(r.gbps(), std::max({r.copy, r.triad, r.read}));
   const std::string kind = r.kind();
   EXPECT_TRUE(kind == "copy" || kind == "triad" || kind == "read") << kind;
+}
+
+// The compute bound runs the kernel at a shape whose bytes fit half a core's L2 (this host's),
+// shrunk from the first dim (a row kernel keeps its rows) or from a given starting shape, and
+// scales its time by the bytes and threads; it refuses a kernel whose inputs do not shrink with
+// what it moves (embedding's table).
+TEST(Baselines, ComputeBoundsRunTheKernelAtACacheResidentShape) {
+  namespace ph = parhelion;
+  const double budget = static_cast<double>(ph::backend::cpu::Host::detect().fast_memory_bytes) / 2;
+  std::string why;
+  const ph::kernels::KernelEntry& rms = ph::kernels::find_kernel("rms_norm");
+  const ph::Shape shape = {8192, 2048};
+  const auto b = bench::measure_compute_bound(rms, shape, ph::DType::bf16, 2, std::nullopt, &why);
+  ASSERT_TRUE(b.has_value()) << why;
+  ASSERT_EQ(b->shape.size(), 2u);
+  EXPECT_EQ(b->shape[1], 2048);  // whole rows
+  EXPECT_LE(rms.bytes(b->shape, ph::DType::bf16), budget);
+  EXPECT_GT(rms.bytes({b->shape[0] * 2, 2048}, ph::DType::bf16), budget);  // the largest such
+  EXPECT_GT(b->ms, 0);
+  const double scale = rms.bytes(shape, ph::DType::bf16) / rms.bytes(b->shape, ph::DType::bf16) / 2;
+  EXPECT_NEAR(b->ms_scaled, b->ms * scale, 1e-9 * b->ms_scaled);
+  EXPECT_TRUE(b->ipc == 0 || b->instructions_per_element > 0);  // counters, where the host has them
+
+  const ph::kernels::KernelEntry& seg = ph::kernels::find_kernel("segment_sum");
+  const auto s =
+      bench::measure_compute_bound(seg, {131072, 256, 2048}, ph::DType::f32, 2, ph::Shape{1024, 256, 16}, &why);
+  ASSERT_TRUE(s.has_value()) << why;
+  EXPECT_EQ(s->shape[1], 256);
+  EXPECT_EQ(s->shape[2], 16);
+  EXPECT_LE(s->shape[0], 1024);
+
+  const ph::kernels::KernelEntry& emb = ph::kernels::find_kernel("embedding");
+  EXPECT_FALSE(bench::measure_compute_bound(emb, {16384, 32000, 1024}, ph::DType::f32, 2, std::nullopt, &why));
+  EXPECT_NE(why.find("not cache-resident"), std::string::npos) << why;
 }
 
 // A matmul oneDNN does not have on this host (bf16 below AVX-512, in oneDNN 2.x) is reported
