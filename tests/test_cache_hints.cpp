@@ -34,7 +34,7 @@ bool same_bits(const ph::Array& a, const ph::Array& b) {
 // "none". Returns how many configs had a streamed store and a prefetch in their Block IR (so
 // that a test cannot pass without exercising them).
 struct HintsSeen {
-  int streamed_stores = 0, prefetches = 0;
+  int streamed_stores = 0, prefetches = 0, trip_prefetches = 0;
 };
 template <class K>
 HintsSeen check_streamed_is_cached(K& k, const std::vector<ph::Arg>& args) {
@@ -67,6 +67,7 @@ HintsSeen check_streamed_is_cached(K& k, const std::vector<ph::Arg>& args) {
       }
       seen.streamed_stores += block.find("streamed past the caches") != std::string::npos;
       seen.prefetches += block.find("next-step block") != std::string::npos;
+      seen.trip_prefetches += block.find("next-trip block") != std::string::npos;
       for (size_t i = 0; i < out.size(); ++i) EXPECT_TRUE(same_bits(plain[i], out[i]));
     }
   }
@@ -185,6 +186,37 @@ TEST(CacheHints, AStoreToATensorTheLaunchReadsIsNotStreamed) {
   const std::string block = k.compile({x}, &c).block_ir();
   EXPECT_EQ(block.find("streamed past the caches"), std::string::npos) << block;
   EXPECT_HAS(block, "prefetch arg0's next-step block");
+}
+
+// A streamed inner loop whose block is read twice, the second time computing an exp (cross
+// entropy's max, then its exp and sum, over 16384-wide column blocks): that statement prefetches
+// the loop's next trip of the block. Every hint gives the bits of "none", ragged last trips and
+// rows that start mid-line included; the default hints it where the logits exceed the caches.
+TEST(CacheHints, AStreamedLoopPrefetchesItsNextTripWhereAnExpRereadsItsBlock) {
+  for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
+    SCOPED_TRACE(std::string(ph::dtype_name(dt)));
+    const ph::kernels::KernelEntry& e = ph::kernels::find_kernel("cross_entropy");
+    ph::kernels::Inputs in = e.make_inputs({6, 1000}, dt, 3);
+    ph::CompiledKernel def = e.kernel->compile(in.args());
+    ph::Config c = def.config();
+    c.block_sizes[1] = 128;  // 8 trips, the last ragged; 1000 columns: rows start mid-line
+    c.cache_hints = {"prefetch"};
+    ph::CompiledKernel ck = e.kernel->compile(in.args(), &c);
+    EXPECT_HAS(ck.block_ir(), "prefetch arg0's next-trip block of t1, by the sum at");
+    EXPECT_HAS(ck.source(), "if (off_t1 + 128 < 1000)  // the next trip's arg0");
+    const HintsSeen seen = check_streamed_is_cached(*e.kernel, in.args());
+    EXPECT_GT(seen.trip_prefetches, 0);
+    const std::vector<ph::Array> out = ck.run(in.args()), want = e.reference(in);
+    const ph::kernels::Closeness r = ph::kernels::compare(out[0], want[0], dt, e.tolerance({6, 1000}));
+    EXPECT_TRUE(r.ok) << "max abs error " << r.max_abs_err;
+  }
+  const ph::kernels::KernelEntry& e = ph::kernels::find_kernel("cross_entropy");
+  ph::kernels::Inputs small = e.make_inputs({8, 32000}, ph::DType::f32, 1);
+  EXPECT_EQ(e.kernel->compile(small.args()).config().cache_hints, std::vector<std::string>{"none"});
+  const ph::backend::Machine& m = e.kernel->compile(small.args()).impl().program.backend->machine();
+  const int64_t rows = 4 * m.fast_memory_bytes * m.threads / (4 * 32000) * 2;
+  ph::kernels::Inputs large = e.make_inputs({rows, 32000}, ph::DType::f32, 1);
+  EXPECT_EQ(e.kernel->compile(large.args()).config().cache_hints, std::vector<std::string>{"prefetch"});
 }
 
 TEST(CacheHints, TheKnobIsOfferedPerLaunchAndItsDefaultHintsOnlyTensorsLargerThanTheCaches) {

@@ -181,8 +181,9 @@ std::string print(const BlockProgram& p) {
     for (const ir::Op* s : L.streamed_stores)
       os << "    store " << fn.tensors[s->tensor].name << " at " << s->loc.str() << ": streamed past the caches\n";
     for (const Prefetch& f : L.prefetches)
-      os << "    prefetch " << fn.tensors[f.load->tensor].name << "'s next-step block, by the " << ir::op_name(*f.host)
-         << " at " << f.host->loc.str() << "\n";
+      os << "    prefetch " << fn.tensors[f.load->tensor].name
+         << (f.trip_tile < 0 ? "'s next-step block" : "'s next-trip block of t" + std::to_string(f.trip_tile))
+         << ", by the " << ir::op_name(*f.host) << " at " << f.host->loc.str() << "\n";
     os << "    footprint " << format_bytes(L.footprint_bytes) << " of " << format_bytes(m.fast_memory_bytes)
        << ", working set " << format_bytes(L.working_set_bytes) << " per step\n";
   }

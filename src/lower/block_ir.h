@@ -165,6 +165,10 @@ struct AtomicTarget {
 struct Prefetch {
   const ir::Op* load = nullptr;
   const ir::Op* host = nullptr;
+  // -1: the next grid step's block. Else the tile of a streamed inner loop whose next trip's
+  // block `host` prefetches (same step), and the dim of the load's block that tile indexes.
+  int trip_tile = -1;
+  int trip_dim = -1;
 };
 
 struct LaunchPlan {

@@ -87,6 +87,43 @@ bool prefetchable_load(const ir::Function& fn, const Op& launch, const Op& load)
   return moves && contiguous_rows(fn, load);
 }
 
+namespace {
+
+// A load a streamed inner loop's next trip can prefetch: at the top level of a loop at the
+// launch's top level (one tile, not jagged, not over an enclosing block), unmasked, indexed by
+// the launch's tiles, the loop's tile and whole dims only (the loop's tile among them), its
+// innermost block dim a contiguous row. Returns the loop's tile, or -1.
+int trip_prefetchable_load(const ir::Function& fn, const Op& launch, const Op& loop, const Op& load) {
+  if (loop.kind != OpKind::Loop || loop.loop_tiles.size() != 1 || load.kind != OpKind::Load || ir::is_masked(load))
+    return -1;
+  const int tile = loop.loop_tiles[0];
+  const ir::TileInfo& t = fn.tiles[tile];
+  if (t.parent >= 0 || t.is_jagged() || t.is_grid) return -1;
+  bool moves = false;
+  for (const IndexItem& ix : load.index) {
+    if (ix.kind == IndexItem::All) continue;
+    if (ix.kind != IndexItem::Tile) return -1;
+    moves |= ix.tile == tile;
+    if (ix.tile != tile &&
+        std::find(launch.loop_tiles.begin(), launch.loop_tiles.end(), ix.tile) == launch.loop_tiles.end())
+      return -1;
+  }
+  return moves && contiguous_rows(fn, load) ? tile : -1;
+}
+
+bool has_trip_prefetches(const ir::Function& fn, const Op& launch);  // (defined below)
+
+// The top-level loops of a launch and, for each, its loads whose next trip can be prefetched.
+std::vector<std::pair<const Op*, const Op*>> trip_sites(const ir::Function& fn, const Op& launch) {
+  std::vector<std::pair<const Op*, const Op*>> out;  // (loop, load)
+  for (const Op& loop : launch.body)
+    if (loop.kind == OpKind::Loop)
+      for (const Op& load : loop.body)
+        if (trip_prefetchable_load(fn, launch, loop, load) >= 0) out.push_back({&loop, &load});
+  return out;
+}
+}  // namespace
+
 bool has_cache_hint_sites(const ir::Function& fn, const Op& launch) {
   return cache_hint_choices(fn, launch).size() > 1;
 }
@@ -95,6 +132,7 @@ std::vector<std::string> cache_hint_choices(const ir::Function& fn, const Op& la
   bool stores = false, loads = false;
   ir::walk(launch.body, [&](const Op& op) { stores |= streamable_store(fn, launch, op); });
   for (const Op& op : launch.body) loads |= prefetchable_load(fn, launch, op);
+  loads |= has_trip_prefetches(fn, launch);
   std::vector<std::string> choices = {"none"};
   if (stores) choices.push_back("stream");
   if (loads) choices.push_back("prefetch");
@@ -212,9 +250,9 @@ class Readers {
 struct LoadReaders {
   std::map<const Op*, const Op*> first, last;
 };
-LoadReaders load_readers(const Op& launch, Readers& readers) {
+LoadReaders load_readers(const std::vector<Op>& statements, Readers& readers) {
   LoadReaders out;
-  for (const Op& s : launch.body)
+  for (const Op& s : statements)
     for (const Op* load : readers.reach(s).loads) {
       out.first.emplace(load, &s);
       out.last[load] = &s;
@@ -238,6 +276,43 @@ std::vector<std::pair<const Op*, const Op*>> prefetch_hosts(const ir::Function& 
   return out;
 }
 
+// Each trip-prefetchable load of `L`'s launch's top-level loops, the loop's tile, and the
+// statement of the loop's body that prefetches the next trip's block: the last one that reads
+// the block in a loop nest of its rows computing a transcendental (a softmax's or a cross
+// entropy's exp and sum), which is where the memory would otherwise idle. (Not merely the last
+// reader: cross_entropy's last is its one-hot pick of the target logit, which reads one element.)
+// `rereads`: another statement read the block before it (the first read, from memory, is the
+// one the prefetch saves).
+struct TripHost {
+  const Op* load;
+  const Op* host;
+  int tile;
+  bool rereads;
+};
+std::vector<TripHost> trip_hosts(const ir::Function& fn, const LaunchPlan& L, Readers& readers) {
+  std::vector<TripHost> out;
+  for (const auto& [loop, load] : trip_sites(fn, *L.op)) {
+    const Op* host = nullptr;
+    const Op* first = nullptr;
+    for (const Op& s : loop->body) {
+      const Readers::Reach r = readers.reach(s);
+      if (r.loads.count(load) == 0) continue;
+      if (first == nullptr) first = &s;
+      std::vector<ir::Dim> shape;
+      if (r.transcendental && readers.host_shape(s, &shape) && shape == fn.type_of(load->result).shape) host = &s;
+    }
+    if (host != nullptr) out.push_back({load, host, trip_prefetchable_load(fn, *L.op, *loop, *load), host != first});
+  }
+  return out;
+}
+
+// The dim of a load's block that index item `item` spans.
+int block_dim_of_item(const Op& load, size_t item) {
+  int d = 0;
+  for (size_t i = 0; i < item; ++i) d += load.index[i].kind != IndexItem::Scalar;
+  return d;
+}
+
 // The fusion decisions of a launch (what Readers needs), without the rest of its plan.
 LaunchPlan fusion_plan(const ir::Function& fn, const Op& launch) {
   LaunchPlan L;
@@ -247,6 +322,16 @@ LaunchPlan fusion_plan(const ir::Function& fn, const Op& launch) {
   for (int v : materialized) L.values[v].materialized = 0;  // (which scratch does not matter here)
   for (const ReductionProducer& r : computed) L.compute_in_reduction(r.reduction, r.producer, r.stored);
   return L;
+}
+
+// Whether some streamed loop of `launch` has a block worth prefetching a trip ahead (TripHost).
+bool has_trip_prefetches(const ir::Function& fn, const Op& launch) {
+  if (trip_sites(fn, launch).empty()) return false;  // (no fusion plan needed)
+  const LaunchPlan L = fusion_plan(fn, launch);
+  Readers readers(fn, L);
+  for (const TripHost& h : trip_hosts(fn, L, readers))
+    if (h.rereads) return true;
+  return false;
 }
 
 }  // namespace
@@ -261,8 +346,17 @@ void plan_cache_hints(const BlockProgram& p, LaunchPlan& L, const std::string& c
   });
   if (!prefetch) return;
   Readers readers(fn, L);
-  for (const auto& [load, host] : prefetch_hosts(fn, L, readers, load_readers(launch, readers)))
+  for (const auto& [load, host] : prefetch_hosts(fn, L, readers, load_readers(launch.body, readers)))
     if (row_holds_a_line(p, *load)) L.prefetches.push_back({load, host});
+  // A streamed inner loop's next trip, where its block is read again (a single pass over it
+  // streams with the hardware prefetcher; a staged loop prefetches its own: emit/staging.cpp).
+  for (const TripHost& h : trip_hosts(fn, L, readers)) {
+    const InnerLoop* il = L.inner_loop(h.tile);
+    if (il == nullptr || il->strategy != Strategy::Stream || !h.rereads || !row_holds_a_line(p, *h.load)) continue;
+    size_t item = 0;
+    while (h.load->index[item].kind != IndexItem::Tile || h.load->index[item].tile != h.tile) ++item;
+    L.prefetches.push_back({h.load, h.host, h.tile, block_dim_of_item(*h.load, item)});
+  }
 }
 
 std::string default_cache_hint(const ir::Function& fn, const Op& launch, const backend::Machine& m) {
@@ -275,9 +369,10 @@ std::string default_cache_hint(const ir::Function& fn, const Op& launch, const b
   ir::walk(launch.body, [&](const Op& op) { stream |= streamable_store(fn, launch, op) && large(op); });
   const LaunchPlan L = fusion_plan(fn, launch);
   Readers readers(fn, L);
-  const LoadReaders by = load_readers(launch, readers);
+  const LoadReaders by = load_readers(launch.body, readers);
   for (const auto& [load, host] : prefetch_hosts(fn, L, readers, by))
     prefetch |= large(*load) && host != by.first.at(load) && readers.reach(*host).transcendental;
+  for (const TripHost& h : trip_hosts(fn, L, readers)) prefetch |= large(*h.load) && h.rereads;
   const std::string want = stream && prefetch ? "stream+prefetch" : stream ? "stream" : prefetch ? "prefetch" : "none";
   return std::find(choices.begin(), choices.end(), want) != choices.end() ? want : "none";
 }

@@ -4,6 +4,7 @@
 // grid steps it is given, and the statements of the launch body. The concerns inside statements
 // (loop nests, expressions, dots, staging, reductions, index checks) are in emit/.
 #include "backend/cpu/codegen.h"
+#include <algorithm>
 
 #include <sstream>
 
@@ -36,7 +37,9 @@ std::string LaunchEmitter::run() {
   line("for (int64_t ph_step = ph_step_begin; ph_step < ph_step_end; ++ph_step) {");
   ++depth_;
   decode_step("", "ph_step", true);
-  if (!L_.prefetches.empty()) {  // the step this thread runs next, whose blocks it prefetches
+  if (std::any_of(L_.prefetches.begin(), L_.prefetches.end(), [](const lower::Prefetch& f) {
+        return f.trip_tile < 0;
+      })) {  // the step this thread runs next, whose blocks it prefetches
     line("const bool ph_pf_next = ph_step + 1 < ph_step_end;");
     decode_step("pf_", "ph_step + 1", false);
   }

@@ -15,11 +15,22 @@ void LaunchEmitter::prefetch_next_rows(const Op& host, Idx idx, size_t k, const 
   for (const lower::Prefetch& f : L_.prefetches) {
     if (f.host != &host) continue;
     const int64_t per_line = lower::kCacheLineBytes / dtype_size(fn_.tensors[f.load->tensor].dtype);
-    idx[k] = "ph_pf";
-    offset_prefix_ = "pf_off_";
-    const std::string at = tensor_address(*f.load, idx);
-    offset_prefix_ = "off_";
-    line("if (ph_pf_next)  // the next step's " + fn_.tensors[f.load->tensor].name);
+    Idx at_idx = idx;
+    at_idx[k] = "ph_pf";
+    std::string at, guard;
+    if (f.trip_tile < 0) {  // the same element of the next step's block
+      offset_prefix_ = "pf_off_";
+      at = tensor_address(*f.load, at_idx);
+      offset_prefix_ = "off_";
+      guard = "if (ph_pf_next)  // the next step's " + fn_.tensors[f.load->tensor].name;
+    } else {  // of the loop's next trip: one block further along the loop's dim
+      const std::string b = std::to_string(block_of(f.trip_tile)), t = tname(f.trip_tile);
+      at_idx[static_cast<size_t>(f.trip_dim)] = "(" + b + " + " + at_idx[static_cast<size_t>(f.trip_dim)] + ")";
+      at = tensor_address(*f.load, at_idx);
+      guard = "if (off_" + t + " + " + b + " < " + trip_stop_.at(f.trip_tile) + ")  // the next trip's " +
+              fn_.tensors[f.load->tensor].name;
+    }
+    line(guard);
     line("  for (int64_t ph_pf = " + from + "; ph_pf < " + from + " + " + count +
          "; ph_pf += " + std::to_string(per_line) + ") __builtin_prefetch(&" + at + ", 0, 2);");
   }
