@@ -5,6 +5,7 @@
 // offered, what the default picks, and the error for a value out of its domain.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -217,6 +218,40 @@ TEST(CacheHints, AStreamedLoopPrefetchesItsNextTripWhereAnExpRereadsItsBlock) {
   const int64_t rows = 4 * m.fast_memory_bytes * m.threads / (4 * 32000) * 2;
   ph::kernels::Inputs large = e.make_inputs({rows, 32000}, ph::DType::f32, 1);
   EXPECT_EQ(e.kernel->compile(large.args()).config().cache_hints, std::vector<std::string>{"prefetch"});
+}
+
+// The same over a ph::grid row (a grid tile gives the block no dim): the loop's tile is the
+// block's first dim, not its second. (The dim was counted from the index items, and the prefetch
+// indexed past the end of the row's index.)
+ph::Tensor grid_row_lse(ph::Tensor x) {
+  auto [m, n] = x.sizes<2>();
+  auto out = ph::empty({m});
+  for (auto row : ph::grid(m)) {
+    ph::Var mx = ph::full({}, -INFINITY);
+    ph::Var den = ph::zeros({});
+    for (auto cols : ph::tile(n)) {
+      auto v = x[row, cols];
+      auto new_mx = ph::maximum(mx, ph::amax(v, 0));
+      den = den * ph::exp(mx - new_mx) + ph::sum(ph::exp(v - new_mx), 0);
+      mx = new_mx;
+    }
+    out[row] = ph::log(den) + mx;
+  }
+  return out;
+}
+
+TEST(CacheHints, AGridRowsLoopPrefetchesAlongItsOwnDim) {
+  ph::Kernel k("grid_row_lse", grid_row_lse);
+  ph::Array x = ph::Array::random({5, 1000}, ph::DType::f32, 11);
+  ph::CompiledKernel def = k.compile({x});
+  ph::Config c = def.config();
+  c.block_sizes.back() = 128;
+  c.cache_hints = {"prefetch"};
+  ph::CompiledKernel ck = k.compile({x}, &c);
+  EXPECT_HAS(ck.block_ir(), "prefetch arg0's next-trip block of t1");
+  EXPECT_HAS(ck.source(), "(off_t1 + (128 + ph_pf))");
+  c.cache_hints = {"none"};
+  EXPECT_TRUE(same_bits(ck.run({x}).at(0), k.compile({x}, &c).run({x}).at(0)));
 }
 
 TEST(CacheHints, TheKnobIsOfferedPerLaunchAndItsDefaultHintsOnlyTensorsLargerThanTheCaches) {

@@ -306,10 +306,14 @@ std::vector<TripHost> trip_hosts(const ir::Function& fn, const LaunchPlan& L, Re
   return out;
 }
 
-// The dim of a load's block that index item `item` spans.
-int block_dim_of_item(const Op& load, size_t item) {
+// The dim of a load's block that index item `item` spans: the items before it that give the
+// block a dim (a grid tile and a scalar index give none: ir/type_rules.cpp).
+int block_dim_of_item(const ir::Function& fn, const Op& load, size_t item) {
   int d = 0;
-  for (size_t i = 0; i < item; ++i) d += load.index[i].kind != IndexItem::Scalar;
+  for (size_t i = 0; i < item; ++i) {
+    const IndexItem& ix = load.index[i];
+    d += ix.kind != IndexItem::Scalar && !(ix.kind == IndexItem::Tile && fn.tiles[ix.tile].is_grid);
+  }
   return d;
 }
 
@@ -355,7 +359,7 @@ void plan_cache_hints(const BlockProgram& p, LaunchPlan& L, const std::string& c
     if (il == nullptr || il->strategy != Strategy::Stream || !h.rereads || !row_holds_a_line(p, *h.load)) continue;
     size_t item = 0;
     while (h.load->index[item].kind != IndexItem::Tile || h.load->index[item].tile != h.tile) ++item;
-    L.prefetches.push_back({h.load, h.host, h.tile, block_dim_of_item(*h.load, item)});
+    L.prefetches.push_back({h.load, h.host, h.tile, block_dim_of_item(fn, *h.load, item)});
   }
 }
 

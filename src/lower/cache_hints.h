@@ -14,7 +14,9 @@
 //   - prefetches: the next grid step's block of each input is prefetched into fast memory, one
 //     cache line per prefetch, by the loop nest of the last statement of the step that reads the
 //     input (its rows, just before each row is computed), so the memory works while the step
-//     computes.
+//     computes; and in a streamed inner loop whose block a statement reads again computing a
+//     transcendental (cross_entropy's exp and sum after its max), that statement prefetches the
+//     loop's next trip of the block the same way (Prefetch::trip_tile).
 // Both are hints: they change no value. (Except by the ulp an fma contraction costs: where a
 // product difference such as rotary's x0 c - x1 s has two, g++ may pick the other one in a
 // ragged block's scalar tail of a streamed row of pairs.) The sites are found from the Tile IR alone (the knob
@@ -65,9 +67,9 @@ bool exceeds_caches(int64_t bytes, const backend::Machine& m);
 
 // The cpu's default for the knob: "stream" where a streamable store writes a tensor that
 // exceeds the caches; "prefetch" where a prefetchable load of such a tensor is re-read by a
-// statement that computes a transcendental per element (a softmax's exp after its max: the
-// memory would idle while it computes; a single pass is left to the hardware's prefetcher, which
-// follows it well); both; or "none".
+// statement that computes a transcendental per element (a softmax's exp after its max, a cross
+// entropy's over each trip of its column loop: the memory would idle while it computes; a single
+// pass is left to the hardware's prefetcher, which follows it well); both; or "none".
 std::string default_cache_hint(const ir::Function& fn, const ir::Op& launch, const backend::Machine& m);
 
 // Marks the streamed stores and the prefetches of launch `L` that its knob's `choice` asks for:
