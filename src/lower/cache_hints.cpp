@@ -113,13 +113,19 @@ int trip_prefetchable_load(const ir::Function& fn, const Op& launch, const Op& l
 
 bool has_trip_prefetches(const ir::Function& fn, const Op& launch);  // (defined below)
 
-// The top-level loops of a launch and, for each, its loads whose next trip can be prefetched.
-std::vector<std::pair<const Op*, const Op*>> trip_sites(const ir::Function& fn, const Op& launch) {
-  std::vector<std::pair<const Op*, const Op*>> out;  // (loop, load)
+// The loads of a launch's top-level loops whose next trip can be prefetched.
+struct TripSite {
+  const Op* loop;
+  const Op* load;
+  int tile;  // the loop's
+};
+std::vector<TripSite> trip_sites(const ir::Function& fn, const Op& launch) {
+  std::vector<TripSite> out;
   for (const Op& loop : launch.body)
     if (loop.kind == OpKind::Loop)
       for (const Op& load : loop.body)
-        if (trip_prefetchable_load(fn, launch, loop, load) >= 0) out.push_back({&loop, &load});
+        if (const int tile = trip_prefetchable_load(fn, launch, loop, load); tile >= 0)
+          out.push_back({&loop, &load, tile});
   return out;
 }
 }  // namespace
@@ -250,9 +256,9 @@ class Readers {
 struct LoadReaders {
   std::map<const Op*, const Op*> first, last;
 };
-LoadReaders load_readers(const std::vector<Op>& statements, Readers& readers) {
+LoadReaders load_readers(const Op& launch, Readers& readers) {
   LoadReaders out;
-  for (const Op& s : statements)
+  for (const Op& s : launch.body)
     for (const Op* load : readers.reach(s).loads) {
       out.first.emplace(load, &s);
       out.last[load] = &s;
@@ -276,6 +282,17 @@ std::vector<std::pair<const Op*, const Op*>> prefetch_hosts(const ir::Function& 
   return out;
 }
 
+// The dim of a load's block that index item `item` spans: the items before it that give the
+// block a dim (a grid tile and a scalar index give none: ir/type_rules.cpp).
+int block_dim_of_item(const ir::Function& fn, const Op& load, size_t item) {
+  int d = 0;
+  for (size_t i = 0; i < item; ++i) {
+    const IndexItem& ix = load.index[i];
+    d += ix.kind != IndexItem::Scalar && !(ix.kind == IndexItem::Tile && fn.tiles[ix.tile].is_grid);
+  }
+  return d;
+}
+
 // Each trip-prefetchable load of `L`'s launch's top-level loops, the loop's tile, and the
 // statement of the loop's body that prefetches the next trip's block: the last one that reads
 // the block in a loop nest of its rows computing a transcendental (a softmax's or a cross
@@ -287,11 +304,12 @@ struct TripHost {
   const Op* load;
   const Op* host;
   int tile;
+  int dim;  // the dim of the load's block the loop's tile indexes
   bool rereads;
 };
 std::vector<TripHost> trip_hosts(const ir::Function& fn, const LaunchPlan& L, Readers& readers) {
   std::vector<TripHost> out;
-  for (const auto& [loop, load] : trip_sites(fn, *L.op)) {
+  for (const auto& [loop, load, tile] : trip_sites(fn, *L.op)) {
     const Op* host = nullptr;
     const Op* first = nullptr;
     for (const Op& s : loop->body) {
@@ -301,20 +319,12 @@ std::vector<TripHost> trip_hosts(const ir::Function& fn, const LaunchPlan& L, Re
       std::vector<ir::Dim> shape;
       if (r.transcendental && readers.host_shape(s, &shape) && shape == fn.type_of(load->result).shape) host = &s;
     }
-    if (host != nullptr) out.push_back({load, host, trip_prefetchable_load(fn, *L.op, *loop, *load), host != first});
+    if (host == nullptr) continue;
+    size_t item = 0;
+    while (load->index[item].kind != IndexItem::Tile || load->index[item].tile != tile) ++item;
+    out.push_back({load, host, tile, block_dim_of_item(fn, *load, item), host != first});
   }
   return out;
-}
-
-// The dim of a load's block that index item `item` spans: the items before it that give the
-// block a dim (a grid tile and a scalar index give none: ir/type_rules.cpp).
-int block_dim_of_item(const ir::Function& fn, const Op& load, size_t item) {
-  int d = 0;
-  for (size_t i = 0; i < item; ++i) {
-    const IndexItem& ix = load.index[i];
-    d += ix.kind != IndexItem::Scalar && !(ix.kind == IndexItem::Tile && fn.tiles[ix.tile].is_grid);
-  }
-  return d;
 }
 
 // The fusion decisions of a launch (what Readers needs), without the rest of its plan.
@@ -350,16 +360,14 @@ void plan_cache_hints(const BlockProgram& p, LaunchPlan& L, const std::string& c
   });
   if (!prefetch) return;
   Readers readers(fn, L);
-  for (const auto& [load, host] : prefetch_hosts(fn, L, readers, load_readers(launch.body, readers)))
+  for (const auto& [load, host] : prefetch_hosts(fn, L, readers, load_readers(launch, readers)))
     if (row_holds_a_line(p, *load)) L.prefetches.push_back({load, host});
   // A streamed inner loop's next trip, where its block is read again (a single pass over it
   // streams with the hardware prefetcher; a staged loop prefetches its own: emit/staging.cpp).
   for (const TripHost& h : trip_hosts(fn, L, readers)) {
     const InnerLoop* il = L.inner_loop(h.tile);
-    if (il == nullptr || il->strategy != Strategy::Stream || !h.rereads || !row_holds_a_line(p, *h.load)) continue;
-    size_t item = 0;
-    while (h.load->index[item].kind != IndexItem::Tile || h.load->index[item].tile != h.tile) ++item;
-    L.prefetches.push_back({h.load, h.host, h.tile, block_dim_of_item(fn, *h.load, item)});
+    if (il != nullptr && il->strategy == Strategy::Stream && h.rereads && row_holds_a_line(p, *h.load))
+      L.prefetches.push_back({h.load, h.host, h.tile, h.dim});
   }
 }
 
@@ -373,7 +381,7 @@ std::string default_cache_hint(const ir::Function& fn, const Op& launch, const b
   ir::walk(launch.body, [&](const Op& op) { stream |= streamable_store(fn, launch, op) && large(op); });
   const LaunchPlan L = fusion_plan(fn, launch);
   Readers readers(fn, L);
-  const LoadReaders by = load_readers(launch.body, readers);
+  const LoadReaders by = load_readers(launch, readers);
   for (const auto& [load, host] : prefetch_hosts(fn, L, readers, by))
     prefetch |= large(*load) && host != by.first.at(load) && readers.reach(*host).transcendental;
   for (const TripHost& h : trip_hosts(fn, L, readers)) prefetch |= large(*h.load) && h.rereads;

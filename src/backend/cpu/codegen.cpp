@@ -181,8 +181,8 @@ void LaunchEmitter::store(const Op& op) {
           line("if (" + mask + ") " + a + " = " + v + ";");
         },
         "", 0, prefetch);
-  } else if (streamed || converts_rows(op, shape)) {
-    row_store(op, shape, streamed, converts_rows(op, shape));  // row_stores.cpp
+  } else if (const bool converted = converts_rows(op, shape); streamed || converted) {
+    row_store(op, shape, streamed, converted);  // row_stores.cpp
   } else {
     nest(
         shape,

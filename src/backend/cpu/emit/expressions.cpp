@@ -341,9 +341,10 @@ std::string LaunchEmitter::stored_expr(DType dt, int v, const Idx& idx) {
   return stored_op_expr(dt, *def_.at(v), idx);
 }
 
+bool LaunchEmitter::rounds_to(const Op& op, DType dt) { return op.kind == OpKind::Cast && op.dtype == dt && is16(dt); }
+
 std::string LaunchEmitter::stored_op_expr(DType dt, const Op& op, const Idx& idx) {
-  if (op.kind == OpKind::Cast && op.dtype == dt && is16(dt))
-    return store_value(dt, type(op.operands[0]).dtype, operand(op, 0, idx));
+  if (rounds_to(op, dt)) return store_value(dt, type(op.operands[0]).dtype, operand(op, 0, idx));
   return store_value(dt, type(op.result).dtype, op_expr(op, idx));
 }
 
@@ -357,7 +358,7 @@ std::string LaunchEmitter::unrounded_operand(const Op& store, const Idx& idx) {
   const Idx at = broadcast(type(v).shape, idx);
   if (type(v).rank() > 0 && L_.materialized(v) < 0) {
     const Op& def = *def_.at(v);
-    if (def.kind == OpKind::Cast && def.dtype == fn_.tensors[store.tensor].dtype && is16(def.dtype))
+    if (rounds_to(def, fn_.tensors[store.tensor].dtype))
       return store_value(DType::f32, type(def.operands[0]).dtype, operand(def, 0, at));
   }
   return stored_expr(DType::f32, v, at);

@@ -109,6 +109,8 @@ class LaunchEmitter : private EmitContext {
   // of the second rounding is as long as the first's.
   std::string stored_expr(DType dt, int v, const Idx& idx);
   std::string stored_op_expr(DType dt, const Op& op, const Idx& idx);
+  // Whether `op` is a cast to 16-bit `dt`: stored as `dt`, it is rounded once, by the store.
+  static bool rounds_to(const Op& op, DType dt);
   // The value a store writes at `idx`, converted for its tensor's dtype.
   std::string stored_operand(const Op& store, const Idx& idx);
   std::string copied_bits(const Op& store, const Idx& idx);
