@@ -254,6 +254,32 @@ TEST(CacheHints, AGridRowsLoopPrefetchesAlongItsOwnDim) {
   EXPECT_TRUE(same_bits(ck.run({x}).at(0), k.compile({x}, &c).run({x}).at(0)));
 }
 
+// The default keeps a block that each trip reads twice within half the first cache, and grows it
+// that far: the second read comes from the nearest cache while the next trip is prefetched. Over
+// a ph::grid row (its block is the loop's alone) and cross_entropy's [rows, columns] blocks, on
+// whatever first cache this host has.
+TEST(CacheHints, TheDefaultKeepsABlockATripRereadsInHalfTheFirstCache) {
+  ph::Kernel k("grid_row_lse", grid_row_lse);
+  ph::Array x = ph::Array::random({4, 1 << 20}, ph::DType::f32, 11);
+  ph::CompiledKernel def = k.compile({x});
+  const ph::backend::Machine& m = def.impl().program.backend->machine();
+  ASSERT_GT(m.first_cache_bytes, 0);
+  ASSERT_LE(m.first_cache_bytes, m.fast_memory_bytes);
+  const int64_t half = m.first_cache_bytes / 2;
+  const int64_t bytes = def.config().block_sizes.back() * 4;
+  EXPECT_LE(bytes, half);
+  EXPECT_GT(2 * bytes, half);
+  const ph::kernels::KernelEntry& e = ph::kernels::find_kernel("cross_entropy");
+  for (ph::DType dt : {ph::DType::f32, ph::DType::bf16}) {
+    SCOPED_TRACE(std::string(ph::dtype_name(dt)));
+    ph::kernels::Inputs in = e.make_inputs({64, 32000}, dt, 1);
+    const std::vector<int64_t> b = e.kernel->compile(in.args()).config().block_sizes;
+    const int64_t logits = b[0] * b[1] * static_cast<int64_t>(ph::dtype_size(dt));
+    EXPECT_LE(logits, half);
+    EXPECT_GT(2 * logits, half);
+  }
+}
+
 TEST(CacheHints, TheKnobIsOfferedPerLaunchAndItsDefaultHintsOnlyTensorsLargerThanTheCaches) {
   const ph::kernels::KernelEntry& e = ph::kernels::find_kernel("softmax");
   ph::kernels::Inputs small = e.make_inputs({64, 256}, ph::DType::f32, 1);

@@ -29,8 +29,12 @@ namespace parhelion::backend {
 // The numbers of the machine a backend compiles for that the shared passes read.
 struct Machine {
   int64_t fast_memory_bytes = 1 << 20;  // per core: what one grid step's blocks must fit in
-  int threads = 1;                      // hardware threads a launch may split its grid over
-  std::string description;              // e.g. "Intel Xeon ... (avx512f avx2)", "TPU v7x"
+  // Per core: the data cache nearest the compute, inside the fast memory (a CPU's L1d), where a
+  // block read twice in a step is best kept; 0: none. (Not in the identity: it follows from the
+  // described model, and the fast memory already sizes what a tuned config's blocks may take.)
+  int64_t first_cache_bytes = 0;
+  int threads = 1;          // hardware threads a launch may split its grid over
+  std::string description;  // e.g. "Intel Xeon ... (avx512f avx2)", "TPU v7x"
   // What a tuned config depends on: the description, the threads and the fast memory (the
   // tuner's cache key and the config tables' hardware field).
   std::string identity() const {

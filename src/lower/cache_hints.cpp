@@ -350,6 +350,21 @@ bool has_trip_prefetches(const ir::Function& fn, const Op& launch) {
 
 }  // namespace
 
+int64_t reread_trip_block_bytes(const BlockProgram& p, const LaunchPlan& L) {
+  const ir::Function& fn = *p.fn;
+  if (trip_sites(fn, *L.op).empty()) return 0;  // (no readers needed)
+  Readers readers(fn, L);
+  int64_t most = 0;
+  for (const TripHost& h : trip_hosts(fn, L, readers)) {
+    if (!h.rereads) continue;
+    int64_t bytes = dtype_size(fn.tensors[h.load->tensor].dtype);
+    for (const ir::Dim& d : fn.type_of(h.load->result).shape)
+      bytes *= d.kind == ir::Dim::Const ? d.size : p.block_of_tile(d.tile);
+    most = std::max(most, bytes);
+  }
+  return most;
+}
+
 void plan_cache_hints(const BlockProgram& p, LaunchPlan& L, const std::string& choice) {
   const ir::Function& fn = *p.fn;
   const Op& launch = *L.op;

@@ -72,6 +72,12 @@ bool exceeds_caches(int64_t bytes, const backend::Machine& m);
 // pass is left to the hardware's prefetcher, which follows it well); both; or "none".
 std::string default_cache_hint(const ir::Function& fn, const ir::Op& launch, const backend::Machine& m);
 
+// The largest block that a trip of one of `L`'s top-level loops reads more than once (a trip
+// host's, as above: cross_entropy's logits block, read by its max and again by its exp and sum),
+// in bytes with the blocks bound; 0: none. Where it fits the core's first cache the second read
+// costs little; the cpu's default keeps it there (backend/cpu/default_config.cpp).
+int64_t reread_trip_block_bytes(const BlockProgram& p, const LaunchPlan& L);
+
 // Marks the streamed stores and the prefetches of launch `L` that its knob's `choice` asks for:
 // the sites whose row holds at least one cache line with the blocks bound, and for each
 // prefetch the statement whose loop nest issues it.

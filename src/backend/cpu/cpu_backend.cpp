@@ -25,6 +25,7 @@ std::vector<int> vector_widths(const std::string& features) {
 
 CpuBackend::CpuBackend(const Host& host) : host_(host) {
   machine_.fast_memory_bytes = host.fast_memory_bytes;
+  machine_.first_cache_bytes = host.first_cache_bytes;
   machine_.threads = host.threads;
   machine_.description = host.cpu_model + " (" + host.features + ")";
   caps_.inner_loop_strategies = {lower::Strategy::Stream, lower::Strategy::Pipeline, lower::Strategy::Resident};

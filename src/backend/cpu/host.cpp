@@ -2,6 +2,7 @@
 
 #include <cpuid.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -35,6 +36,29 @@ int64_t detect_l2_bytes() {
   return 1 << 20;
 }
 
+// The level-1 data cache: the sysfs cache index whose level is 1 and type Data (index0 on
+// every Linux seen, but the numbering is not promised), else AMD's cpuid 0x80000005 (ECX[31:24]
+// in KiB), else 32 KiB (every x86-64 core since 2006 has at least that).
+int64_t detect_l1d_bytes() {
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level(dir + "level"), type(dir + "type"), size(dir + "size");
+    std::string l, t, s;
+    if (!(level >> l) || !(type >> t)) break;
+    if (l != "1" || t != "Data" || !(size >> s)) continue;
+    try {
+      return parse_byte_size(s, "the L1d size in sysfs");  // e.g. "48K"
+    } catch (const UserError&) {
+      break;
+    }
+  }
+  unsigned a, b, c, d;
+  if (__get_cpuid(0x80000000, &a, &b, &c, &d) && a >= 0x80000005 && __get_cpuid(0x80000005, &a, &b, &c, &d) &&
+      (c >> 24) > 0)
+    return static_cast<int64_t>(c >> 24) * 1024;
+  return 32 << 10;
+}
+
 std::string detect_model() {
   std::ifstream f("/proc/cpuinfo");
   std::string line;
@@ -65,9 +89,11 @@ const Host& Host::detect() {
   static const Host detected = [] {
     Host h;
     h.fast_memory_bytes = detect_l2_bytes();
+    h.first_cache_bytes = detect_l1d_bytes();
     // A set but unparsable override is refused: ignoring it would tune for the wrong machine.
     if (const char* e = std::getenv("PARHELION_FAST_MEMORY"); e && *e)
       h.fast_memory_bytes = parse_byte_size(e, "PARHELION_FAST_MEMORY");
+    h.first_cache_bytes = std::min(h.first_cache_bytes, h.fast_memory_bytes);  // (inside it)
     h.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (const char* e = std::getenv("PARHELION_NUM_THREADS"); e && *e)
       h.threads = static_cast<int>(parse_integer(e, "PARHELION_NUM_THREADS", 1, kMaxThreads));
