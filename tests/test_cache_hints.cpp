@@ -299,6 +299,11 @@ TEST(CacheHints, TheKnobIsOfferedPerLaunchAndItsDefaultHintsOnlyTensorsLargerTha
   const ph::kernels::KernelEntry& swiglu = ph::kernels::find_kernel("swiglu");
   ph::kernels::Inputs pair = swiglu.make_inputs({rows, 256}, ph::DType::f32, 1);
   EXPECT_EQ(swiglu.kernel->compile(pair.args()).config().cache_hints, std::vector<std::string>{"stream"});
+  // A re-read without a transcendental: rms_norm's store reads its rows again after their sum of
+  // squares (the memory idles through that second pass unless the next step's rows come in).
+  const ph::kernels::KernelEntry& rms = ph::kernels::find_kernel("rms_norm");
+  ph::kernels::Inputs rows_in = rms.make_inputs({rows, 256}, ph::DType::f32, 1);
+  EXPECT_EQ(rms.kernel->compile(rows_in.args()).config().cache_hints, std::vector<std::string>{"stream+prefetch"});
 
   ph::Config bad = def.config();
   bad.cache_hints = {"bypass"};

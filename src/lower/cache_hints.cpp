@@ -398,7 +398,7 @@ std::string default_cache_hint(const ir::Function& fn, const Op& launch, const b
   Readers readers(fn, L);
   const LoadReaders by = load_readers(launch, readers);
   for (const auto& [load, host] : prefetch_hosts(fn, L, readers, by))
-    prefetch |= large(*load) && host != by.first.at(load) && readers.reach(*host).transcendental;
+    prefetch |= large(*load) && host != by.first.at(load);
   for (const TripHost& h : trip_hosts(fn, L, readers)) prefetch |= large(*h.load) && h.rereads;
   const std::string want = stream && prefetch ? "stream+prefetch" : stream ? "stream" : prefetch ? "prefetch" : "none";
   return std::find(choices.begin(), choices.end(), want) != choices.end() ? want : "none";

@@ -66,10 +66,15 @@ std::vector<std::string> cache_hint_choices(const ir::Function& fn, const ir::Op
 bool exceeds_caches(int64_t bytes, const backend::Machine& m);
 
 // The cpu's default for the knob: "stream" where a streamable store writes a tensor that
-// exceeds the caches; "prefetch" where a prefetchable load of such a tensor is re-read by a
-// statement that computes a transcendental per element (a softmax's exp after its max, a cross
-// entropy's over each trip of its column loop: the memory would idle while it computes; a single
-// pass is left to the hardware's prefetcher, which follows it well); both; or "none".
+// exceeds the caches; "prefetch" where a prefetchable load of such a tensor is read again by a
+// later statement of the step (a norm's store after its sums, a softmax's exp after its max: the
+// memory would idle while those re-read the caches), or where a streamed loop's trip re-reads
+// its block computing a transcendental (a cross entropy's exp and sum per column block); a single
+// pass is left to the hardware's prefetcher, which follows it well; both; or "none".
+// (Measured on an AMD EPYC Zen 5, 2 threads, [8192, 2048], stream+prefetch against stream:
+// layer_norm f32 2.96 -> 2.51 ms, bf16 1.43 -> 1.18; rms_norm f32 2.87 -> 2.58, bf16 1.28 ->
+// 1.06; rms_norm_backward f32 the same, bf16 3.30 -> 3.52, its two reductions each reading a
+// tensor first. Prefetching a single pass, swiglu or geglu, cost 25-35% on an Intel Xeon.)
 std::string default_cache_hint(const ir::Function& fn, const ir::Op& launch, const backend::Machine& m);
 
 // The largest block that a trip of one of `L`'s top-level loops reads more than once (a trip
