@@ -257,8 +257,9 @@ TEST(CacheHints, AGridRowsLoopPrefetchesAlongItsOwnDim) {
 // The default keeps a block that each trip reads twice within half the first cache, and grows it
 // that far: the second read comes from the nearest cache while the next trip is prefetched. Over
 // a ph::grid row (its block is the loop's alone) and cross_entropy's [rows, columns] blocks, on
-// whatever first cache this host has.
-TEST(CacheHints, TheDefaultKeepsABlockATripRereadsInHalfTheFirstCache) {
+// whatever first cache this host has; and the rows that two statements of a grid step read
+// (softmax's max, then its exp and sum).
+TEST(CacheHints, TheDefaultKeepsABlockReadTwiceInHalfTheFirstCache) {
   ph::Kernel k("grid_row_lse", grid_row_lse);
   ph::Array x = ph::Array::random({4, 1 << 20}, ph::DType::f32, 11);
   ph::CompiledKernel def = k.compile({x});
@@ -278,6 +279,11 @@ TEST(CacheHints, TheDefaultKeepsABlockATripRereadsInHalfTheFirstCache) {
     EXPECT_LE(logits, half);
     EXPECT_GT(2 * logits, half);
   }
+  const ph::kernels::KernelEntry& softmax = ph::kernels::find_kernel("softmax");
+  ph::kernels::Inputs rows = softmax.make_inputs({4096, 1024}, ph::DType::f32, 1);
+  const int64_t block = softmax.kernel->compile(rows.args()).config().block_sizes.at(0) * 1024 * 4;
+  EXPECT_LE(block, std::max<int64_t>(half, 1024 * 4));  // (at least a row)
+  EXPECT_GT(2 * block, half);
 }
 
 TEST(CacheHints, TheKnobIsOfferedPerLaunchAndItsDefaultHintsOnlyTensorsLargerThanTheCaches) {

@@ -350,18 +350,21 @@ bool has_trip_prefetches(const ir::Function& fn, const Op& launch) {
 
 }  // namespace
 
-int64_t reread_trip_block_bytes(const BlockProgram& p, const LaunchPlan& L) {
+int64_t reread_block_bytes(const BlockProgram& p, const LaunchPlan& L) {
   const ir::Function& fn = *p.fn;
-  if (trip_sites(fn, *L.op).empty()) return 0;  // (no readers needed)
+  auto bytes_of = [&](const Op& load) {
+    int64_t bytes = dtype_size(fn.tensors[load.tensor].dtype);
+    for (const ir::Dim& d : fn.type_of(load.result).shape)
+      bytes *= d.kind == ir::Dim::Const ? d.size : p.block_of_tile(d.tile);
+    return bytes;
+  };
   Readers readers(fn, L);
   int64_t most = 0;
-  for (const TripHost& h : trip_hosts(fn, L, readers)) {
-    if (!h.rereads) continue;
-    int64_t bytes = dtype_size(fn.tensors[h.load->tensor].dtype);
-    for (const ir::Dim& d : fn.type_of(h.load->result).shape)
-      bytes *= d.kind == ir::Dim::Const ? d.size : p.block_of_tile(d.tile);
-    most = std::max(most, bytes);
-  }
+  const LoadReaders by = load_readers(*L.op, readers);
+  for (const auto& [load, first] : by.first)
+    if (by.last.at(load) != first) most = std::max(most, bytes_of(*load));
+  for (const TripHost& h : trip_hosts(fn, L, readers))
+    if (h.rereads) most = std::max(most, bytes_of(*h.load));
   return most;
 }
 
