@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "kernels/kernels.h"
 #include "parhelion/parhelion.h"
 
+#include "ph_math.h"
 #include "tests/user_error.h"
 
 namespace ph = parhelion;
@@ -149,6 +151,135 @@ TEST(Random, SameStreamAtEveryConfig) {
     std::vector<ph::Array> got = at.run(args);
     EXPECT_EQ(ph::max_abs_diff(got[0], want[0]), 0.0) << "rand";
     EXPECT_LE(ph::max_abs_diff(got[1], want[1]), kNormalTol) << "randn";
+  }
+}
+
+// The row helper a simd loop draws through (emit/random_rows.cpp), compiled as the JIT compiles
+// it: philox()'s words for every counter. Offsets whose low words carry into the high word
+// within a vector, negative and arbitrary 64-bit offsets, seeds of every sign, a row of 4099
+// (the vector loop and a scalar tail).
+std::vector<ph::Tensor> draw_at(const std::vector<ph::Tensor>& in) {
+  const int64_t n = in[0].size(0);
+  auto u = ph::empty({n}, ph::DType::f32), z = ph::empty({n}, ph::DType::f32);
+  for (auto t : ph::tile(n)) {
+    const auto seed = ph::cast(in[1][0], ph::DType::i64);
+    u[t] = ph::rand(seed, in[0][t]);
+    z[t] = ph::randn(seed, in[0][t]);
+  }
+  return {u, z};
+}
+
+TEST(Random, PhiloxRowIsPhiloxPerCounter) {
+  ph::KernelBase k("draw_at", {true, true}, [](const std::vector<ph::KernelBase::TraceArg>& a) {
+    return draw_at({a[0].tensor, a[1].tensor});
+  });
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  auto next = [&] {  // splitmix64
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  constexpr int64_t n = 4099;
+  ph::Array offsets = ph::Array::zeros({n}, ph::DType::i64), seed = ph::Array::zeros({1}, ph::DType::i64);
+  std::vector<int64_t> at(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t part = i / 1024;  // carries at 2^32 and 2^33, negatives, anything, around 2^62
+    at[i] = part == 0   ? int64_t{0xFFFFFFF0} + i
+            : part == 1 ? (int64_t{3} << 32) - 512 + i
+            : part == 2 ? -3000 + i
+            : part == 3 ? static_cast<int64_t>(next())
+                        : (int64_t{1} << 62) + i;
+    offsets.data_as<int64_t>()[i] = at[i];
+  }
+  for (int64_t s : {int64_t{0}, int64_t{-7}, static_cast<int64_t>(next()), static_cast<int64_t>(next())}) {
+    SCOPED_TRACE("seed " + std::to_string(s));
+    seed.data_as<int64_t>()[0] = s;
+    ph::CompiledKernel c = k.compile({offsets, seed});
+    EXPECT_NE(c.source().find("ph_rt::philox_row("), std::string::npos);
+    const std::vector<ph::Array> got = c.run({offsets, seed});
+    int64_t wrong_u = 0;
+    double worst_z = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const ph_rt::philox_words w = ph_rt::philox(s, at[i]);
+      wrong_u += static_cast<float>(got[0].get(i)) != ph_rt::uniform_of(w.w0);
+      worst_z = std::max(worst_z, std::abs(got[1].get(i) - static_cast<double>(ph_rt::normal_of(w.w0, w.w1))));
+    }
+    EXPECT_EQ(wrong_u, 0);
+    EXPECT_LE(worst_z, kNormalTol);
+  }
+}
+
+// A simd loop that draws under a scalar seed draws a row at a time (philox_row over chunks of
+// 256; 1000 columns leave a ragged last chunk, 37 x 131 blocks a row shorter than one), and gives
+// the interpreter's numbers.
+TEST(Random, ASimdLoopDrawsItsRowsAtATime) {
+  ph::KernelBase k("draw_2d", {true, true}, [](const std::vector<ph::KernelBase::TraceArg>& a) {
+    return draw_2d({a[0].tensor, a[1].tensor});
+  });
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{3, 1000}, std::vector<int64_t>{37, 131}}) {
+    ph::Array x = ph::Array::zeros(shape, ph::DType::f32), seed = ph::Array::zeros({1}, ph::DType::i32);
+    seed.set(0, 5);
+    std::vector<ph::Arg> args = {x, seed};
+    ph::CompiledKernel c = k.compile(args);
+    EXPECT_NE(c.source().find("ph_rt::philox_row("), std::string::npos) << c.source();
+    const std::vector<ph::Array> want = k.interpret(args), got = c.run(args);
+    EXPECT_EQ(ph::max_abs_diff(got[0], want[0]), 0.0) << "rand";
+    EXPECT_LE(ph::max_abs_diff(got[1], want[1]), kNormalTol) << "randn";
+  }
+}
+
+// Draws whose offsets could read out of range at an element the body does not compute, or that
+// the body names itself, keep the per-element draw: offsets gathered through an index (computed
+// ahead of a loop, they would be read at every element, guards or not), a loop whose gather is
+// checked ahead, and a scan's combine (its operands are declared inside the loop). Each gives the
+// interpreter's numbers, with index checks on and off.
+std::vector<ph::Tensor> guarded_draws(const std::vector<ph::Tensor>& in) {
+  const int64_t n = in[0].size(0);
+  auto [rows, cols] = in[2].sizes<2>();
+  auto picked = ph::empty({n}, ph::DType::f32), beside = ph::empty({n}, ph::DType::f32);
+  auto scanned = ph::empty({rows, cols}, ph::DType::i64);
+  for (auto t : ph::tile(n)) {
+    auto ids = in[0][t];
+    auto ok = ids >= 0;
+    auto safe = ph::where(ok, ids, 0);
+    picked[t] = ph::where(ok, ph::rand(7, in[1][safe]), -1.0f);  // a gathered offset
+    beside[t] = ph::rand(7, t.index()) + ph::cast(in[1][safe], ph::DType::f32) * 0.0f;
+  }
+  for (auto [tm, tn] : ph::tile(rows, cols))  // (a loop over the rows inside the scan along tn)
+    scanned[tm, tn] = ph::associative_scan(in[2][tm, tn], 1, [](const ph::Tensor& a, const ph::Tensor& b) {
+      return b + ph::cast(ph::rand(a, b) >= 2.0f, ph::DType::i64) * a;  // b: rand < 1
+    });
+  return {picked, beside, scanned};
+}
+
+TEST(Random, DrawsThatCouldReadOutOfRangeAreMadePerElement) {
+  ph::KernelBase k("guarded_draws", {true, true, true}, [](const std::vector<ph::KernelBase::TraceArg>& a) {
+    return guarded_draws({a[0].tensor, a[1].tensor, a[2].tensor});
+  });
+  constexpr int64_t n = 700;
+  ph::Array ids = ph::Array::zeros({n}, ph::DType::i64), table = ph::Array::zeros({n}, ph::DType::i64);
+  for (int64_t i = 0; i < n; ++i) {
+    ids.data_as<int64_t>()[i] = i % 3 == 0 ? -1 : (i * 7) % n;
+    table.data_as<int64_t>()[i] = i * 1000003;
+  }
+  ph::Array grid = ph::Array::zeros({40, 300}, ph::DType::i64);
+  for (int64_t i = 0; i < 40 * 300; ++i) grid.data_as<int64_t>()[i] = i * 977;
+  const std::vector<ph::Arg> args = {ids, table, grid};
+  const std::vector<ph::Array> want = k.interpret(args);
+  const std::regex gathered(R"(philox_uniform\(s[0-9]+, T1\[)"),
+      drawn_beside(R"(philox_uniform\(s[0-9]+, \(off_t0 \+ i0\)\))");
+  for (bool checks : {true, false}) {
+    SCOPED_TRACE(checks ? "index checks" : "no index checks");
+    ph::Config c = k.compile(args).config();
+    c.index_checks = checks;
+    ph::CompiledKernel ck = k.compile(args, &c);
+    const std::vector<ph::Array> got = ck.run(args);
+    for (size_t o = 0; o < want.size(); ++o) EXPECT_EQ(ph::max_abs_diff(got[o], want[o]), 0.0) << "output " << o;
+    EXPECT_TRUE(std::regex_search(ck.source(), gathered));  // always per element
+    // Beside a gather checked ahead: per element; unchecked, a row at a time.
+    EXPECT_EQ(std::regex_search(ck.source(), drawn_beside), checks);
+    EXPECT_EQ(ck.source().find("ph_rt::philox_row(") == std::string::npos, checks);
   }
 }
 

@@ -88,9 +88,17 @@ class EmitContext {
     // and the last trip, between which all of its values lie; "" for any other index.
     std::string first, last;
   };
-  bool checks_ahead_ = false;            // while a simd loop's body is generated: sites are collected
-  std::vector<CheckSite> check_sites_;   // and listed here
-  std::string loop_first_, loop_last_;   // that loop's first and last index ("" unknown)
+  bool checks_ahead_ = false;           // while a simd loop's body is generated: sites are collected
+  std::vector<CheckSite> check_sites_;  // and listed here
+  std::string loop_first_, loop_last_;  // that loop's first and last index ("" unknown)
+  // Random rows (random_rows.cpp) the simd loop being generated draws: each a seed and an offset
+  // expression, and whether its second word is used (randn). Recorded while random_rows_on_.
+  struct RandomRow {
+    std::string seed, offset;
+    bool second_word = false;
+  };
+  bool random_rows_on_ = false;
+  std::vector<RandomRow> random_rows_;
   std::vector<std::string> mask_scope_;  // the masks of the accesses being generated
   int checked_loops_ = 0;                // names each loop's flag apart
   // How a tile's offset is named in an address: "off_" (this grid step's), "pf_off_" (the next

@@ -66,6 +66,7 @@ std::string LaunchEmitter::op_expr(const Op& op, const Idx& idx) {
       return unary_expr(static_cast<UnaryFn>(op.fn), type(op.operands[0]).dtype, operand(op, 0, idx));
     case OpKind::Binary: {
       std::string a = operand(op, 0, idx), b = operand(op, 1, idx);
+      if (const std::string r = random_row(op, a, b); !r.empty()) return r;
       // Division by a value hoisted out of the innermost loop (a row sum, a norm) becomes a
       // multiplication by its reciprocal, computed once: vdivps per element would bound
       // softmax-like kernels. Costs at most one extra rounding (<= 1 ulp more).

@@ -77,6 +77,16 @@ class LaunchEmitter : private EmitContext {
                           const std::string& last, const std::vector<CheckSite>& sites, const std::string& inner,
                           const std::string& checked_inner);
   static bool mentions(const std::string& text, const std::string& var);
+
+  // --- random numbers a simd loop draws, a row at a time (random_rows.cpp) ---
+  // `ph::rand` / `ph::randn` with a scalar seed `seed` at offsets `offset`, in the body of a simd
+  // loop over [loop_first_, loop_last_]: recorded, and read from the row that the loop's chunk
+  // computes first; "" where it is computed per element instead.
+  std::string random_row(const Op& op, const std::string& seed, const std::string& offset);
+  // The loop `header` + `inner` (its body, as generated) in chunks, each chunk's random rows
+  // (random_rows_) computed before it.
+  void random_rows_loop(const std::string& var, const std::string& pragma, const std::string& first,
+                        const std::string& last, const std::string& inner);
   // Whether `text` reads through an index whose check was moved ahead of the loop being generated.
   bool reads_unchecked(const std::string& text) const;
   bool is_hoisted(const std::string& e) const;

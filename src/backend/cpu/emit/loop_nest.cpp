@@ -144,11 +144,29 @@ void LaunchEmitter::hoisted_loop(const std::string& var, const std::string& head
     std::swap(os_, out);
     return out.str();
   };
-  // The body with its checks collected as sites, and, where there are any, again with them inline.
-  const std::string inner = generate(ahead);
+  // A simd loop over a known range draws its random numbers a row at a time (random_rows.cpp).
+  const bool saved_random_on = random_rows_on_;
+  std::vector<RandomRow> saved_random;
+  std::swap(saved_random, random_rows_);
+  random_rows_on_ = !pragma.empty() && !first.empty() && !last.empty();
+  // The body with its checks collected as sites, and, where there are any, again with them inline
+  // (and then with its random numbers drawn per element).
+  std::string inner = generate(ahead);
   std::vector<CheckSite> sites;
   std::swap(sites, check_sites_);
+  if (!sites.empty() && !random_rows_.empty()) {
+    random_rows_on_ = false;
+    random_rows_.clear();
+    inner = generate(ahead);
+    sites.clear();
+    std::swap(sites, check_sites_);
+  }
+  random_rows_on_ = false;  // (the checked copy draws per element, as the first did then)
   const std::string checked_inner = sites.empty() ? "" : generate(false);
+  std::vector<RandomRow> random;
+  std::swap(random, random_rows_);
+  random_rows_ = std::move(saved_random);
+  random_rows_on_ = saved_random_on;
   checks_ahead_ = outer_checks_ahead;
   check_sites_ = std::move(saved_sites);
   loop_first_ = saved_first;
@@ -160,6 +178,12 @@ void LaunchEmitter::hoisted_loop(const std::string& var, const std::string& head
   for (const Hoisted& h : decls) line("const " + h.type + " " + h.name + " = " + h.access + ";");
   if (!sites.empty()) {
     checked_ahead_loop(header, pragma, first, last, sites, inner, checked_inner);
+    return;
+  }
+  if (!random.empty()) {
+    std::swap(random, random_rows_);  // (what random_rows_loop reads)
+    random_rows_loop(var, pragma, first, last, indented(inner));
+    std::swap(random, random_rows_);
     return;
   }
   if (!pragma.empty()) line(pragma);
