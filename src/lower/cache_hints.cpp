@@ -171,9 +171,10 @@ class Readers {
   };
   Reach reach(const Op& s) {
     Reach out;
+    std::set<int> seen;  // (a value read twice in the chain is walked once: y*y + y nested is a DAG)
     std::function<void(int)> chain = [&](int v) {
       auto it = defs_.find(v);
-      if (v < 0 || it == defs_.end() || fn_.type_of(v).rank() == 0) return;
+      if (v < 0 || it == defs_.end() || fn_.type_of(v).rank() == 0 || !seen.insert(v).second) return;
       const Op& d = *it->second;
       if (L_.materialized(v) >= 0 && &d != &s) return;  // read from its scratch
       if (d.kind == OpKind::Load) {
@@ -350,7 +351,7 @@ bool has_trip_prefetches(const ir::Function& fn, const Op& launch) {
 
 }  // namespace
 
-int64_t reread_block_bytes(const BlockProgram& p, const LaunchPlan& L) {
+std::vector<int64_t> reread_block_bytes(const BlockProgram& p, const LaunchPlan& L) {
   const ir::Function& fn = *p.fn;
   auto bytes_of = [&](const Op& load) {
     int64_t bytes = dtype_size(fn.tensors[load.tensor].dtype);
@@ -359,13 +360,14 @@ int64_t reread_block_bytes(const BlockProgram& p, const LaunchPlan& L) {
     return bytes;
   };
   Readers readers(fn, L);
-  int64_t most = 0;
+  std::vector<int64_t> out;
   const LoadReaders by = load_readers(*L.op, readers);
-  for (const auto& [load, first] : by.first)
-    if (by.last.at(load) != first) most = std::max(most, bytes_of(*load));
+  for (const Op& load : L.op->body)  // (in the body's order: the same for every config)
+    if (auto first = by.first.find(&load); first != by.first.end() && by.last.at(&load) != first->second)
+      out.push_back(bytes_of(load));
   for (const TripHost& h : trip_hosts(fn, L, readers))
-    if (h.rereads) most = std::max(most, bytes_of(*h.load));
-  return most;
+    if (h.rereads) out.push_back(bytes_of(*h.load));
+  return out;
 }
 
 void plan_cache_hints(const BlockProgram& p, LaunchPlan& L, const std::string& choice) {

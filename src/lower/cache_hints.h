@@ -77,13 +77,14 @@ bool exceeds_caches(int64_t bytes, const backend::Machine& m);
 // tensor first. Prefetching a single pass, swiglu or geglu, cost 25-35% on an Intel Xeon.)
 std::string default_cache_hint(const ir::Function& fn, const ir::Op& launch, const backend::Machine& m);
 
-// The largest block of `L` that is read more than once: by two top-level statements of a grid
-// step (a norm's rows, by its sums and again by its store), or in a trip of a top-level loop by
-// its transcendental host and a statement before it (cross_entropy's logits block, by its max
-// and again by its exp and sum); in bytes with the blocks bound, 0: none. Where it fits the
-// core's first cache the second read costs little; the cpu's default keeps it there
+// The blocks of `L` that are read more than once, in bytes with the blocks bound: a top-level
+// load that two statements of a grid step read (a norm's rows, by its sums and again by its
+// store), then a load that a trip of a top-level loop reads by its transcendental host and a
+// statement before it (cross_entropy's logits block, by its max and again by its exp and sum).
+// The same loads in the same order for every config of a kernel. Where a block fits the core's
+// first cache its second read costs little; the cpu's default keeps them there
 // (backend/cpu/default_config.cpp).
-int64_t reread_block_bytes(const BlockProgram& p, const LaunchPlan& L);
+std::vector<int64_t> reread_block_bytes(const BlockProgram& p, const LaunchPlan& L);
 
 // Marks the streamed stores and the prefetches of launch `L` that its knob's `choice` asks for:
 // the sites whose row holds at least one cache line with the blocks bound, and for each

@@ -26,7 +26,8 @@ constexpr int64_t kMaxPartialsBytes = int64_t{64} << 20;
 // round, and there those moves cross the halves at a high cost: dropout [8192, 4096] f32 282 ->
 // 160 ms, bf16 276 -> 143 ms (AMD EPYC Zen 1, 2 threads). Other kernels gain or lose up to 20%
 // there either way, and AVX-512 hosts (whose tuning prefers 256) are unmeasured: the tuner
-// decides those.
+// decides those. (Measured before a simd loop drew through ph_rt::philox_row, which takes the
+// host's widest vectors whatever this says; the rule now governs only draws made per element.)
 static int default_vector_bits(const ir::Function& fn, const ConfigSpec& spec) {
   if (spec.vector_bits.empty()) return 0;
   bool draws = false;
@@ -124,13 +125,12 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
   const int64_t budget = std::max<int64_t>(16 << 10, fast_memory / 4);
   // A block that a trip of an inner loop reads twice (cross_entropy's logits, by its max and then
   // by its exp and sum), or that two statements of a grid step read, stays within half the first cache: the second read
-  // then comes from it, while the next trip's block is prefetched (lower/cache_hints.h). Measured on an AMD EPYC Zen 5
-  // (48 KiB L1d), 2 threads, cross_entropy [2048, 32000] f32 at logits blocks [2, 16384] (128 KiB)
-  // 7.6 ms, [1, 16384] 6.5, [1, 8192] 6.1, [1, 4096] (16 KiB) 5.8, [1, 2048] 6.6; bf16 at
-  // [4, 16384] 8.9 ms, [1, 4096] and [1, 8192] 7.4; softmax_two_pass [1024, 16384] f32 3.6 ->
-  // 3.2 ms at a first loop's block of 4096 for 16384. The same for the rows that two statements of
-  // a grid step read (a norm's sums and its store; a softmax's max, exp and sum, and scale), same
-  // build, 2 threads, 4 alternating rounds: softmax [4096, 4096] f32 5-7% faster at 1 row than 4;
+  // then comes from it, while the next trip's or step's block is prefetched (lower/cache_hints.h). Measured on an AMD
+  // EPYC Zen 5 (48 KiB L1d), 2 threads, cross_entropy [2048, 32000] f32 at logits blocks [2, 16384] (128 KiB) 7.6 ms,
+  // [1, 16384] 6.5, [1, 8192] 6.1, [1, 4096] (16 KiB) 5.8, [1, 2048] 6.6; bf16 at [4, 16384] 8.9 ms, [1, 4096] and [1,
+  // 8192] 7.4; softmax_two_pass [1024, 16384] f32 3.6 -> 3.2 ms at a first loop's block of 4096 for 16384. The same for
+  // the rows that two statements of a grid step read (a norm's sums and its store; a softmax's max, exp and sum, and
+  // scale), same build, 2 threads, 4 alternating rounds: softmax [4096, 4096] f32 5-7% faster at 1 row than 4;
   // rms_norm_backward [8192, 2048] bf16 3.6 -> 2.8 ms at 4 rows against 16; batch_softmax f32,
   // layer_norm, rms_norm 0-5% faster, their bf16 rows alike (a tie).
   const int64_t reread_budget = backend.machine().first_cache_bytes / 2;
@@ -141,9 +141,11 @@ Config default_config(const ir::Function& fn, const ConfigSpec& spec, const Back
       if (L.working_set_bytes > std::max(budget, before.working_set_bytes) ||
           L.footprint_bytes > std::max(fast_memory, before.footprint_bytes))
         return false;
-      if (reread_budget > 0 &&
-          lower::reread_block_bytes(p, L) > std::max(reread_budget, lower::reread_block_bytes(was, before)))
-        return false;
+      if (reread_budget > 0) {  // (each block against itself: a fixed block over the budget holds no other back)
+        const std::vector<int64_t> now = lower::reread_block_bytes(p, L), then = lower::reread_block_bytes(was, before);
+        for (size_t b = 0; b < now.size() && b < then.size(); ++b)
+          if (now[b] > std::max(reread_budget, then[b])) return false;
+      }
     }
     return true;
   };

@@ -37,8 +37,9 @@ int64_t detect_l2_bytes() {
 }
 
 // The level-1 data cache: the sysfs cache index whose level is 1 and type Data (index0 on
-// every Linux seen, but the numbering is not promised), else AMD's cpuid 0x80000005 (ECX[31:24]
-// in KiB), else 32 KiB (every x86-64 core since 2006 has at least that).
+// every Linux seen, but the numbering is not promised), else cpuid leaf 4's level-1 data cache
+// (Intel: ways x partitions x line x sets), else AMD's 0x80000005 (ECX[31:24] in KiB), else
+// 32 KiB (every x86-64 core since 2006 has at least that).
 int64_t detect_l1d_bytes() {
   for (int i = 0; i < 8; ++i) {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
@@ -53,6 +54,10 @@ int64_t detect_l1d_bytes() {
     }
   }
   unsigned a, b, c, d;
+  if (__get_cpuid(0, &a, &b, &c, &d) && a >= 4)
+    for (unsigned sub = 0; sub < 16 && __get_cpuid_count(4, sub, &a, &b, &c, &d) && (a & 0x1f) != 0; ++sub)
+      if ((a & 0x1f) == 1 && ((a >> 5) & 7) == 1)  // a data cache, level 1
+        return static_cast<int64_t>((b >> 22) + 1) * (((b >> 12) & 0x3ff) + 1) * ((b & 0xfff) + 1) * (int64_t{c} + 1);
   if (__get_cpuid(0x80000000, &a, &b, &c, &d) && a >= 0x80000005 && __get_cpuid(0x80000005, &a, &b, &c, &d) &&
       (c >> 24) > 0)
     return static_cast<int64_t>(c >> 24) * 1024;

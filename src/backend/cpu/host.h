@@ -15,7 +15,8 @@ struct Host {
   std::string features;  // the ISA features code generation uses, e.g. "avx2 fma avx512f"
 
   // This process's host: L2 and L1d per core (sysfs, else cpuid), hardware threads, model, features.
-  // PARHELION_FAST_MEMORY (bytes, or with K/M suffix) overrides the fast-memory budget and
+  // PARHELION_FAST_MEMORY (bytes, or with K/M suffix) overrides the fast-memory budget (and caps
+  // the first cache's, which lies inside it) and
   // PARHELION_NUM_THREADS the thread count.
   static const Host& detect();
 };
