@@ -169,7 +169,15 @@ class Readers {
     std::set<const Op*> loads;
     bool transcendental = false;
   };
-  Reach reach(const Op& s) {
+  // (Memoized: the default's block growth asks for a launch's statements for both plans of every
+  // candidate, the loads read twice and the trips' hosts.)
+  const Reach& reach(const Op& s) {
+    auto it = reached_.find(&s);
+    return it != reached_.end() ? it->second : reached_.emplace(&s, walk_reach(s)).first->second;
+  }
+
+ private:
+  Reach walk_reach(const Op& s) {
     Reach out;
     std::set<int> seen;  // (a value read twice in the chain is walked once: y*y + y nested is a DAG)
     std::function<void(int)> chain = [&](int v) {
@@ -210,6 +218,7 @@ class Readers {
     return out;  // a fused value: read where its consumers are
   }
 
+ public:
   // The shape of the loop nest a statement runs its rows in, if it can issue prefetches.
   bool host_shape(const Op& s, std::vector<ir::Dim>* shape) const {
     if (s.kind == OpKind::Store) {
@@ -251,6 +260,7 @@ class Readers {
   const ir::Function& fn_;
   const LaunchPlan& L_;
   std::map<int, const Op*> defs_;
+  std::map<const Op*, Reach> reached_;
 };
 
 // The first and the last top-level statement of a launch that read each load in their loop nests.
@@ -314,7 +324,7 @@ std::vector<TripHost> trip_hosts(const ir::Function& fn, const LaunchPlan& L, Re
     const Op* host = nullptr;
     const Op* first = nullptr;
     for (const Op& s : loop->body) {
-      const Readers::Reach r = readers.reach(s);
+      const Readers::Reach& r = readers.reach(s);
       if (r.loads.count(load) == 0) continue;
       if (first == nullptr) first = &s;
       std::vector<ir::Dim> shape;

@@ -18,16 +18,29 @@ namespace {
 // More threads than any host has: a larger PARHELION_NUM_THREADS is a typo.
 constexpr int64_t kMaxThreads = 4096;
 
-int64_t detect_l2_bytes() {
-  std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index2/size");
-  std::string s;
-  if (f >> s) {
+// The size of cpu0's cache of `level` and `type` ("Data", "Unified") in sysfs: the cache index
+// whose level and type they are (L1d is index0 and L2 index2 on every Linux seen, but the
+// numbering is not promised); 0 where there is none or its size has an unexpected format (the
+// caller then asks the CPU).
+int64_t sysfs_cache_bytes(const std::string& level, const std::string& type) {
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
+    std::string l, t, s;
+    if (!(level_file >> l) || !(type_file >> t)) break;
+    if (l != level || t != type) continue;
+    if (!(size_file >> s)) return 0;
     try {
-      return parse_byte_size(s, "the L2 size in sysfs");  // e.g. "2048K"
+      return parse_byte_size(s, "a cache size in sysfs");  // e.g. "48K", "2048K"
     } catch (const UserError&) {
-      // an unexpected format: ask the CPU instead
+      return 0;
     }
   }
+  return 0;
+}
+
+int64_t detect_l2_bytes() {
+  if (const int64_t b = sysfs_cache_bytes("2", "Unified"); b > 0) return b;
   // cpuid 0x80000006: ECX[31:16] = L2 size in KiB (AMD and Intel).
   unsigned a, b, c, d;
   if (__get_cpuid(0x80000000, &a, &b, &c, &d) && a >= 0x80000006 && __get_cpuid(0x80000006, &a, &b, &c, &d) &&
@@ -36,23 +49,11 @@ int64_t detect_l2_bytes() {
   return 1 << 20;
 }
 
-// The level-1 data cache: the sysfs cache index whose level is 1 and type Data (index0 on
-// every Linux seen, but the numbering is not promised), else cpuid leaf 4's level-1 data cache
-// (Intel: ways x partitions x line x sets), else AMD's 0x80000005 (ECX[31:24] in KiB), else
-// 32 KiB (every x86-64 core since 2006 has at least that).
+// The level-1 data cache: sysfs, else cpuid leaf 4's level-1 data cache (Intel: ways x
+// partitions x line x sets), else AMD's 0x80000005 (ECX[31:24] in KiB), else 32 KiB (every
+// x86-64 core since 2006 has at least that).
 int64_t detect_l1d_bytes() {
-  for (int i = 0; i < 8; ++i) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-    std::ifstream level(dir + "level"), type(dir + "type"), size(dir + "size");
-    std::string l, t, s;
-    if (!(level >> l) || !(type >> t)) break;
-    if (l != "1" || t != "Data" || !(size >> s)) continue;
-    try {
-      return parse_byte_size(s, "the L1d size in sysfs");  // e.g. "48K"
-    } catch (const UserError&) {
-      break;
-    }
-  }
+  if (const int64_t b = sysfs_cache_bytes("1", "Data"); b > 0) return b;
   unsigned a, b, c, d;
   if (__get_cpuid(0, &a, &b, &c, &d) && a >= 4)
     for (unsigned sub = 0; sub < 16 && __get_cpuid_count(4, sub, &a, &b, &c, &d) && (a & 0x1f) != 0; ++sub)

@@ -83,10 +83,10 @@ class LaunchEmitter : private EmitContext {
   // loop over [loop_first_, loop_last_]: recorded, and read from the row that the loop's chunk
   // computes first; "" where it is computed per element instead.
   std::string random_row(const Op& op, const std::string& seed, const std::string& offset);
-  // The loop `header` + `inner` (its body, as generated) in chunks, each chunk's random rows
-  // (random_rows_) computed before it.
+  // The simd loop over `var` from `first` to `last` with body `inner` (as generated), in chunks,
+  // each chunk's random `rows` (what its body recorded) computed before it.
   void random_rows_loop(const std::string& var, const std::string& pragma, const std::string& first,
-                        const std::string& last, const std::string& inner);
+                        const std::string& last, const std::string& inner, const std::vector<RandomRow>& rows);
   // Whether `text` reads through an index whose check was moved ahead of the loop being generated.
   bool reads_unchecked(const std::string& text) const;
   bool is_hoisted(const std::string& e) const;

@@ -181,9 +181,7 @@ void LaunchEmitter::hoisted_loop(const std::string& var, const std::string& head
     return;
   }
   if (!random.empty()) {
-    std::swap(random, random_rows_);  // (what random_rows_loop reads)
-    random_rows_loop(var, pragma, first, last, indented(inner));
-    std::swap(random, random_rows_);
+    random_rows_loop(var, pragma, first, last, indented(inner), random);
     return;
   }
   if (!pragma.empty()) line(pragma);

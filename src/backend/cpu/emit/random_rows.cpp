@@ -41,15 +41,16 @@ std::string LaunchEmitter::random_row(const Op& op, const std::string& seed, con
 }
 
 void LaunchEmitter::random_rows_loop(const std::string& var, const std::string& pragma, const std::string& first,
-                                     const std::string& last, const std::string& inner) {
+                                     const std::string& last, const std::string& inner,
+                                     const std::vector<RandomRow>& rows) {
   const std::string chunk = std::to_string(kRandomChunk);
   line("for (int64_t ph_rc = " + first + "; ph_rc <= " + last + "; ph_rc += " + chunk + ") {  // random rows");
   ++depth_;
   line("const int64_t ph_rm = ph_min_i64(" + chunk + ", " + last + " - ph_rc + 1);");
   line("alignas(64) int64_t ph_ro[" + chunk + "];");
   const std::string header = "for (int64_t " + var + " = ph_rc; " + var + " < ph_rc + ph_rm; ++" + var + ")";
-  for (size_t k = 0; k < random_rows_.size(); ++k) {
-    const RandomRow& r = random_rows_[k];
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const RandomRow& r = rows[k];
     const std::string n = std::to_string(k);
     line("alignas(64) uint32_t ph_rw0_" + n + "[" + chunk + "];");
     if (r.second_word) line("alignas(64) uint32_t ph_rw1_" + n + "[" + chunk + "];");

@@ -250,14 +250,21 @@ static inline uint32_t bf16_rounded_bits(float x) {
 
 static inline uint16_t f32_to_bf16(float x) { return (uint16_t)(bf16_rounded_bits(x) >> 16); }
 
-// The vector types of the conversion builtins below. Not <immintrin.h>: parsing it tripled a
-// small kernel's compile time (0.09 -> 0.28 s; codegen.cpp's prelude says the same of its stream
-// stores), and the row conversions need three builtins.
+// The vector types of the builtins below (the row conversions', philox_row's). Not
+// <immintrin.h>: parsing it tripled a small kernel's compile time (0.09 -> 0.28 s; codegen.cpp's
+// prelude says the same of its stream stores), and these need a few builtins.
 typedef float ph_v16sf __attribute__((vector_size(64)));
 typedef float ph_v8sf __attribute__((vector_size(32)));
 typedef short ph_v32hi __attribute__((vector_size(64)));
 typedef short ph_v16hi __attribute__((vector_size(32)));
 typedef short ph_v8hi __attribute__((vector_size(16)));
+typedef unsigned long long ph_v8du __attribute__((vector_size(64)));
+typedef unsigned long long ph_v4du __attribute__((vector_size(32)));
+typedef unsigned int ph_v8su __attribute__((vector_size(32)));
+typedef unsigned int ph_v4su __attribute__((vector_size(16)));
+typedef int ph_v16si __attribute__((vector_size(64)));
+typedef int ph_v8si __attribute__((vector_size(32)));
+typedef long long ph_v8di __attribute__((vector_size(64)));
 
 // n floats rounded to bf16, each as f32_to_bf16 rounds it: a row a store computed in f32
 // (emit/row_stores.cpp). Where the compiler targets AVX-512-BF16, vcvtne2ps2bf16 rounds 32 at a
@@ -468,13 +475,6 @@ static inline float philox_normal(int64_t seed, int64_t offset) {
 // halves the xors leave are never cleared). GCC vectorizes philox()'s 32 x 32 -> 64-bit products
 // as 64 x 64 (vpmullq on AVX-512, a longer sequence on AVX2) whatever the C says; this helper is
 // what a simd loop of random numbers calls first (emit/random_rows.cpp).
-typedef unsigned long long ph_v8du __attribute__((vector_size(64)));
-typedef unsigned long long ph_v4du __attribute__((vector_size(32)));
-typedef unsigned int ph_v8su __attribute__((vector_size(32)));
-typedef unsigned int ph_v4su __attribute__((vector_size(16)));
-typedef int ph_v16si __attribute__((vector_size(64)));
-typedef int ph_v8si __attribute__((vector_size(32)));
-typedef long long ph_v8di __attribute__((vector_size(64)));
 #if defined(__AVX512F__)
 typedef ph_v8du ph_philox_lanes;
 typedef ph_v8su ph_philox_words;
