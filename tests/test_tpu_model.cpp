@@ -160,6 +160,29 @@ TEST(TpuModel, CausalBlocksAboveTheDiagonalCostNothing) {
   }
 }
 
+// A loop over an enclosing block (ph::tile(block): layer_norm_backward walks each block of rows
+// in tiles) runs block(parent) / block trips per step, whatever the parent's block: the same work
+// at 32 or 64 steps; and the parent's block moves at every step, its rows read once.
+TEST(TpuModel, ALoopOverABlockWalksThatBlock) {
+  const auto& e = ph::kernels::find_kernel("layer_norm_backward");
+  auto in = e.make_specs({8192, 8192}, ph::DType::f32);
+  auto predict = [&](int64_t rows) {
+    ph::Config c = ph::Config::from_json(R"({"block_sizes":[)" + std::to_string(rows) +
+                                         R"(,128,4096,1024],"inner_loops":[{"buffers":1,"strategy":"pipeline"}],)"
+                                         R"("loop_orders":[],"num_threads":1})");
+    return ph::predict_tpu(*e.kernel, in.args(), "v7x", &c);
+  };
+  const ph::TpuPrediction few = predict(256), many = predict(128);
+  ASSERT_TRUE(few.fits && many.fits);
+  EXPECT_NEAR(many.compute_s / few.compute_s, 1.0, 0.1);
+  // grad_out and x read, dx written: 3 x 256 MiB at most at the HBM rate
+  const double bytes = 3.0 * 8192 * 8192 * 4;
+  for (const ph::TpuPrediction& p : {few, many}) {
+    EXPECT_GT(p.dma_s, bytes / ph::tpu_model::tpu_hardware("v7x").hbm_bytes_per_s);
+    EXPECT_LT(p.dma_s, 2 * bytes / ph::tpu_model::tpu_hardware("v7x").hbm_bytes_per_s);
+  }
+}
+
 // The seed's published table (bench/tpu_published.json, Helion on v7x, ms per call timed from
 // the host) beside the model's tuned predictions plus dispatch: the figures of docs/tpu-model.md
 // ("The seed's kernel table"). The bounds are today's errors, not the aim (every row within 25%,

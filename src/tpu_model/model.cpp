@@ -109,7 +109,7 @@ class LaunchModel {
   // pipeline's or a grid loop's index maps stop at the last trip that runs).
   double runs_fraction(const Op& loop) const {
     const ir::TileInfo& t = fn_.tiles[loop.loop_tiles[0]];
-    const int64_t b = block(t.id), trips = (t.extent() + b - 1) / b;
+    const int64_t b = block(t.id), trips = this->trips(t.id);
     if (t.is_jagged()) return jagged_runs(t, trips);
     const std::optional<ir::TripBound> bound = ir::TripBound::of(fn_, loop, L_.op->loop_tiles);
     if (!bound) return 1;
@@ -274,6 +274,20 @@ class LaunchModel {
 
   bool unit(int tile) const { return backend::pallas::pallas_unit_tile(p_, tile); }
   int64_t block(int tile) const { return std::min(p_.block_of_tile(tile), fn_.tiles[tile].extent()); }
+  // Whether a block indexed by `tile` moves with grid tile `grid_tile`: it is that tile, or a tile
+  // over its block (ph::tile(outer), whose slot holds the parent's whole block), or over such a one.
+  bool within(int tile, int grid_tile) const {
+    for (int t = tile; t >= 0; t = fn_.tiles[t].parent)
+      if (t == grid_tile) return true;
+    return false;
+  }
+  // A loop's trips per entry: over its range, or over the enclosing tile's block for a tile over
+  // it (ph::tile(outer): its range spans every block of the parent, one of which each entry walks).
+  int64_t trips(int tile) const {
+    const ir::TileInfo& t = fn_.tiles[tile];
+    const int64_t range = t.parent >= 0 ? block(t.parent) : t.extent(), b = block(tile);
+    return (range + b - 1) / b;
+  }
 
   // Kept dims (unit tiles squeezed), as sizes.
   std::vector<int64_t> dims(const ir::Type& t) const {
@@ -437,9 +451,8 @@ class LaunchModel {
         piped.push_back({s.loop_tile, static_cast<double>(s.block_bytes)});
         continue;
       }
-      const double whole = s.mode == backend::pallas::PallasSlot::Stream
-                               ? static_cast<double>(fn_.tiles[s.loop_tile].extent()) / block(s.loop_tile)
-                               : 1.0;
+      const double whole =
+          s.mode == backend::pallas::PallasSlot::Stream ? static_cast<double>(trips(s.loop_tile)) : 1.0;
       if (s.shares >= 0) continue;                               // (another slot's resident copy: moved once)
       if (s.mode == backend::pallas::PallasSlot::Hbm) continue;  // (a landing tensor: its accesses' DMAs)
       // (an atomic update's block comes in too: its prior contents, read-modify-written)
@@ -452,7 +465,7 @@ class LaunchModel {
       for (const ir::IndexItem& ix : s.first->index)
         if (ix.kind == ir::IndexItem::Tile && (ix.tile != s.loop_tile || s.mode == backend::pallas::PallasSlot::Grid))
           for (size_t g = 0; g < nd; ++g)
-            if (grid[g].tile == ix.tile) m.deps.push_back(static_cast<int>(g));
+            if (within(ix.tile, grid[g].tile)) m.deps.push_back(static_cast<int>(g));
       moves.push_back(m);
       if (m.in && s.written) moves.push_back({m.deps, m.bytes, false});
     }
@@ -468,7 +481,7 @@ class LaunchModel {
       // step's own ops are charged at every step: those the trips read run there, and the
       // first and last trips' few are taken as the same.
       const bool on_grid = pl_.grid_loop && pl_.grid.back().tile == lw.tile;
-      const int64_t trips = on_grid ? 1 : (t.extent() + block(lw.tile) - 1) / block(lw.tile);
+      const int64_t trips = on_grid ? 1 : this->trips(lw.tile);
       // (the trips that run: all, or a causal loop's share; on the grid, each step runs one
       // trip with that probability)
       const double runs = trips * lw.runs;
@@ -578,7 +591,7 @@ class LaunchModel {
       bool per_step = false;
       for (const ir::IndexItem& ix : s.first->index)
         for (const lower::GridDim& g : pl_.grid)
-          per_step |= ix.kind == ir::IndexItem::Tile && ix.tile == g.tile && g.steps > 1;
+          per_step |= ix.kind == ir::IndexItem::Tile && within(ix.tile, g.tile) && g.steps > 1;
       const double bytes = static_cast<double>(s.block_bytes) * (per_step ? static_cast<double>(pl_.total_steps) : 1.0);
       if (s.read) in_bytes += bytes;
       if (s.written) out_bytes += bytes;
