@@ -267,6 +267,31 @@ TEST(Fuzz, GeneratorDrawsCastsThatAReductionsLoopStores) {
   EXPECT_EQ(stored, 4) << "casts stored by a reduction's loop are drawn";
 }
 
+// Two reductions of the same rows (row_reduce): where the second reads nothing the first
+// produces, the cpu backend computes both in one loop over each row (backend/cpu/emit/
+// reductions.cpp: row_siblings); programs whose source does so agree with the interpreter at
+// several configs, and so do those whose second reduction reads the first.
+TEST(Fuzz, GeneratorDrawsReductionsThatShareARowLoop) {
+  int shared = 0, apart = 0;
+  for (uint64_t seed = 1; seed <= 400 && (shared < 4 || apart < 2); ++seed) {
+    fz::Program p = fz::generate(seed, "row_reduce");
+    const std::string cpp = fz::to_cpp(p);
+    size_t reductions = 0;
+    for (const char* r : {"ph::sum(", "ph::mean(", "ph::amax(", "ph::amin("})
+      for (size_t at = cpp.find(r); at != std::string::npos; at = cpp.find(r, at + 1)) ++reductions;
+    if (reductions < 2) continue;
+    std::vector<ph::Array> in = fz::make_inputs(p, seed);
+    std::string src = fz::make_kernel(p)->compile(fz::make_args(p, in)).source();
+    int& count = src.find("accv1[k] = ") != std::string::npos ? shared : apart;
+    if (count >= 4) continue;
+    ++count;
+    std::vector<fz::Finding> f = fz::check_on_cpu(p, seed, 3);
+    EXPECT_TRUE(f.empty()) << "row_reduce seed " << seed << ": " << describe(f);
+  }
+  EXPECT_EQ(shared, 4) << "reductions that share a loop are drawn";
+  EXPECT_GE(apart, 2) << "second reductions that read the first are drawn";
+}
+
 // Masked dot operands (matmul): a masked A, which the dot reads from scratch, filled with 0, 0.1
 // or -2; drawn, and agreeing with the interpreter at several configs. (A 16-bit buffer that
 // rounded the 0.1 would stay within the fuzzer's 16-bit tolerance: that rounding has its own

@@ -657,6 +657,12 @@ class Generator {
       }
       int final = bin(BinaryFn::sub, rows, r);
       if (chance(0.7)) final = fexpr(std::vector<Leaf>{[=] { return final; }, [=] { return r; }}, exact, 2);
+      // Sometimes a second reduction of the same rows, of another expression of them or of one
+      // that reads r: the cpu backend computes the first kind in r's loop, the second after it.
+      if (chance(0.5)) {
+        const int e2 = anchored(fexpr(chance(0.5) ? with_r : leaves, exact, 2), leaves[0]);
+        final = bin(BinaryFn::add, final, reduce(reduce_fn(pick(4)), e2, axis, true));
+      }
       int out = tensor({m, n}, data_dtype(), true);
       launch.body.push_back(store(out, block, final));
       if (rows != e) {

@@ -4,8 +4,9 @@
 // grid steps it is given, and the statements of the launch body. The concerns inside statements
 // (loop nests, expressions, dots, staging, reductions, index checks) are in emit/.
 #include "backend/cpu/codegen.h"
-#include <algorithm>
 
+#include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "backend/cpu/emit/launch_emitter.h"
@@ -89,10 +90,22 @@ void LaunchEmitter::declare_tensors() {
 }
 
 void LaunchEmitter::block(const std::vector<Op>& ops) {
+  std::set<const Op*> emitted_early;  // reductions computed in an earlier one's loop, scalars before it
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     if (op.result >= 0) def_[op.result] = &op;
     if (const auto* v = value_plan(op.result); v && v->in_reduction >= 0) continue;  // written by its loop
+    if (emitted_early.count(&op)) continue;
+    if (op.kind == OpKind::Reduce) {  // (reductions.cpp)
+      const RowGroup group = row_siblings(ops, i, emitted_early);
+      if (!group.siblings.empty()) {  // (no per-block versions: reduces_rows)
+        for (const Op* s : group.scalars_first) statement(*s);
+        emitted_early.insert(group.scalars_first.begin(), group.scalars_first.end());
+        emitted_early.insert(group.siblings.begin(), group.siblings.end());
+        reduce(op, group.siblings);
+        continue;
+      }
+    }
     statement(op);
   }
 }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -168,7 +169,16 @@ class LaunchEmitter : private EmitContext {
   static std::string partial_name(int tensor);
 
   // --- reductions (reductions.cpp) ---
-  void reduce(const Op& op);
+  // `siblings`: reductions along the same rows computed in its loop (row_siblings).
+  void reduce(const Op& op, const std::vector<const Op*>& siblings = {});
+  // Whether `op` reduces along the innermost axis in a loop another reduction of the same rows
+  // may share (no one-hot pick, no versions per block, a block result).
+  bool reduces_rows(const Op& op);
+  struct RowGroup {
+    std::vector<const Op*> siblings;       // the reductions that join the first one's loop
+    std::vector<const Op*> scalars_first;  // scalars between them, computed before it
+  };
+  RowGroup row_siblings(const std::vector<Op>& ops, size_t first, const std::set<const Op*>& claimed);
   struct OneHotPick {  // sum(where(i == j, x, 0)) along the tile that i indexes (reductions.cpp)
     const Op* where = nullptr;
     const Op* eq = nullptr;

@@ -1,6 +1,7 @@
 // Reductions (sum, mean, max, min) of a block along one axis: along the innermost axis into kLanes
 // partial accumulators that stay in vector registers, along an outer axis into the output block.
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -82,49 +83,132 @@ std::optional<LaunchEmitter::OneHotPick> LaunchEmitter::one_hot_pick(const Op& r
   return std::nullopt;
 }
 
-void LaunchEmitter::reduce(const Op& op) {
+namespace {
+
+std::string reduce_init(ReduceFn f, DType dt) {
+  return f == ReduceFn::max   ? (dt == DType::f32 ? "(-__builtin_inff())" : "INT64_MIN")
+         : f == ReduceFn::min ? (dt == DType::f32 ? "__builtin_inff()" : "INT64_MAX")
+                              : literal(0, dt);
+}
+
+std::string reduce_combine(ReduceFn f, const std::string& acc, const std::string& x) {
+  if (f == ReduceFn::max) return "ph_max(" + acc + ", " + x + ")";
+  if (f == ReduceFn::min) return "ph_min(" + acc + ", " + x + ")";
+  return acc + " + " + x;
+}
+
+// The output element of input element `idx` of reduction `op`.
+Idx reduced_idx(const Op& op, const Idx& idx) {
+  Idx o = idx;
+  if (op.keepdim)
+    o[op.axis] = "0";
+  else
+    o.erase(o.begin() + op.axis);
+  return o;
+}
+
+}  // namespace
+
+bool LaunchEmitter::reduces_rows(const Op& op) {
+  if (op.kind != OpKind::Reduce) return false;
+  const ir::Type& in = type(op.operands[0]);
+  return op.axis == in.rank() - 1 && !in.shape[op.axis].is_one() && type(op.result).rank() > 0 && !one_hot_pick(op) &&
+         decided_wheres(op).empty();
+}
+
+// Reductions along the innermost axis of blocks of one shape read the same rows: rms_norm's
+// backward reduces x * x and grad_out * w * x along each row, layer_norm's the two terms of its
+// dx. Each in a loop of its own reads each row once per reduction (from the L2 where the step's
+// rows outgrow the L1); sharing one loop reads it once. A later reduction joins the loop of an
+// earlier one when the statements between them write nothing it reads: what it reads is computed
+// inside the loop, where the earlier one is, so no statement between may produce it (a buffer, a
+// Var, a scalar) and none may be a loop, a store, a dot or a collective, whose effects are not
+// tracked here. A scalar between them that reads no such thing (a constant, a scalar argument,
+// arithmetic on those) is computed before the loop instead. Returns the reductions after
+// `ops[first]` that join its loop, other than those `claimed` by an earlier one's, and the
+// scalars to compute first; their defining ops and those between them are entered in def_
+// (their trees are generated at the first one).
+LaunchEmitter::RowGroup LaunchEmitter::row_siblings(const std::vector<Op>& ops, size_t first,
+                                                    const std::set<const Op*>& claimed) {
+  constexpr size_t kMaxGroup = 4;  // two vectors of accumulators each: 8 of 32 registers
+  const Op& lead = ops[first];
+  if (!reduces_rows(lead)) return {};
+  const std::vector<Dim>& rows = type(lead.operands[0]).shape;
+  std::set<int> written_values = {lead.result}, written_vars;
+  RowGroup group;
+  std::vector<const Op*> scalars;  // movable scalars seen so far
+  for (size_t j = first + 1; j < ops.size() && group.siblings.size() + 1 < kMaxGroup; ++j) {
+    const Op& op = ops[j];
+    if (op.result >= 0) def_[op.result] = &op;
+    const lower::ValuePlan* plan = value_plan(op.result);
+    if (op.kind == OpKind::Reduce && !claimed.count(&op) && type(op.operands[0]).shape == rows && reduces_rows(op)) {
+      // Whether its loop's element reads only what exists at the lead's statement.
+      bool ready = true;
+      std::vector<int> todo = op.operands;
+      if (plan && plan->computes >= 0) todo.push_back(plan->computes);  // its producer, computed in the loop
+      for (std::set<int> seen; ready && !todo.empty();) {
+        const int v = todo.back();
+        todo.pop_back();
+        if (!seen.insert(v).second) continue;
+        const bool computed_here = plan && v == plan->computes;  // (not by a statement between)
+        if (written_values.count(v) && !computed_here) ready = false;
+        const lower::ValuePlan* vp = value_plan(v);
+        if (vp && vp->in_reduction >= 0 && !computed_here && written_values.count(vp->in_reduction)) ready = false;
+        if (!ready || (!computed_here && (L_.materialized(v) >= 0 || named_values_.count(v)))) continue;
+        auto d = def_.find(v);
+        if (d == def_.end() || type(v).rank() == 0) continue;  // defined before the lead, or a scalar
+        if (d->second->kind == OpKind::VarGet && written_vars.count(d->second->var)) ready = false;
+        for (int a : d->second->operands) todo.push_back(a);
+      }
+      if (ready) {
+        group.siblings.push_back(&op);
+        group.scalars_first = scalars;
+        continue;
+      }
+    }
+    if (op.result >= 0 && ir::is_pointwise(op.kind) && type(op.result).rank() == 0 &&
+        !(op.kind == OpKind::VarGet && written_vars.count(op.var)) &&
+        std::all_of(op.operands.begin(), op.operands.end(),
+                    [&](int a) { return type(a).rank() == 0 && !written_values.count(a); })) {
+      scalars.push_back(&op);  // computed before the loop if a later reduction joins it
+      continue;
+    }
+    // Statements between: what they produce is recorded; any other kind ends the search.
+    if (op.kind == OpKind::VarSet || op.kind == OpKind::VarDecl) {
+      if (op.kind == OpKind::VarSet && in_place_dot(op)) break;
+      written_vars.insert(op.var);
+    } else if (op.kind != OpKind::Reduce && !(ir::is_pointwise(op.kind) && op.result >= 0)) {
+      break;
+    }
+    // (a fused value is computed where it is used, from what the walk above checks)
+    if (op.result >= 0 &&
+        (type(op.result).rank() == 0 || L_.materialized(op.result) >= 0 || (plan && plan->in_reduction >= 0)))
+      written_values.insert(op.result);
+  }
+  return group;
+}
+
+void LaunchEmitter::reduce(const Op& op, const std::vector<const Op*>& siblings) {
   auto f = static_cast<ReduceFn>(op.fn);
   const ir::Type& in = type(op.operands[0]);
   const ir::Type& out = type(op.result);
   DType dt = out.dtype;
   std::string ty = c_type(dt);
-  std::string init = f == ReduceFn::max   ? (dt == DType::f32 ? "(-__builtin_inff())" : "INT64_MIN")
-                     : f == ReduceFn::min ? (dt == DType::f32 ? "__builtin_inff()" : "INT64_MAX")
-                                          : literal(0, dt);
-  auto combine = [&](const std::string& acc, const std::string& x) {
-    if (f == ReduceFn::max) return "ph_max(" + acc + ", " + x + ")";
-    if (f == ReduceFn::min) return "ph_min(" + acc + ", " + x + ")";
-    return acc + " + " + x;
-  };
-  // A float max or min keeps its lanes with plain compares (vmaxps: a 2-cycle chain) and keeps
-  // a NaN seen in a lane apart (a blend whose compare is off the chain), where ph_max's NaN test
-  // on the accumulator put a compare, a mask merge and a blend on it: cross_entropy's row max
-  // took 40% of the kernel. The result: one of the row's NaNs where it has any (ph_max gave the
-  // first; a NaN's payload and sign are not promised), else the max (equal elements keep the
-  // later one, as ph_max does). Same-build A/B, 2 threads, AMD EPYC Zen 5 (a noisy host: medians of 3-5
-  // interleaved runs): softmax [4096, 4096] bf16 2.97 -> 2.74 ms, cross_entropy [2048, 32000]
-  // bf16 14.96 -> 14.18 ms, attention [1, 8, 2048, 64] f32 26.1 -> 24.7 ms.
-  const bool nan_flags = dt == DType::f32 && (f == ReduceFn::max || f == ReduceFn::min);
+  std::string init = reduce_init(f, dt);
   const Dim& rd = in.shape[op.axis];
   const std::string count = extent(rd);
-  auto finalize = [&](const std::string& acc) {
-    return f == ReduceFn::mean ? "(" + acc + ") / static_cast<float>(" + count + ")" : acc;
-  };
-  // The output element of input element `idx`.
-  auto out_idx = [&](const Idx& idx) {
-    Idx o = idx;
-    if (op.keepdim)
-      o[op.axis] = "0";
-    else
-      o.erase(o.begin() + op.axis);
-    return o;
-  };
   bool scalar = out.rank() == 0;
   const int m = L_.materialized(op.result);
   PH_CHECK(scalar || m >= 0, "reduction result not materialized");
-  auto out_ref = [&](const Idx& o) { return scalar ? "s" + std::to_string(op.result) : scratch_ref(L_.scratch[m], o); };
+  auto out_ref = [&](const Op& r, const Idx& o) {
+    return type(r.result).rank() == 0 ? "s" + std::to_string(r.result)
+                                      : scratch_ref(L_.scratch[L_.materialized(r.result)], o);
+  };
   if (scalar) line(ty + " s" + std::to_string(op.result) + ";");
-  line("{  // " + std::string(ir::reduce_name(f)) + " over axis " + std::to_string(op.axis) + " at " + op.loc.str());
+  std::string title = std::string(ir::reduce_name(f)) + " over axis " + std::to_string(op.axis) + " at " + op.loc.str();
+  for (const Op* s : siblings)
+    title += ", " + std::string(ir::reduce_name(static_cast<ReduceFn>(s->fn))) + " at " + s->loc.str();
+  line("{  // " + title);
   ++depth_;
   if (op.axis == in.rank() - 1) {
     // Reduce along the innermost dimension into kLanes independent partial accumulators:
@@ -132,6 +216,7 @@ void LaunchEmitter::reduce(const Op& op) {
     // g++ spill its accumulator every iteration), and two vectors hide the add latency.
     std::vector<Dim> outer(in.shape.begin(), in.shape.end() - 1);
     if (const std::optional<OneHotPick> pick = one_hot_pick(op)) {
+      PH_CHECK(siblings.empty(), "a one-hot pick shares no loop");
       const Op& index = *def_.at(pick->eq->operands[pick->index_side]);
       nest(outer, [&](const Idx& oidx) {
         Idx at_first = oidx, at_pick = oidx;
@@ -149,7 +234,7 @@ void LaunchEmitter::reduce(const Op& op) {
         --no_hoist_;
         line("if (static_cast<uint64_t>(ph_pick) < static_cast<uint64_t>(" + count + ")) ph_acc = ph_acc + " + picked +
              ";");
-        line(out_ref(out_idx(at_first)) + " = ph_acc;");
+        line(out_ref(op, reduced_idx(op, at_first)) + " = ph_acc;");
         --depth_;
         line("}");
       });
@@ -158,108 +243,156 @@ void LaunchEmitter::reduce(const Op& op) {
       if (scalar) check_index(op.result);
       return;
     }
+    // One accumulator (and NaN flags) per reduction of the loop, named apart.
+    struct Row {
+      const Op* op;
+      ReduceFn f;
+      DType dt;
+      std::string acc, nan;
+      // A float max or min keeps its lanes with plain compares (vmaxps: a 2-cycle chain) and
+      // keeps a NaN seen in a lane apart (a blend whose compare is off the chain), where ph_max's
+      // NaN test on the accumulator put a compare, a mask merge and a blend on it: cross_entropy's
+      // row max took 40% of the kernel. The result: one of the row's NaNs where it has any
+      // (ph_max gave the first; a NaN's payload and sign are not promised), else the max (equal
+      // elements keep the later one, as ph_max does). Same-build A/B, 2 threads, AMD EPYC Zen 5
+      // (a noisy host: medians of 3-5 interleaved runs): softmax [4096, 4096] bf16 2.97 -> 2.74
+      // ms, cross_entropy [2048, 32000] bf16 14.96 -> 14.18 ms, attention [1, 8, 2048, 64] f32
+      // 26.1 -> 24.7 ms.
+      bool nan_flags;
+      const lower::ValuePlan* plan;  // where its loop computes and stores its producer
+      const Op* cast;                // what that loop stores when it is a cast of the producer
+    };
+    std::vector<Row> group;
+    for (const Op* r : siblings) PH_CHECK(r->axis == op.axis, "a shared row loop reduces along one axis");
+    std::vector<const Op*> members = {&op};
+    members.insert(members.end(), siblings.begin(), siblings.end());
+    for (size_t g = 0; g < members.size(); ++g) {
+      const Op& r = *members[g];
+      Row row{&r,     static_cast<ReduceFn>(r.fn), type(r.result).dtype, "accv", "nanv", false, value_plan(r.result),
+              nullptr};
+      if (g > 0) {
+        row.acc += std::to_string(g);
+        row.nan += std::to_string(g);
+      }
+      row.nan_flags = row.dt == DType::f32 && (row.f == ReduceFn::max || row.f == ReduceFn::min);
+      // (the cast is later in the block: not in def_ yet)
+      if (row.plan && row.plan->stores >= 0 && row.plan->stores != row.plan->computes)
+        ir::walk(L_.op->body, [&](const Op& o) { row.cast = o.result == row.plan->stores ? &o : row.cast; });
+      group.push_back(row);
+    }
     nest(
         outer,
         [&](const Idx& oidx) {
           Idx full = oidx;
           if (rd.is_one()) {
+            PH_CHECK(siblings.empty(), "a reduction of size-1 rows shares no loop");
             full.push_back("0");
-            line(out_ref(out_idx(full)) + " = " + finalize(combine(init, expr(op.operands[0], full))) + ";");
+            std::string x = reduce_combine(f, init, expr(op.operands[0], full));
+            if (f == ReduceFn::mean) x = "(" + x + ") / static_cast<float>(" + count + ")";
+            line(out_ref(op, reduced_idx(op, full)) + " = " + x + ";");
             return;
           }
-          line(ty + " accv[kLanes];");
-          line("for (int k = 0; k < kLanes; ++k) accv[k] = " + init + ";");
-          if (nan_flags) {
-            line("float nanv[kLanes];");
-            line("for (int k = 0; k < kLanes; ++k) nanv[k] = 0.0f;");
+          for (const Row& row : group) {
+            line(c_type(row.dt) + " " + row.acc + "[kLanes];");
+            line("for (int k = 0; k < kLanes; ++k) " + row.acc + "[k] = " + reduce_init(row.f, row.dt) + ";");
+            if (row.nan_flags) {
+              line("float " + row.nan + "[kLanes];");
+              line("for (int k = 0; k < kLanes; ++k) " + row.nan + "[k] = 0.0f;");
+            }
           }
           line("int64_t ir = 0;");
           Idx lane = full;
           lane.push_back("(ir + k)");
           Idx tail = full;
           tail.push_back("ir");
-          // The element at `at`: read it, or (for a deferred producer) compute and store it.
-          const lower::ValuePlan* r = value_plan(op.result);
-          // What the loop stores when that is a cast of the producer (later in the block: not in def_ yet).
-          const Op* cast = nullptr;
-          if (r && r->stores >= 0 && r->stores != r->computes)
-            ir::walk(L_.op->body, [&](const Op& o) { cast = o.result == r->stores ? &o : cast; });
-          // (`lane` names the accumulator's slot: "k" in the vector loop, "0" in the tail.)
-          auto accumulate = [&](const std::string& lane_at, const std::string& x) {
-            const std::string acc = "accv[" + lane_at + "]";
-            if (!nan_flags) {
-              line(acc + " = " + combine(acc, x) + ";");
+          // (`lane_at` names the accumulator's slot: "k" in the vector loop, "0" in the tail.)
+          auto accumulate = [&](const Row& row, const std::string& lane_at, const std::string& x) {
+            const std::string acc = row.acc + "[" + lane_at + "]";
+            if (!row.nan_flags) {
+              line(acc + " = " + reduce_combine(row.f, acc, x) + ";");
               return;
             }
-            line("const float ph_x = " + x + ";");
-            line(acc + " = " + acc + (f == ReduceFn::max ? " > " : " < ") + "ph_x ? " + acc + " : ph_x;");
-            line("nanv[" + lane_at + "] = ph_x != ph_x ? ph_x : nanv[" + lane_at + "];");
+            const std::string nan = row.nan + "[" + lane_at + "]";
+            line("const float ph_x" + row.acc.substr(4) + " = " + x + ";");
+            const std::string xv = "ph_x" + row.acc.substr(4);
+            line(acc + " = " + acc + (row.f == ReduceFn::max ? " > " : " < ") + xv + " ? " + acc + " : " + xv + ";");
+            line(nan + " = " + xv + " != " + xv + " ? " + xv + " : " + nan + ";");
           };
-          auto element = [&](const Idx& at, const std::string& lane_at) {
-            if (!r || r->computes < 0) {
-              accumulate(lane_at, expr(op.operands[0], at));
+          // The element at `at`: read it, or (for a deferred producer) compute and store it.
+          auto element = [&](const Row& row, const Idx& at, const std::string& lane_at) {
+            if (!row.plan || row.plan->computes < 0) {
+              accumulate(row, lane_at, expr(row.op->operands[0], at));
               return;
             }
-            const Op& producer = *def_.at(r->computes);
-            line("const " + c_type(type(producer.result).dtype) + " e = " + op_expr(producer, at) + ";");
-            const lower::Scratch& stored = L_.scratch[L_.materialized(r->stores)];
-            if (!cast) {
-              line(scratch_ref(stored, at) + " = e;");
+            const Op& producer = *def_.at(row.plan->computes);
+            const std::string e = "e" + row.acc.substr(4);
+            line("const " + c_type(type(producer.result).dtype) + " " + e + " = " + op_expr(producer, at) + ";");
+            const lower::Scratch& stored = L_.scratch[L_.materialized(row.plan->stores)];
+            if (!row.cast) {
+              line(scratch_ref(stored, at) + " = " + e + ";");
             } else {  // a cast of it, from `e` (the producer has no buffer)
-              named_values_[r->computes] = "e";
+              named_values_[row.plan->computes] = e;
               line(scratch_ref(stored, at) + " = " +
-                   (is16(stored.dtype) ? stored_op_expr(stored.dtype, *cast, at) : op_expr(*cast, at)) + ";");
-              named_values_.erase(r->computes);
+                   (is16(stored.dtype) ? stored_op_expr(stored.dtype, *row.cast, at) : op_expr(*row.cast, at)) + ";");
+              named_values_.erase(row.plan->computes);
             }
-            accumulate(lane_at, "e");
+            accumulate(row, lane_at, e);
           };
           hoisted_loop("ir", "for (; ir + kLanes <= " + count + "; ir += kLanes) {", "", [&] {
             // (the next step's lines of these elements, spread over the row: cache_hints.cpp)
-            prefetch_next_rows(op, lane, lane.size() - 1, "ir", "kLanes");
+            for (const Row& row : group) prefetch_next_rows(*row.op, lane, lane.size() - 1, "ir", "kLanes");
             line("#pragma omp simd");
             line("for (int64_t k = 0; k < kLanes; ++k) {");
             ++depth_;
-            element(lane, "k");
+            for (const Row& row : group) element(row, lane, "k");
             --depth_;
             line("}");
           });
           line("for (; ir < " + count + "; ++ir) {");
           ++depth_;
-          element(tail, "0");
+          for (const Row& row : group) element(row, tail, "0");
           --depth_;
           line("}");
           // The lanes fold pairwise, halving each time, each halving a simd loop of constant
           // width: g++ makes it one vector operation (a fold one lane at a time, or a loop over
           // the widths, stays a chain of kLanes - 1 scalar operations, each max with a NaN
           // branch: as long as the vector loop over a row of 512).
-          for (int w = kReductionLanes / 2; w > 0; w /= 2) {
-            const std::string width = std::to_string(w);
-            line("#pragma omp simd");
-            line("for (int k = 0; k < " + width + "; ++k) accv[k] = " + combine("accv[k]", "accv[k + " + width + "]") +
-                 ";");
-          }
-          if (nan_flags) {
-            for (int w = kReductionLanes / 2; w > 0; w /= 2) {
-              line("#pragma omp simd");
-              line("for (int k = 0; k < " + std::to_string(w) +
-                   "; ++k) nanv[k] = nanv[k] != nanv[k] ? nanv[k] : nanv[k + " + std::to_string(w) + "];");
-            }
-            line("if (nanv[0] != nanv[0]) accv[0] = nanv[0];");
-          }
           full.push_back("0");
-          line(out_ref(out_idx(full)) + " = " + finalize("accv[0]") + ";");
+          for (const Row& row : group) {
+            for (int w = kReductionLanes / 2; w > 0; w /= 2) {
+              const std::string width = std::to_string(w);
+              line("#pragma omp simd");
+              line("for (int k = 0; k < " + width + "; ++k) " + row.acc +
+                   "[k] = " + reduce_combine(row.f, row.acc + "[k]", row.acc + "[k + " + width + "]") + ";");
+            }
+            if (row.nan_flags) {
+              for (int w = kReductionLanes / 2; w > 0; w /= 2) {
+                const std::string width = std::to_string(w), n = row.nan;
+                line("#pragma omp simd");
+                line("for (int k = 0; k < " + width + "; ++k) " + n + "[k] = " + n + "[k] != " + n + "[k] ? " + n +
+                     "[k] : " + n + "[k + " + width + "];");
+              }
+              line("if (" + row.nan + "[0] != " + row.nan + "[0]) " + row.acc + "[0] = " + row.nan + "[0];");
+            }
+            const std::string total = row.acc + "[0]";
+            line(out_ref(*row.op, reduced_idx(*row.op, full)) + " = " +
+                 (row.f == ReduceFn::mean ? "(" + total + ") / static_cast<float>(" + count + ")" : total) + ";");
+          }
         },
         "", SIZE_MAX);
   } else {
+    PH_CHECK(siblings.empty(), "only reductions along rows share a loop");
     // Reduce along an outer dimension: accumulate into the output block, vectorized along
     // the innermost (kept) dimension.
-    nest(out.shape, [&](const Idx& o) { line(out_ref(o) + " = " + init + ";"); });
+    nest(out.shape, [&](const Idx& o) { line(out_ref(op, o) + " = " + init + ";"); });
     nest(in.shape, [&](const Idx& idx) {
-      std::string r = out_ref(out_idx(idx));
-      line(r + " = " + combine(r, expr(op.operands[0], idx)) + ";");
+      std::string r = out_ref(op, reduced_idx(op, idx));
+      line(r + " = " + reduce_combine(f, r, expr(op.operands[0], idx)) + ";");
     });
     if (f == ReduceFn::mean)
-      nest(out.shape, [&](const Idx& o) { line(out_ref(o) + " = " + finalize(out_ref(o)) + ";"); });
+      nest(out.shape, [&](const Idx& o) {
+        line(out_ref(op, o) + " = (" + out_ref(op, o) + ") / static_cast<float>(" + count + ");");
+      });
   }
   --depth_;
   line("}");

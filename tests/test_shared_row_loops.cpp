@@ -1,0 +1,77 @@
+// Reductions along the rows of one block share one loop over each row where nothing between them
+// produces what the later one reads (backend/cpu/emit/reductions.cpp: row_siblings). Each keeps
+// its own accumulators, so its lanes add in the order they would in a loop of its own; the
+// results must be the interpreter's: ragged blocks, rows whose length leaves a tail after the
+// vector loop, a max over rows with a NaN, a sum whose loop also computes and stores its operand
+// (read again by a store), and a sum of exp(x - max), which reads the max and so keeps a loop of
+// its own. The loops they share are checked as text by tests/passes/code-cpu-reductions-share-rows.tir.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "parhelion/parhelion.h"
+
+namespace ph = parhelion;
+
+namespace {
+
+// Costly enough to be materialized, and exact in f32 for multiples of 1/16 in [-4, 4).
+ph::Tensor costly(ph::Tensor x) { return (x * x + x * 3.0f) + (x * 0.5f + 1.0f) * (x - 0.25f); }
+
+std::tuple<ph::Tensor, ph::Tensor> several_row_reductions(ph::Tensor x, ph::Tensor y) {
+  auto a = ph::empty({x.size(0)}, ph::DType::f32);
+  auto b = ph::empty_like(x);
+  for (auto tm : ph::tile(x.size(0))) {
+    auto xs = x[tm, ph::all];
+    auto ys = y[tm, ph::all];
+    auto mx = ph::amax(xs, -1);
+    auto p = costly(ys);
+    auto s = ph::sum(p, -1);
+    auto mn = ph::mean(xs * ys, -1);
+    auto e = ph::sum(ph::exp(xs - mx.unsqueeze(-1)), -1);
+    a[tm] = ((mx + s) + mn) * 64.0f + e;
+    b[tm, ph::all] = p * 2.0f + mn.unsqueeze(-1);
+  }
+  return {a, b};
+}
+
+ph::Array sixteenths(ph::Shape shape, uint64_t seed) {
+  ph::Array a = ph::Array::random(shape, ph::DType::f32, seed, -4.0, 4.0);
+  for (int64_t i = 0; i < a.numel(); ++i) a.set(i, std::floor(a.get(i) * 16) / 16);
+  return a;
+}
+
+}  // namespace
+
+TEST(SharedRowLoops, ReductionsOfTheSameRowsMatchTheInterpreter) {
+  ph::Kernel k("several_row_reductions", several_row_reductions);
+  for (int64_t cols : {77, 64, 1000}) {
+    ph::Array x = sixteenths({45, cols}, 1), y = sixteenths({45, cols}, 2);
+    x.set(7 * cols + cols / 2, std::numeric_limits<double>::quiet_NaN());  // row 7's max is NaN
+    const std::vector<ph::Array> want = k.interpret({x, y});
+    for (int64_t block : {1, 4, 16}) {
+      ph::Config c = k.compile({x, y}).config();
+      c.block_sizes = {block};
+      SCOPED_TRACE("cols " + std::to_string(cols) + " " + c.to_json());
+      ph::CompiledKernel ck = k.compile({x, y}, &c);
+      // the max, the sum computing its operand, and the mean in one loop; the exp's sum apart
+      EXPECT_NE(ck.source().find("accv2[k] = accv2[k] + "), std::string::npos) << ck.source();
+      EXPECT_EQ(ck.source().find("accv3"), std::string::npos) << ck.source();
+      const std::vector<ph::Array> got = ck.run({x, y});
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t o = 0; o < got.size(); ++o)
+        for (int64_t i = 0; i < want[o].numel(); ++i) {
+          const double g = got[o].get(i), w = want[o].get(i);
+          if (std::isnan(w)) {
+            EXPECT_TRUE(std::isnan(g)) << "output " << o << " element " << i;
+            continue;
+          }
+          ASSERT_LE(std::abs(g - w), 1e-6 * (1 + std::abs(w))) << "output " << o << " element " << i;
+        }
+    }
+  }
+}
