@@ -86,8 +86,12 @@ ph::Tensor layer_norm_looped_body(ph::Tensor x, ph::Tensor w, ph::Tensor b, ph::
   return out;
 }
 
-// Gradients of rms_norm: dx row by row, dw as a column reduction over all rows. Launch 1 keeps
-// each row's rstd; launch 2 tiles the columns and streams row blocks through an inner loop.
+// Gradients of rms_norm: dx row by row, and dw = sum_i grad_out * x * rstd over all rows. Each
+// block of rows (a tunable block size) walks its rows in smaller tiles (tunable too), writes dx
+// and adds the tile's column sums into a Var; the block stores them at its block number into
+// partials, one row per block, and a second launch sums the partials (num_blocks x N, small).
+// Each element of grad_out and x is read from memory once: a kernel that summed dw over all
+// rows in a launch of its own would read both again.
 std::tuple<ph::Tensor, ph::Tensor> rms_norm_backward_body(ph::Tensor grad_out, ph::Tensor x, ph::Tensor w,
                                                           ph::Scalar eps) {
   ph::expect_dtype(x, kFloat);
@@ -95,21 +99,27 @@ std::tuple<ph::Tensor, ph::Tensor> rms_norm_backward_body(ph::Tensor grad_out, p
   ph::expect(grad_out.sizes() == x.sizes(),
              "rms_norm_backward: grad_out must have x's shape " + shape_to_string(x.sizes()));
   ph::expect(w.sizes() == Shape{n}, "rms_norm_backward: weight must have shape [" + std::to_string(n) + "]");
+  auto bm = ph::register_block_size(m);
   auto dx = ph::empty_like(x);
-  auto dw = ph::empty({n}, w.dtype());
-  auto rstd_rows = ph::empty({m}, DType::f32);
-  for (auto rows : ph::tile(m)) {
-    auto v = x[rows, ph::all];
-    auto gw = grad_out[rows, ph::all] * w[ph::all];
-    auto rstd = ph::rsqrt(ph::mean(v * v, -1) + eps);
-    auto c = ph::mean(gw * v, -1) * rstd * rstd * rstd;
-    dx[rows, ph::all] = gw * rstd.unsqueeze(-1) - v * c.unsqueeze(-1);
-    rstd_rows[rows] = rstd;
+  // One row per block of rows; the block number leads a unit dim, which TPU layouts need.
+  auto dw_part = ph::empty({ph::num_blocks(bm), 1, n});
+  for (auto block : ph::tile(ph::Extent(m).block(bm))) {
+    ph::Var dw_acc = ph::zeros({n});
+    for (auto rows : ph::tile(block)) {
+      auto v = x[rows, ph::all];
+      auto g = grad_out[rows, ph::all];
+      auto gw = g * w[ph::all];
+      auto rstd = ph::rsqrt(ph::mean(v * v, -1) + eps);
+      auto c = ph::mean(gw * v, -1) * rstd * rstd * rstd;
+      dx[rows, ph::all] = gw * rstd.unsqueeze(-1) - v * c.unsqueeze(-1);
+      dw_acc = dw_acc + ph::sum(g * v * rstd.unsqueeze(-1), 0);
+    }
+    dw_part[block.id(), 0, ph::all] = dw_acc;
   }
+  auto dw = ph::empty({n}, w.dtype());
   for (auto cols : ph::tile(n)) {
     ph::Var acc = ph::zeros({cols});
-    for (auto rows : ph::tile(m))
-      acc = acc + ph::sum(grad_out[rows, cols] * x[rows, cols] * rstd_rows[rows].unsqueeze(-1), 0);
+    for (auto blocks : ph::tile(ph::num_blocks(bm))) acc = acc + ph::sum(dw_part[blocks, 0, cols], 0);
     dw[cols] = acc;
   }
   return {dx, dw};

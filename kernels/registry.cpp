@@ -501,7 +501,7 @@ std::vector<KernelEntry> build() {
       auto [dx, dw] = ref::rms_norm_backward(in.tensors[0], in.tensors[1], in.tensors[2], in.scalars[0]);
       return std::vector<Array>{dx, dw};
     };
-    e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) * 5; };  // g, x twice; dx
+    e.bytes = [](const Shape& s, DType dt) { return numel(s) * dtype_size(dt) * 3; };  // g, x; dx
     e.flops = [](const Shape& s) { return numel(s) * 10; };
     // dw sums M products per column.
     e.tolerance_scale = [](const Shape& s) { return std::max(1.0, std::sqrt(static_cast<double>(s[0])) / 8); };

@@ -66,7 +66,7 @@ INSTANTIATE_TEST_SUITE_P(Kernels, StrategyTest,
                                            Case{"causal_attention", {3, 45, 40}, ph::DType::bf16},
                                            Case{"softmax_two_pass", {7, 301}, ph::DType::f32},
                                            Case{"layer_norm_looped", {5, 333}, ph::DType::bf16},
-                                           Case{"rms_norm_backward", {97, 45}, ph::DType::f32},
+                                           Case{"cross_entropy", {97, 45}, ph::DType::f32},
                                            Case{"welford", {9, 250}, ph::DType::f32}),
                          [](const auto& param_info) {
                            const Case& c = param_info.param;
