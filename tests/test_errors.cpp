@@ -13,6 +13,7 @@
 #include "backend/cpu/jit.h"
 #include "driver/compiled_kernel_impl.h"
 #include "kernels/kernels.h"
+#include "kernels/registry.h"
 #include "lower/lower.h"
 
 #include "tests/user_error.h"
@@ -200,6 +201,12 @@ TEST(Errors, BlockSizeOutOfDomainNamesTheLoop) {
              "num_threads = " + std::to_string(c.num_threads) + " is out of its domain");
   c = ph::Config::from_json(R"({"block_sizes":[4,4],"loop_orders":[],"num_threads":1})");
   EXPECT_HAS(user_error_of([&] { ph::kernels::softmax.compile({x}, &c); }), "this kernel has 1 tunable block sizes");
+  // A kernel whose shapes count blocks (ph::num_blocks) reads its block sizes to bind them: too few
+  // is the same error, not an internal one.
+  const auto& lnb = ph::kernels::find_kernel("layer_norm_backward");
+  auto in = lnb.make_specs({64, 64}, ph::DType::f32);
+  c = ph::Config::from_json(R"({"block_sizes":[16,4,16],"num_threads":1})");
+  EXPECT_HAS(user_error_of([&] { lnb.kernel->compile(in.args(), &c); }), "this kernel has 4 tunable block sizes");
 }
 
 TEST(Errors, ConfigThatDoesNotFitFastMemoryIsRejectedWithNumbers) {

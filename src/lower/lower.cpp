@@ -49,7 +49,9 @@ ir::Function bind_config(const ir::Function& fn, const Config& config, const bac
   ir::Function bound = fn;
   if (!ir::has_block_counts(fn)) return bound;
   const KnobTable knobs = derive_knobs(fn, backend.capabilities());
-  const Config full = derive_config_spec(fn, knobs, backend).complete(config);
+  const ConfigSpec spec = derive_config_spec(fn, knobs, backend);
+  const Config full = spec.complete(config);
+  spec.validate(full);  // (a user's config: a wrong one is told as such, before its block sizes are read)
   ir::resolve_block_counts(bound, bind_block_sizes(fn, knobs, full));
   return bound;
 }
