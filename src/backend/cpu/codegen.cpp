@@ -90,6 +90,7 @@ void LaunchEmitter::declare_tensors() {
 }
 
 void LaunchEmitter::block(const std::vector<Op>& ops) {
+  find_sums_into_vars(ops);           // (reductions.cpp)
   std::set<const Op*> emitted_early;  // reductions computed in an earlier one's loop, scalars before it
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
@@ -132,6 +133,7 @@ void LaunchEmitter::statement(const Op& op) {
       return collective(op);
     case OpKind::VarDecl:
     case OpKind::VarSet:
+      if (sums_assignments_.count(&op)) return;  // its sum has added into the Var (reductions.cpp)
       if (const Op* dot = op.kind == OpKind::VarSet ? in_place_dot(op) : nullptr) {
         if (L_.dot(dot->result)->rescaled >= 0) rescaled_accumulation(op, *dot);
         return;  // otherwise the dot has added into the Var where it is

@@ -109,6 +109,73 @@ Idx reduced_idx(const Op& op, const Idx& idx) {
 
 }  // namespace
 
+// `acc = acc + sum(x, axis)`, the sum's result and the Var's read used only there: the sum adds
+// into the Var's buffer where it is, and the assignment emits nothing. Saves a buffer of the
+// sum's block (its zeros stored, then read back and added): per trip of rms_norm_backward's and
+// layer_norm_backward's row tiles, a pass over [N] to zero the column sums and one to add them,
+// as long as the sum's own pass where a tile is a row or two. The sum adds its lanes into the
+// Var, or for a sum along an outer axis each row into it: the Var's partial sums round as the
+// sum's own would, from the Var's value on instead of from 0 (the total is the same to
+// rounding). Only where nothing between the sum and the assignment is a statement (one of those
+// could read the Var, which holds the new value early) and the sum reads no Var of that name.
+void LaunchEmitter::find_sums_into_vars(const std::vector<Op>& ops) {
+  if (uses_.empty())
+    ir::walk(L_.op->body, [&](const Op& op) {
+      if (op.result >= 0) launch_def_[op.result] = &op;
+      for (int v : op.operands) ++uses_[v];
+      for (const auto& ix : op.index)
+        if (ix.has_value()) ++uses_[ix.value];
+    });
+  auto defined = [&](int v) -> const Op* {
+    auto d = launch_def_.find(v);
+    return d == launch_def_.end() ? nullptr : d->second;
+  };
+  auto only_use = [&](int v) { return uses_[v] == 1; };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& sum = ops[i];
+    if (sum.kind != OpKind::Reduce || static_cast<ReduceFn>(sum.fn) != ReduceFn::sum || !only_use(sum.result) ||
+        type(sum.result).rank() == 0 || L_.materialized(sum.result) < 0)
+      continue;
+    if (const lower::ValuePlan* r = value_plan(sum.result); r && r->computes >= 0) continue;
+    // The ops up to the assignment: values fused into their uses, no statements.
+    std::map<int, const Op*> between;
+    for (size_t j = i + 1; j < ops.size(); ++j) {
+      const Op& op = ops[j];
+      if (op.kind == OpKind::VarSet) {
+        const auto add = between.find(op.operands[0]);
+        if (add == between.end() || add->second->kind != OpKind::Binary ||
+            static_cast<BinaryFn>(add->second->fn) != BinaryFn::add || !only_use(add->second->result))
+          break;
+        const std::vector<int>& terms = add->second->operands;
+        const int acc = terms[0] == sum.result ? terms[1] : terms[1] == sum.result ? terms[0] : -1;
+        const Op* get = acc >= 0 ? defined(acc) : nullptr;
+        if (!get || get->kind != OpKind::VarGet || get->var != op.var || !only_use(acc) || L_.materialized(acc) >= 0 ||
+            fn_.vars[op.var].type != type(sum.result))
+          break;
+        // The sum's operand may not read the Var (it would see partial sums).
+        bool reads_var = false;
+        std::vector<int> todo = sum.operands;
+        for (std::set<int> seen; !todo.empty() && !reads_var;) {
+          const int v = todo.back();
+          todo.pop_back();
+          if (!seen.insert(v).second || L_.materialized(v) >= 0 || named_values_.count(v)) continue;
+          const Op* d = defined(v);
+          if (!d) continue;
+          reads_var = d->kind == OpKind::VarGet && d->var == op.var;
+          for (int a : d->operands) todo.push_back(a);
+        }
+        if (reads_var) break;
+        sums_into_vars_[&sum] = op.var;
+        sums_assignments_.insert(&op);
+        break;
+      }
+      if (op.result < 0 || !ir::is_pointwise(op.kind) || type(op.result).rank() == 0 || L_.materialized(op.result) >= 0)
+        break;
+      between[op.result] = &op;
+    }
+  }
+}
+
 bool LaunchEmitter::reduces_rows(const Op& op) {
   if (op.kind != OpKind::Reduce) return false;
   const ir::Type& in = type(op.operands[0]);
@@ -141,7 +208,9 @@ LaunchEmitter::RowGroup LaunchEmitter::row_siblings(const std::vector<Op>& ops, 
     const Op& op = ops[j];
     if (op.result >= 0) def_[op.result] = &op;
     const lower::ValuePlan* plan = value_plan(op.result);
-    if (op.kind == OpKind::Reduce && !claimed.count(&op) && type(op.operands[0]).shape == rows && reduces_rows(op)) {
+    // (a sum into a Var adds where it is: moved up, it would change the Var before what is between)
+    if (op.kind == OpKind::Reduce && !claimed.count(&op) && !sums_into_vars_.count(&op) &&
+        type(op.operands[0]).shape == rows && reduces_rows(op)) {
       // Whether its loop's element reads only what exists at the lead's statement.
       bool ready = true;
       std::vector<int> todo = op.operands;
@@ -200,12 +269,21 @@ void LaunchEmitter::reduce(const Op& op, const std::vector<const Op*>& siblings)
   bool scalar = out.rank() == 0;
   const int m = L_.materialized(op.result);
   PH_CHECK(scalar || m >= 0, "reduction result not materialized");
+  // (a sum into a Var writes the Var's buffer, adding to it: find_sums_into_vars)
+  auto into_var = [&](const Op& r) { return sums_into_vars_.count(&r) > 0; };
   auto out_ref = [&](const Op& r, const Idx& o) {
+    if (into_var(r)) return scratch_ref(L_.scratch[L_.var_scratch.at(sums_into_vars_.at(&r))], o);
     return type(r.result).rank() == 0 ? "s" + std::to_string(r.result)
                                       : scratch_ref(L_.scratch[L_.materialized(r.result)], o);
   };
+  // `out = total`, or for a sum into a Var `out = out + total`.
+  auto set_out = [&](const Op& r, const Idx& o, const std::string& total) {
+    const std::string ref = out_ref(r, o);
+    line(ref + " = " + (into_var(r) ? ref + " + " + total : total) + ";");
+  };
   if (scalar) line(ty + " s" + std::to_string(op.result) + ";");
   std::string title = std::string(ir::reduce_name(f)) + " over axis " + std::to_string(op.axis) + " at " + op.loc.str();
+  if (into_var(op)) title += ", added into var v" + std::to_string(sums_into_vars_.at(&op));
   for (const Op* s : siblings)
     title += ", " + std::string(ir::reduce_name(static_cast<ReduceFn>(s->fn))) + " at " + s->loc.str();
   line("{  // " + title);
@@ -234,7 +312,7 @@ void LaunchEmitter::reduce(const Op& op, const std::vector<const Op*>& siblings)
         --no_hoist_;
         line("if (static_cast<uint64_t>(ph_pick) < static_cast<uint64_t>(" + count + ")) ph_acc = ph_acc + " + picked +
              ";");
-        line(out_ref(op, reduced_idx(op, at_first)) + " = ph_acc;");
+        set_out(op, reduced_idx(op, at_first), "ph_acc");
         --depth_;
         line("}");
       });
@@ -289,7 +367,7 @@ void LaunchEmitter::reduce(const Op& op, const std::vector<const Op*>& siblings)
             full.push_back("0");
             std::string x = reduce_combine(f, init, expr(op.operands[0], full));
             if (f == ReduceFn::mean) x = "(" + x + ") / static_cast<float>(" + count + ")";
-            line(out_ref(op, reduced_idx(op, full)) + " = " + x + ";");
+            set_out(op, reduced_idx(op, full), x);
             return;
           }
           for (const Row& row : group) {
@@ -375,8 +453,8 @@ void LaunchEmitter::reduce(const Op& op, const std::vector<const Op*>& siblings)
               line("if (" + row.nan + "[0] != " + row.nan + "[0]) " + row.acc + "[0] = " + row.nan + "[0];");
             }
             const std::string total = row.acc + "[0]";
-            line(out_ref(*row.op, reduced_idx(*row.op, full)) + " = " +
-                 (row.f == ReduceFn::mean ? "(" + total + ") / static_cast<float>(" + count + ")" : total) + ";");
+            set_out(*row.op, reduced_idx(*row.op, full),
+                    row.f == ReduceFn::mean ? "(" + total + ") / static_cast<float>(" + count + ")" : total);
           }
         },
         "", SIZE_MAX);
@@ -384,7 +462,7 @@ void LaunchEmitter::reduce(const Op& op, const std::vector<const Op*>& siblings)
     PH_CHECK(siblings.empty(), "only reductions along rows share a loop");
     // Reduce along an outer dimension: accumulate into the output block, vectorized along
     // the innermost (kept) dimension.
-    nest(out.shape, [&](const Idx& o) { line(out_ref(op, o) + " = " + init + ";"); });
+    if (!into_var(op)) nest(out.shape, [&](const Idx& o) { line(out_ref(op, o) + " = " + init + ";"); });
     nest(in.shape, [&](const Idx& idx) {
       std::string r = out_ref(op, reduced_idx(op, idx));
       line(r + " = " + reduce_combine(f, r, expr(op.operands[0], idx)) + ";");
