@@ -39,6 +39,38 @@ std::tuple<ph::Tensor, ph::Tensor> several_row_reductions(ph::Tensor x, ph::Tens
   return {a, b};
 }
 
+// A reduction of rows gathered by an index that a statement between computes (a sum of another
+// block, materialized): it reads that index, so it keeps a loop of its own after it. (It once
+// joined the first sum's loop and read the index buffer before it was written.)
+ph::Tensor gathered_after_its_index(ph::Tensor x, ph::Tensor ids) {
+  auto out = ph::empty({x.size(0)}, ph::DType::f32);
+  for (auto tm : ph::tile(x.size(0))) {
+    auto a = ph::sum(x[tm, ph::all], -1);
+    auto row = ph::sum(ids[tm, ph::all], -1);  // each row's ids sum to a row of x
+    auto b = ph::sum(x[row, ph::all], -1);
+    out[tm] = a * 1024.0f + b;
+  }
+  return out;
+}
+
+// Two shared loops, over rows of x and of y (another width), each taking a later sum that reads
+// one scalar: the scalar is computed once, before the first loop. (It was declared again before
+// the second, and the kernel did not compile.)
+ph::Tensor two_groups_one_scalar(ph::Tensor x, ph::Tensor y, ph::Tensor w) {
+  auto out = ph::empty({x.size(0)}, ph::DType::f32);
+  for (auto tm : ph::tile(x.size(0))) {
+    auto xs = x[tm, ph::all];
+    auto ys = y[tm, ph::all];
+    auto sx = ph::sum(xs, -1);
+    auto sy = ph::sum(ys, -1);
+    auto k = w[1];
+    auto kx = ph::sum(xs * k, -1);
+    auto ky = ph::sum(ys * k, -1);
+    out[tm] = (sx + sy) + (kx + ky) * 64.0f;
+  }
+  return out;
+}
+
 ph::Array sixteenths(ph::Shape shape, uint64_t seed) {
   ph::Array a = ph::Array::random(shape, ph::DType::f32, seed, -4.0, 4.0);
   for (int64_t i = 0; i < a.numel(); ++i) a.set(i, std::floor(a.get(i) * 16) / 16);
@@ -73,5 +105,39 @@ TEST(SharedRowLoops, ReductionsOfTheSameRowsMatchTheInterpreter) {
           ASSERT_LE(std::abs(g - w), 1e-6 * (1 + std::abs(w))) << "output " << o << " element " << i;
         }
     }
+  }
+}
+
+TEST(SharedRowLoops, AGatherByAValueComputedBetweenKeepsItsLoop) {
+  ph::Kernel k("gathered_after_its_index", gathered_after_its_index);
+  ph::Array x = sixteenths({45, 77}, 3);
+  ph::Array ids = ph::Array::zeros({45, 3}, ph::DType::i64);
+  for (int64_t i = 0; i < 45; ++i) {
+    ids.set(i * 3, (i * 7) % 45);
+    ids.set(i * 3 + 1, 0);
+    ids.set(i * 3 + 2, 0);
+  }
+  const std::vector<ph::Array> want = k.interpret({x, ids});
+  for (int64_t block : {1, 4, 16}) {
+    ph::Config c = k.compile({x, ids}).config();
+    c.block_sizes = {block};
+    SCOPED_TRACE(c.to_json());
+    const std::vector<ph::Array> got = k.compile({x, ids}, &c).run({x, ids});
+    for (int64_t i = 0; i < want[0].numel(); ++i) ASSERT_EQ(got[0].get(i), want[0].get(i)) << "element " << i;
+  }
+}
+
+TEST(SharedRowLoops, AScalarBetweenTwoSharedLoopsIsComputedOnce) {
+  ph::Kernel k("two_groups_one_scalar", two_groups_one_scalar);
+  ph::Array x = sixteenths({45, 77}, 4), y = sixteenths({45, 40}, 5), w = sixteenths({4}, 6);
+  const std::vector<ph::Array> want = k.interpret({x, y, w});
+  for (int64_t block : {1, 8}) {
+    ph::Config c = k.compile({x, y, w}).config();
+    c.block_sizes = {block};
+    SCOPED_TRACE(c.to_json());
+    ph::CompiledKernel ck = k.compile({x, y, w}, &c);
+    EXPECT_NE(ck.source().find("accv1[k] = "), std::string::npos) << ck.source();
+    const std::vector<ph::Array> got = ck.run({x, y, w});
+    for (int64_t i = 0; i < want[0].numel(); ++i) ASSERT_EQ(got[0].get(i), want[0].get(i)) << "element " << i;
   }
 }

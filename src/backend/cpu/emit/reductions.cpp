@@ -97,6 +97,13 @@ std::string reduce_combine(ReduceFn f, const std::string& acc, const std::string
   return acc + " + " + x;
 }
 
+// What `op` reads: its operands and the values of its index (a gather's block, a scalar index).
+void push_reads(const Op& op, std::vector<int>& todo) {
+  todo.insert(todo.end(), op.operands.begin(), op.operands.end());
+  for (const auto& ix : op.index)
+    if (ix.has_value()) todo.push_back(ix.value);
+}
+
 // The output element of input element `idx` of reduction `op`.
 Idx reduced_idx(const Op& op, const Idx& idx) {
   Idx o = idx;
@@ -162,7 +169,7 @@ void LaunchEmitter::find_sums_into_vars(const std::vector<Op>& ops) {
           const Op* d = defined(v);
           if (!d) continue;
           reads_var = d->kind == OpKind::VarGet && d->var == op.var;
-          for (int a : d->operands) todo.push_back(a);
+          push_reads(*d, todo);
         }
         if (reads_var) break;
         sums_into_vars_[&sum] = op.var;
@@ -189,9 +196,9 @@ bool LaunchEmitter::reduces_rows(const Op& op) {
 // rows outgrow the L1); sharing one loop reads it once. A later reduction joins the loop of an
 // earlier one when the statements between them write nothing it reads: what it reads is computed
 // inside the loop, where the earlier one is, so no statement between may produce it (a buffer, a
-// Var, a scalar) and none may be a loop, a store, a dot or a collective, whose effects are not
-// tracked here. A scalar between them that reads no such thing (a constant, a scalar argument,
-// arithmetic on those) is computed before the loop instead. Returns the reductions after
+// Var, a scalar; read as an operand or as an index) and none may be a loop, an if, a store, a dot,
+// a scan or a collective, whose effects are not tracked here. A scalar between them that reads no such thing (a
+// constant, a scalar argument, arithmetic on those) is computed before the loop instead. Returns the reductions after
 // `ops[first]` that join its loop, other than those `claimed` by an earlier one's, and the
 // scalars to compute first; their defining ops and those between them are entered in def_
 // (their trees are generated at the first one).
@@ -203,7 +210,7 @@ LaunchEmitter::RowGroup LaunchEmitter::row_siblings(const std::vector<Op>& ops, 
   const std::vector<Dim>& rows = type(lead.operands[0]).shape;
   std::set<int> written_values = {lead.result}, written_vars;
   RowGroup group;
-  std::vector<const Op*> scalars;  // movable scalars seen so far
+  std::vector<const Op*> scalars;  // movable scalars seen so far (`claimed` holds those already moved)
   for (size_t j = first + 1; j < ops.size() && group.siblings.size() + 1 < kMaxGroup; ++j) {
     const Op& op = ops[j];
     if (op.result >= 0) def_[op.result] = &op;
@@ -213,7 +220,8 @@ LaunchEmitter::RowGroup LaunchEmitter::row_siblings(const std::vector<Op>& ops, 
         type(op.operands[0]).shape == rows && reduces_rows(op)) {
       // Whether its loop's element reads only what exists at the lead's statement.
       bool ready = true;
-      std::vector<int> todo = op.operands;
+      std::vector<int> todo;
+      push_reads(op, todo);
       if (plan && plan->computes >= 0) todo.push_back(plan->computes);  // its producer, computed in the loop
       for (std::set<int> seen; ready && !todo.empty();) {
         const int v = todo.back();
@@ -224,10 +232,11 @@ LaunchEmitter::RowGroup LaunchEmitter::row_siblings(const std::vector<Op>& ops, 
         const lower::ValuePlan* vp = value_plan(v);
         if (vp && vp->in_reduction >= 0 && !computed_here && written_values.count(vp->in_reduction)) ready = false;
         if (!ready || (!computed_here && (L_.materialized(v) >= 0 || named_values_.count(v)))) continue;
+        // (a scalar is a named value: one produced between is written_values', else it is ready)
         auto d = def_.find(v);
-        if (d == def_.end() || type(v).rank() == 0) continue;  // defined before the lead, or a scalar
+        if (d == def_.end() || type(v).rank() == 0) continue;
         if (d->second->kind == OpKind::VarGet && written_vars.count(d->second->var)) ready = false;
-        for (int a : d->second->operands) todo.push_back(a);
+        push_reads(*d->second, todo);
       }
       if (ready) {
         group.siblings.push_back(&op);
@@ -235,9 +244,12 @@ LaunchEmitter::RowGroup LaunchEmitter::row_siblings(const std::vector<Op>& ops, 
         continue;
       }
     }
+    if (claimed.count(&op)) continue;  // a scalar computed before an earlier group's loop: there
+    std::vector<int> reads;
+    push_reads(op, reads);
     if (op.result >= 0 && ir::is_pointwise(op.kind) && type(op.result).rank() == 0 &&
         !(op.kind == OpKind::VarGet && written_vars.count(op.var)) &&
-        std::all_of(op.operands.begin(), op.operands.end(),
+        std::all_of(reads.begin(), reads.end(),
                     [&](int a) { return type(a).rank() == 0 && !written_values.count(a); })) {
       scalars.push_back(&op);  // computed before the loop if a later reduction joins it
       continue;
@@ -326,7 +338,7 @@ void LaunchEmitter::reduce(const Op& op, const std::vector<const Op*>& siblings)
       const Op* op;
       ReduceFn f;
       DType dt;
-      std::string acc, nan;
+      std::string suffix, acc, nan;  // the names of its values: accv<suffix>, nanv<suffix>, ...
       // A float max or min keeps its lanes with plain compares (vmaxps: a 2-cycle chain) and
       // keeps a NaN seen in a lane apart (a blend whose compare is off the chain), where ph_max's
       // NaN test on the accumulator put a compare, a mask merge and a blend on it: cross_entropy's
@@ -346,12 +358,16 @@ void LaunchEmitter::reduce(const Op& op, const std::vector<const Op*>& siblings)
     members.insert(members.end(), siblings.begin(), siblings.end());
     for (size_t g = 0; g < members.size(); ++g) {
       const Op& r = *members[g];
-      Row row{&r,     static_cast<ReduceFn>(r.fn), type(r.result).dtype, "accv", "nanv", false, value_plan(r.result),
+      const std::string suffix = g > 0 ? std::to_string(g) : "";
+      Row row{&r,
+              static_cast<ReduceFn>(r.fn),
+              type(r.result).dtype,
+              suffix,
+              "accv" + suffix,
+              "nanv" + suffix,
+              false,
+              value_plan(r.result),
               nullptr};
-      if (g > 0) {
-        row.acc += std::to_string(g);
-        row.nan += std::to_string(g);
-      }
       row.nan_flags = row.dt == DType::f32 && (row.f == ReduceFn::max || row.f == ReduceFn::min);
       // (the cast is later in the block: not in def_ yet)
       if (row.plan && row.plan->stores >= 0 && row.plan->stores != row.plan->computes)
@@ -391,8 +407,8 @@ void LaunchEmitter::reduce(const Op& op, const std::vector<const Op*>& siblings)
               return;
             }
             const std::string nan = row.nan + "[" + lane_at + "]";
-            line("const float ph_x" + row.acc.substr(4) + " = " + x + ";");
-            const std::string xv = "ph_x" + row.acc.substr(4);
+            line("const float ph_x" + row.suffix + " = " + x + ";");
+            const std::string xv = "ph_x" + row.suffix;
             line(acc + " = " + acc + (row.f == ReduceFn::max ? " > " : " < ") + xv + " ? " + acc + " : " + xv + ";");
             line(nan + " = " + xv + " != " + xv + " ? " + xv + " : " + nan + ";");
           };
@@ -403,7 +419,7 @@ void LaunchEmitter::reduce(const Op& op, const std::vector<const Op*>& siblings)
               return;
             }
             const Op& producer = *def_.at(row.plan->computes);
-            const std::string e = "e" + row.acc.substr(4);
+            const std::string e = "e" + row.suffix;
             line("const " + c_type(type(producer.result).dtype) + " " + e + " = " + op_expr(producer, at) + ";");
             const lower::Scratch& stored = L_.scratch[L_.materialized(row.plan->stores)];
             if (!row.cast) {
