@@ -603,7 +603,13 @@ class LaunchModel {
           case OpKind::Loop: {
             const ir::TileInfo& ti = fn_.tiles[op.loop_tiles[0]];
             const int64_t b = std::max<int64_t>(1, block(ti.id));
-            for (int64_t off = ti.begin; off < ti.end; off += b) {
+            // (a tile over an enclosing block walks that block: trips())
+            int64_t lo = ti.begin, hi = ti.end;
+            if (const auto p = at.find(ti.parent); ti.parent >= 0 && p != at.end()) {
+              lo = p->second;
+              hi = std::min(hi, lo + block(ti.parent));
+            }
+            for (int64_t off = lo; off < hi; off += b) {
               at[ti.id] = off;
               run(op.body);
             }
