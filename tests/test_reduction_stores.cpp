@@ -12,16 +12,18 @@
 #include <tuple>
 #include <vector>
 
+#include "exact_rows.h"
 #include "parhelion/parhelion.h"
 #include "runtime/gemm/gemm.h"
 
 namespace ph = parhelion;
+using exact_rows::costly;
+using exact_rows::expect_outputs_near;
+using exact_rows::sixteenths;
 
 namespace {
 
-// A value costly enough to be materialized (more than six ops), exact in f32 for inputs that are
-// multiples of 1/16 in [-4, 4), and not exact in bf16 or f16: the cast's rounding shows.
-ph::Tensor costly(ph::Tensor x) { return (x * x + x * 3.0f) + (x * 0.5f + 1.0f) * (x - 0.25f); }
+// (`costly` is not exact in bf16 or f16: the cast's rounding shows.)
 
 // The cast read by a dot, the sum dividing the product.
 template <ph::DType kHalf>
@@ -69,13 +71,6 @@ std::tuple<ph::Tensor, ph::Tensor> cast_reduced_again(ph::Tensor x) {
   return {a, b};
 }
 
-// Multiples of 1/16 in [-4, 4), so that every value of `costly` and every row sum is exact.
-ph::Array sixteenths(ph::Shape shape, uint64_t seed) {
-  ph::Array a = ph::Array::random(shape, ph::DType::f32, seed, -4.0, 4.0);
-  for (int64_t i = 0; i < a.numel(); ++i) a.set(i, std::floor(a.get(i) * 16) / 16);
-  return a;
-}
-
 // Every block size below on `args`: the interpreter's values within `tolerance` (relative), and a
 // source in which the sum's loop stores the cast (`stored`, of its element `e`) and no buffer
 // holds the costly value.
@@ -89,13 +84,7 @@ void check_against_interpreter(K& k, const std::vector<ph::Arg>& args, double to
     ph::CompiledKernel ck = k.compile(args, &c);
     EXPECT_NE(ck.source().find("] = " + stored + ";"), std::string::npos) << ck.source();
     EXPECT_EQ(ck.source().find("] = e;"), std::string::npos) << "the costly value has a buffer of its own";
-    const std::vector<ph::Array> got = ck.run(args);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t o = 0; o < got.size(); ++o)
-      for (int64_t i = 0; i < want[o].numel(); ++i) {
-        const double x = got[o].get(i), y = want[o].get(i);
-        ASSERT_LE(std::abs(x - y), tolerance * (1 + std::abs(y))) << "output " << o << " element " << i;
-      }
+    expect_outputs_near(ck.run(args), want, tolerance);
   }
 }
 
@@ -124,13 +113,10 @@ TEST(ReductionStores, ACastThatASecondReductionReadsFirstKeepsTheValuesBuffer) {
   for (int64_t block : {1, 16, 64}) {
     ph::Config c = k.compile({x}).config();
     c.block_sizes = {block};
+    SCOPED_TRACE("block " + std::to_string(block));
     ph::CompiledKernel ck = k.compile({x}, &c);
     EXPECT_NE(ck.source().find("] = e;"), std::string::npos) << "the value is stored by the sum's loop";
-    const std::vector<ph::Array> got = ck.run({x});
-    for (size_t o = 0; o < got.size(); ++o)
-      for (int64_t i = 0; i < want[o].numel(); ++i)
-        ASSERT_LE(std::abs(got[o].get(i) - want[o].get(i)), 1e-6 * (1 + std::abs(want[o].get(i))))
-            << "block " << block << " output " << o << " element " << i;
+    expect_outputs_near(ck.run({x}), want, 1e-6);
   }
 }
 

@@ -7,20 +7,20 @@
 // its own. The loops they share are checked as text by tests/passes/code-cpu-reductions-share-rows.tir.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "exact_rows.h"
 #include "parhelion/parhelion.h"
 
 namespace ph = parhelion;
+using exact_rows::costly;
+using exact_rows::expect_outputs_near;
+using exact_rows::sixteenths;
 
 namespace {
-
-// Costly enough to be materialized, and exact in f32 for multiples of 1/16 in [-4, 4).
-ph::Tensor costly(ph::Tensor x) { return (x * x + x * 3.0f) + (x * 0.5f + 1.0f) * (x - 0.25f); }
 
 std::tuple<ph::Tensor, ph::Tensor> several_row_reductions(ph::Tensor x, ph::Tensor y) {
   auto a = ph::empty({x.size(0)}, ph::DType::f32);
@@ -71,12 +71,6 @@ ph::Tensor two_groups_one_scalar(ph::Tensor x, ph::Tensor y, ph::Tensor w) {
   return out;
 }
 
-ph::Array sixteenths(ph::Shape shape, uint64_t seed) {
-  ph::Array a = ph::Array::random(shape, ph::DType::f32, seed, -4.0, 4.0);
-  for (int64_t i = 0; i < a.numel(); ++i) a.set(i, std::floor(a.get(i) * 16) / 16);
-  return a;
-}
-
 }  // namespace
 
 TEST(SharedRowLoops, ReductionsOfTheSameRowsMatchTheInterpreter) {
@@ -93,17 +87,7 @@ TEST(SharedRowLoops, ReductionsOfTheSameRowsMatchTheInterpreter) {
       // the max, the sum computing its operand, and the mean in one loop; the exp's sum apart
       EXPECT_NE(ck.source().find("accv2[k] = accv2[k] + "), std::string::npos) << ck.source();
       EXPECT_EQ(ck.source().find("accv3"), std::string::npos) << ck.source();
-      const std::vector<ph::Array> got = ck.run({x, y});
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t o = 0; o < got.size(); ++o)
-        for (int64_t i = 0; i < want[o].numel(); ++i) {
-          const double g = got[o].get(i), w = want[o].get(i);
-          if (std::isnan(w)) {
-            EXPECT_TRUE(std::isnan(g)) << "output " << o << " element " << i;
-            continue;
-          }
-          ASSERT_LE(std::abs(g - w), 1e-6 * (1 + std::abs(w))) << "output " << o << " element " << i;
-        }
+      expect_outputs_near(ck.run({x, y}), want, 1e-6);
     }
   }
 }
@@ -122,8 +106,7 @@ TEST(SharedRowLoops, AGatherByAValueComputedBetweenKeepsItsLoop) {
     ph::Config c = k.compile({x, ids}).config();
     c.block_sizes = {block};
     SCOPED_TRACE(c.to_json());
-    const std::vector<ph::Array> got = k.compile({x, ids}, &c).run({x, ids});
-    for (int64_t i = 0; i < want[0].numel(); ++i) ASSERT_EQ(got[0].get(i), want[0].get(i)) << "element " << i;
+    expect_outputs_near(k.compile({x, ids}, &c).run({x, ids}), want, 0);
   }
 }
 
@@ -137,7 +120,6 @@ TEST(SharedRowLoops, AScalarBetweenTwoSharedLoopsIsComputedOnce) {
     SCOPED_TRACE(c.to_json());
     ph::CompiledKernel ck = k.compile({x, y, w}, &c);
     EXPECT_NE(ck.source().find("accv1[k] = "), std::string::npos) << ck.source();
-    const std::vector<ph::Array> got = ck.run({x, y, w});
-    for (int64_t i = 0; i < want[0].numel(); ++i) ASSERT_EQ(got[0].get(i), want[0].get(i)) << "element " << i;
+    expect_outputs_near(ck.run({x, y, w}), want, 0);
   }
 }

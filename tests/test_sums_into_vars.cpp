@@ -1,19 +1,20 @@
 // `acc = acc + sum(x, axis)`: the cpu backend adds the sum into the Var's buffer where the sum is
-// (backend/cpu/emit/reductions.cpp: find_sums_into_vars), along an outer axis row by row, along
+// (lower/fusion.h: accumulating_sums; emit/reductions.cpp), along an outer axis row by row, along
 // the innermost one its lanes' total. The results must be the interpreter's: ragged blocks and
 // row tails, sums over both axes, in a loop over an enclosing block (rms_norm_backward's dw), and
 // the cases that keep a buffer for the sum: a sum that reads the Var, one used twice, and one
 // whose Var a statement between reads.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "exact_rows.h"
 #include "parhelion/parhelion.h"
 
 namespace ph = parhelion;
+using exact_rows::sixteenths;
 
 namespace {
 
@@ -74,12 +75,6 @@ std::tuple<ph::Tensor, ph::Tensor> kept(ph::Tensor x) {
   return {out, before_last};
 }
 
-ph::Array sixteenths(ph::Shape shape, uint64_t seed) {
-  ph::Array a = ph::Array::random(shape, ph::DType::f32, seed, -4.0, 4.0);
-  for (int64_t i = 0; i < a.numel(); ++i) a.set(i, std::floor(a.get(i) * 16) / 16);
-  return a;
-}
-
 template <class K>
 void expect_interpreters_values(K& k, const ph::Array& x, const std::vector<std::vector<int64_t>>& blocks, int added,
                                 double tolerance) {
@@ -94,12 +89,7 @@ void expect_interpreters_values(K& k, const ph::Array& x, const std::vector<std:
          at = ck.source().find(", added into var v", at + 1))
       ++found;
     EXPECT_EQ(found, added) << ck.source();
-    const std::vector<ph::Array> got = ck.run({x});
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t o = 0; o < got.size(); ++o)
-      for (int64_t i = 0; i < want[o].numel(); ++i)
-        ASSERT_LE(std::abs(got[o].get(i) - want[o].get(i)), tolerance * (1 + std::abs(want[o].get(i))))
-            << "output " << o << " element " << i;
+    exact_rows::expect_outputs_near(ck.run({x}), want, tolerance);
   }
 }
 
