@@ -143,6 +143,11 @@ struct ValuePlan {
   int in_reduction = -1;  // the stored value: the reduction's result id
   int computes = -1;      // the reduction: the value its loop computes per element
   int stores = -1;        // the reduction: the value its loop stores (`computes` or a cast of it)
+  // A sum of `acc = acc + sum(x)` that may add into Var `adds_into` where it is, the assignment
+  // then left out (lower/fusion.h, accumulating_sums; not where its loop computes a producer).
+  // The sum keeps its buffer: a backend that does not add in place computes the assignment as
+  // written.
+  int adds_into = -1;
 };
 
 // A tensor the launch updates atomically, and how its updates reach memory: with `Atomic`

@@ -429,7 +429,9 @@ void first_trips_write(const ir::Function& fn, const Op& launch, const std::map<
 
 }  // namespace
 
-std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const Op& launch) {
+// The dots (returned) and, where `sums` is given, the sums (result -> Var) that accumulate into a
+// Var in place (accumulating_dots, accumulating_sums).
+std::map<int, AccumulatingDot> accumulations(const ir::Function& fn, const Op& launch, std::map<int, int>* sums) {
   std::map<int, int> uses;
   std::map<int, const Op*> def;
   ir::walk(launch.body, [&](const Op& op) {
@@ -461,6 +463,22 @@ std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const O
       const Op* add = binary(op.operands[0], ir::BinaryFn::add);
       if (!add) continue;
       for (int k = 0; k < 2; ++k) {
+        const Op* summed = sums ? defined(add->operands[1 - k], OpKind::Reduce) : nullptr;
+        if (summed && static_cast<ir::ReduceFn>(summed->fn) == ir::ReduceFn::sum &&
+            fn.type_of(summed->result).rank() > 0 && fn.type_of(summed->result) == fn.vars[op.var].type) {
+          // acc = acc + sum(x): as a plain in-place dot, nothing from the Var's read or the sum,
+          // whichever is first, to the assignment may read the Var (the sum's operand included:
+          // it would see partial sums) or assign it.
+          const Op* get = defined(add->operands[k], OpKind::VarGet);
+          auto at = position.find(summed->result), got = position.find(add->operands[k]),
+               added = position.find(add->result);
+          if (!get || get->var != op.var || at == position.end() || got == position.end() || added == position.end() ||
+              var_touched_between(fn, def, ops, std::min(at->second, got->second), set, op.var,
+                                  {got->second, added->second}, false))
+            continue;
+          (*sums)[summed->result] = op.var;
+          break;
+        }
         const Op* dot = defined(add->operands[1 - k], OpKind::Dot);
         if (!dot || dot->operands.size() != 2 || fn.type_of(dot->result) != fn.vars[op.var].type) continue;
         // The micro-kernels write the Var's buffer while they read the operands: neither may
@@ -511,6 +529,16 @@ std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const O
   block(launch.body);
   first_trips_write(fn, launch, def, &out);
   return out;
+}
+
+std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const Op& launch) {
+  return accumulations(fn, launch, nullptr);
+}
+
+std::map<int, int> accumulating_sums(const ir::Function& fn, const Op& launch) {
+  std::map<int, int> sums;
+  accumulations(fn, launch, &sums);
+  return sums;
 }
 
 std::set<int> choose_materialized(const ir::Function& fn, const Op& launch,

@@ -267,6 +267,9 @@ class Planner {
     std::set<int> materialized = choose_materialized(fn, launch, in_place_dots_);
     for (const ReductionProducer& r : producers_computed_by_reductions(fn, launch, &materialized))
       L.compute_in_reduction(r.reduction, r.producer, r.stored);
+    for (const auto& [sum, var] : accumulating_sums(fn, launch))
+      if (const auto v = L.values.find(sum); v == L.values.end() || v->second.computes < 0)
+        L.values[sum].adds_into = var;
     for (int v : materialized) {
       Scratch s;
       s.kind = Scratch::Materialized;

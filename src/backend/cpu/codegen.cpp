@@ -26,6 +26,9 @@ std::string LaunchEmitter::run() {
   for (size_t i = 0; i < fn_.scalar_params.size(); ++i)
     line("const float sp" + std::to_string(i) + " = static_cast<float>(ph_scalars[" + std::to_string(i) + "]);");
   line("(void)ph_scalars; (void)ph_scratch; (void)ph_rt_table; (void)ph_st;");
+  ir::walk(L_.op->body, [&](const Op& op) {
+    if (op.result >= 0) launch_def_[op.result] = &op;
+  });
   if (p_.config.index_checks) collect_index_uses();
   for (const lower::Scratch& s : L_.scratch) {
     std::string ty = s.kind == lower::Scratch::StagingBuffer || is16(s.dtype) ? storage_type(s.dtype) : c_type(s.dtype);
@@ -90,7 +93,6 @@ void LaunchEmitter::declare_tensors() {
 }
 
 void LaunchEmitter::block(const std::vector<Op>& ops) {
-  find_sums_into_vars(ops);           // (reductions.cpp)
   std::set<const Op*> emitted_early;  // reductions computed in an earlier one's loop, scalars before it
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
@@ -133,7 +135,7 @@ void LaunchEmitter::statement(const Op& op) {
       return collective(op);
     case OpKind::VarDecl:
     case OpKind::VarSet:
-      if (sums_assignments_.count(&op)) return;  // its sum has added into the Var (reductions.cpp)
+      if (op.kind == OpKind::VarSet && in_place_sum(op)) return;  // added into the Var (reductions.cpp)
       if (const Op* dot = op.kind == OpKind::VarSet ? in_place_dot(op) : nullptr) {
         if (L_.dot(dot->result)->rescaled >= 0) rescaled_accumulation(op, *dot);
         return;  // otherwise the dot has added into the Var where it is

@@ -61,7 +61,8 @@ class EmitContext {
   const lower::BlockProgram& p_;
   const lower::LaunchPlan& L_;
   const ir::Function& fn_;
-  std::map<int, const Op*> def_;  // value id -> its defining op, filled by block()
+  std::map<int, const Op*> def_;         // value id -> its defining op, filled by block()
+  std::map<int, const Op*> launch_def_;  // value id -> its op anywhere in the launch, filled by run()
   std::ostringstream os_;
   int depth_ = 0;
 

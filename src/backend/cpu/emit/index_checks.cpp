@@ -9,9 +9,8 @@
 namespace parhelion::backend::cpu::emit {
 
 void LaunchEmitter::collect_index_uses() {
-  std::map<int, const Op*> defs;
+  const std::map<int, const Op*>& defs = launch_def_;
   ir::walk(L_.op->body, [&](const Op& op) {
-    if (op.result >= 0) defs[op.result] = &op;
     if (op.kind != OpKind::Load && op.kind != OpKind::Store && op.kind != OpKind::CopyStart) return;
     if (ir::is_masked(op)) return;  // checked per active element where used (expressions.cpp)
     const ir::TensorInfo& t = fn_.tensors[op.tensor];

@@ -174,13 +174,10 @@ class LaunchEmitter : private EmitContext {
   // Whether `op` reduces along the innermost axis in a loop another reduction of the same rows
   // may share (no one-hot pick, no versions per block, a block result).
   bool reduces_rows(const Op& op);
-  // Sums that add into a Var in place (`acc = acc + sum(x, axis)`), in `ops`: the reduction ->
-  // the Var (reductions.cpp); their assignments are left out (sums_into_vars_).
-  void find_sums_into_vars(const std::vector<Op>& ops);
-  std::map<const Op*, int> sums_into_vars_;  // the reduction -> the Var it adds into
-  std::set<const Op*> sums_assignments_;     // their VarSets, which emit nothing
-  std::map<int, int> uses_;                  // value id -> its uses in the launch (filled once)
-  std::map<int, const Op*> launch_def_;      // value id -> its op, anywhere in the launch (too)
+  // The Var that sum `op` adds into in place (ValuePlan::adds_into), or -1.
+  int var_of_sum(const Op& op) const;
+  // The sum that `acc = acc + sum(...)` has added into the Var in place, or null.
+  const Op* in_place_sum(const Op& var_set) const;
   struct RowGroup {
     std::vector<const Op*> siblings;       // the reductions that join the first one's loop
     std::vector<const Op*> scalars_first;  // scalars between them, computed before it

@@ -104,6 +104,11 @@ void push_reads(const Op& op, std::vector<int>& todo) {
     if (ix.has_value()) todo.push_back(ix.value);
 }
 
+// A reduction's result from its total over `count` elements (a mean divides).
+std::string reduce_finalize(ReduceFn f, const std::string& total, const std::string& count) {
+  return f == ReduceFn::mean ? "(" + total + ") / static_cast<float>(" + count + ")" : total;
+}
+
 // The output element of input element `idx` of reduction `op`.
 Idx reduced_idx(const Op& op, const Idx& idx) {
   Idx o = idx;
@@ -116,71 +121,24 @@ Idx reduced_idx(const Op& op, const Idx& idx) {
 
 }  // namespace
 
-// `acc = acc + sum(x, axis)`, the sum's result and the Var's read used only there: the sum adds
-// into the Var's buffer where it is, and the assignment emits nothing. Saves a buffer of the
-// sum's block (its zeros stored, then read back and added): per trip of rms_norm_backward's and
-// layer_norm_backward's row tiles, a pass over [N] to zero the column sums and one to add them,
-// as long as the sum's own pass where a tile is a row or two. The sum adds its lanes into the
-// Var, or for a sum along an outer axis each row into it: the Var's partial sums round as the
-// sum's own would, from the Var's value on instead of from 0 (the total is the same to
-// rounding). Only where nothing between the sum and the assignment is a statement (one of those
-// could read the Var, which holds the new value early) and the sum reads no Var of that name.
-void LaunchEmitter::find_sums_into_vars(const std::vector<Op>& ops) {
-  if (uses_.empty())
-    ir::walk(L_.op->body, [&](const Op& op) {
-      if (op.result >= 0) launch_def_[op.result] = &op;
-      for (int v : op.operands) ++uses_[v];
-      for (const auto& ix : op.index)
-        if (ix.has_value()) ++uses_[ix.value];
-    });
-  auto defined = [&](int v) -> const Op* {
-    auto d = launch_def_.find(v);
-    return d == launch_def_.end() ? nullptr : d->second;
-  };
-  auto only_use = [&](int v) { return uses_[v] == 1; };
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const Op& sum = ops[i];
-    if (sum.kind != OpKind::Reduce || static_cast<ReduceFn>(sum.fn) != ReduceFn::sum || !only_use(sum.result) ||
-        type(sum.result).rank() == 0 || L_.materialized(sum.result) < 0)
-      continue;
-    if (const lower::ValuePlan* r = value_plan(sum.result); r && r->computes >= 0) continue;
-    // The ops up to the assignment: values fused into their uses, no statements.
-    std::map<int, const Op*> between;
-    for (size_t j = i + 1; j < ops.size(); ++j) {
-      const Op& op = ops[j];
-      if (op.kind == OpKind::VarSet) {
-        const auto add = between.find(op.operands[0]);
-        if (add == between.end() || add->second->kind != OpKind::Binary ||
-            static_cast<BinaryFn>(add->second->fn) != BinaryFn::add || !only_use(add->second->result))
-          break;
-        const std::vector<int>& terms = add->second->operands;
-        const int acc = terms[0] == sum.result ? terms[1] : terms[1] == sum.result ? terms[0] : -1;
-        const Op* get = acc >= 0 ? defined(acc) : nullptr;
-        if (!get || get->kind != OpKind::VarGet || get->var != op.var || !only_use(acc) || L_.materialized(acc) >= 0 ||
-            fn_.vars[op.var].type != type(sum.result))
-          break;
-        // The sum's operand may not read the Var (it would see partial sums).
-        bool reads_var = false;
-        std::vector<int> todo = sum.operands;
-        for (std::set<int> seen; !todo.empty() && !reads_var;) {
-          const int v = todo.back();
-          todo.pop_back();
-          if (!seen.insert(v).second || L_.materialized(v) >= 0 || named_values_.count(v)) continue;
-          const Op* d = defined(v);
-          if (!d) continue;
-          reads_var = d->kind == OpKind::VarGet && d->var == op.var;
-          push_reads(*d, todo);
-        }
-        if (reads_var) break;
-        sums_into_vars_[&sum] = op.var;
-        sums_assignments_.insert(&op);
-        break;
-      }
-      if (op.result < 0 || !ir::is_pointwise(op.kind) || type(op.result).rank() == 0 || L_.materialized(op.result) >= 0)
-        break;
-      between[op.result] = &op;
-    }
-  }
+// `acc = acc + sum(x, axis)` where lowering lets the sum add into the Var (ValuePlan::adds_into,
+// lower/fusion.h): the sum adds into the Var's buffer where it is and the assignment emits
+// nothing. Saves zeroing, filling and adding the sum's own block: per trip of rms_norm_backward's
+// and layer_norm_backward's row tiles, a pass over [N] to zero the column sums and one to add
+// them, as long as the sum's own pass where a tile is a row or two. The sum adds its lanes into
+// the Var, or for a sum along an outer axis each row into it: the Var's partial sums round as the
+// sum's own would, from the Var's value on instead of from 0 (the total is the same to rounding).
+int LaunchEmitter::var_of_sum(const Op& op) const {
+  const lower::ValuePlan* v = value_plan(op.result);
+  return v ? v->adds_into : -1;
+}
+
+const Op* LaunchEmitter::in_place_sum(const Op& var_set) const {
+  const auto add = def_.find(var_set.operands[0]);
+  if (add == def_.end() || add->second->kind != OpKind::Binary) return nullptr;
+  for (int v : add->second->operands)
+    if (const auto d = def_.find(v); d != def_.end() && var_of_sum(*d->second) == var_set.var) return d->second;
+  return nullptr;
 }
 
 bool LaunchEmitter::reduces_rows(const Op& op) {
@@ -216,8 +174,8 @@ LaunchEmitter::RowGroup LaunchEmitter::row_siblings(const std::vector<Op>& ops, 
     if (op.result >= 0) def_[op.result] = &op;
     const lower::ValuePlan* plan = value_plan(op.result);
     // (a sum into a Var adds where it is: moved up, it would change the Var before what is between)
-    if (op.kind == OpKind::Reduce && !claimed.count(&op) && !sums_into_vars_.count(&op) &&
-        type(op.operands[0]).shape == rows && reduces_rows(op)) {
+    if (op.kind == OpKind::Reduce && !claimed.count(&op) && var_of_sum(op) < 0 && type(op.operands[0]).shape == rows &&
+        reduces_rows(op)) {
       // Whether its loop's element reads only what exists at the lead's statement.
       bool ready = true;
       std::vector<int> todo;
@@ -231,7 +189,7 @@ LaunchEmitter::RowGroup LaunchEmitter::row_siblings(const std::vector<Op>& ops, 
         if (written_values.count(v) && !computed_here) ready = false;
         const lower::ValuePlan* vp = value_plan(v);
         if (vp && vp->in_reduction >= 0 && !computed_here && written_values.count(vp->in_reduction)) ready = false;
-        if (!ready || (!computed_here && (L_.materialized(v) >= 0 || named_values_.count(v)))) continue;
+        if (!ready || (!computed_here && L_.materialized(v) >= 0)) continue;
         // (a scalar is a named value: one produced between is written_values', else it is ready)
         auto d = def_.find(v);
         if (d == def_.end() || type(v).rank() == 0) continue;
@@ -281,10 +239,10 @@ void LaunchEmitter::reduce(const Op& op, const std::vector<const Op*>& siblings)
   bool scalar = out.rank() == 0;
   const int m = L_.materialized(op.result);
   PH_CHECK(scalar || m >= 0, "reduction result not materialized");
-  // (a sum into a Var writes the Var's buffer, adding to it: find_sums_into_vars)
-  auto into_var = [&](const Op& r) { return sums_into_vars_.count(&r) > 0; };
+  // (a sum into a Var writes the Var's buffer, adding to it: ValuePlan::adds_into)
+  auto into_var = [&](const Op& r) { return var_of_sum(r) >= 0; };
   auto out_ref = [&](const Op& r, const Idx& o) {
-    if (into_var(r)) return scratch_ref(L_.scratch[L_.var_scratch.at(sums_into_vars_.at(&r))], o);
+    if (into_var(r)) return scratch_ref(L_.scratch[L_.var_scratch.at(var_of_sum(r))], o);
     return type(r.result).rank() == 0 ? "s" + std::to_string(r.result)
                                       : scratch_ref(L_.scratch[L_.materialized(r.result)], o);
   };
@@ -295,7 +253,7 @@ void LaunchEmitter::reduce(const Op& op, const std::vector<const Op*>& siblings)
   };
   if (scalar) line(ty + " s" + std::to_string(op.result) + ";");
   std::string title = std::string(ir::reduce_name(f)) + " over axis " + std::to_string(op.axis) + " at " + op.loc.str();
-  if (into_var(op)) title += ", added into var v" + std::to_string(sums_into_vars_.at(&op));
+  if (into_var(op)) title += ", added into var v" + std::to_string(var_of_sum(op));
   for (const Op* s : siblings)
     title += ", " + std::string(ir::reduce_name(static_cast<ReduceFn>(s->fn))) + " at " + s->loc.str();
   line("{  // " + title);
@@ -371,7 +329,7 @@ void LaunchEmitter::reduce(const Op& op, const std::vector<const Op*>& siblings)
       row.nan_flags = row.dt == DType::f32 && (row.f == ReduceFn::max || row.f == ReduceFn::min);
       // (the cast is later in the block: not in def_ yet)
       if (row.plan && row.plan->stores >= 0 && row.plan->stores != row.plan->computes)
-        ir::walk(L_.op->body, [&](const Op& o) { row.cast = o.result == row.plan->stores ? &o : row.cast; });
+        row.cast = launch_def_.at(row.plan->stores);
       group.push_back(row);
     }
     nest(
@@ -382,7 +340,7 @@ void LaunchEmitter::reduce(const Op& op, const std::vector<const Op*>& siblings)
             PH_CHECK(siblings.empty(), "a reduction of size-1 rows shares no loop");
             full.push_back("0");
             std::string x = reduce_combine(f, init, expr(op.operands[0], full));
-            if (f == ReduceFn::mean) x = "(" + x + ") / static_cast<float>(" + count + ")";
+            x = reduce_finalize(f, x, count);
             set_out(op, reduced_idx(op, full), x);
             return;
           }
@@ -469,8 +427,7 @@ void LaunchEmitter::reduce(const Op& op, const std::vector<const Op*>& siblings)
               line("if (" + row.nan + "[0] != " + row.nan + "[0]) " + row.acc + "[0] = " + row.nan + "[0];");
             }
             const std::string total = row.acc + "[0]";
-            set_out(*row.op, reduced_idx(*row.op, full),
-                    row.f == ReduceFn::mean ? "(" + total + ") / static_cast<float>(" + count + ")" : total);
+            set_out(*row.op, reduced_idx(*row.op, full), reduce_finalize(row.f, total, count));
           }
         },
         "", SIZE_MAX);
@@ -484,9 +441,8 @@ void LaunchEmitter::reduce(const Op& op, const std::vector<const Op*>& siblings)
       line(r + " = " + reduce_combine(f, r, expr(op.operands[0], idx)) + ";");
     });
     if (f == ReduceFn::mean)
-      nest(out.shape, [&](const Idx& o) {
-        line(out_ref(op, o) + " = (" + out_ref(op, o) + ") / static_cast<float>(" + count + ");");
-      });
+      nest(out.shape,
+           [&](const Idx& o) { line(out_ref(op, o) + " = " + reduce_finalize(f, out_ref(op, o), count) + ";"); });
   }
   --depth_;
   line("}");
