@@ -47,6 +47,15 @@ class OneDnnMatmul {
   State* s_;
 };
 
+// Whether a baseline's first round settles its ratio, so that later rounds skip it: a call over a
+// second and 20 times Parhelion's (torch's scalar bf16 GEMM on a host without a bf16 dot
+// instruction: a minute and more a call at 2048^3, where another round would cost minutes). One
+// second is the call the torch server times once (SLOW_CALL_MS in bench/torch_server.py).
+constexpr double kSlowCallMs = 1000.0;
+inline bool settled_in_one_round(double baseline_first_ms, double ours_first_ms) {
+  return baseline_first_ms > kSlowCallMs && baseline_first_ms > 20 * ours_first_ms;
+}
+
 // Peak FMA throughput in GFLOP/s on `threads` threads: f32 (AVX-512 or AVX2) and bf16
 // (vdpbf16ps; 0 where absent).
 double fma_peak_f32(int threads);

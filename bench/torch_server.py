@@ -192,7 +192,7 @@ class State:
         self.compiling = set()  # (case, impl) whose next call compiles (torch.compile's first)
 
 
-SLOW_CALL_MS = 1000.0  # (kSlowCallMs in tools/suite_command.cpp: such a baseline is timed in one round)
+SLOW_CALL_MS = 1000.0  # (kSlowCallMs in bench/baselines.h: such a baseline is timed in one round)
 
 
 def load(st, req):
