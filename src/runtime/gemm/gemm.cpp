@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "parhelion/dtype.h"
 #include "runtime/gemm/transpose_rows.h"
@@ -133,46 +135,76 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void ukr_avx512bf16(int64_t k,
   store_tile<MR>(c0, c1, c, ldc, accumulate);
 }
 
-__attribute__((target("avx2,fma"))) void ukr_avx2_6x16(int64_t k, const void* ap, int64_t ars, int64_t acs,
-                                                       const void* bp, float* c, int64_t ldc, int accumulate) {
-  const float* a = static_cast<const float*>(ap);
-  const float* b = static_cast<const float*>(bp);
-  __m256 c0[6], c1[6];
+// AVX2 f32: MR rows x 16 columns (MR = 6: 12 accumulators of the 16 registers). Fewer than 4
+// rows keep two sums per accumulator, over even and odd steps of k: the FMA's latency times its
+// two pipes wants 8 independent chains, and a ragged strip of 2 rows has 4.
+template <int MR>
+__attribute__((target("avx2,fma"), always_inline)) inline void avx2_step(const float* a, int64_t ars, const float* b,
+                                                                         __m256* c0, __m256* c1) {
+  __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
 #pragma GCC unroll 6
-  for (int i = 0; i < 6; ++i) c0[i] = c1[i] = _mm256_setzero_ps();
-  for (int64_t p = 0; p < k; ++p) {
-    __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-#pragma GCC unroll 6
-    for (int i = 0; i < 6; ++i) {
-      __m256 ai = _mm256_broadcast_ss(a + i * ars);
-      c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
-      c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
-    }
-    a += acs;
-    b += 16;
-  }
-#pragma GCC unroll 6
-  for (int i = 0; i < 6; ++i) {
-    float* row = c + i * ldc;
-    if (accumulate) {
-      c0[i] = _mm256_add_ps(c0[i], _mm256_loadu_ps(row));
-      c1[i] = _mm256_add_ps(c1[i], _mm256_loadu_ps(row + 8));
-    }
-    _mm256_storeu_ps(row, c0[i]);
-    _mm256_storeu_ps(row + 8, c1[i]);
+  for (int i = 0; i < MR; ++i) {
+    __m256 ai = _mm256_broadcast_ss(a + i * ars);
+    c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
+    c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
   }
 }
 
-void ukr_generic_4x4(int64_t k, const void* ap, int64_t ars, int64_t acs, const void* bp, float* c, int64_t ldc,
-                     int accumulate) {
+template <int MR>
+__attribute__((target("avx2,fma"))) void ukr_avx2(int64_t k, const void* ap, int64_t ars, int64_t acs, const void* bp,
+                                                  float* c, int64_t ldc, int accumulate) {
+  constexpr int kSums = MR < 4 ? 2 : 1;
   const float* a = static_cast<const float*>(ap);
   const float* b = static_cast<const float*>(bp);
-  float acc[4][4] = {};
+  __m256 c0[kSums][MR], c1[kSums][MR];
+  for (int s = 0; s < kSums; ++s)
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) c0[s][i] = c1[s][i] = _mm256_setzero_ps();
+  int64_t p = 0;
+  for (; p + kSums <= k; p += kSums, a += kSums * acs, b += kSums * 16)
+    for (int s = 0; s < kSums; ++s) avx2_step<MR>(a + s * acs, ars, b + s * 16, c0[s], c1[s]);
+  for (; p < k; ++p, a += acs, b += 16) avx2_step<MR>(a, ars, b, c0[0], c1[0]);
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i) {
+    for (int s = 1; s < kSums; ++s) {
+      c0[0][i] = _mm256_add_ps(c0[0][i], c0[s][i]);
+      c1[0][i] = _mm256_add_ps(c1[0][i], c1[s][i]);
+    }
+    float* row = c + i * ldc;
+    if (accumulate) {
+      c0[0][i] = _mm256_add_ps(c0[0][i], _mm256_loadu_ps(row));
+      c1[0][i] = _mm256_add_ps(c1[0][i], _mm256_loadu_ps(row + 8));
+    }
+    _mm256_storeu_ps(row, c0[0][i]);
+    _mm256_storeu_ps(row + 8, c1[0][i]);
+  }
+}
+
+template <int MR>
+void ukr_generic(int64_t k, const void* ap, int64_t ars, int64_t acs, const void* bp, float* c, int64_t ldc,
+                 int accumulate) {
+  const float* a = static_cast<const float*>(ap);
+  const float* b = static_cast<const float*>(bp);
+  float acc[MR][4] = {};
   for (int64_t p = 0; p < k; ++p, a += acs, b += 4)
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < MR; ++i)
       for (int j = 0; j < 4; ++j) acc[i][j] += a[i * ars] * b[j];
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < MR; ++i)
     for (int j = 0; j < 4; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0.0f) + acc[i][j];
+}
+
+// A micro-kernel for each count of rows up to MR: `Pick` names the instance for R rows, and
+// entry R - 1 is it. A block whose rows are not a multiple of MR (a power of two with MR 6 or
+// 12) runs its last strip with the kernel of that many rows, reading A in place and writing C:
+// the full tile, computed aside and copied, did MR rows of work for a few (2 of 128 rows on
+// AVX2: 3% of the block's multiply-adds) and packed the strip to pad it.
+template <int MR, class Pick>
+const MicroKernel* kernels_by_rows(Pick pick) {
+  static const auto table = [&]<int... R>(std::integer_sequence<int, R...>) {
+    return std::array<MicroKernel, MR>{pick.template operator()<R + 1>()...};
+  }
+  (std::make_integer_sequence<int, MR>{});
+  return table.data();
 }
 
 // --- what the host's bf16 dot is worth ---------------------------------------------------------
@@ -193,8 +225,8 @@ double best_seconds(Loop loop, int64_t iterations) {
 struct KernelInfo {
   const char* name;
   int mr, nr;
-  MicroKernel f32;
-  MicroKernel bf16;  // null: bf16 operands are widened to f32 when packed
+  const MicroKernel* f32;   // [rows - 1]: the kernel for that many rows of A (kernels_by_rows)
+  const MicroKernel* bf16;  // the same; null: bf16 operands are widened to f32 when packed
   // A kernel that owns the whole block (its own packing and loops), for bf16 operands only;
   // other dots given it run the host's first kernel instead.
   void (*bf16_block)(const ph_gemm_args&) = nullptr;
@@ -206,18 +238,23 @@ const std::vector<KernelInfo>& kernels() {
     const Features& f = features();
     if (amx_bf16_available()) available.push_back({"amx_32x32", 32, 32, nullptr, nullptr, gemm_amx_bf16});
     if (f.avx512) {
-      available.push_back({"avx512_8x32", 8, 32, ukr_avx512<8>, f.avx512bf16 ? ukr_avx512bf16<8> : nullptr});
-      available.push_back({"avx512_12x32", 12, 32, ukr_avx512<12>, f.avx512bf16 ? ukr_avx512bf16<12> : nullptr});
+      const MicroKernel* f32_8 = kernels_by_rows<8>([]<int R>() { return &ukr_avx512<R>; });
+      const MicroKernel* f32_12 = kernels_by_rows<12>([]<int R>() { return &ukr_avx512<R>; });
+      const MicroKernel* bf16_8 = kernels_by_rows<8>([]<int R>() { return &ukr_avx512bf16<R>; });
+      const MicroKernel* bf16_12 = kernels_by_rows<12>([]<int R>() { return &ukr_avx512bf16<R>; });
+      available.push_back({"avx512_8x32", 8, 32, f32_8, f.avx512bf16 ? bf16_8 : nullptr});
+      available.push_back({"avx512_12x32", 12, 32, f32_12, f.avx512bf16 ? bf16_12 : nullptr});
       // The same tiles with bf16 operands widened to f32 while packing: on hosts whose bf16 dot
       // instruction retires fewer multiply-adds per cycle than the f32 FMA (measured: an Intel
       // Xeon ran vdpbf16ps at half the f32 rate), the f32 kernels win despite the wider panels.
       if (f.avx512bf16) {
-        available.push_back({"avx512_8x32_widened", 8, 32, ukr_avx512<8>, nullptr});
-        available.push_back({"avx512_12x32_widened", 12, 32, ukr_avx512<12>, nullptr});
+        available.push_back({"avx512_8x32_widened", 8, 32, f32_8, nullptr});
+        available.push_back({"avx512_12x32_widened", 12, 32, f32_12, nullptr});
       }
     }
-    if (f.avx2_fma) available.push_back({"avx2_6x16", 6, 16, ukr_avx2_6x16, nullptr});
-    available.push_back({"generic_4x4", 4, 4, ukr_generic_4x4, nullptr});
+    if (f.avx2_fma)
+      available.push_back({"avx2_6x16", 6, 16, kernels_by_rows<6>([]<int R>() { return &ukr_avx2<R>; }), nullptr});
+    available.push_back({"generic_4x4", 4, 4, kernels_by_rows<4>([]<int R>() { return &ukr_generic<R>; }), nullptr});
     return available;
   }();
   return k;
@@ -667,29 +704,14 @@ void gemm(const ph_gemm_args& g) {
     std::abort();
   }
   // A row-major block of the right dtype is read in place (the broadcasts walk its rows), unless
-  // its rows crowd one L1 set: only its ragged last strip then goes through a packed panel.
+  // its rows crowd one L1 set. (A ragged last strip is read in place too: its kernel reads only
+  // its rows.)
   const bool a_in_place =
       g.a_cs == 1 &&
       (bf16 ? (g.k % 2 == 0 && g.a_rs % 2 == 0 && reinterpret_cast<uintptr_t>(g.a) % 4 == 0) : g.a_dtype == PH_F32) &&
       !rows_alias_in_l1(mr, a_row_bytes);
-  if (a_in_place) {
-    // Only the ragged last strip needs a panel: pack it alone, at its own slot.
-    int64_t last = g.m / mr * mr;
-    if (last < g.m) {
-      ph_gemm_args strip = g;
-      strip.m = g.m - last;
-      strip.a = static_cast<const char*>(g.a) + last * a_row_bytes;
-      char* slot = apack + (last / mr) * (mr * kp * elem);
-      if (bf16)
-        pack_a_bf16(strip, mr, reinterpret_cast<uint32_t*>(slot));
-      else
-        pack_a_f32(strip, mr, reinterpret_cast<float*>(slot));
-    }
-  } else if (bf16) {
-    pack_a_bf16(g, mr, reinterpret_cast<uint32_t*>(apack));
-  } else {
-    pack_a_f32(g, mr, reinterpret_cast<float*>(apack));
-  }
+  if (!a_in_place && bf16) pack_a_bf16(g, mr, reinterpret_cast<uint32_t*>(apack));
+  if (!a_in_place && !bf16) pack_a_f32(g, mr, reinterpret_cast<float*>(apack));
   // B's panels: kept from an earlier call with the same B where the caller keeps them (the
   // packing was 10-15% of a call whose M is a few hundred rows), else packed here.
   bool b_packed = false;
@@ -704,7 +726,7 @@ void gemm(const ph_gemm_args& g) {
   }
   if (!b_packed && bf16) pack_b_bf16(g, nr, reinterpret_cast<uint16_t*>(bpack));
   if (!b_packed && !bf16) pack_b_f32(g, nr, reinterpret_cast<float*>(bpack));
-  MicroKernel ukr = bf16 ? K.bf16 : K.f32;
+  const MicroKernel* ukr = bf16 ? K.bf16 : K.f32;  // [rows - 1]
   const int64_t a_stride = mr * kp * elem, b_stride = nr * kp * elem;
   alignas(64) float tile[16 * 32];
   // The rows of A in passes of `pass` rows; in each, the B micro-panels outermost: one stays in
@@ -723,17 +745,17 @@ void gemm(const ph_gemm_args& g) {
                         prefetch_into_l1);
         const void* a = apack + (i0 / mr) * a_stride;
         int64_t ars = 1, acs = mr;
-        if (a_in_place && rows == mr) {
+        if (a_in_place) {
           a = static_cast<const char*>(g.a) + i0 * a_row_bytes;
           ars = bf16 ? g.a_rs / 2 : g.a_rs;  // bf16: in k-pair words
           acs = 1;
         }
         float* c = g.c + i0 * g.ldc + j0;
-        if (rows == mr && cols == nr) {
-          ukr(g.k, a, ars, acs, bpanel, c, g.ldc, g.accumulate);
+        if (cols == nr) {
+          ukr[rows - 1](g.k, a, ars, acs, bpanel, c, g.ldc, g.accumulate);
           continue;
         }
-        ukr(g.k, a, ars, acs, bpanel, tile, nr, 0);  // a ragged edge: compute the full tile aside
+        ukr[rows - 1](g.k, a, ars, acs, bpanel, tile, nr, 0);  // ragged columns: the tile computed aside
         for (int i = 0; i < rows; ++i)
           for (int j = 0; j < cols; ++j) c[i * g.ldc + j] = (g.accumulate ? c[i * g.ldc + j] : 0.0f) + tile[i * nr + j];
       }
