@@ -6,6 +6,7 @@
 #include "runtime/thread_pool.h"
 
 #include <cpuid.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cctype>
@@ -216,14 +217,59 @@ double tile_peak_bf16(int threads) {
   return best;
 }
 
-double MemoryRoof::gbps() const { return std::max({copy, triad, read}); }
-const char* MemoryRoof::kind() const { return gbps() == copy ? "copy" : gbps() == triad ? "triad" : "read"; }
+double MemoryRoof::gbps() const { return std::max({copy, stream_copy, triad, read}); }
+const char* MemoryRoof::kind() const {
+  return gbps() == copy ? "copy" : gbps() == stream_copy ? "stream copy" : gbps() == triad ? "triad" : "read";
+}
 
 void MemoryRoof::keep_best(const MemoryRoof& other) {
   copy = std::max(copy, other.copy);
+  stream_copy = std::max(stream_copy, other.stream_copy);
   triad = std::max(triad, other.triad);
   read = std::max(read, other.read);
 }
+
+namespace {
+
+// A[lo, hi) = B[lo, hi) with non-temporal stores of 16 floats, B prefetched 4 KiB ahead: what a
+// kernel's "stream+prefetch" cache hint does. On an AMD EPYC Zen 3 at 2 threads, 16-byte stores
+// without the prefetch ran 26-28 GB/s, 32-byte stores with it 32-34, as rms_norm did (33-37).
+template <class Store16>
+__attribute__((always_inline)) inline void stream_copy_with(float* A, const float* B, int64_t lo, int64_t hi,
+                                                            Store16 store16) {
+  int64_t i = lo;
+  for (; i < hi && reinterpret_cast<uintptr_t>(A + i) % 64 != 0; ++i) A[i] = B[i];
+  for (; i + 16 <= hi; i += 16) {
+    _mm_prefetch(reinterpret_cast<const char*>(B + i + 1024), _MM_HINT_T0);  // (past the end: a no-op)
+    store16(A + i, B + i);
+  }
+  for (; i < hi; ++i) A[i] = B[i];
+  _mm_sfence();
+}
+
+__attribute__((target("avx512f"))) void stream_copy_avx512(float* A, const float* B, int64_t lo, int64_t hi) {
+  stream_copy_with(
+      A, B, lo, hi,
+      [](float* a, const float* b) __attribute__((target("avx512f"))) { _mm512_stream_ps(a, _mm512_loadu_ps(b)); });
+}
+
+__attribute__((target("avx"))) void stream_copy_avx(float* A, const float* B, int64_t lo, int64_t hi) {
+  stream_copy_with(
+      A, B, lo, hi, [](float* a, const float* b) __attribute__((target("avx"))) {
+        _mm256_stream_ps(a, _mm256_loadu_ps(b));
+        _mm256_stream_ps(a + 8, _mm256_loadu_ps(b + 8));
+      });
+}
+
+void stream_copy(float* A, const float* B, int64_t lo, int64_t hi) {
+  if (__builtin_cpu_supports("avx512f")) return stream_copy_avx512(A, B, lo, hi);
+  if (__builtin_cpu_supports("avx")) return stream_copy_avx(A, B, lo, hi);
+  stream_copy_with(A, B, lo, hi, [](float* a, const float* b) {
+    for (int j = 0; j < 16; j += 4) _mm_stream_ps(a + j, _mm_loadu_ps(b + j));
+  });
+}
+
+}  // namespace
 
 MemoryRoof memory_roof(int threads) {
   const int64_t n = int64_t{16} << 20;  // 64 MiB per array
@@ -246,6 +292,7 @@ MemoryRoof memory_roof(int threads) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) A[i] = B[i];
   });
+  r.stream_copy = best_gbps(2, [&](int64_t lo, int64_t hi, int) { stream_copy(A, B, lo, hi); });
   r.triad = best_gbps(3, [&](int64_t lo, int64_t hi, int) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) A[i] = B[i] + 3.0f * C[i];

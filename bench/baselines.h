@@ -64,9 +64,12 @@ double fma_peak_f32(int threads);
 // 3) and read (a sum over one array, 1), each the best of 10 runs, measured together, since
 // which one a host runs fastest differs (an Intel Xeon here: copy 51.5 GB/s, triad 28-40).
 struct MemoryRoof {
-  double copy = 0, triad = 0, read = 0;
+  // stream_copy: a copy whose stores bypass the caches (non-temporal), as the kernels' stream
+  // hint stores: it moves the bytes it counts, where a plain copy's stores first read each
+  // line they write (a third more traffic than counted; triad, a quarter).
+  double copy = 0, stream_copy = 0, triad = 0, read = 0;
   double gbps() const;
-  const char* kind() const;                 // "copy", "triad" or "read": the best
+  const char* kind() const;                 // "copy", "stream copy", "triad" or "read": the best
   void keep_best(const MemoryRoof& other);  // each bandwidth's best of the two (a re-measure)
 };
 MemoryRoof memory_roof(int threads);
