@@ -1,5 +1,5 @@
 // `acc = acc + sum(x, axis)`: the cpu backend adds the sum into the Var's buffer where the sum is
-// (lower/fusion.h: accumulating_sums; emit/reductions.cpp), along an outer axis row by row, along
+// (lower/fusion.h: accumulating_dots' sums; emit/reductions.cpp), along an outer axis row by row, along
 // the innermost one its lanes' total. The results must be the interpreter's: ragged blocks and
 // row tails, sums over both axes, in a loop over an enclosing block (rms_norm_backward's dw), and
 // the cases that keep a buffer for the sum: a sum that reads the Var, one used twice, and one

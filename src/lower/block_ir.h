@@ -144,7 +144,7 @@ struct ValuePlan {
   int computes = -1;      // the reduction: the value its loop computes per element
   int stores = -1;        // the reduction: the value its loop stores (`computes` or a cast of it)
   // A sum of `acc = acc + sum(x)` that may add into Var `adds_into` where it is, the assignment
-  // then left out (lower/fusion.h, accumulating_sums; not where its loop computes a producer).
+  // then left out (lower/fusion.h, accumulating_dots' sums; not where its loop computes a producer).
   // The sum keeps its buffer: a backend that does not add in place computes the assignment as
   // written.
   int adds_into = -1;

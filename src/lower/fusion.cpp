@@ -429,9 +429,7 @@ void first_trips_write(const ir::Function& fn, const Op& launch, const std::map<
 
 }  // namespace
 
-// The dots (returned) and, where `sums` is given, the sums (result -> Var) that accumulate into a
-// Var in place (accumulating_dots, accumulating_sums).
-std::map<int, AccumulatingDot> accumulations(const ir::Function& fn, const Op& launch, std::map<int, int>* sums) {
+std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const Op& launch, std::map<int, int>* sums) {
   std::map<int, int> uses;
   std::map<int, const Op*> def;
   ir::walk(launch.body, [&](const Op& op) {
@@ -529,16 +527,6 @@ std::map<int, AccumulatingDot> accumulations(const ir::Function& fn, const Op& l
   block(launch.body);
   first_trips_write(fn, launch, def, &out);
   return out;
-}
-
-std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const Op& launch) {
-  return accumulations(fn, launch, nullptr);
-}
-
-std::map<int, int> accumulating_sums(const ir::Function& fn, const Op& launch) {
-  std::map<int, int> sums;
-  accumulations(fn, launch, &sums);
-  return sums;
 }
 
 std::set<int> choose_materialized(const ir::Function& fn, const Op& launch,

@@ -52,14 +52,15 @@ std::set<int> choose_materialized(const ir::Function& fn, const ir::Op& launch,
 // only when nothing between them writes a Var or a tensor that the dot's operands read, nor
 // assigns the Var after its read. Returns dot result -> how (with the loop whose first
 // trip writes the Var, where there is one: AccumulatingDot::first_trip_writes).
-std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const ir::Op& launch);
-
-// Sums that accumulate into a Var, `acc = acc + sum(x, axis)` (a block result of the Var's type,
-// the sum and the Var's read used only there, all in the assignment's block), where nothing from
-// the Var's read or the sum to the assignment reads the Var (the sum's operand included) or
-// assigns it: a backend may add the sum into the Var where it is, leaving the assignment out
-// (ValuePlan::adds_into). Returns sum result -> the Var.
-std::map<int, int> accumulating_sums(const ir::Function& fn, const ir::Op& launch);
+//
+// The same walk finds, where `sums` is given, the sums that accumulate into a Var,
+// `acc = acc + sum(x, axis)` (a block result of the Var's type, the sum and the Var's read used
+// only there, all in the assignment's block), where nothing from the Var's read or the sum to the
+// assignment reads the Var (the sum's operand included) or assigns it: a backend may add the sum
+// into the Var where it is, leaving the assignment out (ValuePlan::adds_into). `*sums` gets sum
+// result -> the Var.
+std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const ir::Op& launch,
+                                                 std::map<int, int>* sums = nullptr);
 
 // A materialized value whose first consumer is a reduction along its last axis is computed
 // inside that reduction's loop (one pass: store each element and accumulate it) instead of in

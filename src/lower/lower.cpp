@@ -231,7 +231,8 @@ class Planner {
       s.dtype = fn.vars[op.var].type.dtype;
       L.var_scratch[op.var] = add_value_scratch(L, s, fn.vars[op.var].type, compute_bytes(s.dtype));
     });
-    in_place_dots_ = accumulating_dots(fn, launch);
+    std::map<int, int> sums_into_vars;  // (the same walk: sum result -> the Var it adds into)
+    in_place_dots_ = accumulating_dots(fn, launch, &sums_into_vars);
     // A value cast to bf16/f16 that only dots read is materialized in that dtype: it is exact
     // (the value is representable), half the bytes, and the dot can take its 16-bit path; but in
     // f32 (the same values) where none of those dots' micro-kernels takes 16-bit operands: such a
@@ -267,7 +268,7 @@ class Planner {
     std::set<int> materialized = choose_materialized(fn, launch, in_place_dots_);
     for (const ReductionProducer& r : producers_computed_by_reductions(fn, launch, &materialized))
       L.compute_in_reduction(r.reduction, r.producer, r.stored);
-    for (const auto& [sum, var] : accumulating_sums(fn, launch))
+    for (const auto& [sum, var] : sums_into_vars)
       if (const auto v = L.values.find(sum); v == L.values.end() || v->second.computes < 0)
         L.values[sum].adds_into = var;
     for (int v : materialized) {
