@@ -240,7 +240,8 @@ __attribute__((always_inline)) inline void stream_copy_with(float* A, const floa
   int64_t i = lo;
   for (; i < hi && reinterpret_cast<uintptr_t>(A + i) % 64 != 0; ++i) A[i] = B[i];
   for (; i + 16 <= hi; i += 16) {
-    _mm_prefetch(reinterpret_cast<const char*>(B + i + 1024), _MM_HINT_T0);  // (past the end: a no-op)
+    // (Past the range, the next thread's lines or past the array: a hint, which never faults.)
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(B + i) + 4096), _MM_HINT_T0);
     store16(A + i, B + i);
   }
   for (; i < hi; ++i) A[i] = B[i];

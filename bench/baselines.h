@@ -60,13 +60,14 @@ inline bool settled_in_one_round(double baseline_first_ms, double ours_first_ms)
 // (vdpbf16ps; 0 where absent).
 double fma_peak_f32(int threads);
 // The memory roof the benchmarks compare against, in GB/s at `threads` threads of the runtime's
-// pool, over 64 MiB arrays: the best of copy (a = b, 2 arrays moved), STREAM triad (a = b + s*c,
-// 3) and read (a sum over one array, 1), each the best of 10 runs, measured together, since
-// which one a host runs fastest differs (an Intel Xeon here: copy 51.5 GB/s, triad 28-40).
+// pool, over 64 MiB arrays: the best of copy (a = b, 2 arrays moved), stream copy (the same with
+// non-temporal stores, 2), STREAM triad (a = b + s*c, 3) and read (a sum over one array, 1), each
+// the best of 10 runs, measured together, since which one a host runs fastest differs (an Intel
+// Xeon here: copy 51.5 GB/s, triad 28-40).
 struct MemoryRoof {
-  // stream_copy: a copy whose stores bypass the caches (non-temporal), as the kernels' stream
-  // hint stores: it moves the bytes it counts, where a plain copy's stores first read each
-  // line they write (a third more traffic than counted; triad, a quarter).
+  // stream_copy: a copy whose stores bypass the caches, as the kernels' stream hint stores: it
+  // moves the bytes it counts, where a plain copy's stores first read each line they write (half
+  // again the traffic it counts; a triad's, a third more).
   double copy = 0, stream_copy = 0, triad = 0, read = 0;
   double gbps() const;
   const char* kind() const;                 // "copy", "stream copy", "triad" or "read": the best

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/host.h"
@@ -42,19 +43,24 @@ TEST(Baselines, MemoryRoofIsTheBestOfCopyStreamCopyTriadAndRead) {
   EXPECT_EQ(r.gbps(), std::max({r.copy, r.stream_copy, r.triad, r.read}));
   const std::string kind = r.kind();
   EXPECT_TRUE(kind == "copy" || kind == "stream copy" || kind == "triad" || kind == "read") << kind;
-  // Each bandwidth is named by the roof it sets.
-  for (double bench::MemoryRoof::*best : {&bench::MemoryRoof::copy, &bench::MemoryRoof::stream_copy,
-                                          &bench::MemoryRoof::triad, &bench::MemoryRoof::read}) {
+  // Each bandwidth sets the roof, and names it, where it is the best; a re-measure keeps each
+  // one's best.
+  const std::pair<double bench::MemoryRoof::*, const char*> bandwidths[] = {
+      {&bench::MemoryRoof::copy, "copy"},
+      {&bench::MemoryRoof::stream_copy, "stream copy"},
+      {&bench::MemoryRoof::triad, "triad"},
+      {&bench::MemoryRoof::read, "read"}};
+  for (const auto& [best, name] : bandwidths) {
     bench::MemoryRoof one;
+    one.copy = one.stream_copy = one.triad = one.read = 5;
     one.*best = 10;
     EXPECT_EQ(one.gbps(), 10);
+    EXPECT_STREQ(one.kind(), name);
     bench::MemoryRoof kept = r;
     kept.keep_best(one);
-    EXPECT_EQ(kept.gbps(), std::max(r.gbps(), 10.0));
+    EXPECT_EQ(kept.*best, std::max(r.*best, 10.0)) << name;
+    EXPECT_EQ(kept.gbps(), std::max(r.gbps(), 10.0)) << name;
   }
-  bench::MemoryRoof streaming;
-  streaming.copy = 20, streaming.stream_copy = 30, streaming.triad = 25, streaming.read = 28;
-  EXPECT_STREQ(streaming.kind(), "stream copy");
 }
 
 // The compute bound runs the kernel at a shape whose bytes fit half a core's L2 (this host's),

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 #include "backend/cpu/host.h"
 #include "kernels/references.h"
@@ -304,6 +305,47 @@ TEST(Dot, EveryMicroKernelOverPackingPaths) {
       }
     }
   }
+}
+
+// Every micro-kernel at every count of rows up to 33 (a whole strip or none, then a ragged one
+// of each size below any MR, which runs the kernel of its rows): A read in place (row-major, its
+// rows wider than k) or packed (column-major), f32 and bf16, whole and ragged column panels. C
+// has canary rows after its m: a kernel that wrote past its rows would change them.
+TEST(Dot, EveryMicroKernelAtEveryRowCount) {
+  const auto& names = ph::runtime::gemm_kernel_names();
+  constexpr int64_t n = 40, k = 20, lda = 26;
+  constexpr float kCanary = 7.0f;
+  for (ph::DType dt : {ph::DType::f32, ph::DType::bf16})
+    for (bool column_major : {false, true})
+      for (int64_t m = 1; m <= 33; ++m) {
+        const int code = dt == ph::DType::f32 ? PH_F32 : PH_BF16;
+        // Exactly A's elements (a sanitizer build catches a read past them).
+        ph::Array storage = ph::Array::random({column_major ? k : m, column_major ? m : lda}, dt, 21 + m);
+        ph::Array a = ph::Array::empty({m, k}, dt);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t p = 0; p < k; ++p)
+            a.set(i * k + p, column_major ? storage.get(p * m + i) : storage.get(i * lda + p));
+        ph::Array b = ph::Array::random({k, n}, dt, 22);
+        ph::Array want = ph::ref::matmul(a, b);
+        for (size_t ki = 0; ki < names.size(); ++ki) {
+          std::vector<float> c((m + 2) * n, 0.5f);
+          std::fill(c.begin() + m * n, c.end(), kCanary);
+          std::vector<char> ws(ph::runtime::gemm_workspace_bytes(m, n, k, names[ki], dt == ph::DType::bf16) + 64);
+          ph_gemm_args g{};
+          g.m = m, g.n = n, g.k = k;
+          g.a = storage.data(), g.a_rs = column_major ? 1 : lda, g.a_cs = column_major ? m : 1, g.a_dtype = code;
+          g.b = b.data(), g.b_rs = n, g.b_cs = 1, g.b_dtype = code;
+          g.c = c.data(), g.ldc = n, g.accumulate = 1, g.kernel = static_cast<int>(ki);
+          g.workspace = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64);
+          ph::runtime::gemm(g);
+          double err = 0;
+          for (int64_t j = 0; j < want.numel(); ++j) err = std::max(err, std::abs(c[j] - 0.5 - want.get(j)));
+          EXPECT_LT(err, 1e-3) << names[ki] << " " << ph::dtype_name(dt) << " m " << m
+                               << (column_major ? " (A packed)" : " (A in place)");
+          EXPECT_TRUE(std::all_of(c.begin() + m * n, c.end(), [&](float x) { return x == kCanary; }))
+              << names[ki] << " " << ph::dtype_name(dt) << " m " << m << ": wrote past C's rows";
+        }
+      }
 }
 
 // Kept B panels (ph_gemm_args::b_panels) with every micro-kernel, f32 and bf16, B row- or

@@ -122,8 +122,8 @@ int run_suite(const SuiteOptions& o) {
     peak_bf16 = std::max({peak_bf16, bench::fma_peak_bf16(T), peak_tiles});
   };
   measure_peaks();
-  // The memory roof: the best of copy, triad and read, each re-measured every round (the best
-  // of each is kept: the machine is shared).
+  // The memory roof: the best of copy, stream copy, triad and read, each re-measured every round
+  // (the best of each is kept: the machine is shared).
   bench::MemoryRoof roof = bench::memory_roof(T);
 
   std::vector<Row> rows;
