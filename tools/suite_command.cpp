@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
 
 #include "backend/cpu/host.h"
 #include "bench/baselines.h"
@@ -122,6 +123,8 @@ int run_suite(const SuiteOptions& o) {
     peak_bf16 = std::max({peak_bf16, bench::fma_peak_bf16(T), peak_tiles});
   };
   measure_peaks();
+  // The compute roof of a row's dtype.
+  auto peak_for = [&](DType dt) { return dt == DType::bf16 && peak_bf16 > 0 ? peak_bf16 : peak_f32; };
   // The memory roof: the best of copy, stream copy, triad and read, each re-measured every round
   // (the best of each is kept: the machine is shared).
   bench::MemoryRoof roof = bench::memory_roof(T);
@@ -211,12 +214,12 @@ int run_suite(const SuiteOptions& o) {
   // when the last round has timed it, and is printed then: a long suite shows its rows as it
   // goes, and one cut short keeps what it measured.
   auto roofline_ms = [&](const Row& r) {
-    double peak = r.dtype == DType::bf16 && peak_bf16 > 0 ? peak_bf16 : peak_f32;
+    const double peak = peak_for(r.dtype);
     double flops = r.entry->flops(r.shape), bytes = r.entry->bytes(r.shape, r.dtype);
     return std::max(flops / (peak * 1e9), bytes / (roof.gbps() * 1e9)) * 1e3;
   };
   auto bound_by = [&](const Row& r) {
-    double peak = r.dtype == DType::bf16 && peak_bf16 > 0 ? peak_bf16 : peak_f32;
+    const double peak = peak_for(r.dtype);
     return r.entry->flops(r.shape) / (peak * 1e9) > r.entry->bytes(r.shape, r.dtype) / (roof.gbps() * 1e9) ? "FMA"
                                                                                                            : "memory";
   };
@@ -257,7 +260,7 @@ int run_suite(const SuiteOptions& o) {
     for (const Impl& i : r.impls) {
       double ms = r.ms(i.name);
       double gf = r.entry->flops(r.shape) / (ms * 1e6);
-      double peak = r.dtype == DType::bf16 && peak_bf16 > 0 ? peak_bf16 : peak_f32;
+      const double peak = peak_for(r.dtype);
       all.push_back({{"kernel", r.entry->name},
                      {"shape", r.shape},
                      {"dtype", dtype_name(r.dtype)},
@@ -322,11 +325,8 @@ int run_suite(const SuiteOptions& o) {
   // memory-bound by the best peak and roof measured, where the first round's peak, taken while
   // another tenant held the cores, read a third low and classed rows as FMA-bound.
   auto measure_compute_bound = [&](Row& row) {
-    const double peak = row.dtype == DType::bf16 && peak_bf16 > 0 ? peak_bf16 : peak_f32;
     const kernels::KernelEntry& e = *row.entry;
-    if (!row.skipped.empty() ||
-        e.flops(row.shape) / (peak * 1e9) >= e.bytes(row.shape, row.dtype) / (roof.gbps() * 1e9))
-      return;
+    if (!row.skipped.empty() || std::string_view(bound_by(row)) != "memory") return;
     std::string no;
     row.compute = bench::measure_compute_bound(e, row.shape, row.dtype, T, row.compute_start, &no);
     if (!row.compute)
