@@ -4,11 +4,13 @@
 #include <algorithm>
 
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "backend/cpu/host.h"
 #include "backend/cpu/jit.h"
@@ -249,37 +251,67 @@ TEST(Tuner, CacheRoundTripKeysAndCorruptFiles) {
   unsetenv("PARHELION_FORCE_TUNE");
 }
 
-// A noisy machine is told apart from a quiet one by the reference loop's drift and the
-// winner's spread over its rounds, either over 10%.
+// A noisy machine is told apart from a quiet one by the reference loop's drift, the every-core
+// loop's slowdown and the winner's spread over its rounds, any over 5% (the agreement with
+// `run` the tuner promises).
 TEST(Tuner, MachineConditionsTellNoiseApart) {
   ph::tune::MachineConditions quiet;
   quiet.reference_before_ms = 2.0;
-  quiet.reference_after_ms = 2.1;
-  quiet.spread = ph::tune::spread_of({1.00, 1.02, 1.05});
+  quiet.reference_after_ms = 2.08;
+  quiet.spread = ph::tune::spread_of({1.00, 1.02, 1.04});
   quiet.rounds = 3;
-  EXPECT_NEAR(quiet.spread, 0.05 / 1.02, 1e-9);
+  EXPECT_NEAR(quiet.spread, 0.04 / 1.02, 1e-9);
   EXPECT_FALSE(quiet.noisy());
   quiet.threads = 2;
   quiet.contention = 1.04;
+  EXPECT_FALSE(quiet.noisy());
   EXPECT_EQ(quiet.describe(),
-            "quiet: reference loop 2.00 -> 2.10 ms, 1.04x on 2 cores at once, winner's spread 5% over 3 rounds");
+            "quiet: reference loop 2.00 -> 2.08 ms, 1.04x on 2 cores at once, winner's spread 4% over 3 rounds");
   ph::tune::MachineConditions drifted = quiet;
-  drifted.reference_after_ms = 2.5;
+  drifted.reference_after_ms = 2.12;
   EXPECT_TRUE(drifted.noisy());
   ph::tune::MachineConditions spread = quiet;
-  spread.spread = ph::tune::spread_of({1.0, 1.3, 1.1});
+  spread.spread = ph::tune::spread_of({1.0, 1.07, 1.03});
   EXPECT_TRUE(spread.noisy());
   EXPECT_EQ(ph::tune::spread_of({1.0}), 0);
   EXPECT_GT(ph::tune::reference_loop_ms(), 0);
   // Load on one core of two: the one-core loop keeps its time, the every-core loop does not.
   ph::tune::MachineConditions contended = quiet;
-  contended.contention = 1.9;
+  contended.contention = 1.06;
   EXPECT_TRUE(contended.noisy());
   ph::tune::MachineConditions measured;
   ph::tune::measure_contention(measured, 2);
   EXPECT_EQ(measured.threads, 2);
   EXPECT_GT(measured.contention, 0.5);
   EXPECT_GT(ph::tune::parallel_reference_loop_ms(2), 0);
+}
+
+// Load on a core while tuning: the tuner calls the machine noisy, whatever else runs beside this
+// test, and re-times its finalists more than the three rounds of a quiet one, past the budget of
+// its search.
+TEST(Tuner, LoadOnACoreIsCalledNoisyAndRetimedMore) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "the every-core loop needs two cores";
+  ScopedCache cache("load");
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {
+    volatile uint64_t x = 1;
+    while (!stop.load(std::memory_order_relaxed)) x = x * 6364136223846793005ull + 1;
+  });
+  ph::Array x = ph::Array::random({64, 256}, ph::DType::f32, 1);
+  // A search that spends its whole budget still gets the extra rounds: they are not the search's.
+  ph::TuneOptions o = fast_options();
+  o.budget_seconds = 2;
+  ph::TuneReport r = ph::kernels::exp.tune({x}, o);
+  stop = true;
+  spinner.join();
+  EXPECT_TRUE(r.noisy) << r.conditions;
+  int rounds = 0;
+  const size_t at = r.conditions.find(" over ");
+  ASSERT_NE(at, std::string::npos) << r.conditions;
+  ASSERT_EQ(std::sscanf(r.conditions.c_str() + at, " over %d rounds", &rounds), 1) << r.conditions;
+  std::printf("%s (%.1f s)\n", r.conditions.c_str(), r.seconds);
+  EXPECT_GT(rounds, 3) << r.conditions;
+  EXPECT_LE(r.seconds, 60) << "a quick tune stays within its minute";
 }
 
 // The final re-timing runs in this process; a kernel that stores to its arguments runs there on

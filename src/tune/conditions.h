@@ -15,7 +15,9 @@
 namespace parhelion::tune {
 
 struct MachineConditions {
-  static constexpr double kNoisy = 0.10;
+  // The agreement the tuner promises between its reported time and `run`'s: a machine on which
+  // any of the measures moved by more than that cannot back it.
+  static constexpr double kNoisy = 0.05;
   double reference_before_ms = 0, reference_after_ms = 0;
   double spread = 0;      // the winner's (slowest - fastest) / median over its re-timing rounds
   int threads = 1;        // the cores the every-core loop ran on
