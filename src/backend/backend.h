@@ -66,6 +66,11 @@ struct Capabilities {
   // and the backend emits them; otherwise the backend's own machinery moves the blocks
   // (Pallas: BlockSpecs and emit_pipeline) and plans its buffers itself.
   bool lowering_plans_staged_copies = false;
+  // A dot whose Var goes, whole and unchanged, to a block of an output after the loop that
+  // computes it (AccumulatingDot::stored_whole) writes that block directly: the Var gets no
+  // buffer and the store is left out (DotPlan::writes_output). Otherwise the Var is computed in
+  // scratch and stored.
+  bool dots_write_output_blocks = false;
   // A gather load has strategies (config knob gathers[i], the legal ones asked of
   // Backend::gather_strategies); otherwise it has no knob.
   bool gathers_have_strategies = false;

@@ -150,6 +150,9 @@ std::string print(const BlockProgram& p) {
       if (d.first_trip_writes >= 0)
         os << "; " << ir::tile_name(fn, d.first_trip_writes) << "'s first trip writes v" << d.accumulate_into
            << " (its zeros not stored)";
+      if (d.writes_output >= 0)
+        os << "; v" << d.accumulate_into << " is the output block that %" << d.writes_output
+           << " is stored to (no buffer, no store)";
       os << "\n";
     }
     for (const InnerLoop& il : L.inner_loops) {

@@ -121,6 +121,10 @@ struct DotPlan {
   // The loop tile on whose first trip the dot writes the Var instead of adding into it (the
   // Var's zero init is then not stored: AccumulatingDot::first_trip_writes); -1: it always adds.
   int first_trip_writes = -1;
+  // The read of the Var whose store is the Var's only use after its loop, where the dot writes
+  // that store's block of the output directly (Capabilities::dots_write_output_blocks): the Var
+  // has no buffer and the store is left out. -1: the Var is a buffer in scratch.
+  int writes_output = -1;
   // B's packed panels kept from one call to the next in the thread's slow memory (ph_gemm_args::
   // b_panels), where B is a block of a tensor the launch does not write and the grid's fastest
   // dim does not index it (consecutive steps read the same B), or an inner loop around the dot
@@ -203,7 +207,10 @@ struct LaunchPlan {
   int64_t partials_bytes = 0;     // per thread, in slow memory (AtomicTarget::Partials)
   int64_t kept_panels_bytes = 0;  // per thread, in slow memory after the partials (DotPlan::kept_b_slots)
   int64_t working_set_bytes = 0;  // operand blocks + scratch touched by one grid step
-  int64_t footprint_bytes = 0;    // fast memory one step needs: staged blocks + scratch
+  // Output blocks that dots write directly, in place of a Var's buffer (DotPlan::writes_output).
+  int64_t output_accumulator_bytes = 0;
+  // Fast memory one step needs: staged blocks + scratch + the output blocks dots accumulate in.
+  int64_t footprint_bytes = 0;
 
   // Lookups for the emitters (nullptr / -1 when the value has no such decision).
   const DotPlan* dot(int result) const;

@@ -390,10 +390,50 @@ bool touches_var(const Op& op, int var) {
   return touches;
 }
 
+// The tensor whose memory `t` is (a view's root, else itself).
+int memory_of(const ir::Function& fn, int t) {
+  return fn.tensors[t].origin == ir::TensorInfo::View ? fn.tensors[t].root : t;
+}
+
+// Whether `store` writes `value`, a read of Var `var`, whole into a block that a dot can write
+// directly: AccumulatingDot::stored_whole.
+bool stores_var_whole(const ir::Function& fn, const Op& launch, const Op& store, int value,
+                      const std::map<int, int>& uses) {
+  if (store.kind != OpKind::Store || store.operands.empty() || store.operands[0] != value || ir::is_masked(store) ||
+      ir::is_atomic(store) || uses.at(value) != 1)
+    return false;
+  const ir::TensorInfo& t = fn.tensors[store.tensor];
+  const ir::Type& v = fn.type_of(value);
+  if (t.dtype != v.dtype || v.rank() < 2 || t.strides.empty() || t.strides.back() != 1 ||
+      store.index.size() != t.strides.size())
+    return false;
+  // Tiles and whole dims only: a scalar or a slice's start may be computed after the dot.
+  for (const ir::IndexItem& ix : store.index)
+    if (ix.kind != ir::IndexItem::Tile && ix.kind != ir::IndexItem::All) return false;
+  ir::Type region;
+  if (!ir::load_type(fn, store.tensor, store.index, &region).empty() || region.shape != v.shape) return false;
+  // The block's rows must be the tensor's last dim (its stride 1): the region's last dim is.
+  if (store.index.back().kind == ir::IndexItem::Tile && fn.tiles[store.index.back().tile].is_grid) return false;
+  // Each grid step its own block (steps that shared one, on two threads, would add into each
+  // other's sums), and nothing else in the launch reads or writes its memory: the dot leaves
+  // partial sums there.
+  for (int tile : launch.loop_tiles)
+    if (std::none_of(store.index.begin(), store.index.end(),
+                     [&](const ir::IndexItem& ix) { return ix.kind == ir::IndexItem::Tile && ix.tile == tile; }))
+      return false;
+  const int memory = memory_of(fn, store.tensor);
+  bool alone = true;
+  ir::walk(launch.body, [&](const Op& o) {
+    alone &= &o == &store || o.tensor < 0 || o.kind == OpKind::Alloc || memory_of(fn, o.tensor) != memory;
+  });
+  return alone;
+}
+
 // Sets AccumulatingDot::first_trip_writes for the in-place dots of `launch` (`dots`) whose Var
-// starts as zeros and is first touched by a loop whose every trip runs the dot once.
+// starts as zeros and is first touched by a loop whose every trip runs the dot once, and
+// AccumulatingDot::stored_whole where the Var then goes whole to an output block.
 void first_trips_write(const ir::Function& fn, const Op& launch, const std::map<int, const Op*>& def,
-                       std::map<int, AccumulatingDot>* dots) {
+                       const std::map<int, int>& uses, std::map<int, AccumulatingDot>* dots) {
   auto is_zeros = [&](int v) {
     auto it = def.find(v);
     return it != def.end() && it->second->kind == OpKind::Full && it->second->number == 0;
@@ -417,10 +457,23 @@ void first_trips_write(const ir::Function& fn, const Op& launch, const std::map<
         touching += (o.kind == OpKind::VarGet || o.kind == OpKind::VarSet) && o.var == decl.var;
       });
       if (touching != 2) continue;  // (the assignment and its read of the Var)
+      // After the loop: one read of the Var, stored whole by the next statement, and nothing
+      // after that touches the Var.
+      size_t k = j + 1;
+      while (k < ops.size() && !touches_var(ops[k], decl.var)) ++k;
+      int stored_whole = -1;
+      if (k + 1 < ops.size() && ops[k].kind == OpKind::VarGet && ops[k].var == decl.var &&
+          stores_var_whole(fn, launch, ops[k + 1], ops[k].result, uses) &&
+          std::none_of(ops.begin() + static_cast<std::ptrdiff_t>(k) + 2, ops.end(),
+                       [&](const Op& o) { return touches_var(o, decl.var); }))
+        stored_whole = ops[k].result;
       for (const Op& s : ops[j].body) {
         if (s.result < 0 || s.kind != OpKind::Dot) continue;
         auto d = dots->find(s.result);
-        if (d != dots->end() && d->second.var == decl.var && d->second.rescaled < 0) d->second.first_trip_writes = t.id;
+        if (d != dots->end() && d->second.var == decl.var && d->second.rescaled < 0) {
+          d->second.first_trip_writes = t.id;
+          d->second.stored_whole = stored_whole;
+        }
       }
     }
   };
@@ -525,7 +578,7 @@ std::map<int, AccumulatingDot> accumulating_dots(const ir::Function& fn, const O
     }
   };
   block(launch.body);
-  first_trips_write(fn, launch, def, &out);
+  first_trips_write(fn, launch, def, uses, &out);
   return out;
 }
 

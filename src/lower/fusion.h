@@ -37,6 +37,14 @@ struct AccumulatingDot {
   // one statement of the loop's body (run once a trip). Saves storing the zeros and reading them
   // back: a block of C per grid step (broadcast_matmul's [256, 256] f32 over 4 trips of K).
   int first_trip_writes = -1;
+  // Where the first trip writes the Var: a read of the Var (its value id) whose only use is the
+  // next statement, a plain store of the whole Var into a block of a tensor of its dtype, that
+  // the launch references nowhere else, rows contiguous (indexed by tiles and whole dims only);
+  // no statement after the store touches the Var. The Var's value then ends up nowhere but
+  // in that block: a backend may have the dot write the block directly and leave the store
+  // and the Var's buffer out (Capabilities::dots_write_output_blocks; a matmul's C block, no
+  // longer copied out of scratch). -1: none.
+  int stored_whole = -1;
 };
 
 // Returns the ids of the values of `launch` to materialize; `in_place_dots` (from

@@ -106,8 +106,8 @@ class Planner {
       // Staged operand blocks live in the dots' packing workspaces and the inner loops'
       // staging buffers, which are scratch already. (A kept B's panels are in slow memory: the
       // micro-kernels stream them a panel at a time, while A's strips stay in the workspace.)
-      L.footprint_bytes = L.scratch_bytes;
-      L.working_set_bytes += L.scratch_bytes;
+      L.footprint_bytes = L.scratch_bytes + L.output_accumulator_bytes;
+      L.working_set_bytes += L.scratch_bytes;  // (the output blocks are operand blocks already)
       p_.footprint_bytes = std::max(p_.footprint_bytes, L.footprint_bytes);
       p_.launches.push_back(std::move(L));
     }
@@ -223,16 +223,28 @@ class Planner {
 
   void plan_scratch(LaunchPlan& L, const Op& launch) {
     const ir::Function& fn = *p_.fn;
+    std::map<int, int> sums_into_vars;  // (the same walk: sum result -> the Var it adds into)
+    in_place_dots_ = accumulating_dots(fn, launch, &sums_into_vars);
+    // A Var whose dot writes an output block directly has no buffer: the block is where its sums
+    // stay between the loop's trips, and counts in the fast memory a step needs as the buffer did.
+    std::set<int> in_outputs;
+    if (backend_.capabilities().dots_write_output_blocks)
+      for (const auto& [dot, how] : in_place_dots_)
+        if (how.stored_whole >= 0) in_outputs.insert(how.var);
     ir::walk(launch.body, [&](const Op& op) {
       if (op.kind != OpKind::VarDecl) return;
+      if (in_outputs.count(op.var)) {
+        int64_t n = 1;
+        for (const ir::Dim& d : fn.vars[op.var].type.shape) n *= capacity(d);
+        L.output_accumulator_bytes += n * static_cast<int64_t>(dtype_size(fn.vars[op.var].type.dtype));
+        return;
+      }
       Scratch s;
       s.kind = Scratch::VarBuffer;
       s.var = op.var;
       s.dtype = fn.vars[op.var].type.dtype;
       L.var_scratch[op.var] = add_value_scratch(L, s, fn.vars[op.var].type, compute_bytes(s.dtype));
     });
-    std::map<int, int> sums_into_vars;  // (the same walk: sum result -> the Var it adds into)
-    in_place_dots_ = accumulating_dots(fn, launch, &sums_into_vars);
     // A value cast to bf16/f16 that only dots read is materialized in that dtype: it is exact
     // (the value is representable), half the bytes, and the dot can take its 16-bit path; but in
     // f32 (the same values) where none of those dots' micro-kernels takes 16-bit operands: such a
@@ -356,6 +368,7 @@ class Planner {
         d.accumulate_into = in->second.var;
         d.rescaled = in->second.rescaled;
         d.first_trip_writes = in->second.first_trip_writes;
+        if (backend_.capabilities().dots_write_output_blocks) d.writes_output = in->second.stored_whole;
       }
       if (int64_t bytes = workspace_bytes(L, op, d, /*b_kept=*/false); bytes > 0) {
         Scratch s;

@@ -58,7 +58,8 @@ class Verifier {
       end = s.offset + s.bytes;
     }
     expect(end <= L_.scratch_bytes, "scratch buffers run past scratch_bytes");
-    expect(L_.footprint_bytes == L_.scratch_bytes, "the footprint is not the scratch");
+    expect(L_.footprint_bytes == L_.scratch_bytes + L_.output_accumulator_bytes,
+           "the footprint is not the scratch and the output blocks dots accumulate in");
     for (auto [var, index] : L_.var_scratch)
       expect(scratch_is(index, Scratch::VarBuffer) && L_.scratch[index].var == var, "a Var's buffer is not its own");
   }
@@ -95,7 +96,13 @@ class Verifier {
       if (d.workspace >= 0)
         expect(scratch_is(d.workspace, Scratch::DotWorkspace) && L_.scratch[d.workspace].value == d.result,
                "dot %" + std::to_string(d.result) + "'s workspace is not its own");
-      if (d.accumulate_into >= 0)
+      if (d.writes_output >= 0)
+        expect(d.first_trip_writes >= 0 && L_.var_scratch.count(d.accumulate_into) == 0 &&
+                   L_.materialized(d.writes_output) < 0,
+               "dot %" + std::to_string(d.result) +
+                   " writes an output block directly, but not on its loop's first trip, or its Var or the Var's "
+                   "read has a buffer too");
+      else if (d.accumulate_into >= 0)
         expect(L_.var_scratch.count(d.accumulate_into) > 0,
                "dot %" + std::to_string(d.result) + " accumulates into a Var with no buffer");
       else

@@ -26,8 +26,13 @@ std::string LaunchEmitter::run() {
   for (size_t i = 0; i < fn_.scalar_params.size(); ++i)
     line("const float sp" + std::to_string(i) + " = static_cast<float>(ph_scalars[" + std::to_string(i) + "]);");
   line("(void)ph_scalars; (void)ph_scratch; (void)ph_rt_table; (void)ph_st;");
+  std::set<int> written_by_dots;
+  for (const lower::DotPlan& d : L_.dots)
+    if (d.writes_output >= 0) written_by_dots.insert(d.writes_output);
   ir::walk(L_.op->body, [&](const Op& op) {
     if (op.result >= 0) launch_def_[op.result] = &op;
+    if (op.kind == OpKind::Store && !op.operands.empty() && written_by_dots.count(op.operands[0]))
+      output_stores_[op.operands[0]] = &op;
   });
   if (p_.config.index_checks) collect_index_uses();
   for (const lower::Scratch& s : L_.scratch) {
@@ -174,6 +179,11 @@ void LaunchEmitter::statement(const Op& op) {
 
 void LaunchEmitter::store(const Op& op) {
   if (ir::is_atomic(op)) return atomic_update(op);
+  if (output_stores_.count(op.operands[0])) {
+    line("// store at " + op.loc.str() + ": the dot wrote the block in place of v" +
+         std::to_string(def_.at(op.operands[0])->var));
+    return;
+  }
   // The stored region has the shape a load of the same index would have.
   ir::Type region;
   ir::load_type(fn_, op.tensor, op.index, &region);

@@ -32,9 +32,10 @@ CpuBackend::CpuBackend(const Host& host) : host_(host) {
   caps_.inner_loops_move_every_block = false;
   caps_.lowering_plans_staged_copies = true;
   caps_.runs_on_host = true;
-  caps_.collectives = true;              // a mesh's devices as threads of this process (mesh_runner.cpp)
-  caps_.cache_hints = true;              // streamed stores, next-step prefetches (lower/cache_hints.h)
-  caps_.atomics_have_strategies = true;  // atomic instructions or per-thread partials (emit/atomics.cpp)
+  caps_.dots_write_output_blocks = true;  // the GEMM's C is any row-major block (emit/dots.cpp)
+  caps_.collectives = true;               // a mesh's devices as threads of this process (mesh_runner.cpp)
+  caps_.cache_hints = true;               // streamed stores, next-step prefetches (lower/cache_hints.h)
+  caps_.atomics_have_strategies = true;   // atomic instructions or per-thread partials (emit/atomics.cpp)
   // (a GCC pragma: clang would compile every width alike)
   if (compiler_identity().find("clang") == std::string::npos) caps_.vector_bits = vector_widths(host.features);
 }

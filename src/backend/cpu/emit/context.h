@@ -63,6 +63,8 @@ class EmitContext {
   const ir::Function& fn_;
   std::map<int, const Op*> def_;         // value id -> its defining op, filled by block()
   std::map<int, const Op*> launch_def_;  // value id -> its op anywhere in the launch, filled by run()
+  // DotPlan::writes_output -> the store its dot writes the block of (left out), filled by run()
+  std::map<int, const Op*> output_stores_;
   std::ostringstream os_;
   int depth_ = 0;
 

@@ -42,17 +42,24 @@ LaunchEmitter::Operand2D LaunchEmitter::operand_2d(int v, const Idx& batch) {
     int64_t rs = b.capacity.back();
     return {"(" + stg_name(k) + " + " + staged_offset(k, at) + ")", std::to_string(rs), "1", dcode};
   }
+  return tensor_block_2d(d, type(v).shape, idx, dcode);
+}
+
+// The matrix at `idx` (a batch index, then 0, 0) of the block of shape `shape` that `access`, a
+// load or a store, reads or writes in its tensor.
+LaunchEmitter::Operand2D LaunchEmitter::tensor_block_2d(const Op& access, const std::vector<Dim>& shape, const Idx& idx,
+                                                        const char* dcode) {
   // The tensor dimensions behind the block's last two dims.
-  const ir::TensorInfo& t = fn_.tensors[d.tensor];
+  const ir::TensorInfo& t = fn_.tensors[access.tensor];
   std::vector<int> dims;
-  for (size_t k = 0; k < d.index.size(); ++k) {
-    const ir::IndexItem& ix = d.index[k];
+  for (size_t k = 0; k < access.index.size(); ++k) {
+    const ir::IndexItem& ix = access.index[k];
     if (ix.kind == ir::IndexItem::All || ix.kind == ir::IndexItem::Slice ||
         (ix.kind == ir::IndexItem::Tile && !fn_.tiles[ix.tile].is_grid))
       dims.push_back(static_cast<int>(k));
   }
-  Idx at = broadcast(type(v).shape, idx);
-  return {"(T" + std::to_string(d.tensor) + " + " + tensor_offset(d, at) + ")",
+  Idx at = broadcast(shape, idx);
+  return {"(T" + std::to_string(access.tensor) + " + " + tensor_offset(access, at) + ")",
           std::to_string(t.strides[dims[dims.size() - 2]]), std::to_string(t.strides[dims.back()]), dcode};
 }
 
@@ -79,7 +86,10 @@ void LaunchEmitter::gemm_calls(const Op& op) {
   const ir::Type& a = type(op.operands[0]);
   const lower::DotPlan& plan = *L_.dot(op.result);
   const bool in_place = plan.accumulate_into >= 0;
-  const lower::Scratch& c = L_.scratch[in_place ? L_.var_scratch.at(plan.accumulate_into) : L_.materialized(op.result)];
+  // C: the Var's buffer, the dot's own, or the output block the Var would be stored to.
+  const lower::Scratch* c = plan.writes_output >= 0 ? nullptr
+                            : in_place              ? &L_.scratch[L_.var_scratch.at(plan.accumulate_into)]
+                                                    : &L_.scratch[L_.materialized(op.result)];
   const lower::Scratch& ws = L_.scratch[plan.workspace];
   std::vector<Dim> batch(r.shape.begin(), r.shape.end() - 2);
   line("{  // dot at " + op.loc.str());
@@ -94,7 +104,7 @@ void LaunchEmitter::gemm_calls(const Op& op) {
       nest(mn, [&](const Idx& ij) {
         Idx full = saved;
         full.insert(full.end(), ij.begin(), ij.end());
-        line(scratch_ref(c, full) + " = " + expr(op.operands[2], full) + ";");
+        line(scratch_ref(*c, full) + " = " + expr(op.operands[2], full) + ";");
       });
     }
     Operand2D A = operand_2d(op.operands[0], Idx(b.end() - (a.rank() - 2), b.end()));
@@ -105,8 +115,15 @@ void LaunchEmitter::gemm_calls(const Op& op) {
          "; g.k = " + extent(a.shape[a.rank() - 1]) + ";");
     line("g.a = " + A.ptr + "; g.a_rs = " + A.rs + "; g.a_cs = " + A.cs + "; g.a_dtype = " + A.dtype + ";");
     line("g.b = " + B.ptr + "; g.b_rs = " + B.rs + "; g.b_cs = " + B.cs + "; g.b_dtype = " + B.dtype + ";");
-    line("g.c = " + scratch_name(c) + " + " + linear(c.capacity, cidx) +
-         "; g.ldc = " + std::to_string(c.capacity.back()) + ";");
+    if (c) {
+      line("g.c = " + scratch_name(*c) + " + " + linear(c->capacity, cidx) +
+           "; g.ldc = " + std::to_string(c->capacity.back()) + ";");
+    } else {  // (rows contiguous: AccumulatingDot::stored_whole)
+      const Operand2D out = tensor_block_2d(*output_stores_.at(plan.writes_output), r.shape, cidx, "PH_F32");
+      PH_CHECK(out.cs == "1", "a dot writes an output block whose rows are not contiguous");
+      line("g.c = " + out.ptr + "; g.ldc = " + out.rs + ";  // the output block, stored to by %" +
+           std::to_string(plan.writes_output));
+    }
     // (where the loop's first trip writes the Var, the trip at its range's start overwrites the
     // block: the tile's begin, or the enclosing tile's offset for a tile over its block)
     std::string accumulate = op.operands.size() > 2 || in_place ? "1" : "0";

@@ -141,6 +141,7 @@ class LaunchEmitter : private EmitContext {
     std::string ptr, rs, cs, dtype;
   };
   Operand2D operand_2d(int v, const Idx& batch);
+  Operand2D tensor_block_2d(const Op& access, const std::vector<Dim>& shape, const Idx& idx, const char* dcode);
   void dot(const Op& op);
   void gemm_calls(const Op& op);
   void declare_kept_panels();
