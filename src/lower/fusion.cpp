@@ -395,8 +395,8 @@ int memory_of(const ir::Function& fn, int t) {
   return fn.tensors[t].origin == ir::TensorInfo::View ? fn.tensors[t].root : t;
 }
 
-// Whether `store` writes `value`, a read of Var `var`, whole into a block that a dot can write
-// directly: AccumulatingDot::stored_whole.
+// Whether `store` writes `value`, a read of a Var, whole into a block that the Var's dot can
+// write directly: AccumulatingDot::stored_whole.
 bool stores_var_whole(const ir::Function& fn, const Op& launch, const Op& store, int value,
                       const std::map<int, int>& uses) {
   if (store.kind != OpKind::Store || store.operands.empty() || store.operands[0] != value || ir::is_masked(store) ||
