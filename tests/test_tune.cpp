@@ -309,7 +309,6 @@ TEST(Tuner, LoadOnACoreIsCalledNoisyAndRetimedMore) {
   const size_t at = r.conditions.find(" over ");
   ASSERT_NE(at, std::string::npos) << r.conditions;
   ASSERT_EQ(std::sscanf(r.conditions.c_str() + at, " over %d rounds", &rounds), 1) << r.conditions;
-  std::printf("%s (%.1f s)\n", r.conditions.c_str(), r.seconds);
   EXPECT_GT(rounds, 3) << r.conditions;
   EXPECT_LE(r.seconds, 60) << "a quick tune stays within its minute";
 }

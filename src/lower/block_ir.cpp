@@ -38,6 +38,12 @@ const DotPlan* LaunchPlan::dot(int result) const {
   return nullptr;
 }
 
+const DotPlan* LaunchPlan::dot_writing_output(int value) const {
+  for (const DotPlan& d : dots)
+    if (d.writes_output >= 0 && d.writes_output == value) return &d;
+  return nullptr;
+}
+
 int LaunchPlan::materialized(int value) const {
   auto it = values.find(value);
   return it == values.end() ? -1 : it->second.materialized;

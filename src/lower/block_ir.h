@@ -214,6 +214,8 @@ struct LaunchPlan {
 
   // Lookups for the emitters (nullptr / -1 when the value has no such decision).
   const DotPlan* dot(int result) const;
+  // The dot that writes in place the block a store of `value` would write (DotPlan::writes_output).
+  const DotPlan* dot_writing_output(int value) const;
   int materialized(int value) const;
   int staged_load(int value) const;
   // Records that reduction `reduction`'s loop computes `producer` per element and stores

@@ -386,12 +386,8 @@ void plan_cache_hints(const BlockProgram& p, LaunchPlan& L, const std::string& c
   const bool stream = choice == "stream" || choice == "stream+prefetch";
   const bool prefetch = choice == "prefetch" || choice == "stream+prefetch";
   // (a store whose block a dot writes in place is left out: DotPlan::writes_output)
-  auto written_by_a_dot = [&](const Op& op) {
-    return std::any_of(L.dots.begin(), L.dots.end(),
-                       [&](const DotPlan& d) { return d.writes_output >= 0 && d.writes_output == op.operands[0]; });
-  };
   ir::walk(launch.body, [&](const Op& op) {
-    if (stream && streamable_store(fn, launch, op) && !written_by_a_dot(op) && row_holds_a_line(p, op))
+    if (stream && streamable_store(fn, launch, op) && !L.dot_writing_output(op.operands[0]) && row_holds_a_line(p, op))
       L.streamed_stores.push_back(&op);
   });
   if (!prefetch) return;

@@ -26,12 +26,9 @@ std::string LaunchEmitter::run() {
   for (size_t i = 0; i < fn_.scalar_params.size(); ++i)
     line("const float sp" + std::to_string(i) + " = static_cast<float>(ph_scalars[" + std::to_string(i) + "]);");
   line("(void)ph_scalars; (void)ph_scratch; (void)ph_rt_table; (void)ph_st;");
-  std::set<int> written_by_dots;
-  for (const lower::DotPlan& d : L_.dots)
-    if (d.writes_output >= 0) written_by_dots.insert(d.writes_output);
   ir::walk(L_.op->body, [&](const Op& op) {
     if (op.result >= 0) launch_def_[op.result] = &op;
-    if (op.kind == OpKind::Store && !op.operands.empty() && written_by_dots.count(op.operands[0]))
+    if (op.kind == OpKind::Store && !op.operands.empty() && L_.dot_writing_output(op.operands[0]))
       output_stores_[op.operands[0]] = &op;
   });
   if (p_.config.index_checks) collect_index_uses();
